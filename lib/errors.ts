@@ -1,0 +1,68 @@
+/**
+ * Errors grouped by what the caller should do with them, each chaining its `cause`:
+ * - {@linkcode TransientError}: retry later (5xx, 429, timeouts, dropped connections, cut bodies);
+ * - {@linkcode PermanentError}: never retry this request (404 of a document, other 4xx);
+ * - {@linkcode FatalError}: stop the job, the configuration or the source is wrong (not a CouchDB
+ *   listing, `offset` is not a rank, a registry answering garbage);
+ * - {@linkcode InputError}: the user's input is wrong (maps to HTTP 400 / CLI exit 2).
+ *
+ * @module
+ */
+
+/** Base class: every error this project raises on purpose. */
+export class CrawlerError extends Error {
+  override name = "CrawlerError";
+}
+
+/** Worth retrying after a delay. `retryAfterMs` carries a server's `Retry-After` when given. */
+export class TransientError extends CrawlerError {
+  override name = "TransientError";
+  /** The delay the server asked for, in milliseconds, if any. */
+  readonly retryAfterMs?: number;
+  /** The HTTP status, when the error came from a response. */
+  readonly status?: number;
+  constructor(
+    message: string,
+    options: ErrorOptions & { retryAfterMs?: number; status?: number } = {},
+  ) {
+    super(message, options);
+    this.retryAfterMs = options.retryAfterMs;
+    this.status = options.status;
+  }
+}
+
+/** Will fail the same way every time; record it and move on. */
+export class PermanentError extends CrawlerError {
+  override name = "PermanentError";
+  /** The HTTP status, when the error came from a response. */
+  readonly status?: number;
+  constructor(message: string, options: ErrorOptions & { status?: number } = {}) {
+    super(message, options);
+    this.status = options.status;
+  }
+}
+
+/** The job cannot go on: wrong source, broken contract, corrupt state. */
+export class FatalError extends CrawlerError {
+  override name = "FatalError";
+}
+
+/** Bad input from a user: a flag, a request body, a parameter. */
+export class InputError extends CrawlerError {
+  override name = "InputError";
+}
+
+/** Not found: an unknown crawl id and the like. */
+export class NotFoundError extends CrawlerError {
+  override name = "NotFoundError";
+}
+
+/** The operation conflicts with the current state (e.g. resuming a finished crawl). */
+export class ConflictError extends CrawlerError {
+  override name = "ConflictError";
+}
+
+/** True when retrying might succeed. */
+export function isTransient(err: unknown): err is TransientError {
+  return err instanceof TransientError;
+}

@@ -1,0 +1,349 @@
+/**
+ * The rank-balanced planner: finds the N-1 keys at ranks floor(i·total/N) exactly, so that every
+ * shard holds floor or ceil of total/N items, with as few listing requests as possible.
+ *
+ * How: `startkey=k&limit=m` answers rank(k) and the real keys at ranks rank(k)..rank(k)+m-1. Every
+ * answer becomes a known (key, rank) point shared by all boundary searches. Each search brackets its
+ * target rank between two known points, interpolates a probe key between them over the alphabet seen
+ * so far (safeguarded towards bisection when interpolation stalls), and once the bracket spans at most
+ * one page it reads that page and takes the key at the exact rank. Searches run concurrently, in an
+ * order that spreads the first probes over the whole key space.
+ *
+ * @module
+ */
+import { FatalError, InputError } from "./errors.ts";
+import { Alphabet, compareKeys, keyBetween } from "./keys.ts";
+import type { Page, Source } from "./source.ts";
+
+/** One shard: keys k with start <= k < end (`null` = open). */
+export interface ShardSpec {
+  start: string | null;
+  end: string | null;
+  items: number;
+}
+
+/** A plan, as `deno task plan --json` prints it. */
+export interface Plan {
+  total: number;
+  shards: ShardSpec[];
+  /** Listing requests the planner made. */
+  requests: number;
+  /** How ranks were found: `rank` (offset oracle), `skip`, or `listing` (a full pass). */
+  method: "rank" | "skip" | "listing";
+  /** Page size used. */
+  maxPage: number;
+}
+
+/** Options of {@linkcode planShards}. */
+export interface PlanOptions {
+  /** Largest page to request. @default source.capabilities.maxPage */
+  maxPage?: number;
+  /** Listing requests in flight at once. @default 8 */
+  concurrency?: number;
+  /** Probe with a full page once a bracket is at most this many pages wide. @default 100 */
+  widePageSpan?: number;
+}
+
+interface Point {
+  key: string;
+  rank: number;
+  /** True when `key` is a real key (at rank `rank`); false for a probe key (rank = keys below it). */
+  real: boolean;
+}
+
+/** The target ranks floor(i·total/N) for i = 1..N-1. */
+export function targetRanks(total: number, shards: number): number[] {
+  const out: number[] = [];
+  for (let i = 1; i < shards; i++) out.push(Math.floor((i * total) / shards));
+  return out;
+}
+
+/** Shards from boundary keys at the target ranks. */
+export function shardsFromBoundaries(total: number, keys: string[], ranks: number[]): ShardSpec[] {
+  const starts = [null, ...keys];
+  const ends = [...keys, null];
+  const rs = [0, ...ranks, total];
+  return starts.map((start, i) => ({ start, end: ends[i], items: rs[i + 1] - rs[i] }));
+}
+
+/** Visits 0..n-1 in an order that halves the gaps: middle first, then quarters, ... */
+export function spreadOrder(n: number): number[] {
+  const out: number[] = [];
+  const seen = new Set<number>();
+  for (let step = 1; out.length < n; step *= 2) {
+    for (let j = 1; j < 2 * step; j += 2) {
+      const i = Math.min(n - 1, Math.floor((j * n) / (2 * step)));
+      if (!seen.has(i)) {
+        seen.add(i);
+        out.push(i);
+      }
+    }
+    if (step > 2 * n) { for (let i = 0; i < n; i++) if (!seen.has(i)) (seen.add(i), out.push(i)); }
+  }
+  return out;
+}
+
+/** A counting semaphore bounding requests in flight. */
+class Pool {
+  #free: number;
+  #waiting: (() => void)[] = [];
+  constructor(size: number) {
+    this.#free = size;
+  }
+  async run<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.#free > 0) this.#free--;
+    else await new Promise<void>((r) => this.#waiting.push(r));
+    try {
+      return await fn();
+    } finally {
+      const next = this.#waiting.shift();
+      if (next) next();
+      else this.#free++;
+    }
+  }
+}
+
+/**
+ * Plans `shards` shards of exactly balanced item counts over `source`.
+ *
+ * Edge cases: an empty source, `shards < 1` or `shards > total` throw {@linkcode InputError}; a
+ * source whose `offset` is not a rank (pouchdb-server answers 0) is detected before any boundary is
+ * searched and planned by `skip` where the source allows it, else by one pass over the listing;
+ * offsets that contradict each other during the search throw {@linkcode FatalError}.
+ */
+export async function planShards(
+  source: Source,
+  shards: number,
+  options: PlanOptions = {},
+): Promise<Plan> {
+  if (!Number.isInteger(shards) || shards < 1) {
+    throw new InputError(`shard count must be a whole number >= 1, got ${shards}`);
+  }
+  const maxPage = Math.min(
+    options.maxPage ?? source.capabilities.maxPage,
+    source.capabilities.maxPage,
+  );
+  const before = source.requests;
+  const first = await source.list({ limit: maxPage });
+  const total = first.total;
+  if (total === 0 || first.rows.length === 0) throw new InputError("the registry holds no items");
+  if (shards > total) {
+    throw new InputError(
+      `cannot cut ${total} items into ${shards} shards (more shards than items)`,
+    );
+  }
+  const done = (keys: string[], ranks: number[], method: Plan["method"]): Plan => ({
+    total,
+    shards: shardsFromBoundaries(total, keys, ranks),
+    requests: source.requests - before,
+    method,
+    maxPage,
+  });
+  const targets = targetRanks(total, shards);
+  const last = await source.list({ descending: true, limit: 1 });
+  const lastKey = last.rows[0]?.id;
+  if (lastKey === undefined) throw new FatalError("the registry's descending listing is empty");
+  const check = total > 1 ? await source.list({ start: lastKey, limit: 1 }) : first;
+  if (first.offset !== 0 || check.offset !== total - 1 || check.rows[0]?.id !== lastKey) {
+    // The offset is not a rank: binary search would produce a wrong plan.
+    if (source.capabilities.skip) {
+      const keys = await planBySkip(source, targets, maxPage, options.concurrency ?? 8);
+      return done(keys, targets, "skip");
+    }
+    const keys = await planByListing(source, targets, maxPage);
+    return done(keys, targets, "listing");
+  }
+  const keys = await searchBoundaries(source, targets, {
+    total,
+    maxPage,
+    first,
+    lastKey,
+    concurrency: options.concurrency ?? 8,
+    widePageSpan: options.widePageSpan ?? 100,
+  });
+  return done(keys, targets, "rank");
+}
+
+/** Finds the key at each target rank with the shared-bracket interpolation search. */
+async function searchBoundaries(
+  source: Source,
+  targets: number[],
+  o: {
+    total: number;
+    maxPage: number;
+    first: Page;
+    lastKey: string;
+    concurrency: number;
+    widePageSpan: number;
+  },
+): Promise<string[]> {
+  const alphabet = new Alphabet();
+  const points: Point[] = []; // sorted by key; ranks non-decreasing along it
+  const found = new Map<number, string>();
+  const pool = new Pool(Math.max(1, o.concurrency));
+  const inflight = new Map<string, Promise<Page>>();
+
+  const indexAfter = (key: string): number => {
+    let lo = 0;
+    let hi = points.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (compareKeys(points[mid].key, key) <= 0) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  };
+  const addPoint = (p: Point) => {
+    const i = indexAfter(p.key);
+    const prev = points[i - 1];
+    if (prev && prev.key === p.key) {
+      if (prev.rank !== p.rank) throw inconsistent();
+      prev.real ||= p.real;
+      return;
+    }
+    if ((prev && prev.rank > p.rank) || (points[i] && points[i].rank < p.rank)) {
+      throw inconsistent();
+    }
+    points.splice(i, 0, p);
+  };
+  const absorb = (start: string | null, page: Page) => {
+    if (start !== null) addPoint({ key: start, rank: page.offset, real: false });
+    page.rows.forEach((row, j) => {
+      // Only the ends of each answer train the key model: a whole page is one dense local
+      // sample and would skew it towards wherever pages happened to be read.
+      if (j === 0 || j === page.rows.length - 1) alphabet.addKey(row.id);
+      const r = page.offset + j;
+      if (j === 0 || j === page.rows.length - 1) addPoint({ key: row.id, rank: r, real: true });
+      if (targetSet.has(r)) found.set(r, row.id);
+    });
+    if (page.rows.length === 0 && page.offset !== o.total && start !== null) throw inconsistent();
+  };
+  const targetSet = new Set(targets);
+  const list = (start: string | null, limit: number) => {
+    const key = `${start}\u0000${limit}`;
+    let p = inflight.get(key);
+    if (!p) {
+      p = pool.run(() => source.list({ start, limit })).then((page) => {
+        absorb(start, page);
+        return page;
+      });
+      inflight.set(key, p);
+      // The derived promise only cleans up; callers of `p` see its rejection.
+      p.finally(() => inflight.delete(key)).catch(() => {});
+    }
+    return p;
+  };
+
+  absorb(null, o.first);
+  addPoint({ key: o.lastKey, rank: o.total - 1, real: true });
+  alphabet.addKey(o.lastKey);
+
+  let failed = false; // once one search fails, the others stop at their next step
+  const search = async (t: number) => {
+    // Illinois-style memory: when the same end of the bracket survives probe after probe, the
+    // rank mass sits near it, so its rank is pulled towards t to push the next probe over there.
+    let high = 0; // consecutive own probes that landed above t
+    let low = 0; // ... below t
+    for (let step = 0; !found.has(t) && !failed; step++) {
+      if (step > 200) throw new FatalError(`boundary search for rank ${t} did not converge`);
+      // Bracket: a = last point with rank <= t (the real one when tied), b = first with rank > t.
+      let i = 0;
+      let hi = points.length;
+      while (i < hi) {
+        const mid = (i + hi) >>> 1;
+        if (points[mid].rank <= t) i = mid + 1;
+        else hi = mid;
+      }
+      const a = points[i - 1];
+      const b = points[i];
+      if (a.real && a.rank === t) {
+        found.set(t, a.key);
+        break;
+      }
+      const width = b.rank - a.rank;
+      if (t - a.rank < o.maxPage) {
+        await list(a.key, Math.min(o.maxPage, width));
+        continue;
+      }
+      // Aim below t when a full page will be read, so the page likely covers t.
+      const wide = width <= o.widePageSpan * o.maxPage;
+      const aim = wide ? Math.max(a.rank + 1, t - Math.floor(o.maxPage / 2)) : t;
+      const ra = aim - (aim - a.rank) / 2 ** Math.min(8, Math.max(0, high - 1));
+      const rb = aim + (b.rank - aim) / 2 ** Math.min(8, Math.max(0, low - 1));
+      const f = (aim - ra) / (rb - ra);
+      const probe = keyBetween(a.key, b.key, f, alphabet);
+      if (probe === null) throw inconsistent();
+      const page = await list(probe, wide ? o.maxPage : 1);
+      if (page.offset > t) [high, low] = [high + 1, 0];
+      else [high, low] = [0, low + 1];
+    }
+  };
+  await Promise.all(
+    spreadOrder(targets.length).map((i) =>
+      search(targets[i]).catch((err) => {
+        failed = true;
+        throw err;
+      })
+    ),
+  );
+  return targets.map((t) => found.get(t)!);
+}
+
+function inconsistent(): FatalError {
+  return new FatalError(
+    "the registry's offsets contradict each other (not a rank, or the registry changed while planning)",
+  );
+}
+
+/** Key at each target rank by `skip` (one request per boundary, O(rank) work on the server). */
+async function planBySkip(
+  source: Source,
+  targets: number[],
+  _maxPage: number,
+  concurrency: number,
+): Promise<string[]> {
+  const pool = new Pool(concurrency);
+  return await Promise.all(targets.map((t) =>
+    pool.run(async () => {
+      const page = await source.list({ limit: 1, skip: t });
+      const key = page.rows[0]?.id;
+      if (key === undefined) {
+        throw new FatalError(`no key at rank ${t} (skip ${t} answered nothing)`);
+      }
+      return key;
+    })
+  ));
+}
+
+/**
+ * Key at each target rank by paging through the whole listing once (about total / maxPage
+ * requests). Each request asks for `maxPage` rows and uses the last one only as the next start, so
+ * the limit never exceeds what the source accepts.
+ */
+async function planByListing(
+  source: Source,
+  targets: number[],
+  maxPage: number,
+): Promise<string[]> {
+  const step = Math.max(1, maxPage - 1);
+  const keys: string[] = [];
+  let cursor: string | null = null;
+  let seen = 0;
+  let next = 0;
+  while (next < targets.length) {
+    const page: Page = await source.list({ start: cursor, limit: step + 1 });
+    const rows = page.rows.slice(0, step);
+    if (rows.length === 0) break;
+    while (next < targets.length && targets[next] < seen + rows.length) {
+      keys.push(rows[targets[next] - seen].id);
+      next++;
+    }
+    seen += rows.length;
+    if (page.rows.length <= step) break;
+    cursor = page.rows[step].id;
+  }
+  if (keys.length !== targets.length) {
+    throw new FatalError(`the listing ended after ${seen} keys, fewer than its total`);
+  }
+  return keys;
+}

@@ -1,0 +1,189 @@
+/**
+ * The simulated registry's database: a code-point-sorted key list with revisions, deterministic
+ * documents, mutations and a CouchDB-like change log (`update_seq`, `_changes`).
+ *
+ * @module
+ */
+import { compareKeys, lowerBound } from "./keys.ts";
+import { prng } from "./names.ts";
+
+/** One change as `_changes` reports it: the latest state of a document. */
+export interface Change {
+  seq: number;
+  id: string;
+  rev: string;
+  deleted: boolean;
+}
+
+/** Options shaping the generated documents. */
+export interface DocOptions {
+  /** Every document whose id hashes below this share is a large one. @default 0 */
+  largeDocRate?: number;
+  /** Size of a large document's padding, in bytes. @default 150000 */
+  largeDocBytes?: number;
+}
+
+/** FNV-1a over the UTF-16 units of a string; stable across runs. */
+export function hash32(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return h >>> 0;
+}
+
+function revOf(id: string, gen: number): string {
+  const a = hash32(`${id}#${gen}`).toString(16).padStart(8, "0");
+  const b = hash32(`${gen}#${id}`).toString(16).padStart(8, "0");
+  return `${gen}-${a}${b}${a.split("").reverse().join("")}${b.slice(0, 8)}`;
+}
+
+/**
+ * The registry's contents. Keys are held sorted in code point order; rank lookups are binary
+ * searches, so `offset` is exact at any size. Mutations keep the order and append to the change log.
+ */
+export class RegistryData {
+  #keys: string[];
+  #gens = new Map<string, number>(); // generation > 1 only; absent = 1
+  #initial: readonly string[];
+  #initialSeq: number;
+  #log: (Change | null)[] = []; // changes after the initial load, by seq - initialSeq - 1
+  #latest = new Map<string, number>(); // id -> seq of its latest change after the initial load
+  #doc: Required<DocOptions>;
+
+  /** Wraps sorted, distinct keys (the array is kept, not copied). */
+  constructor(sortedKeys: string[], docOptions: DocOptions = {}) {
+    this.#keys = sortedKeys;
+    this.#initial = sortedKeys.slice();
+    this.#initialSeq = sortedKeys.length;
+    this.#doc = { largeDocRate: 0, largeDocBytes: 150_000, ...docOptions };
+  }
+
+  /** Number of live documents (`total_rows`). */
+  get size(): number {
+    return this.#keys.length;
+  }
+
+  /** The sequence number of the latest change. */
+  get updateSeq(): number {
+    return this.#initialSeq + this.#log.length;
+  }
+
+  /** The sorted live keys (read only: do not mutate). */
+  get keys(): readonly string[] {
+    return this.#keys;
+  }
+
+  /** Number of keys sorting strictly before `key`. */
+  rank(key: string): number {
+    return lowerBound(this.#keys, key);
+  }
+
+  /** The current revision of a live document, or undefined. */
+  rev(id: string): string | undefined {
+    const i = lowerBound(this.#keys, id);
+    if (this.#keys[i] !== id) return undefined;
+    return revOf(id, this.#gens.get(id) ?? 1);
+  }
+
+  /** The document of a live id, generated deterministically from its id and revision. */
+  doc(id: string): Record<string, unknown> | undefined {
+    const rev = this.rev(id);
+    if (rev === undefined) return undefined;
+    const h = hash32(id);
+    const doc: Record<string, unknown> = {
+      _id: id,
+      _rev: rev,
+      name: id,
+      description: `Package ${id}`,
+      "dist-tags": { latest: `1.${h % 20}.${h % 7}` },
+      versions: { [`1.${h % 20}.${h % 7}`]: { name: id, dist: { shasum: rev.slice(2, 42) } } },
+    };
+    if (h / 4294967296 < this.#doc.largeDocRate) {
+      doc.readme = "x".repeat(this.#doc.largeDocBytes);
+    }
+    return doc;
+  }
+
+  /** Inserts or updates a document; returns its new revision. */
+  put(id: string): string {
+    const i = lowerBound(this.#keys, id);
+    if (this.#keys[i] === id) {
+      this.#gens.set(id, (this.#gens.get(id) ?? 1) + 1);
+    } else {
+      this.#keys.splice(i, 0, id);
+      this.#gens.set(id, (this.#gens.get(id) ?? 0) + 1);
+    }
+    const rev = revOf(id, this.#gens.get(id) ?? 1);
+    this.#record(id, rev, false);
+    return rev;
+  }
+
+  /** Deletes a live document; returns false when it did not exist. */
+  delete(id: string): boolean {
+    const i = lowerBound(this.#keys, id);
+    if (this.#keys[i] !== id) return false;
+    this.#keys.splice(i, 1);
+    const gen = (this.#gens.get(id) ?? 1) + 1;
+    this.#gens.set(id, gen);
+    this.#record(id, revOf(id, gen), true);
+    return true;
+  }
+
+  #record(id: string, rev: string, deleted: boolean): void {
+    const prev = this.#latest.get(id);
+    if (prev !== undefined) this.#log[prev - this.#initialSeq - 1] = null;
+    const seq = this.updateSeq + 1;
+    this.#log.push({ seq, id, rev, deleted });
+    this.#latest.set(id, seq);
+  }
+
+  /**
+   * Changes with seq > `since`, oldest first, at most `limit`, each id once at its latest state
+   * (like CouchDB). Initial documents count as changes 1..initial size, in key order.
+   */
+  changes(since: number, limit: number): { results: Change[]; lastSeq: number } {
+    const results: Change[] = [];
+    let seq = Math.max(0, Math.floor(since));
+    while (results.length < limit && seq < this.updateSeq) {
+      seq++;
+      if (seq <= this.#initialSeq) {
+        const id = this.#initial[seq - 1];
+        if (this.#latest.has(id)) continue;
+        results.push({ seq, id, rev: revOf(id, 1), deleted: false });
+      } else {
+        const c = this.#log[seq - this.#initialSeq - 1];
+        if (c) results.push(c);
+      }
+    }
+    return { results, lastSeq: seq };
+  }
+
+  /**
+   * Applies `count` random mutations (inserts of new keys, updates, deletions), deterministic for a
+   * seed. Used by `--churn` to move the registry under a running crawl.
+   */
+  churn(count: number, rand: () => number = prng(7)): void {
+    for (let i = 0; i < count && this.#keys.length > 0; i++) {
+      const r = rand();
+      const pick = this.#keys[Math.floor(rand() * this.#keys.length)];
+      if (r < 0.4) this.put(`${pick}-churn-${Math.floor(rand() * 1e9).toString(36)}`);
+      else if (r < 0.7) this.put(pick);
+      else this.delete(pick);
+    }
+  }
+
+  /** Keys in [start, end) or (end, start] descending, as the listing serves them. */
+  slice(from: number, to: number): string[] {
+    return this.#keys.slice(from, to);
+  }
+
+  /** Asserts the keys are strictly increasing; for tests of generators. */
+  checkSorted(): boolean {
+    for (let i = 1; i < this.#keys.length; i++) {
+      if (compareKeys(this.#keys[i - 1], this.#keys[i]) >= 0) return false;
+    }
+    return true;
+  }
+}

@@ -1,0 +1,2 @@
+/** The deployable entry point; wired up by the control-plane work. */
+console.log("main.ts: not yet");

@@ -1,0 +1,65 @@
+/**
+ * `deno task plan --source URL --shards N [--json] [--out FILE] [--max-page L]`: prints a plan of N
+ * shards of exactly balanced item counts, as a table with a comparison to the naive even split, or
+ * as JSON (`--json`); `--out` also writes the JSON for `deno task crawl --plan FILE`.
+ */
+import { intFlag, parseFlags, runMain, urlFlag, UsageError } from "../lib/cli.ts";
+import { CouchSource } from "../lib/couch_source.ts";
+import { planShards } from "../lib/planner.ts";
+import { evenSplitKeys, maxShare, shardsAt } from "../lib/baselines.ts";
+import { formatPlanTable } from "../lib/plan_format.ts";
+
+runMain(async () => {
+  const f = parseFlags(Deno.args, {
+    source: { type: "string" },
+    shards: { type: "string" },
+    json: { type: "boolean" },
+    out: { type: "string" },
+    "max-page": { type: "string" },
+    concurrency: { type: "string" },
+    "no-compare": { type: "boolean" },
+    help: { type: "boolean", short: "h" },
+  });
+  if (f.help) {
+    console.log(
+      "usage: deno task plan --source URL --shards N [--json] [--out FILE] [--max-page L]",
+    );
+    return 0;
+  }
+  if (f.source === undefined) throw new UsageError("--source URL is required");
+  if (f.shards === undefined) throw new UsageError("--shards N is required");
+  const url = urlFlag("source", f.source);
+  const shards = intFlag("shards", f.shards, { fallback: 0, min: 1, max: 10_000_000 });
+  const maxPage = intFlag("max-page", f["max-page"], { fallback: 1000, min: 2, max: 100_000 });
+  const source = new CouchSource(url, { maxPage, maxAttempts: 5 });
+  const started = performance.now();
+  const plan = await planShards(source, shards, {
+    concurrency: intFlag("concurrency", f.concurrency, { fallback: 8, min: 1, max: 256 }),
+  });
+  const elapsedMs = Math.round(performance.now() - started);
+  const out = { ...plan, source: source.description, elapsedMs };
+  if (f.out) await Deno.writeTextFile(f.out, JSON.stringify(out, null, 2) + "\n");
+  if (f.json) {
+    console.log(JSON.stringify(out));
+    return 0;
+  }
+  console.log(formatPlanTable(plan));
+  console.log(
+    `planned ${plan.total} items into ${shards} shards with ${plan.requests} listing requests ` +
+      `(${
+        (plan.requests / Math.max(1, shards - 1)).toFixed(2)
+      } per boundary, method ${plan.method}) ` +
+      `in ${elapsedMs} ms`,
+  );
+  if (!f["no-compare"] && shards > 1) {
+    const even = await shardsAt(source, evenSplitKeys(shards), plan.total);
+    const evenMax = maxShare(even, plan.total);
+    const balancedMax = maxShare(plan.shards, plan.total);
+    console.log(
+      `naive even split of the key space: largest shard ${(evenMax * 100).toFixed(1)}% of items ` +
+        `(speedup ceiling ${(1 / evenMax).toFixed(1)}x with ${shards} workers); ` +
+        `balanced: ${(balancedMax * 100).toFixed(2)}% (ceiling ${(1 / balancedMax).toFixed(1)}x)`,
+    );
+  }
+  if (f.out) console.log(`wrote ${f.out}`);
+});

@@ -1,0 +1,157 @@
+import assert from "node:assert/strict";
+import { CouchSource, parseRetryAfter } from "../lib/couch_source.ts";
+import { FatalError, TransientError } from "../lib/errors.ts";
+import { startRegistry } from "../lib/registry.ts";
+import { RegistryData } from "../lib/registry_data.ts";
+import { planShards } from "../lib/planner.ts";
+import { assertExactPlan, dataOf, randomKeys, spawnRegistry } from "./helpers.ts";
+
+const noSleep = () => Promise.resolve();
+const UNI = ["a", "b", "-", "@", "/", "é", "中", "\u{1f600}", "\uffff", "z"];
+
+Deno.test("couch source: plans exactly against `deno task registry` started as a subprocess", async () => {
+  const reg = await spawnRegistry(["--synthetic", "20000", "--no-skip", "--max-limit", "1000"]);
+  try {
+    const source = new CouchSource(reg.url, { maxPage: 1000 });
+    const plan = await planShards(source, 56);
+    assert.equal(plan.total, 20000);
+    const { syntheticNames, bundledNames } = await import("../lib/names.ts");
+    assertExactPlan(plan, dataOf(syntheticNames(await bundledNames(), 20000, { seed: 42 })), 56);
+  } finally {
+    await reg.close();
+  }
+});
+
+Deno.test("couch source: unicode ids, scoped ids and documents over HTTP", async () => {
+  const data = dataOf(randomKeys(3000, UNI, 5, 5));
+  data.put("@scope/name");
+  const reg = await startRegistry(data, {});
+  try {
+    const source = new CouchSource(reg.url, { maxPage: 100 });
+    const plan = await planShards(source, 13);
+    assertExactPlan(plan, data, 13);
+    const doc = await source.doc("@scope/name");
+    assert.ok(doc.ok && JSON.parse(doc.json)._id === "@scope/name");
+    const astral = data.keys.find((k) => k.includes("\u{1f600}"))!;
+    const d2 = await source.doc(astral);
+    assert.ok(d2.ok && JSON.parse(d2.json)._id === astral);
+    const miss = await source.doc("no such thing");
+    assert.deepEqual(miss, { ok: false, status: 404, reason: "not found" });
+  } finally {
+    await reg.close();
+  }
+});
+
+Deno.test("couch source: 25% injected faults of every kind still give an exact plan", async () => {
+  const data = dataOf(randomKeys(8000, UNI, 6, 6));
+  const reg = await startRegistry(data, { faultRate: 0.25, retryAfterS: 0, seed: 9 });
+  try {
+    let retries = 0;
+    const source = new CouchSource(reg.url, {
+      maxPage: 500,
+      sleep: noSleep,
+      maxAttempts: 20,
+      onRetry: () => retries++,
+    });
+    const plan = await planShards(source, 16);
+    assertExactPlan(plan, data, 16);
+    assert.ok(retries > 0, "faults were injected and retried");
+    assert.ok(reg.stats.faults > 0);
+  } finally {
+    await reg.close();
+  }
+});
+
+Deno.test("couch source: non-CouchDB answers are fatal with a clear reason", async () => {
+  const answers: Record<string, () => Response> = {
+    "/html/_all_docs": () =>
+      new Response("<html><body>hello</body></html>", { headers: { "content-type": "text/html" } }),
+    "/types/_all_docs": () => Response.json({ total_rows: "many", offset: 0, rows: [] }),
+    "/order/_all_docs": () =>
+      Response.json({
+        total_rows: 2,
+        offset: 0,
+        rows: [{ id: "b", key: "b", value: { rev: "1" } }, {
+          id: "a",
+          key: "a",
+          value: { rev: "1" },
+        }],
+      }),
+    "/offset/_all_docs": () => Response.json({ total_rows: 1, offset: 5, rows: [] }),
+    "/missing/_all_docs": () => new Response("{}", { status: 404 }),
+  };
+  const fake: typeof fetch = (input) => {
+    const path = new URL(input instanceof Request ? input.url : String(input)).pathname;
+    return Promise.resolve(answers[path]());
+  };
+  const reasons: Record<string, RegExp> = {
+    html: /not a CouchDB answer/,
+    types: /total_rows is not a count/,
+    order: /keys out of order/,
+    offset: /offset 5 > total_rows 1/,
+    missing: /not a CouchDB database/,
+  };
+  for (const [db, re] of Object.entries(reasons)) {
+    const source = new CouchSource(`http://x.test/${db}`, { fetch: fake, sleep: noSleep });
+    await assert.rejects(() => source.list({ limit: 10 }), (err: Error) => {
+      assert.ok(err instanceof FatalError, `${db}: ${err}`);
+      assert.match(err.message, re);
+      return true;
+    });
+  }
+});
+
+Deno.test("couch source: transient errors retry with Retry-After, then give up", async () => {
+  const delays: number[] = [];
+  let calls = 0;
+  const fake: typeof fetch = () => {
+    calls++;
+    return Promise.resolve(
+      calls === 1
+        ? new Response("slow down", { status: 429, headers: { "retry-after": "2" } })
+        : calls === 2
+        ? new Response('{"total_rows": 3, "off', {
+          headers: { "content-type": "application/json" },
+        })
+        : new Response("oops", { status: 503 }),
+    );
+  };
+  const source = new CouchSource("http://x.test/db", {
+    fetch: fake,
+    sleep: (ms) => (delays.push(ms), Promise.resolve()),
+    maxAttempts: 4,
+    backoffBaseMs: 10,
+  });
+  await assert.rejects(() => source.list({ limit: 1 }), TransientError);
+  assert.equal(calls, 4);
+  assert.ok(delays[0] >= 2000, "Retry-After honoured");
+  assert.equal(parseRetryAfter("7"), 7000);
+  assert.equal(parseRetryAfter(new Date(10_000).toUTCString(), 4000), 6000);
+  assert.equal(parseRetryAfter(null), undefined);
+});
+
+Deno.test("couch source: a closed port is transient, then an error naming the URL", async () => {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (listener.addr as Deno.NetAddr).port;
+  listener.close();
+  const source = new CouchSource(`http://user:secret@127.0.0.1:${port}/db`, {
+    sleep: noSleep,
+    maxAttempts: 2,
+  });
+  await assert.rejects(() => source.list({ limit: 1 }), (err: Error) => {
+    assert.ok(err instanceof TransientError);
+    assert.ok(!err.message.includes("secret"), "credentials never appear in messages");
+    return true;
+  });
+});
+
+Deno.test("registry data: synthetic generator is sorted and deterministic", async () => {
+  const { syntheticNames, bundledNames } = await import("../lib/names.ts");
+  const base = await bundledNames();
+  assert.equal(base.length, 226_995);
+  const a = syntheticNames(base, 50_000, { seed: 3 });
+  const b = syntheticNames(base, 50_000, { seed: 3 });
+  assert.deepEqual(a, b);
+  assert.equal(new Set(a).size, 50_000);
+  assert.ok(new RegistryData(a).checkSorted());
+});

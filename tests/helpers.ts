@@ -1,0 +1,80 @@
+/** Helpers shared by tests: key sets and plan verification. */
+import assert from "node:assert/strict";
+import { prng } from "../lib/names.ts";
+import { sortKeys } from "../lib/keys.ts";
+import type { Plan } from "../lib/planner.ts";
+import { RegistryData } from "../lib/registry_data.ts";
+
+/** `n` distinct random keys drawn from `chars`, lengths 1..maxLen, sorted. */
+export function randomKeys(n: number, chars: string[], seed: number, maxLen = 8): string[] {
+  const rand = prng(seed);
+  const set = new Set<string>();
+  let guard = 0;
+  while (set.size < n && guard++ < n * 100) {
+    const len = 1 + Math.floor(rand() * maxLen);
+    let k = "";
+    for (let i = 0; i < len; i++) k += chars[Math.floor(rand() * chars.length)];
+    set.add(k);
+  }
+  return sortKeys([...set]);
+}
+
+/** Asserts a plan partitions `data`'s keys with exact floor/ceil balance and true item counts. */
+export function assertExactPlan(plan: Plan, data: RegistryData, shards: number): void {
+  const total = data.size;
+  assert.equal(plan.total, total);
+  assert.equal(plan.shards.length, shards);
+  assert.equal(plan.shards[0].start, null);
+  assert.equal(plan.shards.at(-1)!.end, null);
+  const lo = Math.floor(total / shards);
+  const hi = Math.ceil(total / shards);
+  let sum = 0;
+  plan.shards.forEach((s, i) => {
+    if (i > 0) assert.equal(s.start, plan.shards[i - 1].end, "contiguous");
+    const a = s.start === null ? 0 : data.rank(s.start);
+    const b = s.end === null ? total : data.rank(s.end);
+    assert.equal(b - a, s.items, `shard ${i} items equal the truth`);
+    assert.ok(s.items === lo || s.items === hi, `shard ${i} holds ${s.items}, not ${lo} or ${hi}`);
+    sum += s.items;
+  });
+  assert.equal(sum, total);
+}
+
+/** A RegistryData over the given keys. */
+export function dataOf(keys: string[]): RegistryData {
+  return new RegistryData(keys);
+}
+
+/** Runs a task as a subprocess and waits for its `listening on <URL>` line. */
+export async function spawnRegistry(
+  args: string[],
+): Promise<{ url: string; close(): Promise<void> }> {
+  const cmd = new Deno.Command(Deno.execPath(), {
+    args: ["run", "--allow-net=127.0.0.1", "--allow-read", "tasks/registry.ts", ...args],
+    stdout: "piped",
+    stderr: "inherit",
+    env: { NO_COLOR: "1" },
+  });
+  const child = cmd.spawn();
+  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = "";
+  while (true) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error("registry exited before listening");
+    buf += value;
+    const m = buf.match(/listening on (\S+)/);
+    if (m) {
+      // Keep draining stdout so the child never blocks on a full pipe.
+      (async () => {
+        while (!(await reader.read()).done) { /* drain */ }
+      })().catch(() => {});
+      return {
+        url: m[1],
+        close: async () => {
+          child.kill("SIGTERM");
+          await child.status;
+        },
+      };
+    }
+  }
+}

@@ -1,0 +1,117 @@
+import assert from "node:assert/strict";
+import { MemorySource } from "../lib/memory_source.ts";
+import { planShards, spreadOrder, targetRanks } from "../lib/planner.ts";
+import { InputError } from "../lib/errors.ts";
+import type { Source } from "../lib/source.ts";
+import { bundledNames, syntheticNames } from "../lib/names.ts";
+import { assertExactPlan, dataOf, randomKeys } from "./helpers.ts";
+
+const ASCII = "abcdefghijklmnopqrstuvwxyz0123456789-._".split("");
+const UNICODE = [
+  "a",
+  "b",
+  "é",
+  "ж",
+  "中",
+  "\uffff",
+  "\ue000",
+  "\u{10000}",
+  "\u{1f600}",
+  "-",
+  "@",
+  "/",
+];
+
+Deno.test("targetRanks and spreadOrder", () => {
+  assert.deepEqual(targetRanks(10, 3), [3, 6]);
+  assert.deepEqual(targetRanks(5, 5), [1, 2, 3, 4]);
+  for (const n of [0, 1, 2, 7, 55, 255]) {
+    assert.deepEqual([...spreadOrder(n)].sort((a, b) => a - b), [...Array(n).keys()]);
+  }
+});
+
+Deno.test("planner: exact balance on random key sets (property)", async (t) => {
+  const sets: [string, string[]][] = [
+    ["ascii", randomKeys(5000, ASCII, 1)],
+    ["unicode with astral", randomKeys(4000, UNICODE, 2, 6)],
+    [
+      "one dense prefix",
+      [
+        ...randomKeys(3000, ASCII, 3).map((k) => `@types/${k}`),
+        ...randomKeys(200, ASCII, 4),
+      ].sort(),
+    ],
+    ["tiny", ["a", "b", "c"]],
+    ["single key", ["only"]],
+    ["long shared prefixes", randomKeys(2000, ["a", "b"], 5, 20)],
+  ];
+  for (const [name, keys] of sets) {
+    await t.step(name, async () => {
+      const data = dataOf(keys);
+      for (const n of [1, 2, 3, 7, 16, 56].filter((n) => n <= keys.length)) {
+        for (const maxPage of [2, 10, 1000]) {
+          const plan = await planShards(new MemorySource(data, { maxPage }), n);
+          assertExactPlan(plan, data, n);
+          assert.equal(plan.method, "rank");
+        }
+      }
+      const all = await planShards(new MemorySource(data), keys.length);
+      assertExactPlan(all, data, keys.length);
+    });
+  }
+});
+
+Deno.test("planner: N > total, N < 1 and an empty registry are input errors", async () => {
+  const data = dataOf(["a", "b", "c"]);
+  await assert.rejects(() => planShards(new MemorySource(data), 4), InputError);
+  await assert.rejects(() => planShards(new MemorySource(data), 0), InputError);
+  await assert.rejects(() => planShards(new MemorySource(data), 1.5), InputError);
+  await assert.rejects(() => planShards(new MemorySource(dataOf([])), 1), /no items/);
+});
+
+Deno.test("planner: real npm names, N=56, limit 1000: at most 8 requests per boundary", async () => {
+  const data = dataOf(await bundledNames());
+  const source = new MemorySource(data, { maxPage: 1000 });
+  const plan = await planShards(source, 56);
+  assertExactPlan(plan, data, 56);
+  assert.ok(plan.requests <= 8 * 55, `${plan.requests} requests`);
+});
+
+Deno.test("planner: synthetic 300k names stay exact at N = 16, 56, 256", async () => {
+  const data = dataOf(syntheticNames(await bundledNames(), 300_000));
+  for (const n of [16, 56, 256]) {
+    const plan = await planShards(new MemorySource(data), n);
+    assertExactPlan(plan, data, n);
+  }
+});
+
+Deno.test("planner: offsets that are not ranks are detected; skip or listing plans stay exact", async () => {
+  const data = dataOf(randomKeys(3000, UNICODE, 9, 5));
+  const bySkip = await planShards(new MemorySource(data, { brokenOffsets: true, skip: true }), 7);
+  assert.equal(bySkip.method, "skip");
+  assertExactPlan(bySkip, data, 7);
+  const byListing = await planShards(
+    new MemorySource(data, { brokenOffsets: true, maxPage: 100 }),
+    7,
+  );
+  assert.equal(byListing.method, "listing");
+  assertExactPlan(byListing, data, 7);
+});
+
+Deno.test("planner: an error from the source propagates (no wrong plan)", async () => {
+  const data = dataOf(randomKeys(500, ASCII, 12));
+  const source = new MemorySource(data, { maxPage: 10 });
+  let calls = 0;
+  const flaky: Source = {
+    description: "flaky",
+    capabilities: source.capabilities,
+    get requests() {
+      return source.requests;
+    },
+    list: (o) => ++calls === 5 ? Promise.reject(new InputError("boom")) : source.list(o),
+    doc: (id) => source.doc(id),
+    updateSeq: () => source.updateSeq(),
+    changes: (since, limit) => source.changes(since, limit),
+  };
+  await assert.rejects(() => planShards(flaky, 16), /boom/);
+});
