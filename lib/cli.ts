@@ -87,7 +87,7 @@ export async function runMain(main: () => Promise<number | void>): Promise<void>
   } catch (err) {
     const msg = err instanceof Error ? err.message : String(err);
     console.error(`error: ${msg.split("\n")[0]}`);
-    Deno.exit(err instanceof UsageError ? 2 : 1);
+    Deno.exit(err instanceof UsageError || (err as Error)?.name === "InputError" ? 2 : 1);
   }
 }
 

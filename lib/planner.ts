@@ -14,6 +14,7 @@
 import { FatalError, InputError } from "./errors.ts";
 import { Alphabet, compareKeys, keyBetween } from "./keys.ts";
 import type { Page, Source } from "./source.ts";
+import { Semaphore } from "./pool.ts";
 
 /** One shard: keys k with start <= k < end (`null` = open). */
 export interface ShardSpec {
@@ -44,7 +45,8 @@ export interface PlanOptions {
   widePageSpan?: number;
 }
 
-interface Point {
+/** A key with a known rank. */
+export interface Point {
   key: string;
   rank: number;
   /** True when `key` is a real key (at rank `rank`); false for a probe key (rank = keys below it). */
@@ -81,26 +83,6 @@ export function spreadOrder(n: number): number[] {
     if (step > 2 * n) { for (let i = 0; i < n; i++) if (!seen.has(i)) (seen.add(i), out.push(i)); }
   }
   return out;
-}
-
-/** A counting semaphore bounding requests in flight. */
-class Pool {
-  #free: number;
-  #waiting: (() => void)[] = [];
-  constructor(size: number) {
-    this.#free = size;
-  }
-  async run<T>(fn: () => Promise<T>): Promise<T> {
-    if (this.#free > 0) this.#free--;
-    else await new Promise<void>((r) => this.#waiting.push(r));
-    try {
-      return await fn();
-    } finally {
-      const next = this.#waiting.shift();
-      if (next) next();
-      else this.#free++;
-    }
-  }
 }
 
 /**
@@ -156,12 +138,31 @@ export async function planShards(
   const keys = await searchBoundaries(source, targets, {
     total,
     maxPage,
-    first,
-    lastKey,
+    pages: [{ start: null, page: first }],
+    points: [{ key: lastKey, rank: total - 1, real: true }],
     concurrency: options.concurrency ?? 8,
     widePageSpan: options.widePageSpan ?? 100,
   });
   return done(keys, targets, "rank");
+}
+
+/**
+ * Finds the real key at each target rank between known points (`lower.rank <= t < upper.rank` for
+ * every target), with the planner's search. Used by rebalancing to split a running shard's
+ * remaining range at its middle rank.
+ */
+export function findKeysAtRanks(
+  source: Source,
+  targets: number[],
+  options: { lower: Point; upper: Point; maxPage?: number; concurrency?: number },
+): Promise<string[]> {
+  return searchBoundaries(source, targets, {
+    total: options.upper.rank,
+    maxPage: Math.min(options.maxPage ?? source.capabilities.maxPage, source.capabilities.maxPage),
+    points: [options.lower, options.upper],
+    concurrency: options.concurrency ?? 4,
+    widePageSpan: 100,
+  });
 }
 
 /** Finds the key at each target rank with the shared-bracket interpolation search. */
@@ -171,8 +172,10 @@ async function searchBoundaries(
   o: {
     total: number;
     maxPage: number;
-    first: Page;
-    lastKey: string;
+    /** Answers already in hand (the planner's first page). */
+    pages?: { start: string | null; page: Page }[];
+    /** Known points: at least one at or below and one above every target. */
+    points: Point[];
     concurrency: number;
     widePageSpan: number;
   },
@@ -180,7 +183,7 @@ async function searchBoundaries(
   const alphabet = new Alphabet();
   const points: Point[] = []; // sorted by key; ranks non-decreasing along it
   const found = new Map<number, string>();
-  const pool = new Pool(Math.max(1, o.concurrency));
+  const pool = new Semaphore(Math.max(1, o.concurrency));
   const inflight = new Map<string, Promise<Page>>();
 
   const indexAfter = (key: string): number => {
@@ -216,7 +219,9 @@ async function searchBoundaries(
       if (j === 0 || j === page.rows.length - 1) addPoint({ key: row.id, rank: r, real: true });
       if (targetSet.has(r)) found.set(r, row.id);
     });
-    if (page.rows.length === 0 && page.offset !== o.total && start !== null) throw inconsistent();
+    if (page.rows.length === 0 && page.offset !== page.total && start !== null) {
+      throw inconsistent();
+    }
   };
   const targetSet = new Set(targets);
   const list = (start: string | null, limit: number) => {
@@ -234,9 +239,11 @@ async function searchBoundaries(
     return p;
   };
 
-  absorb(null, o.first);
-  addPoint({ key: o.lastKey, rank: o.total - 1, real: true });
-  alphabet.addKey(o.lastKey);
+  for (const p of o.points) {
+    addPoint(p);
+    alphabet.addKey(p.key);
+  }
+  for (const { start, page } of o.pages ?? []) absorb(start, page);
 
   let failed = false; // once one search fails, the others stop at their next step
   const search = async (t: number) => {
@@ -302,7 +309,7 @@ async function planBySkip(
   _maxPage: number,
   concurrency: number,
 ): Promise<string[]> {
-  const pool = new Pool(concurrency);
+  const pool = new Semaphore(concurrency);
   return await Promise.all(targets.map((t) =>
     pool.run(async () => {
       const page = await source.list({ limit: 1, skip: t });

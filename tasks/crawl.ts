@@ -1,3 +1,96 @@
-/** `deno task crawl`: the crawl engine is not built yet (issue: the crawl engine). */
-console.error("deno task crawl: not yet: the crawl engine has not landed; `deno task plan` works");
-Deno.exit(1);
+/**
+ * `deno task crawl [--source URL] [--shards N] [--kv PATH] [--docs] [--concurrency C]
+ * [--docs-url URL] [--plan FILE] [--crawl-id ID] [--max-page L] [--no-rebalance]`
+ *
+ * Runs a crawl to completion and exits 0. Without `--source` it serves the bundled demo registry
+ * (226,995 real npm names) in-process and crawls that. The identical command after a kill resumes.
+ */
+import { intFlag, parseFlags, redactUrl, runMain, urlFlag, UsageError } from "../lib/cli.ts";
+import { runLocalCrawl } from "../lib/local_crawl.ts";
+import { readPlanFile } from "../lib/plan_file.ts";
+import { Progress, summary } from "../lib/progress.ts";
+import { startRegistry } from "../lib/registry.ts";
+import { RegistryData } from "../lib/registry_data.ts";
+import { bundledNames } from "../lib/names.ts";
+import type { CrawlSpec } from "../lib/store.ts";
+import { createRebalancer } from "../lib/rebalance.ts";
+
+const HELP =
+  `usage: deno task crawl [--source URL] [--shards N] [--kv PATH] [--docs] [--concurrency C]
+  [--docs-url URL] [--plan FILE] [--crawl-id ID] [--max-page L] [--no-rebalance]`;
+
+runMain(async () => {
+  const f = parseFlags(Deno.args, {
+    source: { type: "string" },
+    shards: { type: "string" },
+    kv: { type: "string" },
+    docs: { type: "boolean" },
+    concurrency: { type: "string" },
+    "docs-url": { type: "string" },
+    plan: { type: "string" },
+    "crawl-id": { type: "string" },
+    "max-page": { type: "string" },
+    "no-rebalance": { type: "boolean" },
+    help: { type: "boolean", short: "h" },
+  });
+  if (f.help) {
+    console.log(HELP);
+    return 0;
+  }
+  const log = (line: string) => console.error(line);
+  const plan = f.plan ? await readPlanFile(f.plan) : undefined;
+  const shards = plan
+    ? plan.shards.length
+    : intFlag("shards", f.shards, { fallback: 16, min: 1, max: 100_000 });
+  if (plan && f.shards !== undefined && Number(f.shards) !== plan.shards.length) {
+    throw new UsageError(`--shards ${f.shards} disagrees with the plan's ${plan.shards.length}`);
+  }
+  const crawlId = f["crawl-id"];
+  if (crawlId !== undefined && !/^[A-Za-z0-9_.-]{1,64}$/.test(crawlId)) {
+    throw new UsageError("--crawl-id must be 1-64 letters, digits, '.', '_' or '-'");
+  }
+  let sourceUrl: string;
+  let close = () => Promise.resolve();
+  let source: string;
+  if (f.source !== undefined) {
+    sourceUrl = urlFlag("source", f.source);
+    source = sourceUrl;
+  } else {
+    const data = new RegistryData(await bundledNames());
+    const reg = await startRegistry(data, { db: "npm" });
+    sourceUrl = reg.url;
+    source = "demo:npm-names";
+    close = reg.close;
+    log(`demo registry: ${data.size} real npm names served at ${reg.url}`);
+  }
+  const spec: CrawlSpec = {
+    source,
+    docsUrl: f["docs-url"] === undefined ? null : urlFlag("docs-url", f["docs-url"]),
+    shards,
+    docs: f.docs ?? false,
+    concurrency: intFlag("concurrency", f.concurrency, { fallback: 8, min: 1, max: 1000 }),
+    maxPage: intFlag("max-page", f["max-page"], { fallback: 1000, min: 2, max: 10_000 }),
+    rebalance: !f["no-rebalance"],
+  };
+  const kvPath = f.kv ?? "crawl.kv";
+  log(`crawling ${source.startsWith("demo:") ? source : redactUrl(source)} into ${kvPath}`);
+  try {
+    const res = await runLocalCrawl({
+      kvPath,
+      spec,
+      sourceUrl,
+      id: crawlId,
+      plan,
+      log,
+      progress: new Progress({
+        tty: Deno.stdout.isTerminal(),
+        write: (t) => Deno.stdout.writeSync(new TextEncoder().encode(t)),
+      }),
+      onShardDone: spec.rebalance ? createRebalancer() : undefined,
+    });
+    console.log(summary(res.report, res));
+    return 0;
+  } finally {
+    await close();
+  }
+});

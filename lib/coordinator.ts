@@ -1,0 +1,342 @@
+/**
+ * The coordinator: start a crawl (plan once, create shards, dispatch one task per shard), resume,
+ * pause, cancel, detect completion, re-dispatch stalled shards, and report status.
+ *
+ * @module
+ */
+import { redactUrl } from "./cli.ts";
+import { ConflictError, NotFoundError } from "./errors.ts";
+import { type Plan, planShards } from "./planner.ts";
+import type { Source } from "./source.ts";
+import {
+  type CrawlRecord,
+  type CrawlSpec,
+  type CrawlStatus,
+  createCrawl,
+  getCrawl,
+  listCrawls,
+  listDeadLetters,
+  listShards,
+  listSplits,
+  type ShardRecord,
+  type SplitRecord,
+  updateCrawl,
+} from "./store.ts";
+
+/** How shard work reaches workers: a queue message, or nothing (lease workers find it). */
+export interface Dispatcher {
+  /** Makes sure the shard's next page will be processed (duplicates are harmless). */
+  dispatch(crawlId: string, shard: ShardRecord): Promise<void>;
+  /** Adds the dispatch to an atomic op instead, where the mechanism allows (a queue message). */
+  attach?(op: Deno.AtomicOperation, crawlId: string, shard: ShardRecord): void;
+}
+
+/** A stable crawl id for a spec: the same command resumes the same crawl. */
+export async function crawlIdFor(spec: CrawlSpec): Promise<string> {
+  const canon = JSON.stringify([
+    spec.source,
+    spec.docsUrl,
+    spec.shards,
+    spec.docs,
+    spec.maxPage,
+  ]);
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(canon));
+  return [...new Uint8Array(digest).slice(0, 6)].map((b) => b.toString(16).padStart(2, "0")).join(
+    "",
+  );
+}
+
+/** Shard records for a fresh plan. */
+export function shardsFromPlan(plan: Plan, nowMs: number): ShardRecord[] {
+  return plan.shards.map((s, i) => ({
+    id: i,
+    start: s.start,
+    end: s.end,
+    cursor: s.start,
+    done: false,
+    items: 0,
+    pages: 0,
+    docs: 0,
+    docErrors: 0,
+    tooLarge: 0,
+    expected: s.items,
+    token: 0,
+    startedAt: nowMs,
+    updatedAt: nowMs,
+    lease: null,
+    parent: null,
+  }));
+}
+
+/** Options of {@linkcode startCrawl}. */
+export interface StartOptions {
+  /** The crawl id. @default crawlIdFor(spec) */
+  id?: string;
+  /** A baked plan (from `deno task plan --out`); planned from the source otherwise. */
+  plan?: Plan;
+  /** Clock in epoch milliseconds. @default Date.now */
+  now?: () => number;
+  /** Called with the plan once made (for logs). */
+  onPlanned?: (plan: Plan) => void;
+}
+
+/**
+ * Starts a crawl, or returns the existing one with that id untouched (a crawl that has a plan is
+ * never planned again). New crawls are planned, their shards created, and every shard dispatched.
+ */
+export async function startCrawl(
+  deps: { kv: Deno.Kv; source: Source; dispatcher: Dispatcher },
+  spec: CrawlSpec,
+  options: StartOptions = {},
+): Promise<{ crawl: CrawlRecord; created: boolean }> {
+  const now = options.now ?? Date.now;
+  const id = options.id ?? await crawlIdFor(spec);
+  const existing = await getCrawl(deps.kv, id);
+  if (existing.value) return { crawl: existing.value, created: false };
+  let startSeq: string | null = null;
+  try {
+    startSeq = await deps.source.updateSeq();
+  } catch {
+    startSeq = null; // no change feed: drift catch-up is unavailable, the crawl itself is not
+  }
+  const plan = options.plan ??
+    await planShards(deps.source, spec.shards, { maxPage: spec.maxPage });
+  options.onPlanned?.(plan);
+  const t = now();
+  const crawl: CrawlRecord = {
+    ...spec,
+    shards: plan.shards.length,
+    id,
+    status: "running",
+    total: plan.total,
+    planRequests: plan.requests,
+    planMethod: plan.method,
+    nextShardId: plan.shards.length,
+    startSeq,
+    createdAt: t,
+    updatedAt: t,
+    finishedAt: null,
+    error: null,
+  };
+  const shards = shardsFromPlan(plan, t);
+  if (!await createCrawl(deps.kv, crawl, shards)) {
+    const raced = await getCrawl(deps.kv, id);
+    if (raced.value) return { crawl: raced.value, created: false };
+  }
+  for (const s of shards) await deps.dispatcher.dispatch(id, s);
+  return { crawl, created: true };
+}
+
+/**
+ * Moves a crawl to `status` when `allowed(current)` says so, retrying on conflicts.
+ * @throws NotFoundError for an unknown crawl; ConflictError when the move is not allowed.
+ */
+export async function transition(
+  kv: Deno.Kv,
+  id: string,
+  status: CrawlStatus,
+  allowed: (current: CrawlStatus) => boolean,
+  options: { now?: () => number; error?: string | null } = {},
+): Promise<CrawlRecord> {
+  const now = options.now ?? Date.now;
+  for (let i = 0; i < 100; i++) {
+    const entry = await getCrawl(kv, id);
+    if (!entry.value) throw new NotFoundError(`no crawl with id ${id}`);
+    const cur = entry.value;
+    if (cur.status === status) return cur;
+    if (!allowed(cur.status)) {
+      throw new ConflictError(`crawl ${id} is ${cur.status}; cannot make it ${status}`);
+    }
+    const t = now();
+    const next: CrawlRecord = {
+      ...cur,
+      status,
+      updatedAt: t,
+      finishedAt: status === "done" || status === "cancelled" ? t : cur.finishedAt,
+      error: options.error !== undefined ? options.error : cur.error,
+    };
+    if (await updateCrawl(kv, entry as Deno.KvEntry<CrawlRecord>, next)) return next;
+  }
+  throw new ConflictError(`crawl ${id}: too many concurrent updates`);
+}
+
+/** Pauses a running crawl: workers stop at their next page; nothing is lost. */
+export function pauseCrawl(kv: Deno.Kv, id: string, now?: () => number): Promise<CrawlRecord> {
+  return transition(kv, id, "paused", (s) => s === "running", { now });
+}
+
+/** Cancels a crawl that has not finished; its stored items stay. */
+export function cancelCrawl(kv: Deno.Kv, id: string, now?: () => number): Promise<CrawlRecord> {
+  return transition(kv, id, "cancelled", (s) => s !== "done", { now });
+}
+
+/** Marks a crawl failed with a one-line reason (a fatal error); `resumeCrawl` can restart it. */
+export function failCrawl(
+  kv: Deno.Kv,
+  id: string,
+  reason: string,
+  now?: () => number,
+): Promise<CrawlRecord> {
+  return transition(kv, id, "failed", (s) => s === "running", { now, error: reason });
+}
+
+/**
+ * Resumes a paused or failed crawl (or re-dispatches a running one after a restart): every shard
+ * that is not done gets a dispatch with its current token. Done crawls are returned as they are.
+ * @throws ConflictError for a cancelled crawl.
+ */
+export async function resumeCrawl(
+  deps: { kv: Deno.Kv; dispatcher: Dispatcher },
+  id: string,
+  options: { now?: () => number } = {},
+): Promise<CrawlRecord> {
+  const entry = await getCrawl(deps.kv, id);
+  if (!entry.value) throw new NotFoundError(`no crawl with id ${id}`);
+  if (entry.value.status === "done") return entry.value;
+  const crawl = await transition(
+    deps.kv,
+    id,
+    "running",
+    (s) => s === "paused" || s === "failed",
+    { now: options.now, error: null },
+  );
+  for (const e of await listShards(deps.kv, id)) {
+    if (!e.value.done) await deps.dispatcher.dispatch(id, e.value);
+  }
+  return crawl;
+}
+
+/** Marks the crawl done when every shard is done. Returns true when the crawl is done. */
+export async function checkCompletion(
+  kv: Deno.Kv,
+  id: string,
+  options: { now?: () => number } = {},
+): Promise<boolean> {
+  const crawl = (await getCrawl(kv, id)).value;
+  if (!crawl) return false;
+  if (crawl.status === "done") return true;
+  if (crawl.status !== "running") return false;
+  const shards = await listShards(kv, id);
+  if (shards.length === 0 || shards.some((s) => !s.value.done)) return false;
+  await transition(kv, id, "done", (s) => s === "running", options);
+  return true;
+}
+
+/**
+ * Re-dispatches shards of running crawls that made no progress for `stallMs` (a lost message, a
+ * dead-lettered page, a dead worker). Returns how many shards were re-dispatched.
+ */
+export async function watchdog(
+  deps: { kv: Deno.Kv; dispatcher: Dispatcher },
+  options: { stallMs?: number; now?: () => number } = {},
+): Promise<number> {
+  const now = (options.now ?? Date.now)();
+  const stallMs = options.stallMs ?? 60_000;
+  let n = 0;
+  for (const crawl of await listCrawls(deps.kv)) {
+    if (crawl.status !== "running") continue;
+    const shards = await listShards(deps.kv, crawl.id);
+    for (const e of shards) {
+      const s = e.value;
+      const leased = s.lease !== null && s.lease.untilMs > now;
+      if (!s.done && !leased && now - s.updatedAt >= stallMs) {
+        await deps.dispatcher.dispatch(crawl.id, s);
+        n++;
+      }
+    }
+    if (shards.length > 0 && shards.every((s) => s.value.done)) {
+      await checkCompletion(deps.kv, crawl.id);
+    }
+  }
+  return n;
+}
+
+/** Progress of one shard, as status reports it. */
+export interface ShardStatus {
+  id: number;
+  start: string | null;
+  end: string | null;
+  items: number;
+  expected: number;
+  done: boolean;
+  pages: number;
+  /** Items per second since the shard started. */
+  rate: number;
+  parent: number | null;
+}
+
+/** A crawl's status: what `GET /crawls/:id` and the CLI show. */
+export interface CrawlStatusReport {
+  id: string;
+  status: CrawlStatus;
+  source: string;
+  docs: boolean;
+  total: number;
+  itemsStored: number;
+  pages: number;
+  documents: number;
+  docErrors: number;
+  tooLarge: number;
+  shardCount: number;
+  shardsDone: number;
+  /** Items per second since the crawl started. */
+  rate: number;
+  /** Seconds to completion at the current rate; null when unknown. */
+  etaSeconds: number | null;
+  createdAt: string;
+  finishedAt: string | null;
+  error: string | null;
+  deadLetters: number;
+  splits: SplitRecord[];
+  shards: ShardStatus[];
+}
+
+/** Builds the status report of a crawl. @throws NotFoundError for an unknown id. */
+export async function crawlStatus(
+  kv: Deno.Kv,
+  id: string,
+  options: { now?: () => number } = {},
+): Promise<CrawlStatusReport> {
+  const now = (options.now ?? Date.now)();
+  const crawl = (await getCrawl(kv, id)).value;
+  if (!crawl) throw new NotFoundError(`no crawl with id ${id}`);
+  const shards = (await listShards(kv, id)).map((e) => e.value);
+  const sum = (f: (s: ShardRecord) => number) => shards.reduce((n, s) => n + f(s), 0);
+  const itemsStored = sum((s) => s.items);
+  const end = crawl.finishedAt ?? now;
+  const elapsedS = Math.max(0.001, (end - crawl.createdAt) / 1000);
+  const rate = itemsStored / elapsedS;
+  const left = Math.max(0, crawl.total - itemsStored);
+  return {
+    id,
+    status: crawl.status,
+    source: crawl.source.startsWith("demo:") ? crawl.source : redactUrl(crawl.source),
+    docs: crawl.docs,
+    total: crawl.total,
+    itemsStored,
+    pages: sum((s) => s.pages),
+    documents: sum((s) => s.docs),
+    docErrors: sum((s) => s.docErrors),
+    tooLarge: sum((s) => s.tooLarge),
+    shardCount: shards.length,
+    shardsDone: shards.filter((s) => s.done).length,
+    rate,
+    etaSeconds: crawl.status === "done" ? 0 : rate > 0 ? left / rate : null,
+    createdAt: new Date(crawl.createdAt).toISOString(),
+    finishedAt: crawl.finishedAt === null ? null : new Date(crawl.finishedAt).toISOString(),
+    error: crawl.error,
+    deadLetters: (await listDeadLetters(kv, id)).length,
+    splits: await listSplits(kv, id),
+    shards: shards.map((s) => ({
+      id: s.id,
+      start: s.start,
+      end: s.end,
+      items: s.items,
+      expected: s.expected,
+      done: s.done,
+      pages: s.pages,
+      rate: s.items / Math.max(0.001, ((s.done ? s.updatedAt : now) - s.startedAt) / 1000),
+      parent: s.parent,
+    })),
+  };
+}

@@ -1,0 +1,158 @@
+/**
+ * A whole crawl in one local process: KV queue dispatch, a periodic watchdog, progress, and a
+ * summary. `deno task crawl` is a thin flag parser around {@linkcode runLocalCrawl}; tests call it
+ * directly. Running it again with the same KV file and crawl id resumes where the last run stopped.
+ *
+ * @module
+ */
+import { CouchSource, type CouchSourceOptions } from "./couch_source.ts";
+import {
+  crawlIdFor,
+  crawlStatus,
+  type CrawlStatusReport,
+  resumeCrawl,
+  startCrawl,
+  watchdog,
+} from "./coordinator.ts";
+import { ConflictError, FatalError } from "./errors.ts";
+import { createQueueHandler, QueueDispatcher } from "./dispatch_queue.ts";
+import type { Plan } from "./planner.ts";
+import type { Progress } from "./progress.ts";
+import { type CrawlSpec, getCrawl, listShards, type ShardRecord } from "./store.ts";
+import type { Source } from "./source.ts";
+
+/** Options of {@linkcode runLocalCrawl}. */
+export interface LocalCrawlOptions {
+  /** Path of the KV file (created if missing; its directory must exist). */
+  kvPath: string;
+  spec: CrawlSpec;
+  /** The URL to read from now (differs from `spec.source` for the demo registry). */
+  sourceUrl: string;
+  /** Crawl id. @default derived from the spec */
+  id?: string;
+  /** A baked plan. */
+  plan?: Plan;
+  progress?: Progress;
+  /** One-line log messages. @default nothing */
+  log?: (line: string) => void;
+  /** HTTP options of the source (timeouts, retries, injected fetch). */
+  sourceOptions?: CouchSourceOptions;
+  /** How often the watchdog looks for stalled shards, in milliseconds. @default 5000 */
+  watchdogIntervalMs?: number;
+  /** A shard with no progress for this long is re-dispatched, in milliseconds. @default 30000 */
+  stallMs?: number;
+  /** How often status is polled, in milliseconds. @default 200 */
+  pollMs?: number;
+  /** Hook run after a shard finishes (dynamic rebalancing). */
+  onShardDone?: (
+    deps: { kv: Deno.Kv; source: Source; dispatcher: QueueDispatcher },
+    crawlId: string,
+    shard: ShardRecord,
+  ) => Promise<void>;
+}
+
+/** What a local crawl ended with. */
+export interface LocalCrawlResult {
+  report: CrawlStatusReport;
+  elapsedMs: number;
+  retries: number;
+  created: boolean;
+}
+
+/**
+ * Runs (or resumes) a crawl to its end in this process. Resolves when the crawl is done; throws a
+ * one-line error when it failed, was cancelled or paused meanwhile. The KV file is closed on return.
+ */
+export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCrawlResult> {
+  const log = options.log ?? (() => {});
+  let kv: Deno.Kv;
+  try {
+    kv = await Deno.openKv(options.kvPath);
+  } catch (err) {
+    throw new FatalError(`cannot open KV at ${options.kvPath}: ${(err as Error).message}`, {
+      cause: err,
+    });
+  }
+  const started = performance.now();
+  let retries = 0;
+  const source = new CouchSource(options.sourceUrl, {
+    docsUrl: options.spec.docsUrl ?? undefined,
+    maxPage: options.spec.maxPage,
+    ...options.sourceOptions,
+    onRetry: (info) => {
+      retries++;
+      options.sourceOptions?.onRetry?.(info);
+    },
+  });
+  const dispatcher = new QueueDispatcher(kv);
+  const fatal: Error[] = [];
+  const handler = createQueueHandler({ kv, openSource: () => source }, {
+    onEvent: (e) => {
+      if (e.kind === "fatal") fatal.push(e.error);
+      if (e.kind === "invalid-message") log("dropped a queue message of unknown shape");
+    },
+    onShardDone: options.onShardDone
+      ? (crawlId, shard) => options.onShardDone!({ kv, source, dispatcher }, crawlId, shard)
+      : undefined,
+  });
+  const listening = kv.listenQueue(handler);
+  try {
+    const id = options.id ?? await crawlIdFor(options.spec);
+    const existing = (await getCrawl(kv, id)).value;
+    let created = false;
+    let crawlId: string;
+    if (existing) {
+      crawlId = existing.id;
+      if (existing.status === "cancelled") {
+        throw new ConflictError(`crawl ${crawlId} was cancelled`);
+      }
+      if (existing.status !== "done") {
+        log(`resuming crawl ${crawlId} (${existing.status})`);
+        if (existing.status === "running") {
+          // After a kill: the message chain may have died with the process; duplicates are dropped.
+          for (const e of await listShards(kv, crawlId)) {
+            if (!e.value.done) await dispatcher.dispatch(crawlId, e.value);
+          }
+        } else await resumeCrawl({ kv, dispatcher }, crawlId);
+      }
+    } else {
+      const res = await startCrawl({ kv, source, dispatcher }, options.spec, {
+        id,
+        plan: options.plan,
+        onPlanned: (p) =>
+          log(
+            `planned ${p.total} items into ${p.shards.length} shards with ${p.requests} listing ` +
+              `requests (method ${p.method})`,
+          ),
+      });
+      crawlId = res.crawl.id;
+      created = res.created;
+      if (!created) log(`crawl ${crawlId} exists; resuming`);
+    }
+    let lastWatch = performance.now();
+    for (;;) {
+      const report = await crawlStatus(kv, crawlId);
+      options.progress?.update(report);
+      if (report.status === "done") {
+        options.progress?.update(report, true);
+        return { report, elapsedMs: performance.now() - started, retries, created };
+      }
+      if (report.status === "failed" || fatal.length > 0) {
+        options.progress?.update(report, true);
+        throw new FatalError(`crawl ${crawlId} failed: ${report.error ?? fatal[0]?.message}`);
+      }
+      if (report.status !== "running") {
+        throw new ConflictError(`crawl ${crawlId} is ${report.status}`);
+      }
+      if (performance.now() - lastWatch > (options.watchdogIntervalMs ?? 5000)) {
+        lastWatch = performance.now();
+        const n = await watchdog({ kv, dispatcher }, { stallMs: options.stallMs ?? 30_000 });
+        if (n > 0) log(`watchdog: re-dispatched ${n} stalled shards`);
+      }
+      await new Promise((r) => setTimeout(r, options.pollMs ?? 200));
+    }
+  } finally {
+    kv.close();
+    await listening.catch(() => {});
+  }
+}

@@ -1,0 +1,69 @@
+/**
+ * Reading a baked plan (`deno task plan --out FILE`) back, checked: a plan file that does not
+ * partition the key space would make a crawl miss or double items, so it is refused.
+ *
+ * @module
+ */
+import { InputError } from "./errors.ts";
+import { compareKeys } from "./keys.ts";
+import type { Plan, ShardSpec } from "./planner.ts";
+
+/** Validates a parsed plan: contiguous shards, open ends, ordered boundaries, counts. */
+export function checkPlan(v: unknown, what = "plan"): Plan {
+  const bad = (why: string) => new InputError(`${what} is not a valid plan: ${why}`);
+  if (typeof v !== "object" || v === null) throw bad("not a JSON object");
+  const p = v as Record<string, unknown>;
+  if (!Number.isSafeInteger(p.total) || (p.total as number) < 1) throw bad("total is not a count");
+  if (!Array.isArray(p.shards) || p.shards.length === 0) throw bad("no shards");
+  const shards: ShardSpec[] = p.shards.map((s: unknown, i: number) => {
+    const r = s as Record<string, unknown>;
+    const okKey = (k: unknown) => k === null || typeof k === "string";
+    if (typeof s !== "object" || s === null || !okKey(r.start) || !okKey(r.end)) {
+      throw bad(`shard ${i} needs start and end (string or null)`);
+    }
+    if (!Number.isSafeInteger(r.items) || (r.items as number) < 0) throw bad(`shard ${i} items`);
+    return {
+      start: r.start as string | null,
+      end: r.end as string | null,
+      items: r.items as number,
+    };
+  });
+  if (shards[0].start !== null || shards.at(-1)!.end !== null) {
+    throw bad("the first start and the last end must be null (open)");
+  }
+  for (let i = 1; i < shards.length; i++) {
+    if (shards[i].start !== shards[i - 1].end) {
+      throw bad(`shard ${i} does not start where ${i - 1} ends`);
+    }
+    if (
+      shards[i].start === null ||
+      (i > 1 && compareKeys(shards[i - 1].start!, shards[i].start!) >= 0)
+    ) {
+      throw bad(`boundaries are not strictly increasing at shard ${i}`);
+    }
+  }
+  return {
+    total: p.total as number,
+    shards,
+    requests: Number(p.requests ?? 0),
+    method: (p.method as Plan["method"]) ?? "rank",
+    maxPage: Number(p.maxPage ?? 1000),
+  };
+}
+
+/** Reads and validates a plan file. */
+export async function readPlanFile(path: string): Promise<Plan> {
+  let text: string;
+  try {
+    text = await Deno.readTextFile(path);
+  } catch (err) {
+    throw new InputError(`cannot read plan file ${path}: ${(err as Error).message}`);
+  }
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    throw new InputError(`plan file ${path} is not JSON`);
+  }
+  return checkPlan(v, `plan file ${path}`);
+}

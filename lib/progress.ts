@@ -1,0 +1,137 @@
+/**
+ * Terminal progress: per-shard bars with items/s and ETA redrawn in place on a TTY (at most a few
+ * times a second), one plain line every few seconds otherwise, and the end-of-crawl summary.
+ *
+ * @module
+ */
+import type { CrawlStatusReport } from "./coordinator.ts";
+
+/** Options of {@linkcode Progress}. */
+export interface ProgressOptions {
+  /** Draw bars in place (stdout is a terminal). */
+  tty: boolean;
+  /** Where output goes. */
+  write: (text: string) => void;
+  /** Clock in epoch milliseconds. @default Date.now */
+  now?: () => number;
+  /** Least time between TTY redraws, in milliseconds. @default 250 */
+  ttyIntervalMs?: number;
+  /** Least time between plain lines, in milliseconds. @default 5000 */
+  plainIntervalMs?: number;
+  /** Most shards drawn as bars. @default 32 */
+  maxBars?: number;
+}
+
+const fmt = new Intl.NumberFormat("en-US");
+/** Formats an integer with thousands separators. */
+export const n = (x: number): string => fmt.format(Math.round(x));
+
+/** Formats seconds as `1h02m`, `3m05s` or `42s`. */
+export function duration(seconds: number | null): string {
+  if (seconds === null || !Number.isFinite(seconds)) return "?";
+  const s = Math.max(0, Math.round(seconds));
+  if (s >= 3600) {
+    return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, "0")}m`;
+  }
+  if (s >= 60) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, "0")}s`;
+  return `${s}s`;
+}
+
+function bar(fraction: number, width: number): string {
+  const f = Math.min(1, Math.max(0, fraction));
+  const full = Math.floor(f * width);
+  return "█".repeat(full) + "░".repeat(width - full);
+}
+
+/** Renders status reports as they come, rate-limited. */
+export class Progress {
+  #o: Required<ProgressOptions>;
+  #lastDraw = 0;
+  #lines = 0;
+  #samples: { t: number; items: number }[] = [];
+  #shardPrev = new Map<number, { t: number; items: number; rate: number }>();
+
+  constructor(options: ProgressOptions) {
+    this.#o = {
+      now: Date.now,
+      ttyIntervalMs: 250,
+      plainIntervalMs: 5000,
+      maxBars: 32,
+      ...options,
+    };
+  }
+
+  /** Items per second over the last ~10 s of samples. */
+  #recentRate(t: number, items: number): number {
+    this.#samples.push({ t, items });
+    while (this.#samples.length > 2 && t - this.#samples[0].t > 10_000) this.#samples.shift();
+    const first = this.#samples[0];
+    const dt = (t - first.t) / 1000;
+    return dt > 0 ? (items - first.items) / dt : 0;
+  }
+
+  /** Takes a fresh report; draws when the interval has passed (or `force`). */
+  update(r: CrawlStatusReport, force = false): void {
+    const t = this.#o.now();
+    const rate = this.#recentRate(t, r.itemsStored);
+    const interval = this.#o.tty ? this.#o.ttyIntervalMs : this.#o.plainIntervalMs;
+    if (!force && t - this.#lastDraw < interval) return;
+    this.#lastDraw = t;
+    const left = Math.max(0, r.total - r.itemsStored);
+    const eta = rate > 0 ? left / rate : null;
+    const pct = r.total > 0 ? (100 * r.itemsStored) / r.total : 100;
+    const head =
+      `${r.id} ${r.status}: ${n(r.itemsStored)}/${n(r.total)} items (${pct.toFixed(1)}%) ` +
+      `${n(rate)} items/s ETA ${duration(eta)} shards ${r.shardsDone}/${r.shardCount}` +
+      (r.deadLetters ? ` dead letters ${r.deadLetters}` : "");
+    if (!this.#o.tty) {
+      this.#o.write(`progress: ${head}\n`);
+      return;
+    }
+    const lines = [head];
+    const shards = r.shards.slice(0, this.#o.maxBars);
+    for (const s of shards) {
+      const prev = this.#shardPrev.get(s.id);
+      let srate = prev?.rate ?? 0;
+      if (prev && t > prev.t) {
+        srate = 0.7 * srate + 0.3 * ((s.items - prev.items) * 1000) / (t - prev.t);
+      }
+      this.#shardPrev.set(s.id, { t, items: s.items, rate: srate });
+      const frac = s.done ? 1 : s.expected > 0 ? s.items / s.expected : 0;
+      lines.push(
+        `  ${String(s.id).padStart(3)} ${bar(frac, 24)} ${n(s.items).padStart(9)}/${
+          n(s.expected).padEnd(9)
+        } ${s.done ? "done" : `${n(srate)}/s`.padStart(8)}`,
+      );
+    }
+    if (r.shards.length > shards.length) {
+      lines.push(`  … ${r.shards.length - shards.length} more shards`);
+    }
+    const up = this.#lines > 0 ? `\x1b[${this.#lines}A` : "";
+    this.#o.write(up + lines.map((l) => `\x1b[2K${l}\n`).join(""));
+    this.#lines = lines.length;
+  }
+}
+
+/** The end-of-crawl summary lines. */
+export function summary(
+  r: CrawlStatusReport,
+  extra: { elapsedMs: number; retries: number },
+): string {
+  const items = r.shards.map((s) => s.items);
+  const max = Math.max(0, ...items);
+  const mean = items.length ? items.reduce((a, b) => a + b, 0) / items.length : 0;
+  const secs = extra.elapsedMs / 1000;
+  return [
+    `crawl ${r.id} ${r.status}: ${n(r.itemsStored)} items of ${
+      n(r.total)
+    } in ${r.shardCount} shards`,
+    `  pages ${n(r.pages)}, documents ${n(r.documents)}, document errors ${n(r.docErrors)}, ` +
+    `too large ${n(r.tooLarge)}, retries ${n(extra.retries)}, dead letters ${r.deadLetters}, ` +
+    `splits ${r.splits.length}`,
+    `  elapsed ${duration(secs)} (${secs.toFixed(1)} s), ${
+      n(r.itemsStored / Math.max(secs, 0.001))
+    } ` +
+    `items/s, shard items max ${n(max)} / mean ${n(mean)}`,
+  ].join("\n");
+}

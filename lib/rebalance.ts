@@ -1,0 +1,166 @@
+/**
+ * Dynamic rebalancing: when a shard finishes while others still run, split the straggler with the
+ * most remaining work at the middle rank of its remaining range (found with the planner's search),
+ * so that the last shard never holds the crawl back (Dataflow's dynamic work rebalancing, Beam's
+ * `trySplit`, done with the rank oracle).
+ *
+ * The split is ONE atomic op guarded by the victim's versionstamp and the crawl's (which hands out
+ * shard ids): the victim's end shrinks to the split key, the child [split, old end) is created with
+ * its cursor at the split key, and the child's first page is dispatched. The victim's in-flight page
+ * sees the changed versionstamp at commit, re-reads, and counts only rows below its new end.
+ *
+ * @module
+ */
+import type { Dispatcher } from "./coordinator.ts";
+import { compareKeys } from "./keys.ts";
+import { findKeysAtRanks } from "./planner.ts";
+import type { Source } from "./source.ts";
+import {
+  commitSplit,
+  type CrawlRecord,
+  getCrawl,
+  listShards,
+  listSplits,
+  type ShardRecord,
+} from "./store.ts";
+
+/** Options of {@linkcode createRebalancer} and {@linkcode splitStraggler}. */
+export interface RebalanceOptions {
+  /** Never split a remaining range below this many pages. @default 4 */
+  minPages?: number;
+  /** Never grow a crawl past this many shards (plan + splits). @default 4 × planned, at least 64 */
+  maxShards?: number;
+  /** Clock in epoch milliseconds. @default Date.now */
+  now?: () => number;
+}
+
+/** What a split did, for logs and tests. */
+export interface SplitResult {
+  parent: number;
+  child: number;
+  key: string;
+  movedItems: number;
+}
+
+/** Estimated seconds of work left in a shard: remaining items over its observed rate. */
+function remainingSeconds(s: ShardRecord, now: number): number {
+  const left = Math.max(0, s.expected - s.items);
+  const elapsed = Math.max(1, (now - s.startedAt) / 1000);
+  const rate = s.items / elapsed;
+  // A shard that has not shown a rate yet is judged by size alone, as if it ran at 1 item/s.
+  return rate > 0 ? left / rate : left;
+}
+
+/**
+ * Splits the straggler with the most remaining work, if any is worth splitting. Returns the split,
+ * or null when nothing qualifies (all done, ranges too small, shard bound reached, or a lost race).
+ */
+export async function splitStraggler(
+  deps: { kv: Deno.Kv; source: Source; dispatcher: Dispatcher },
+  crawlId: string,
+  options: RebalanceOptions = {},
+): Promise<SplitResult | null> {
+  const now = (options.now ?? Date.now)();
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const crawlEntry = await getCrawl(deps.kv, crawlId);
+    const crawl = crawlEntry.value;
+    if (!crawl || crawl.status !== "running" || !crawl.rebalance) return null;
+    const maxShards = options.maxShards ?? Math.max(64, 4 * crawl.shards);
+    if (crawl.nextShardId >= maxShards) return null;
+    const minItems = (options.minPages ?? 4) * Math.max(1, crawl.maxPage - 1);
+    const shards = await listShards(deps.kv, crawlId);
+    const candidates = shards
+      .filter((e) => !e.value.done && e.value.expected - e.value.items >= 2 * minItems)
+      .sort((a, b) => remainingSeconds(b.value, now) - remainingSeconds(a.value, now));
+    const victim = candidates[0];
+    if (!victim) return null;
+    const res = await trySplit(deps, crawlEntry as Deno.KvEntry<CrawlRecord>, victim, {
+      minItems,
+      now,
+    });
+    if (res !== "conflict") return res;
+  }
+  return null;
+}
+
+async function trySplit(
+  deps: { kv: Deno.Kv; source: Source; dispatcher: Dispatcher },
+  crawlEntry: Deno.KvEntry<CrawlRecord>,
+  victim: Deno.KvEntry<ShardRecord>,
+  o: { minItems: number; now: number },
+): Promise<SplitResult | null | "conflict"> {
+  const v = victim.value;
+  const crawl = crawlEntry.value;
+  const from = await deps.source.list({ start: v.cursor, limit: 1 });
+  const r0 = from.offset;
+  let upper: { key: string; rank: number; real: boolean };
+  if (v.end === null) {
+    const last = await deps.source.list({ descending: true, limit: 1 });
+    if (last.rows.length === 0) return null;
+    upper = { key: last.rows[0].id, rank: from.total - 1, real: true };
+  } else {
+    upper = {
+      key: v.end,
+      rank: (await deps.source.list({ start: v.end, limit: 1 })).offset,
+      real: false,
+    };
+  }
+  const r1 = v.end === null ? from.total : upper.rank;
+  if (r1 - r0 < 2 * o.minItems || from.rows.length === 0) return null;
+  const mid = Math.floor((r0 + r1) / 2);
+  const lower = { key: from.rows[0].id, rank: r0, real: true };
+  const [key] = await findKeysAtRanks(deps.source, [mid], { lower, upper, maxPage: crawl.maxPage });
+  if (v.cursor !== null && compareKeys(key, v.cursor) <= 0) return "conflict";
+  if (v.end !== null && compareKeys(key, v.end) >= 0) return "conflict";
+  const childId = crawl.nextShardId;
+  const shrunk: ShardRecord = { ...v, end: key, expected: v.items + (mid - r0) };
+  const child: ShardRecord = {
+    id: childId,
+    start: key,
+    end: v.end,
+    cursor: key,
+    done: false,
+    items: 0,
+    pages: 0,
+    docs: 0,
+    docErrors: 0,
+    tooLarge: 0,
+    expected: r1 - mid,
+    token: 0,
+    startedAt: o.now,
+    updatedAt: o.now,
+    lease: null,
+    parent: v.id,
+  };
+  const seq = (await listSplits(deps.kv, crawl.id)).length;
+  const ok = await commitSplit(deps.kv, {
+    crawl: crawlEntry,
+    victim,
+    shrunk,
+    child,
+    split: {
+      parent: v.id,
+      child: childId,
+      at: key,
+      atMs: o.now,
+      movedItems: r1 - mid,
+    },
+    seq,
+  }, deps.dispatcher.attach ? (op) => deps.dispatcher.attach!(op, crawl.id, child) : undefined);
+  if (!ok) return "conflict";
+  if (!deps.dispatcher.attach) await deps.dispatcher.dispatch(crawl.id, child);
+  return { parent: v.id, child: childId, key, movedItems: r1 - mid };
+}
+
+/**
+ * The hook for `onShardDone`: each time a shard finishes, split one straggler (if worthwhile).
+ */
+export function createRebalancer(options: RebalanceOptions = {}) {
+  return async (
+    deps: { kv: Deno.Kv; source: Source; dispatcher: Dispatcher },
+    crawlId: string,
+    _done: ShardRecord,
+  ): Promise<void> => {
+    await splitStraggler(deps, crawlId, options);
+  };
+}

@@ -1,0 +1,423 @@
+/**
+ * The store: the only module that knows Deno KV key layouts. Every multi-key update is one atomic
+ * operation guarded by versionstamp checks, and every `{ ok: false }` is reported to the caller.
+ *
+ * Layout (crawl ids and shard ids are the only variable parts besides item ids):
+ *
+ *     ["crawl", crawlId]                  CrawlRecord
+ *     ["shard", crawlId, shardId]         ShardRecord (cursor, counters, token, lease)
+ *     ["item", crawlId, itemId]           ItemRecord (document inline, chunked, or marked too large)
+ *     ["chunk", crawlId, itemId, n]       Uint8Array, part n of a large document
+ *     ["dead", crawlId, shardId, token]   a page message whose deliveries were exhausted
+ *     ["split", crawlId, seq]             SplitRecord (dynamic rebalancing log)
+ *
+ * @module
+ */
+import { FatalError } from "./errors.ts";
+
+/** Lifecycle of a crawl. */
+export type CrawlStatus = "planning" | "running" | "paused" | "done" | "failed" | "cancelled";
+
+/** What a crawl was asked to do; identical specs give identical crawl ids. */
+export interface CrawlSpec {
+  /** Database URL (or `demo:` for the bundled demo registry). */
+  source: string;
+  /** Base URL for documents; null = the database URL. */
+  docsUrl: string | null;
+  /** Shards planned. */
+  shards: number;
+  /** Fetch each item's document. */
+  docs: boolean;
+  /** Document fetches in flight per shard. */
+  concurrency: number;
+  /** Page size for listings. */
+  maxPage: number;
+  /** Split stragglers while running. */
+  rebalance: boolean;
+}
+
+/** A crawl, as stored. */
+export interface CrawlRecord extends CrawlSpec {
+  id: string;
+  status: CrawlStatus;
+  /** Items in the registry when planned. */
+  total: number;
+  planRequests: number;
+  planMethod: string;
+  /** Shard ids handed out so far (plan + splits); the next split gets this id. */
+  nextShardId: number;
+  /** The registry's update sequence when the crawl started (for `_changes` catch-up). */
+  startSeq: string | null;
+  createdAt: number;
+  updatedAt: number;
+  finishedAt: number | null;
+  error: string | null;
+}
+
+/** A lease held by a worker on a shard. */
+export interface Lease {
+  owner: string;
+  untilMs: number;
+}
+
+/** A shard, as stored: keys k with start <= k < end, read up to `cursor`. */
+export interface ShardRecord {
+  id: number;
+  start: string | null;
+  end: string | null;
+  /** Next key to read (inclusive); null = from the start of the key space. */
+  cursor: string | null;
+  done: boolean;
+  /** Items committed (each counted exactly once). */
+  items: number;
+  pages: number;
+  docs: number;
+  docErrors: number;
+  tooLarge: number;
+  /** Items the plan expected (a split moves part of it to the child). */
+  expected: number;
+  /** Bumped by every commit; page messages carry it so stale ones are recognised. */
+  token: number;
+  startedAt: number;
+  updatedAt: number;
+  lease: Lease | null;
+  /** The shard this one was split from, if any. */
+  parent: number | null;
+}
+
+/** An item, as stored and exported. */
+export interface ItemRecord {
+  id: string;
+  rev: string;
+  /** The document's JSON text as UTF-8 bytes, when fetched and small enough to sit inline. */
+  doc?: Uint8Array;
+  /** Number of chunks under ["chunk", crawl, id, n] holding the document. */
+  chunks?: number;
+  /** Document size in bytes when fetched. */
+  docBytes?: number;
+  /** The document was larger than allowed: recorded, not stored. */
+  tooLarge?: boolean;
+  /** The document could not be fetched (permanent error). */
+  error?: { status: number; reason: string };
+}
+
+/** One dynamic split, for status. */
+export interface SplitRecord {
+  parent: number;
+  child: number;
+  at: string;
+  atMs: number;
+  movedItems: number;
+}
+
+/** Largest inline document, in bytes (a KV value holds 65,536 with some room for the record). */
+export const INLINE_DOC_BYTES = 60_000;
+/** Chunk size for larger documents, in bytes. */
+export const CHUNK_BYTES = 60_000;
+/** Mutations per atomic op used for batches (KV allows 1,000). */
+const BATCH_MUTATIONS = 500;
+/** Bytes per atomic op used for batches (KV allows 819,200). */
+const BATCH_BYTES = 600_000;
+
+/** Key builders, exported for tests that need to look underneath. */
+export const keys = {
+  crawl: (id: string): Deno.KvKey => ["crawl", id],
+  crawls: (): Deno.KvKey => ["crawl"],
+  shard: (crawl: string, shard: number): Deno.KvKey => ["shard", crawl, shard],
+  shards: (crawl: string): Deno.KvKey => ["shard", crawl],
+  item: (crawl: string, id: string): Deno.KvKey => ["item", crawl, id],
+  items: (crawl: string): Deno.KvKey => ["item", crawl],
+  chunk: (crawl: string, id: string, n: number): Deno.KvKey => ["chunk", crawl, id, n],
+  chunks: (crawl: string, id: string): Deno.KvKey => ["chunk", crawl, id],
+  dead: (crawl: string, shard: number, token: number): Deno.KvKey => ["dead", crawl, shard, token],
+  deads: (crawl: string): Deno.KvKey => ["dead", crawl],
+  split: (crawl: string, seq: number): Deno.KvKey => ["split", crawl, seq],
+  splits: (crawl: string): Deno.KvKey => ["split", crawl],
+};
+
+/** Retries a KV operation that failed with `database is locked` (several processes, one file). */
+export async function withLockRetry<T>(
+  fn: () => Promise<T>,
+  options: { maxAttempts?: number } = {},
+) {
+  const max = options.maxAttempts ?? 50;
+  for (let attempt = 1;; attempt++) {
+    try {
+      return await fn();
+    } catch (err) {
+      const locked = err instanceof Error && /database is locked|SQLITE_BUSY/i.test(err.message);
+      if (!locked || attempt >= max) throw err;
+      await new Promise((r) => setTimeout(r, Math.min(200, 5 * attempt) * (0.5 + Math.random())));
+    }
+  }
+}
+
+/** The crawl record with its versionstamp, or null. */
+export async function getCrawl(kv: Deno.Kv, id: string): Promise<Deno.KvEntryMaybe<CrawlRecord>> {
+  return await withLockRetry(() => kv.get<CrawlRecord>(keys.crawl(id)));
+}
+
+/** Every crawl in the store. */
+export async function listCrawls(kv: Deno.Kv): Promise<CrawlRecord[]> {
+  const out: CrawlRecord[] = [];
+  for await (const e of kv.list<CrawlRecord>({ prefix: keys.crawls() })) out.push(e.value);
+  return out;
+}
+
+/** One shard with its versionstamp. */
+export async function getShard(
+  kv: Deno.Kv,
+  crawl: string,
+  shard: number,
+): Promise<Deno.KvEntryMaybe<ShardRecord>> {
+  return await withLockRetry(() => kv.get<ShardRecord>(keys.shard(crawl, shard)));
+}
+
+/** Every shard of a crawl, in id order, with versionstamps. */
+export async function listShards(kv: Deno.Kv, crawl: string): Promise<Deno.KvEntry<ShardRecord>[]> {
+  return await withLockRetry(async () => {
+    const out: Deno.KvEntry<ShardRecord>[] = [];
+    for await (const e of kv.list<ShardRecord>({ prefix: keys.shards(crawl) })) out.push(e);
+    return out;
+  });
+}
+
+/**
+ * Creates a crawl's shards and then its record, unless the record exists. Shards are written first
+ * in batches (deterministic, so a crash midway rewrites the same values); the record, written last
+ * with a check that it is still absent, is what makes the crawl exist. Returns false when another
+ * process created the crawl first.
+ */
+export async function createCrawl(
+  kv: Deno.Kv,
+  crawl: CrawlRecord,
+  shards: ShardRecord[],
+): Promise<boolean> {
+  for (let i = 0; i < shards.length; i += BATCH_MUTATIONS) {
+    const op = kv.atomic();
+    for (const s of shards.slice(i, i + BATCH_MUTATIONS)) op.set(keys.shard(crawl.id, s.id), s);
+    await commitOrThrow(op, "writing shards");
+  }
+  const res = await withLockRetry(() =>
+    kv.atomic().check({ key: keys.crawl(crawl.id), versionstamp: null }).set(
+      keys.crawl(crawl.id),
+      crawl,
+    ).commit()
+  );
+  return res.ok;
+}
+
+/**
+ * Updates a crawl record if it has not changed since `entry` was read. Returns false on a conflict
+ * (the caller re-reads and decides again).
+ */
+export async function updateCrawl(
+  kv: Deno.Kv,
+  entry: Deno.KvEntry<CrawlRecord>,
+  next: CrawlRecord,
+): Promise<boolean> {
+  const res = await withLockRetry(() =>
+    kv.atomic().check(entry).set(keys.crawl(next.id), next).commit()
+  );
+  return res.ok;
+}
+
+/**
+ * Commits a shard change if the shard has not changed since `entry` was read; `extra` adds the
+ * caller's own mutations (the next page's message, a lease) to the same atomic op. Returns false on
+ * a conflict, in which case nothing at all was written.
+ */
+export async function commitShard(
+  kv: Deno.Kv,
+  crawl: string,
+  entry: Deno.KvEntry<ShardRecord>,
+  next: ShardRecord,
+  extra?: (op: Deno.AtomicOperation) => void,
+): Promise<boolean> {
+  const res = await withLockRetry(() => {
+    // The page this commit completes can no longer be a dead letter.
+    const op = kv.atomic().check(entry).set(keys.shard(crawl, next.id), next)
+      .delete(keys.dead(crawl, next.id, entry.value.token));
+    extra?.(op);
+    return op.commit();
+  });
+  return res.ok;
+}
+
+/**
+ * Splits a shard: in one op guarded by the victim's versionstamp (and the crawl's, which hands out
+ * shard ids), the victim's end shrinks, the child is created, the crawl's id counter moves on and
+ * the split is logged; `extra` adds the child's dispatch. Returns false on a conflict.
+ */
+export async function commitSplit(
+  kv: Deno.Kv,
+  args: {
+    crawl: Deno.KvEntry<CrawlRecord>;
+    victim: Deno.KvEntry<ShardRecord>;
+    shrunk: ShardRecord;
+    child: ShardRecord;
+    split: SplitRecord;
+    seq: number;
+  },
+  extra?: (op: Deno.AtomicOperation) => void,
+): Promise<boolean> {
+  const id = args.crawl.value.id;
+  // The split log's slot is checked too, so two splits can never claim one sequence number.
+  const res = await withLockRetry(() => {
+    const op = kv.atomic()
+      .check(args.crawl)
+      .check(args.victim)
+      .check({ key: keys.shard(id, args.child.id), versionstamp: null })
+      .check({ key: keys.split(id, args.seq), versionstamp: null })
+      .set(keys.crawl(id), { ...args.crawl.value, nextShardId: args.child.id + 1 })
+      .set(keys.shard(id, args.shrunk.id), args.shrunk)
+      .set(keys.shard(id, args.child.id), args.child)
+      .set(keys.split(id, args.seq), args.split);
+    extra?.(op);
+    return op.commit();
+  });
+  return res.ok;
+}
+
+/** The split log of a crawl. */
+export async function listSplits(kv: Deno.Kv, crawl: string): Promise<SplitRecord[]> {
+  const out: SplitRecord[] = [];
+  for await (const e of kv.list<SplitRecord>({ prefix: keys.splits(crawl) })) out.push(e.value);
+  return out;
+}
+
+async function commitOrThrow(op: Deno.AtomicOperation, what: string): Promise<void> {
+  const res = await withLockRetry(() => op.commit());
+  // Unguarded batches only fail on KV errors, which throw; an ok:false here is a broken invariant.
+  if (!res.ok) throw new FatalError(`KV refused an unguarded batch while ${what}`);
+}
+
+/** An item to store: listing row plus, optionally, its fetched document. */
+export interface ItemInput {
+  id: string;
+  rev: string;
+  /** The document's JSON text. */
+  docJson?: string;
+  error?: { status: number; reason: string };
+}
+
+/** Counts of what {@linkcode writeItems} stored. */
+export interface WriteStats {
+  items: number;
+  docs: number;
+  tooLarge: number;
+  docErrors: number;
+}
+
+/**
+ * Writes items idempotently (keyed by crawl and id), in atomic batches that fit KV's limits. A
+ * document above {@linkcode INLINE_DOC_BYTES} is written as chunks first and its item last, so a
+ * crash in between leaves no item that points at missing chunks; one above `maxDocBytes` is stored
+ * as an item marked `tooLarge` (never dropped silently).
+ */
+export async function writeItems(
+  kv: Deno.Kv,
+  crawl: string,
+  items: ItemInput[],
+  options: { maxDocBytes?: number } = {},
+): Promise<WriteStats> {
+  const maxDoc = options.maxDocBytes ?? 32 * 1024 * 1024;
+  const enc = new TextEncoder();
+  const stats: WriteStats = { items: 0, docs: 0, tooLarge: 0, docErrors: 0 };
+  let op = kv.atomic();
+  let count = 0;
+  let bytes = 0;
+  const flush = async () => {
+    if (count === 0) return;
+    await commitOrThrow(op, "writing items");
+    op = kv.atomic();
+    count = 0;
+    bytes = 0;
+  };
+  const add = async (key: Deno.KvKey, value: unknown, size: number) => {
+    if (count + 1 > BATCH_MUTATIONS || bytes + size > BATCH_BYTES) await flush();
+    op.set(key, value);
+    count++;
+    bytes += size;
+  };
+  for (const it of items) {
+    const rec: ItemRecord = { id: it.id, rev: it.rev };
+    const keySize = enc.encode(it.id).length + crawl.length + 16;
+    if (it.error) {
+      rec.error = it.error;
+      stats.docErrors++;
+    } else if (it.docJson !== undefined) {
+      const doc = enc.encode(it.docJson);
+      rec.docBytes = doc.length;
+      stats.docs++;
+      if (doc.length > maxDoc) {
+        rec.tooLarge = true;
+        stats.tooLarge++;
+      } else if (doc.length <= INLINE_DOC_BYTES) {
+        rec.doc = doc;
+      } else {
+        const n = Math.ceil(doc.length / CHUNK_BYTES);
+        for (let i = 0; i < n; i++) {
+          const part = doc.subarray(i * CHUNK_BYTES, (i + 1) * CHUNK_BYTES);
+          await add(keys.chunk(crawl, it.id, i), part, part.length + keySize);
+        }
+        rec.chunks = n;
+      }
+    }
+    await add(keys.item(crawl, it.id), rec, keySize + it.rev.length + (rec.doc?.length ?? 0) + 64);
+    stats.items++;
+  }
+  await flush();
+  return stats;
+}
+
+/** An exported item: the record with its document reassembled as JSON text. */
+export interface ExportedItem {
+  id: string;
+  rev: string;
+  doc?: string;
+  docBytes?: number;
+  tooLarge?: boolean;
+  error?: { status: number; reason: string };
+}
+
+/** Streams a crawl's items in key order, reassembling chunked documents. Memory stays flat. */
+export async function* iterateItems(kv: Deno.Kv, crawl: string): AsyncGenerator<ExportedItem> {
+  const dec = new TextDecoder();
+  for await (const e of kv.list<ItemRecord>({ prefix: keys.items(crawl) }, { batchSize: 1000 })) {
+    const r = e.value;
+    const out: ExportedItem = { id: r.id, rev: r.rev };
+    if (r.doc) out.doc = dec.decode(r.doc);
+    if (r.chunks) {
+      const parts: Uint8Array[] = [];
+      for await (const c of kv.list<Uint8Array>({ prefix: keys.chunks(crawl, r.id) })) {
+        parts.push(c.value);
+      }
+      if (parts.length !== r.chunks) {
+        throw new FatalError(`item ${JSON.stringify(r.id)}: ${parts.length} of ${r.chunks} chunks`);
+      }
+      const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+      let at = 0;
+      for (const p of parts) (all.set(p, at), at += p.length);
+      out.doc = dec.decode(all);
+    }
+    if (r.docBytes !== undefined) out.docBytes = r.docBytes;
+    if (r.tooLarge) out.tooLarge = true;
+    if (r.error) out.error = r.error;
+    yield out;
+  }
+}
+
+/** Number of stored items of a crawl (a full key scan; for tests and verification). */
+export async function countItems(kv: Deno.Kv, crawl: string): Promise<number> {
+  let n = 0;
+  for await (const _ of kv.list({ prefix: keys.items(crawl) }, { batchSize: 1000 })) n++;
+  return n;
+}
+
+/** Dead-lettered page messages of a crawl. */
+export async function listDeadLetters(kv: Deno.Kv, crawl: string): Promise<unknown[]> {
+  const out: unknown[] = [];
+  for await (const e of kv.list({ prefix: keys.deads(crawl) })) out.push(e.value);
+  return out;
+}

@@ -1,0 +1,151 @@
+/**
+ * The worker: process one page of one shard. List rows in [cursor, end), optionally fetch each
+ * row's document with bounded concurrency, write the items (idempotent, keyed by id), then in ONE
+ * atomic op guarded by the shard's versionstamp advance the cursor, add the counters, bump the token
+ * and add the dispatcher's own mutation (the next page's message, a lease). A duplicate or stale
+ * attempt finds the token moved on and changes nothing; a crash before the commit leaves only
+ * idempotent item writes behind, and the page is redone.
+ *
+ * @module
+ */
+import { compareKeys } from "./keys.ts";
+import { mapPool } from "./pool.ts";
+import type { Row, Source } from "./source.ts";
+import {
+  commitShard,
+  type CrawlRecord,
+  getCrawl,
+  getShard,
+  type ItemInput,
+  type ShardRecord,
+  writeItems,
+} from "./store.ts";
+
+/** What a worker needs from its surroundings (all injected). */
+export interface WorkerDeps {
+  kv: Deno.Kv;
+  /** Opens the source a crawl reads from (cached by the caller as it likes). */
+  openSource: (crawl: CrawlRecord) => Source;
+  /** Clock in epoch milliseconds. @default Date.now */
+  now?: () => number;
+  /** Documents above this many bytes are recorded as too large. @default 33554432 */
+  maxDocBytes?: number;
+}
+
+/** Default largest stored document, in bytes (32 MiB). */
+export const DEFAULT_MAX_DOC_BYTES = 32 * 1024 * 1024;
+
+/** The result of one attempt at a page. */
+export type PageOutcome =
+  | { kind: "committed"; crawl: CrawlRecord; shard: ShardRecord; rows: number }
+  | { kind: "skipped"; reason: string };
+
+/** Which page to process: a shard, and the token the caller believes current (if any). */
+export interface PageTarget {
+  crawlId: string;
+  shardId: number;
+  /** Expected token; an attempt with another token is stale. Omit to take the current one. */
+  token?: number;
+}
+
+/**
+ * Processes one page of a shard. `extra` is called with the atomic op and the shard's next state so
+ * a dispatcher can add its own mutations to the commit. A commit that loses a race re-reads the
+ * shard: if a split shrank its end meanwhile, the page is trimmed to the new end and committed
+ * again; if the token moved on, the attempt is dropped.
+ */
+export async function processPage(
+  deps: WorkerDeps,
+  target: PageTarget,
+  extra?: (op: Deno.AtomicOperation, next: ShardRecord) => void,
+): Promise<PageOutcome> {
+  const { kv } = deps;
+  const now = deps.now ?? Date.now;
+  const crawlEntry = await getCrawl(kv, target.crawlId);
+  const crawl = crawlEntry.value;
+  if (!crawl) return { kind: "skipped", reason: "unknown crawl" };
+  if (crawl.status !== "running") return { kind: "skipped", reason: `crawl ${crawl.status}` };
+  let entry = await getShard(kv, target.crawlId, target.shardId);
+  if (!entry.value) return { kind: "skipped", reason: "unknown shard" };
+  if (entry.value.done) return { kind: "skipped", reason: "shard done" };
+  const token = target.token ?? entry.value.token;
+  if (entry.value.token !== token) return { kind: "skipped", reason: "stale token" };
+
+  const source = deps.openSource(crawl);
+  const pageSize = Math.max(1, crawl.maxPage - 1);
+  const shard0 = entry.value;
+  // One row more than the page: its key is the next cursor, so no `skip` is ever needed.
+  const page = await source.list({ start: shard0.cursor, end: shard0.end, limit: pageSize + 1 });
+  const rows = page.rows.slice(0, pageSize);
+  const nextCursor = page.rows.length > pageSize ? page.rows[pageSize].id : null;
+  const items = crawl.docs ? await fetchDocs(source, rows, crawl.concurrency) : rows;
+  await writeItems(kv, crawl.id, items, {
+    maxDocBytes: deps.maxDocBytes ?? DEFAULT_MAX_DOC_BYTES,
+  });
+
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const cur: ShardRecord = entry.value;
+    if (cur.token !== token || cur.done) return { kind: "skipped", reason: "superseded" };
+    // A split may have moved the end below what this page read: count only what is still ours.
+    let counted = items;
+    let cursor = nextCursor;
+    if (cur.end !== null) {
+      const cut = items.findIndex((r) => compareKeys(r.id, cur.end!) >= 0);
+      if (cut >= 0) {
+        counted = items.slice(0, cut);
+        cursor = null;
+      } else if (cursor !== null && compareKeys(cursor, cur.end) >= 0) cursor = null;
+    }
+    const c = countDocs(counted, deps.maxDocBytes ?? DEFAULT_MAX_DOC_BYTES);
+    const next: ShardRecord = {
+      ...cur,
+      cursor: cursor ?? cur.cursor,
+      done: cursor === null,
+      items: cur.items + counted.length,
+      pages: cur.pages + 1,
+      docs: cur.docs + c.docs,
+      docErrors: cur.docErrors + c.docErrors,
+      tooLarge: cur.tooLarge + c.tooLarge,
+      token: cur.token + 1,
+      updatedAt: now(),
+    };
+    if (await commitShard(kv, crawl.id, entry, next, (op) => extra?.(op, next))) {
+      return { kind: "committed", crawl, shard: next, rows: counted.length };
+    }
+    const again = await getShard(kv, crawl.id, target.shardId);
+    if (!again.value) return { kind: "skipped", reason: "shard vanished" };
+    entry = again as Deno.KvEntry<ShardRecord>;
+  }
+  return { kind: "skipped", reason: "commit kept conflicting" };
+}
+
+/** Counts documents, misses and oversized documents the way the store classifies them. */
+function countDocs(
+  items: ItemInput[],
+  maxDocBytes: number,
+): { docs: number; docErrors: number; tooLarge: number } {
+  let docs = 0;
+  let docErrors = 0;
+  let tooLarge = 0;
+  const enc = new TextEncoder();
+  for (const it of items) {
+    if (it.error) docErrors++;
+    else if (it.docJson !== undefined) {
+      docs++;
+      // A UTF-16 unit is at most 3 UTF-8 bytes: only measure when the bound is in doubt.
+      if (it.docJson.length * 3 > maxDocBytes && enc.encode(it.docJson).length > maxDocBytes) {
+        tooLarge++;
+      }
+    }
+  }
+  return { docs, docErrors, tooLarge };
+}
+
+/** Fetches each row's document, `concurrency` at a time; permanent misses become item errors. */
+async function fetchDocs(source: Source, rows: Row[], concurrency: number): Promise<ItemInput[]> {
+  return await mapPool(rows, async (row): Promise<ItemInput> => {
+    const res = await source.doc(row.id);
+    if (res.ok) return { id: row.id, rev: row.rev, docJson: res.json };
+    return { id: row.id, rev: row.rev, error: { status: res.status, reason: res.reason } };
+  }, { concurrency });
+}
