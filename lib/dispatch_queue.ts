@@ -11,11 +11,14 @@
 import { checkCompletion, type Dispatcher, failCrawl } from "./coordinator.ts";
 import { FatalError } from "./errors.ts";
 import { type Message, type PageMessage, parseMessage } from "./messages.ts";
-import { keys, type ShardRecord } from "./store.ts";
+import { keys, recordDeadLetter, type ShardRecord } from "./store.ts";
 import { type PageOutcome, processPage, type WorkerDeps } from "./worker.ts";
 
-/** Redelivery delays of a failing page, in milliseconds (KV's default ends at 60 s). */
+/** Redelivery delays when a handler crashes, in milliseconds (KV's default ends at 60 s). */
 export const BACKOFF_SCHEDULE_MS = [500, 1_000, 2_000, 5_000, 10_000];
+
+/** Delays before re-sending a page that failed with a transient error, in milliseconds. */
+export const RETRY_DELAYS_MS = [1_000, 2_000, 5_000, 10_000, 20_000, 30_000];
 
 /** The page message for a shard's current token. */
 export function pageMessage(crawlId: string, shard: ShardRecord): PageMessage {
@@ -56,6 +59,8 @@ export class QueueDispatcher implements Dispatcher {
 /** Events a queue handler reports (for progress, logs and tests). */
 export type QueueEvent =
   | { kind: "page"; outcome: PageOutcome; message: Message }
+  | { kind: "retry"; message: PageMessage; error: Error; delayMs: number }
+  | { kind: "dead-letter"; message: PageMessage; error: Error }
   | { kind: "invalid-message"; raw: unknown }
   | { kind: "fatal"; crawlId: string; error: Error }
   | { kind: "crawl-done"; crawlId: string };
@@ -72,7 +77,9 @@ export interface QueueHandlerOptions {
 /**
  * The `listenQueue` handler: parses the message, processes one page and chains the next message
  * in the same commit. A fatal error (a source answering garbage) fails the crawl instead of being
- * retried forever; any other error is thrown so the queue redelivers the message.
+ * retried forever. Any other error re-sends the same page later (with backoff and jitter, up to
+ * {@linkcode RETRY_DELAYS_MS}), then records a dead letter that status shows and the watchdog
+ * revives. Only an error while doing that is thrown, for the queue's own redelivery.
  */
 export function createQueueHandler(
   deps: WorkerDeps,
@@ -105,7 +112,18 @@ export function createQueueHandler(
         options.onEvent?.({ kind: "fatal", crawlId: msg.crawlId, error: err });
         return;
       }
-      throw err;
+      if (msg.kind !== "page") throw err;
+      const error = err instanceof Error ? err : new Error(String(err));
+      const attempt = msg.attempt ?? 0;
+      if (attempt < RETRY_DELAYS_MS.length) {
+        const delayMs = Math.round(RETRY_DELAYS_MS[attempt] * (0.5 + Math.random()));
+        const again: PageMessage = { ...msg, attempt: attempt + 1 };
+        await deps.kv.enqueue(again, enqueueOptions(again, delayMs));
+        options.onEvent?.({ kind: "retry", message: msg, error, delayMs });
+      } else {
+        await recordDeadLetter(deps.kv, msg, error.message, (deps.now ?? Date.now)());
+        options.onEvent?.({ kind: "dead-letter", message: msg, error });
+      }
     }
   };
 }

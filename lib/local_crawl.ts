@@ -90,6 +90,15 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
     onEvent: (e) => {
       if (e.kind === "fatal") fatal.push(e.error);
       if (e.kind === "invalid-message") log("dropped a queue message of unknown shape");
+      if (e.kind === "retry") {
+        log(
+          `shard ${e.message.shardId}: page failed (${e.error.message.split("\n")[0]}); ` +
+            `retrying in ${(e.delayMs / 1000).toFixed(1)} s`,
+        );
+      }
+      if (e.kind === "dead-letter") {
+        log(`shard ${e.message.shardId}: page gave up after retries; the watchdog will revive it`);
+      }
     },
     onShardDone: options.onShardDone
       ? (crawlId, shard) => options.onShardDone!({ kv, source, dispatcher }, crawlId, shard)

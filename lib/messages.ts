@@ -12,6 +12,8 @@ export interface PageMessage {
   crawlId: string;
   shardId: number;
   token: number;
+  /** Deliveries of this page that failed with a transient error so far. @default 0 */
+  attempt?: number;
 }
 
 /** Plan a crawl whose record is in `planning` state (server mode). */
@@ -35,8 +37,18 @@ export function parseMessage(raw: unknown): Message | null {
   if (!isRecord(raw)) return null;
   switch (raw.kind) {
     case "page":
-      if (isId(raw.crawlId) && isCount(raw.shardId) && isCount(raw.token)) {
-        return { kind: "page", crawlId: raw.crawlId, shardId: raw.shardId, token: raw.token };
+      if (
+        isId(raw.crawlId) && isCount(raw.shardId) && isCount(raw.token) &&
+        (raw.attempt === undefined || isCount(raw.attempt))
+      ) {
+        const m: PageMessage = {
+          kind: "page",
+          crawlId: raw.crawlId,
+          shardId: raw.shardId,
+          token: raw.token,
+        };
+        if (raw.attempt) m.attempt = raw.attempt;
+        return m;
       }
       return null;
     case "plan":

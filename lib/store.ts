@@ -415,6 +415,22 @@ export async function countItems(kv: Deno.Kv, crawl: string): Promise<number> {
   return n;
 }
 
+/** Records a page message that kept failing (the page's commit deletes it again). */
+export async function recordDeadLetter(
+  kv: Deno.Kv,
+  msg: { crawlId: string; shardId: number; token: number },
+  error: string,
+  atMs: number,
+): Promise<void> {
+  await withLockRetry(() =>
+    kv.set(keys.dead(msg.crawlId, msg.shardId, msg.token), {
+      message: msg,
+      error,
+      at: new Date(atMs).toISOString(),
+    })
+  );
+}
+
 /** Dead-lettered page messages of a crawl. */
 export async function listDeadLetters(kv: Deno.Kv, crawl: string): Promise<unknown[]> {
   const out: unknown[] = [];

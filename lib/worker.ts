@@ -72,7 +72,7 @@ export async function processPage(
   if (entry.value.token !== token) return { kind: "skipped", reason: "stale token" };
 
   const source = deps.openSource(crawl);
-  const pageSize = Math.max(1, crawl.maxPage - 1);
+  const pageSize = Math.max(1, Math.min(crawl.maxPage, source.capabilities.maxPage) - 1);
   const shard0 = entry.value;
   // One row more than the page: its key is the next cursor, so no `skip` is ever needed.
   const page = await source.list({ start: shard0.cursor, end: shard0.end, limit: pageSize + 1 });

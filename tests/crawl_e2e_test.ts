@@ -1,0 +1,175 @@
+/**
+ * End-to-end crawls through the real KV queue (temp-file KV) against the project's registry over
+ * HTTP, and through `deno task crawl` subprocesses killed with SIGKILL.
+ */
+import assert from "node:assert/strict";
+import { runLocalCrawl } from "../lib/local_crawl.ts";
+import { startRegistry } from "../lib/registry.ts";
+import { RegistryData } from "../lib/registry_data.ts";
+import { countItems, iterateItems, listCrawls } from "../lib/store.ts";
+import type { CrawlSpec } from "../lib/store.ts";
+import { createRebalancer } from "../lib/rebalance.ts";
+import { randomKeys, spawnRegistry } from "./helpers.ts";
+import { bundledNames, syntheticNames } from "../lib/names.ts";
+import { sortKeys } from "../lib/keys.ts";
+
+const UNI = ["a", "b", "-", "@", "/", "é", "中", "\u{1f600}", "\uffff", "z", "0"];
+const noSleep = () => Promise.resolve();
+
+function specFor(source: string, over: Partial<CrawlSpec> = {}): CrawlSpec {
+  return {
+    source,
+    docsUrl: null,
+    shards: 8,
+    docs: false,
+    concurrency: 4,
+    maxPage: 200,
+    rebalance: true,
+    ...over,
+  };
+}
+
+async function exportIds(kvPath: string): Promise<string[]> {
+  const kv = await Deno.openKv(kvPath);
+  try {
+    const [crawl] = await listCrawls(kv);
+    const ids: string[] = [];
+    for await (const it of iterateItems(kv, crawl.id)) ids.push(it.id);
+    assert.equal(await countItems(kv, crawl.id), ids.length);
+    return ids;
+  } finally {
+    kv.close();
+  }
+}
+
+Deno.test("e2e: queue crawl of unicode and scoped ids with docs is complete and exact", async () => {
+  const keys = sortKeys(randomKeys(6000, UNI, 41, 6).concat(["@scope/name", "@scope/other"]));
+  const sorted = new RegistryData(keys, { largeDocRate: 0.02, largeDocBytes: 120_000 });
+  const reg = await startRegistry(sorted, {});
+  const dir = await Deno.makeTempDir();
+  try {
+    const res = await runLocalCrawl({
+      kvPath: `${dir}/c.kv`,
+      spec: specFor(reg.url, { docs: true }),
+      sourceUrl: reg.url,
+      onShardDone: createRebalancer(),
+    });
+    assert.equal(res.report.status, "done");
+    assert.equal(res.report.itemsStored, sorted.size);
+    assert.equal(res.report.documents, sorted.size);
+    const ids = await exportIds(`${dir}/c.kv`);
+    assert.equal(ids.length, sorted.size);
+    assert.deepEqual(new Set(ids), new Set(sorted.keys));
+  } finally {
+    await reg.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("e2e: 20% injected faults of every kind, docs on: every item exactly once", async () => {
+  const data = new RegistryData(syntheticNames(await bundledNames(), 8000, { seed: 5 }));
+  const reg = await startRegistry(data, { faultRate: 0.2, retryAfterS: 0, seed: 3 });
+  const dir = await Deno.makeTempDir();
+  try {
+    const res = await runLocalCrawl({
+      kvPath: `${dir}/c.kv`,
+      spec: specFor(reg.url, { docs: true, shards: 6 }),
+      sourceUrl: reg.url,
+      sourceOptions: { sleep: noSleep, maxAttempts: 30 },
+    });
+    assert.equal(res.report.itemsStored, 8000);
+    assert.ok(res.retries > 0);
+    const ids = await exportIds(`${dir}/c.kv`);
+    assert.equal(ids.length, 8000);
+    assert.deepEqual(new Set(ids), new Set(data.keys));
+  } finally {
+    await reg.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("e2e: a registry that is down for a while is waited out", async () => {
+  const data = new RegistryData(randomKeys(3000, UNI, 42, 6));
+  const reg = await startRegistry(data, {});
+  const dir = await Deno.makeTempDir();
+  let downUntil = 0;
+  let calls = 0;
+  const fetchDown: typeof fetch = (input, init) => {
+    calls++;
+    // Once crawling has begun (the first page with an end key), 40 requests in a row fail.
+    if (downUntil === 0 && String(input).includes("endkey")) downUntil = calls + 40;
+    if (calls < downUntil) return Promise.resolve(new Response("down", { status: 503 }));
+    return fetch(input, init);
+  };
+  try {
+    const res = await runLocalCrawl({
+      kvPath: `${dir}/c.kv`,
+      spec: specFor(reg.url, { shards: 4, maxPage: 100 }),
+      sourceUrl: reg.url,
+      sourceOptions: { fetch: fetchDown, sleep: noSleep, maxAttempts: 3 },
+      stallMs: 2000,
+      watchdogIntervalMs: 500,
+    });
+    assert.equal(res.report.itemsStored, 3000);
+    const ids = await exportIds(`${dir}/c.kv`);
+    assert.deepEqual(new Set(ids), new Set(data.keys));
+    assert.equal(ids.length, 3000);
+  } finally {
+    await reg.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+function runCrawl(args: string[]): Deno.ChildProcess {
+  return new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", "tasks/crawl.ts", ...args],
+    stdout: "null",
+    stderr: "piped",
+    env: { NO_COLOR: "1" },
+  }).spawn();
+}
+
+Deno.test("e2e: `deno task crawl` killed with SIGKILL twice resumes with nothing lost or doubled", async () => {
+  const reg = await spawnRegistry([
+    "--synthetic",
+    "30000",
+    "--latency-ms",
+    "3",
+    "--fault-rate",
+    "0.15",
+    "--retry-after-s",
+    "0",
+    "--no-skip",
+    "--max-limit",
+    "1000",
+  ]);
+  const dir = await Deno.makeTempDir();
+  const args = ["--source", reg.url, "--shards", "8", "--kv", `${dir}/c.kv`, "--max-page", "100"];
+  try {
+    for (const waitMs of [1500, 1200]) {
+      const child = runCrawl(args);
+      await new Promise((r) => setTimeout(r, waitMs));
+      child.kill("SIGKILL");
+      const st = await child.status;
+      assert.equal(st.success, false, "killed before finishing");
+      await child.stderr.cancel();
+    }
+    const done = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", "tasks/crawl.ts", ...args],
+      stdout: "piped",
+      stderr: "piped",
+      env: { NO_COLOR: "1" },
+    }).output();
+    const err = new TextDecoder().decode(done.stderr);
+    assert.equal(done.code, 0, err);
+    assert.match(err, /resuming crawl/);
+    const ids = await exportIds(`${dir}/c.kv`);
+    assert.equal(ids.length, 30000);
+    assert.equal(new Set(ids).size, 30000);
+    const truth = syntheticNames(await bundledNames(), 30000, { seed: 42 });
+    assert.deepEqual(new Set(ids), new Set(truth));
+  } finally {
+    await reg.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
