@@ -14,6 +14,7 @@
 import type { Dispatcher } from "./coordinator.ts";
 import { compareKeys } from "./keys.ts";
 import { findKeysAtRanks } from "./planner.ts";
+import { pageSizeFor } from "./worker.ts";
 import type { Source } from "./source.ts";
 import {
   commitSplit,
@@ -26,7 +27,7 @@ import {
 
 /** Options of {@linkcode createRebalancer} and {@linkcode splitStraggler}. */
 export interface RebalanceOptions {
-  /** Never split a remaining range below this many pages. @default 4 */
+  /** Never split a remaining range below twice this many pages. @default 1 */
   minPages?: number;
   /** Never grow a crawl past this many shards (plan + splits). @default 4 × planned, at least 64 */
   maxShards?: number;
@@ -42,13 +43,21 @@ export interface SplitResult {
   movedItems: number;
 }
 
-/** Estimated seconds of work left in a shard: remaining items over its observed rate. */
-function remainingSeconds(s: ShardRecord, now: number): number {
+/**
+ * Estimated seconds of work left in a shard: remaining items over its recent rate. A shard with no
+ * rate yet (just created or split off) is assumed to run at `fallbackRate`, the median of the
+ * others, so fresh children are not mistaken for stragglers.
+ */
+function remainingSeconds(s: ShardRecord, fallbackRate: number): number {
   const left = Math.max(0, s.expected - s.items);
-  const elapsed = Math.max(1, (now - s.startedAt) / 1000);
-  const rate = s.items / elapsed;
-  // A shard that has not shown a rate yet is judged by size alone, as if it ran at 1 item/s.
-  return rate > 0 ? left / rate : left;
+  const rate = s.recentRate && s.recentRate > 0 ? s.recentRate : fallbackRate;
+  return left / Math.max(rate, 1e-6);
+}
+
+function median(xs: number[]): number {
+  if (xs.length === 0) return 1;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[s.length >> 1];
 }
 
 /**
@@ -67,11 +76,13 @@ export async function splitStraggler(
     if (!crawl || crawl.status !== "running" || !crawl.rebalance) return null;
     const maxShards = options.maxShards ?? Math.max(64, 4 * crawl.shards);
     if (crawl.nextShardId >= maxShards) return null;
-    const minItems = (options.minPages ?? 4) * Math.max(1, crawl.maxPage - 1);
+    const minItems = (options.minPages ?? 1) * pageSizeFor(crawl, deps.source);
     const shards = await listShards(deps.kv, crawlId);
+    const rates = shards.map((e) => e.value.recentRate ?? 0).filter((r) => r > 0);
+    const fallback = median(rates);
     const candidates = shards
       .filter((e) => !e.value.done && e.value.expected - e.value.items >= 2 * minItems)
-      .sort((a, b) => remainingSeconds(b.value, now) - remainingSeconds(a.value, now));
+      .sort((a, b) => remainingSeconds(b.value, fallback) - remainingSeconds(a.value, fallback));
     const victim = candidates[0];
     if (!victim) return null;
     const res = await trySplit(deps, crawlEntry as Deno.KvEntry<CrawlRecord>, victim, {

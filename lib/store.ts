@@ -80,6 +80,8 @@ export interface ShardRecord {
   token: number;
   startedAt: number;
   updatedAt: number;
+  /** Items per second over recent pages (moving average); 0 before the first page. */
+  recentRate?: number;
   lease: Lease | null;
   /** The shard this one was split from, if any. */
   parent: number | null;

@@ -72,13 +72,20 @@ export async function processPage(
   if (entry.value.token !== token) return { kind: "skipped", reason: "stale token" };
 
   const source = deps.openSource(crawl);
-  const pageSize = Math.max(1, Math.min(crawl.maxPage, source.capabilities.maxPage) - 1);
+  const pageSize = pageSizeFor(crawl, source);
   const shard0 = entry.value;
   // One row more than the page: its key is the next cursor, so no `skip` is ever needed.
   const page = await source.list({ start: shard0.cursor, end: shard0.end, limit: pageSize + 1 });
   const rows = page.rows.slice(0, pageSize);
   const nextCursor = page.rows.length > pageSize ? page.rows[pageSize].id : null;
-  const items = crawl.docs ? await fetchDocs(source, rows, crawl.concurrency) : rows;
+  const items = crawl.docs
+    ? await fetchDocs(source, rows, {
+      concurrency: crawl.concurrency,
+      // A split may shrink this shard while its documents are fetched: stop at the new end.
+      currentEnd: async () => (await getShard(kv, crawl.id, target.shardId)).value?.end ?? null,
+      now,
+    })
+    : rows;
   await writeItems(kv, crawl.id, items, {
     maxDocBytes: deps.maxDocBytes ?? DEFAULT_MAX_DOC_BYTES,
   });
@@ -108,6 +115,7 @@ export async function processPage(
       tooLarge: cur.tooLarge + c.tooLarge,
       token: cur.token + 1,
       updatedAt: now(),
+      recentRate: movingRate(cur, counted.length, now()),
     };
     if (await commitShard(kv, crawl.id, entry, next, (op) => extra?.(op, next))) {
       return { kind: "committed", crawl, shard: next, rows: counted.length };
@@ -117,6 +125,12 @@ export async function processPage(
     entry = again as Deno.KvEntry<ShardRecord>;
   }
   return { kind: "skipped", reason: "commit kept conflicting" };
+}
+
+/** Items per second of this page, averaged with the shard's earlier pages (weight 1/2). */
+function movingRate(shard: ShardRecord, items: number, nowMs: number): number {
+  const rate = items / Math.max(0.001, (nowMs - shard.updatedAt) / 1000);
+  return shard.recentRate ? (shard.recentRate + rate) / 2 : rate;
 }
 
 /** Counts documents, misses and oversized documents the way the store classifies them. */
@@ -141,11 +155,44 @@ function countDocs(
   return { docs, docErrors, tooLarge };
 }
 
-/** Fetches each row's document, `concurrency` at a time; permanent misses become item errors. */
-async function fetchDocs(source: Source, rows: Row[], concurrency: number): Promise<ItemInput[]> {
-  return await mapPool(rows, async (row): Promise<ItemInput> => {
+/**
+ * Rows per page: the listing page, less the row that only carries the next cursor. With documents,
+ * a page is cut to about 25 round trips of document fetches, so commits (and splits) stay frequent
+ * however slow documents are; listing requests are a small share of the work then.
+ */
+export function pageSizeFor(crawl: CrawlRecord, source: Source): number {
+  const page = Math.min(crawl.maxPage, source.capabilities.maxPage) - 1;
+  const size = crawl.docs ? Math.min(page, Math.max(50, crawl.concurrency * 25)) : page;
+  return Math.max(1, size);
+}
+
+/**
+ * Fetches each row's document, `concurrency` at a time; permanent misses become item errors. Rows
+ * at or past the shard's current end (re-read at most every 200 ms) are dropped unfetched: they
+ * belong to a split-off shard now.
+ */
+async function fetchDocs(
+  source: Source,
+  rows: Row[],
+  o: { concurrency: number; currentEnd: () => Promise<string | null>; now: () => number },
+): Promise<ItemInput[]> {
+  let end: string | null = rows.length ? await o.currentEnd() : null;
+  let checkedAt = o.now();
+  let refreshing: Promise<void> | null = null;
+  const out = await mapPool(rows, async (row): Promise<ItemInput | null> => {
+    if (o.now() - checkedAt > 200 && !refreshing) {
+      refreshing = o.currentEnd().then((e) => {
+        end = e;
+        checkedAt = o.now();
+        refreshing = null;
+      });
+    }
+    if (end !== null && compareKeys(row.id, end) >= 0) return null;
     const res = await source.doc(row.id);
     if (res.ok) return { id: row.id, rev: row.rev, docJson: res.json };
     return { id: row.id, rev: row.rev, error: { status: res.status, reason: res.reason } };
-  }, { concurrency });
+  }, { concurrency: o.concurrency });
+  // Everything from the first dropped row on is outside the shard; keep the prefix only.
+  const cut = out.findIndex((x) => x === null);
+  return (cut < 0 ? out : out.slice(0, cut)) as ItemInput[];
 }
