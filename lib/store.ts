@@ -315,15 +315,17 @@ export interface WriteStats {
  * Writes items idempotently (keyed by crawl and id), in atomic batches that fit KV's limits. A
  * document above {@linkcode INLINE_DOC_BYTES} is written as chunks first and its item last, so a
  * crash in between leaves no item that points at missing chunks; one above `maxDocBytes` is stored
- * as an item marked `tooLarge` (never dropped silently).
+ * as an item marked `tooLarge` (never dropped silently). `batchMutations` (default 500, at most
+ * 1,000) sets how many writes share one atomic op.
  */
 export async function writeItems(
   kv: Deno.Kv,
   crawl: string,
   items: ItemInput[],
-  options: { maxDocBytes?: number } = {},
+  options: { maxDocBytes?: number; batchMutations?: number } = {},
 ): Promise<WriteStats> {
   const maxDoc = options.maxDocBytes ?? 32 * 1024 * 1024;
+  const batchMutations = Math.min(1000, options.batchMutations ?? BATCH_MUTATIONS);
   const enc = new TextEncoder();
   const stats: WriteStats = { items: 0, docs: 0, tooLarge: 0, docErrors: 0 };
   let op = kv.atomic();
@@ -337,7 +339,7 @@ export async function writeItems(
     bytes = 0;
   };
   const add = async (key: Deno.KvKey, value: unknown, size: number) => {
-    if (count + 1 > BATCH_MUTATIONS || bytes + size > BATCH_BYTES) await flush();
+    if (count + 1 > batchMutations || bytes + size > BATCH_BYTES) await flush();
     op.set(key, value);
     count++;
     bytes += size;

@@ -1,0 +1,41 @@
+/**
+ * Starts a project task (the registry) as a child process and waits for its `listening on <URL>`.
+ *
+ * @module
+ */
+
+/** A running child task. */
+export interface SpawnedTask {
+  url: string;
+  close(): Promise<void>;
+}
+
+/** Spawns `deno run -A <script> <args>` and resolves with the URL it prints. */
+export async function spawnTask(script: string, args: string[]): Promise<SpawnedTask> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", script, ...args],
+    stdout: "piped",
+    stderr: "inherit",
+    env: { NO_COLOR: "1" },
+  }).spawn();
+  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`${script} exited before listening`);
+    buf += value;
+    const m = buf.match(/listening on (\S+)/);
+    if (m) {
+      (async () => {
+        while (!(await reader.read()).done) { /* keep the pipe drained */ }
+      })().catch(() => {});
+      return {
+        url: m[1],
+        close: async () => {
+          child.kill("SIGTERM");
+          await child.status;
+        },
+      };
+    }
+  }
+}
