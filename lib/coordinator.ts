@@ -12,7 +12,7 @@ import {
   type CrawlRecord,
   type CrawlSpec,
   type CrawlStatus,
-  createCrawl,
+  createCrawlRecord,
   getCrawl,
   listCrawls,
   listDeadLetters,
@@ -21,6 +21,7 @@ import {
   type ShardRecord,
   type SplitRecord,
   updateCrawl,
+  writePlannedShards,
 } from "./store.ts";
 
 /** How shard work reaches workers: a queue message, or nothing (lease workers find it). */
@@ -68,7 +69,7 @@ export function shardsFromPlan(plan: Plan, nowMs: number): ShardRecord[] {
   }));
 }
 
-/** Options of {@linkcode startCrawl}. */
+/** Options of {@linkcode startCrawl} and {@linkcode planCrawl}. */
 export interface StartOptions {
   /** The crawl id. @default crawlIdFor(spec) */
   id?: string;
@@ -78,53 +79,121 @@ export interface StartOptions {
   now?: () => number;
   /** Called with the plan once made (for logs). */
   onPlanned?: (plan: Plan) => void;
+  /** Who plans (for the planning lease). @default a random id */
+  owner?: string;
+  /** How long a planning claim holds before another process may take over, in ms. @default 600000 */
+  planLeaseMs?: number;
+}
+
+/** A crawl record in `planning` state for a spec. */
+export function planningRecord(spec: CrawlSpec, id: string, nowMs: number): CrawlRecord {
+  return {
+    ...spec,
+    id,
+    status: "planning",
+    total: 0,
+    planRequests: 0,
+    planMethod: "",
+    nextShardId: 0,
+    startSeq: null,
+    planLease: null,
+    createdAt: nowMs,
+    updatedAt: nowMs,
+    finishedAt: null,
+    error: null,
+  };
 }
 
 /**
- * Starts a crawl, or returns the existing one with that id untouched (a crawl that has a plan is
- * never planned again). New crawls are planned, their shards created, and every shard dispatched.
+ * Creates the crawl in `planning` state if it does not exist (the API answers then, and planning
+ * runs behind it). Returns the stored record and whether this call created it.
+ */
+export async function createCrawl(
+  kv: Deno.Kv,
+  spec: CrawlSpec,
+  options: { id?: string; now?: () => number } = {},
+): Promise<{ crawl: CrawlRecord; created: boolean }> {
+  const id = options.id ?? await crawlIdFor(spec);
+  const existing = await getCrawl(kv, id);
+  if (existing.value) return { crawl: existing.value, created: false };
+  const mine = planningRecord(spec, id, (options.now ?? Date.now)());
+  const entry = await createCrawlRecord(kv, mine);
+  return {
+    crawl: entry.value,
+    created: entry.value.createdAt === mine.createdAt && entry.value.status === "planning",
+  };
+}
+
+/**
+ * Plans a crawl in `planning` state exactly once, whoever calls it and however often: the caller
+ * claims the record with a planning lease, plans (or takes the baked plan), writes the shards under
+ * that claim, then moves the crawl to `running` and dispatches every shard. A crawl that has a plan
+ * is never planned again; a claim held by a live planner elsewhere makes this a no-op (returns
+ * null), and a planner that dies mid-way is replaced once its lease expires.
+ */
+export async function planCrawl(
+  deps: { kv: Deno.Kv; source: Source; dispatcher: Dispatcher },
+  id: string,
+  options: StartOptions = {},
+): Promise<CrawlRecord | null> {
+  const now = options.now ?? Date.now;
+  const owner = options.owner ?? crypto.randomUUID();
+  for (let attempt = 0; attempt < 20; attempt++) {
+    const entry = await getCrawl(deps.kv, id);
+    if (!entry.value) throw new NotFoundError(`no crawl with id ${id}`);
+    const cur = entry.value;
+    if (cur.status !== "planning") return cur;
+    const lease = cur.planLease;
+    if (lease && lease.owner !== owner && lease.untilMs > now()) return null;
+    const claimed = await updateCrawl(deps.kv, entry as Deno.KvEntry<CrawlRecord>, {
+      ...cur,
+      planLease: { owner, untilMs: now() + (options.planLeaseMs ?? 600_000) },
+    });
+    if (!claimed) continue;
+    let startSeq: string | null = null;
+    try {
+      startSeq = await deps.source.updateSeq();
+    } catch {
+      startSeq = null; // no change feed: drift catch-up is unavailable, the crawl itself is not
+    }
+    const plan = options.plan ??
+      await planShards(deps.source, cur.shards, { maxPage: cur.maxPage });
+    options.onPlanned?.(plan);
+    const t = now();
+    const shards = shardsFromPlan(plan, t);
+    if (!await writePlannedShards(deps.kv, claimed, shards)) return null;
+    const running = await updateCrawl(deps.kv, claimed, {
+      ...claimed.value,
+      shards: plan.shards.length,
+      status: "running",
+      total: plan.total,
+      planRequests: plan.requests,
+      planMethod: plan.method,
+      nextShardId: plan.shards.length,
+      startSeq,
+      planLease: null,
+      updatedAt: t,
+    });
+    if (!running) return null;
+    for (const s of shards) await deps.dispatcher.dispatch(id, s);
+    return running.value;
+  }
+  return null;
+}
+
+/**
+ * Starts a crawl: creates it and plans it here (see {@linkcode planCrawl}), or returns the existing
+ * one with that id untouched.
  */
 export async function startCrawl(
   deps: { kv: Deno.Kv; source: Source; dispatcher: Dispatcher },
   spec: CrawlSpec,
   options: StartOptions = {},
 ): Promise<{ crawl: CrawlRecord; created: boolean }> {
-  const now = options.now ?? Date.now;
-  const id = options.id ?? await crawlIdFor(spec);
-  const existing = await getCrawl(deps.kv, id);
-  if (existing.value) return { crawl: existing.value, created: false };
-  let startSeq: string | null = null;
-  try {
-    startSeq = await deps.source.updateSeq();
-  } catch {
-    startSeq = null; // no change feed: drift catch-up is unavailable, the crawl itself is not
-  }
-  const plan = options.plan ??
-    await planShards(deps.source, spec.shards, { maxPage: spec.maxPage });
-  options.onPlanned?.(plan);
-  const t = now();
-  const crawl: CrawlRecord = {
-    ...spec,
-    shards: plan.shards.length,
-    id,
-    status: "running",
-    total: plan.total,
-    planRequests: plan.requests,
-    planMethod: plan.method,
-    nextShardId: plan.shards.length,
-    startSeq,
-    createdAt: t,
-    updatedAt: t,
-    finishedAt: null,
-    error: null,
-  };
-  const shards = shardsFromPlan(plan, t);
-  if (!await createCrawl(deps.kv, crawl, shards)) {
-    const raced = await getCrawl(deps.kv, id);
-    if (raced.value) return { crawl: raced.value, created: false };
-  }
-  for (const s of shards) await deps.dispatcher.dispatch(id, s);
-  return { crawl, created: true };
+  const { crawl, created } = await createCrawl(deps.kv, spec, options);
+  if (crawl.status !== "planning") return { crawl, created: false };
+  const planned = await planCrawl(deps, crawl.id, options);
+  return { crawl: planned ?? (await getCrawl(deps.kv, crawl.id)).value!, created };
 }
 
 /**

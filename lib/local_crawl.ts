@@ -10,12 +10,15 @@ import {
   crawlIdFor,
   crawlStatus,
   type CrawlStatusReport,
+  type Dispatcher,
+  planCrawl,
   resumeCrawl,
   startCrawl,
   watchdog,
 } from "./coordinator.ts";
 import { ConflictError, FatalError } from "./errors.ts";
 import { createQueueHandler, QueueDispatcher } from "./dispatch_queue.ts";
+import { LeaseDispatcher, runLeaseWorker } from "./lease_worker.ts";
 import type { Plan } from "./planner.ts";
 import type { Progress } from "./progress.ts";
 import { type CrawlSpec, getCrawl, listShards, type ShardRecord } from "./store.ts";
@@ -43,12 +46,25 @@ export interface LocalCrawlOptions {
   stallMs?: number;
   /** How often status is polled, in milliseconds. @default 200 */
   pollMs?: number;
+  /** How shards reach workers. @default "queue" for a local file, "lease" for a remote KV URL */
+  dispatch?: "queue" | "lease";
+  /** In-process lease workers (lease mode). @default the shard count */
+  workers?: number;
   /** Hook run after a shard finishes (dynamic rebalancing). */
   onShardDone?: (
-    deps: { kv: Deno.Kv; source: Source; dispatcher: QueueDispatcher },
+    deps: { kv: Deno.Kv; source: Source; dispatcher: Dispatcher },
     crawlId: string,
     shard: ShardRecord,
   ) => Promise<void>;
+}
+
+/**
+ * Queues work on local KV files; a KV Connect URL (self-hosted denokv, Deploy) has no queues, so
+ * shards go to lease workers there.
+ */
+export function autoDispatch(kvPath: string): "queue" | "lease" {
+  const remote = /^https?:\/\//.test(kvPath);
+  return !remote && typeof Deno.Kv.prototype.enqueue === "function" ? "queue" : "lease";
 }
 
 /** What a local crawl ended with. */
@@ -84,27 +100,47 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
       options.sourceOptions?.onRetry?.(info);
     },
   });
-  const dispatcher = new QueueDispatcher(kv);
+  const mode = options.dispatch ?? autoDispatch(options.kvPath);
+  const dispatcher: Dispatcher = mode === "queue" ? new QueueDispatcher(kv) : new LeaseDispatcher();
+  const onShardDone = options.onShardDone
+    ? (crawlId: string, shard: ShardRecord) =>
+      options.onShardDone!({ kv, source, dispatcher }, crawlId, shard)
+    : undefined;
   const fatal: Error[] = [];
-  const handler = createQueueHandler({ kv, openSource: () => source }, {
-    onEvent: (e) => {
-      if (e.kind === "fatal") fatal.push(e.error);
-      if (e.kind === "invalid-message") log("dropped a queue message of unknown shape");
-      if (e.kind === "retry") {
-        log(
-          `shard ${e.message.shardId}: page failed (${e.error.message.split("\n")[0]}); ` +
-            `retrying in ${(e.delayMs / 1000).toFixed(1)} s`,
-        );
-      }
-      if (e.kind === "dead-letter") {
-        log(`shard ${e.message.shardId}: page gave up after retries; the watchdog will revive it`);
-      }
-    },
-    onShardDone: options.onShardDone
-      ? (crawlId, shard) => options.onShardDone!({ kv, source, dispatcher }, crawlId, shard)
-      : undefined,
-  });
-  const listening = kv.listenQueue(handler);
+  const stopWorkers = new AbortController();
+  let background: Promise<unknown>;
+  if (mode === "queue") {
+    const handler = createQueueHandler({ kv, openSource: () => source }, {
+      onEvent: (e) => {
+        if (e.kind === "fatal") fatal.push(e.error);
+        if (e.kind === "invalid-message") log("dropped a queue message of unknown shape");
+        if (e.kind === "retry") {
+          log(
+            `shard ${e.message.shardId}: page failed (${e.error.message.split("\n")[0]}); ` +
+              `retrying in ${(e.delayMs / 1000).toFixed(1)} s`,
+          );
+        }
+        if (e.kind === "dead-letter") {
+          log(
+            `shard ${e.message.shardId}: page gave up after retries; the watchdog will revive it`,
+          );
+        }
+      },
+      onShardDone,
+    });
+    background = kv.listenQueue(handler);
+  } else {
+    const n = options.workers ?? options.spec.shards;
+    background = Promise.all(
+      Array.from({ length: n }, (_, i) =>
+        runLeaseWorker({ kv, openSource: () => source }, {
+          owner: `local-${i}-${crypto.randomUUID().slice(0, 8)}`,
+          signal: stopWorkers.signal,
+          onShardDone,
+          log,
+        })),
+    );
+  }
   try {
     const id = options.id ?? await crawlIdFor(options.spec);
     const existing = (await getCrawl(kv, id)).value;
@@ -115,7 +151,13 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
       if (existing.status === "cancelled") {
         throw new ConflictError(`crawl ${crawlId} was cancelled`);
       }
-      if (existing.status !== "done") {
+      if (existing.status === "planning") {
+        log(`crawl ${crawlId} was being planned; planning it now`);
+        await planCrawl({ kv, source, dispatcher }, crawlId, {
+          plan: options.plan,
+          owner: `local-${crawlId}`,
+        });
+      } else if (existing.status !== "done") {
         log(`resuming crawl ${crawlId} (${existing.status})`);
         if (existing.status === "running") {
           // After a kill: the message chain may have died with the process; duplicates are dropped.
@@ -128,6 +170,8 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
       const res = await startCrawl({ kv, source, dispatcher }, options.spec, {
         id,
         plan: options.plan,
+        // The same command re-claims its own planning lease after a crash.
+        owner: `local-${id}`,
         onPlanned: (p) =>
           log(
             `planned ${p.total} items into ${p.shards.length} shards with ${p.requests} listing ` +
@@ -153,7 +197,9 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
       if (report.status !== "running") {
         throw new ConflictError(`crawl ${crawlId} is ${report.status}`);
       }
-      if (performance.now() - lastWatch > (options.watchdogIntervalMs ?? 5000)) {
+      if (
+        mode === "queue" && performance.now() - lastWatch > (options.watchdogIntervalMs ?? 5000)
+      ) {
         lastWatch = performance.now();
         const n = await watchdog({ kv, dispatcher }, { stallMs: options.stallMs ?? 30_000 });
         if (n > 0) log(`watchdog: re-dispatched ${n} stalled shards`);
@@ -161,7 +207,9 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
       await new Promise((r) => setTimeout(r, options.pollMs ?? 200));
     }
   } finally {
+    stopWorkers.abort();
+    if (mode === "lease") await background.catch(() => {});
     kv.close();
-    await listening.catch(() => {});
+    await background.catch(() => {});
   }
 }

@@ -48,6 +48,8 @@ export interface CrawlRecord extends CrawlSpec {
   nextShardId: number;
   /** The registry's update sequence when the crawl started (for `_changes` catch-up). */
   startSeq: string | null;
+  /** Held by the process planning the crawl (status `planning`). */
+  planLease: Lease | null;
   createdAt: number;
   updatedAt: number;
   finishedAt: number | null;
@@ -185,43 +187,67 @@ export async function listShards(kv: Deno.Kv, crawl: string): Promise<Deno.KvEnt
 }
 
 /**
- * Creates a crawl's shards and then its record, unless the record exists. Shards are written first
- * in batches (deterministic, so a crash midway rewrites the same values); the record, written last
- * with a check that it is still absent, is what makes the crawl exist. Returns false when another
- * process created the crawl first.
+ * Creates a crawl record (status `planning`) unless one with that id exists. Returns the entry
+ * that now stands under the id: ours, or the one another process created first.
  */
-export async function createCrawl(
+export async function createCrawlRecord(
   kv: Deno.Kv,
   crawl: CrawlRecord,
-  shards: ShardRecord[],
-): Promise<boolean> {
-  for (let i = 0; i < shards.length; i += BATCH_MUTATIONS) {
-    const op = kv.atomic();
-    for (const s of shards.slice(i, i + BATCH_MUTATIONS)) op.set(keys.shard(crawl.id, s.id), s);
-    await commitOrThrow(op, "writing shards");
+): Promise<Deno.KvEntry<CrawlRecord>> {
+  for (;;) {
+    const res = await withLockRetry(() =>
+      kv.atomic().check({ key: keys.crawl(crawl.id), versionstamp: null }).set(
+        keys.crawl(crawl.id),
+        crawl,
+      ).commit()
+    );
+    const entry = await getCrawl(kv, crawl.id);
+    if (entry.value) return entry as Deno.KvEntry<CrawlRecord>;
+    if (res.ok) continue; // deleted in between: try again
   }
-  const res = await withLockRetry(() =>
-    kv.atomic().check({ key: keys.crawl(crawl.id), versionstamp: null }).set(
-      keys.crawl(crawl.id),
-      crawl,
-    ).commit()
-  );
-  return res.ok;
 }
 
 /**
- * Updates a crawl record if it has not changed since `entry` was read. Returns false on a conflict
- * (the caller re-reads and decides again).
+ * Writes a plan's shards while the planner still holds the crawl record as `claimed` (each batch
+ * checks its versionstamp), after deleting shards a crashed earlier attempt left behind. Returns
+ * false as soon as the claim is lost: another planner took over and nothing more is written.
+ */
+export async function writePlannedShards(
+  kv: Deno.Kv,
+  claimed: Deno.KvEntry<CrawlRecord>,
+  shards: ShardRecord[],
+): Promise<boolean> {
+  const id = claimed.value.id;
+  const keep = new Set(shards.map((s) => s.id));
+  const stale = (await listShards(kv, id)).map((e) => e.value.id).filter((sid) => !keep.has(sid));
+  const muts: ((op: Deno.AtomicOperation) => void)[] = [
+    ...stale.map((sid) => (op: Deno.AtomicOperation) => op.delete(keys.shard(id, sid))),
+    ...shards.map((s) => (op: Deno.AtomicOperation) => op.set(keys.shard(id, s.id), s)),
+  ];
+  for (let i = 0; i < muts.length; i += BATCH_MUTATIONS) {
+    const res = await withLockRetry(() => {
+      const op = kv.atomic().check(claimed);
+      for (const m of muts.slice(i, i + BATCH_MUTATIONS)) m(op);
+      return op.commit();
+    });
+    if (!res.ok) return false;
+  }
+  return true;
+}
+
+/**
+ * Updates a crawl record if it has not changed since `entry` was read. Returns the new entry, or
+ * null on a conflict (the caller re-reads and decides again).
  */
 export async function updateCrawl(
   kv: Deno.Kv,
   entry: Deno.KvEntry<CrawlRecord>,
   next: CrawlRecord,
-): Promise<boolean> {
+): Promise<Deno.KvEntry<CrawlRecord> | null> {
   const res = await withLockRetry(() =>
     kv.atomic().check(entry).set(keys.crawl(next.id), next).commit()
   );
-  return res.ok;
+  return res.ok ? { key: entry.key, value: next, versionstamp: res.versionstamp } : null;
 }
 
 /**
@@ -385,31 +411,53 @@ export interface ExportedItem {
   error?: { status: number; reason: string };
 }
 
+/** An item record with its document reassembled from chunks. */
+async function assemble(kv: Deno.Kv, crawl: string, r: ItemRecord): Promise<ExportedItem> {
+  const dec = new TextDecoder();
+  const out: ExportedItem = { id: r.id, rev: r.rev };
+  if (r.doc) out.doc = dec.decode(r.doc);
+  if (r.chunks) {
+    const parts: Uint8Array[] = [];
+    for await (const c of kv.list<Uint8Array>({ prefix: keys.chunks(crawl, r.id) })) {
+      parts.push(c.value);
+    }
+    if (parts.length !== r.chunks) {
+      throw new FatalError(`item ${JSON.stringify(r.id)}: ${parts.length} of ${r.chunks} chunks`);
+    }
+    const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+    let at = 0;
+    for (const p of parts) (all.set(p, at), at += p.length);
+    out.doc = dec.decode(all);
+  }
+  if (r.docBytes !== undefined) out.docBytes = r.docBytes;
+  if (r.tooLarge) out.tooLarge = true;
+  if (r.error) out.error = r.error;
+  return out;
+}
+
 /** Streams a crawl's items in key order, reassembling chunked documents. Memory stays flat. */
 export async function* iterateItems(kv: Deno.Kv, crawl: string): AsyncGenerator<ExportedItem> {
-  const dec = new TextDecoder();
   for await (const e of kv.list<ItemRecord>({ prefix: keys.items(crawl) }, { batchSize: 1000 })) {
-    const r = e.value;
-    const out: ExportedItem = { id: r.id, rev: r.rev };
-    if (r.doc) out.doc = dec.decode(r.doc);
-    if (r.chunks) {
-      const parts: Uint8Array[] = [];
-      for await (const c of kv.list<Uint8Array>({ prefix: keys.chunks(crawl, r.id) })) {
-        parts.push(c.value);
-      }
-      if (parts.length !== r.chunks) {
-        throw new FatalError(`item ${JSON.stringify(r.id)}: ${parts.length} of ${r.chunks} chunks`);
-      }
-      const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-      let at = 0;
-      for (const p of parts) (all.set(p, at), at += p.length);
-      out.doc = dec.decode(all);
-    }
-    if (r.docBytes !== undefined) out.docBytes = r.docBytes;
-    if (r.tooLarge) out.tooLarge = true;
-    if (r.error) out.error = r.error;
-    yield out;
+    yield await assemble(kv, crawl, e.value);
   }
+}
+
+/**
+ * One page of a crawl's items after `cursor` (an opaque KV list cursor from the previous page).
+ * Returns the next cursor, or null at the end.
+ */
+export async function pageItems(
+  kv: Deno.Kv,
+  crawl: string,
+  options: { limit: number; cursor?: string },
+): Promise<{ items: ExportedItem[]; cursor: string | null }> {
+  const iter = kv.list<ItemRecord>({ prefix: keys.items(crawl) }, {
+    limit: options.limit,
+    cursor: options.cursor,
+  });
+  const items: ExportedItem[] = [];
+  for await (const e of iter) items.push(await assemble(kv, crawl, e.value));
+  return { items, cursor: items.length === options.limit && iter.cursor ? iter.cursor : null };
 }
 
 /** Number of stored items of a crawl (a full key scan; for tests and verification). */

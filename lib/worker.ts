@@ -50,7 +50,9 @@ export interface PageTarget {
 
 /**
  * Processes one page of a shard. `extra` is called with the atomic op and the shard's next state so
- * a dispatcher can add its own mutations to the commit. A commit that loses a race re-reads the
+ * a dispatcher can add its own mutations to the commit. With `lease`, the page is only processed and
+ * committed while `lease.owner` holds the shard's lease, and the commit renews it (or drops it when
+ * the shard is done). A commit that loses a race re-reads the
  * shard: if a split shrank its end meanwhile, the page is trimmed to the new end and committed
  * again; if the token moved on, the attempt is dropped.
  */
@@ -58,6 +60,7 @@ export async function processPage(
   deps: WorkerDeps,
   target: PageTarget,
   extra?: (op: Deno.AtomicOperation, next: ShardRecord) => void,
+  lease?: { owner: string; leaseMs: number },
 ): Promise<PageOutcome> {
   const { kv } = deps;
   const now = deps.now ?? Date.now;
@@ -70,6 +73,9 @@ export async function processPage(
   if (entry.value.done) return { kind: "skipped", reason: "shard done" };
   const token = target.token ?? entry.value.token;
   if (entry.value.token !== token) return { kind: "skipped", reason: "stale token" };
+  if (lease && entry.value.lease?.owner !== lease.owner) {
+    return { kind: "skipped", reason: "lease lost" };
+  }
 
   const source = deps.openSource(crawl);
   const pageSize = pageSizeFor(crawl, source);
@@ -93,6 +99,8 @@ export async function processPage(
   for (let attempt = 0; attempt < 100; attempt++) {
     const cur: ShardRecord = entry.value;
     if (cur.token !== token || cur.done) return { kind: "skipped", reason: "superseded" };
+    // A lease worker may only commit while it holds the lease; each commit renews it.
+    if (lease && cur.lease?.owner !== lease.owner) return { kind: "skipped", reason: "lease lost" };
     // A split may have moved the end below what this page read: count only what is still ours.
     let counted = items;
     let cursor = nextCursor;
@@ -116,6 +124,9 @@ export async function processPage(
       token: cur.token + 1,
       updatedAt: now(),
       recentRate: movingRate(cur, counted.length, now()),
+      lease: lease && cursor !== null
+        ? { owner: lease.owner, untilMs: now() + lease.leaseMs }
+        : (lease ? null : cur.lease),
     };
     if (await commitShard(kv, crawl.id, entry, next, (op) => extra?.(op, next))) {
       return { kind: "committed", crawl, shard: next, rows: counted.length };

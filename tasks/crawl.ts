@@ -17,7 +17,8 @@ import { createRebalancer } from "../lib/rebalance.ts";
 
 const HELP =
   `usage: deno task crawl [--source URL] [--shards N] [--kv PATH] [--docs] [--concurrency C]
-  [--docs-url URL] [--plan FILE] [--crawl-id ID] [--max-page L] [--no-rebalance]`;
+  [--docs-url URL] [--plan FILE] [--crawl-id ID] [--max-page L] [--no-rebalance]
+  [--dispatch auto|queue|lease] [--workers W]`;
 
 runMain(async () => {
   const f = parseFlags(Deno.args, {
@@ -31,6 +32,8 @@ runMain(async () => {
     "crawl-id": { type: "string" },
     "max-page": { type: "string" },
     "no-rebalance": { type: "boolean" },
+    dispatch: { type: "string" },
+    workers: { type: "string" },
     help: { type: "boolean", short: "h" },
   });
   if (f.help) {
@@ -73,6 +76,10 @@ runMain(async () => {
     rebalance: !f["no-rebalance"],
   };
   const kvPath = f.kv ?? "crawl.kv";
+  const dispatch = f.dispatch ?? "auto";
+  if (!["auto", "queue", "lease"].includes(dispatch)) {
+    throw new UsageError(`--dispatch must be auto, queue or lease, got "${dispatch}"`);
+  }
   log(`crawling ${source.startsWith("demo:") ? source : redactUrl(source)} into ${kvPath}`);
   try {
     const res = await runLocalCrawl({
@@ -87,6 +94,10 @@ runMain(async () => {
         write: (t) => Deno.stdout.writeSync(new TextEncoder().encode(t)),
       }),
       onShardDone: spec.rebalance ? createRebalancer() : undefined,
+      dispatch: dispatch === "auto" ? undefined : dispatch as "queue" | "lease",
+      workers: f.workers === undefined
+        ? undefined
+        : intFlag("workers", f.workers, { fallback: 1, min: 1, max: 1000 }),
     });
     console.log(summary(res.report, res));
     return 0;

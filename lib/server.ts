@@ -1,0 +1,194 @@
+/**
+ * The server runtime behind `main.ts`: configuration from the environment, KV, the app, the
+ * dispatch mode (queue where KV queues exist, lease workers elsewhere), and the work the cron jobs
+ * do. `main.ts` only registers the crons and calls {@linkcode startServer}.
+ *
+ * @module
+ */
+import { createApp } from "./app.ts";
+import { parseAllowedSources } from "./auth.ts";
+import { UsageError } from "./cli.ts";
+import { createCrawl, type Dispatcher, planCrawl, watchdog } from "./coordinator.ts";
+import { createQueueHandler, QueueDispatcher } from "./dispatch_queue.ts";
+import { LeaseDispatcher, runLeaseWorker } from "./lease_worker.ts";
+import { splitStraggler } from "./rebalance.ts";
+import { sourceOpener } from "./source_factory.ts";
+import { getCrawl } from "./store.ts";
+
+/** Server configuration. */
+export interface ServerConfig {
+  port: number;
+  hostname: string;
+  /** KV path or KV Connect URL; undefined = the platform default. */
+  kvPath?: string;
+  token: string | null;
+  allowedSources: string[];
+  dispatch: "queue" | "lease";
+  /** Background lease workers in this process (lease mode, not on Deploy). */
+  workers: number;
+  schedule?: { cron: string; source: string; shards: number; docs: boolean };
+}
+
+/**
+ * Reads the configuration. Without `CRAWL_TOKEN` the server refuses to start unless
+ * `--insecure-local` is given, which also binds it to 127.0.0.1 only.
+ * @throws UsageError with a one-line reason for anything malformed or unsafe.
+ */
+export function configFromEnv(
+  env: (name: string) => string | undefined,
+  args: readonly string[],
+  options: { onDeploy: boolean },
+): ServerConfig {
+  const insecure = args.includes("--insecure-local");
+  const unknown = args.filter((a) => a !== "--insecure-local");
+  if (unknown.length) throw new UsageError(`unknown argument ${unknown[0]}`);
+  const token = env("CRAWL_TOKEN") || null;
+  if (token === null && !insecure) {
+    throw new UsageError(
+      "CRAWL_TOKEN is not set; refusing to start (use --insecure-local to serve on 127.0.0.1 without a token)",
+    );
+  }
+  const portRaw = env("PORT") ?? "8000";
+  if (!/^\d+$/.test(portRaw) || Number(portRaw) > 65535) {
+    throw new UsageError(`PORT is not a port: ${portRaw}`);
+  }
+  let allowedSources: string[];
+  try {
+    allowedSources = parseAllowedSources(env("ALLOWED_SOURCES"));
+  } catch (err) {
+    throw new UsageError(`ALLOWED_SOURCES: ${(err as Error).message}`);
+  }
+  const kvPath = env("KV_PATH") || undefined;
+  const remoteKv = kvPath !== undefined && /^https?:\/\//.test(kvPath);
+  const dispatchRaw = env("DISPATCH") ?? "auto";
+  if (!["auto", "queue", "lease"].includes(dispatchRaw)) {
+    throw new UsageError(`DISPATCH must be auto, queue or lease, got ${dispatchRaw}`);
+  }
+  const dispatch = dispatchRaw === "auto"
+    ? (options.onDeploy || remoteKv ? "lease" : "queue")
+    : dispatchRaw as "queue" | "lease";
+  const workersRaw = env("WORKERS") ?? (options.onDeploy ? "0" : "4");
+  if (!/^\d+$/.test(workersRaw)) throw new UsageError(`WORKERS is not a count: ${workersRaw}`);
+  let schedule: ServerConfig["schedule"];
+  const cron = env("CRAWL_SCHEDULE");
+  if (cron) {
+    const source = env("CRAWL_SOURCE");
+    if (!source) throw new UsageError("CRAWL_SCHEDULE needs CRAWL_SOURCE");
+    const shards = Number(env("CRAWL_SHARDS") ?? "16");
+    if (!Number.isInteger(shards) || shards < 1) throw new UsageError("CRAWL_SHARDS must be >= 1");
+    schedule = { cron, source, shards, docs: env("CRAWL_DOCS") === "true" };
+  }
+  return {
+    port: Number(portRaw),
+    hostname: insecure ? "127.0.0.1" : "0.0.0.0",
+    kvPath,
+    token,
+    allowedSources,
+    dispatch,
+    workers: Number(workersRaw),
+    schedule,
+  };
+}
+
+/** A running server and the hooks its cron jobs call. */
+export interface ServerRuntime {
+  url: string;
+  /** The watchdog: re-dispatch stalled shards, finish completed crawls. */
+  watchdogTick(): Promise<void>;
+  /** Lease mode: run a lease worker for about `ms` (a Deploy cron tick). */
+  leaseTick(ms: number): Promise<void>;
+  /** Scheduled recrawl: create today's crawl of the configured source. */
+  recrawl(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Opens KV, builds the app and the dispatch machinery, and serves. */
+export async function startServer(
+  config: ServerConfig,
+  options: { log?: (line: string) => void } = {},
+): Promise<ServerRuntime> {
+  const log = options.log ?? ((l: string) => console.error(l));
+  const kv = await Deno.openKv(config.kvPath);
+  const openSource = sourceOpener();
+  const stop = new AbortController();
+  const dispatcher: Dispatcher = config.dispatch === "queue"
+    ? new QueueDispatcher(kv)
+    : new LeaseDispatcher();
+  const plan = async (id: string) => {
+    const crawl = (await getCrawl(kv, id)).value;
+    if (crawl) await planCrawl({ kv, source: openSource(crawl), dispatcher }, id);
+  };
+  const onShardDone = async (crawlId: string) => {
+    const crawl = (await getCrawl(kv, crawlId)).value;
+    if (crawl) await splitStraggler({ kv, source: openSource(crawl), dispatcher }, crawlId);
+  };
+  const background: Promise<unknown>[] = [];
+  if (config.dispatch === "queue") {
+    background.push(kv.listenQueue(createQueueHandler({ kv, openSource }, {
+      onPlan: plan,
+      onShardDone,
+      onEvent: (e) => {
+        if (e.kind === "fatal") log(`crawl ${e.crawlId} failed: ${e.error.message}`);
+      },
+    })));
+  } else {
+    for (let i = 0; i < config.workers; i++) {
+      background.push(
+        runLeaseWorker({ kv, openSource }, { signal: stop.signal, onShardDone, log }),
+      );
+    }
+  }
+  const startPlanning = config.dispatch === "queue"
+    ? async (id: string) => {
+      await kv.enqueue({ kind: "plan", crawlId: id });
+    }
+    : () => Promise.resolve(); // lease workers plan crawls they find in `planning`
+  const app = createApp({
+    kv,
+    token: config.token,
+    allowedSources: config.allowedSources,
+    dispatcher,
+    startPlanning,
+  });
+  const server = Deno.serve({
+    port: config.port,
+    hostname: config.hostname,
+    onListen: () => {},
+  }, app.fetch);
+  const addr = server.addr as Deno.NetAddr;
+  const url = `http://${addr.hostname}:${addr.port}`;
+  log(`listening on ${url} (dispatch ${config.dispatch}${config.token ? "" : ", no token"})`);
+  return {
+    url,
+    watchdogTick: async () => {
+      const n = await watchdog({ kv, dispatcher }, { stallMs: 60_000 });
+      if (n) log(`watchdog: re-dispatched ${n} stalled shards`);
+    },
+    leaseTick: async (ms) => {
+      if (config.dispatch !== "lease") return;
+      await runLeaseWorker({ kv, openSource }, { maxRunMs: ms, onShardDone, log });
+    },
+    recrawl: async () => {
+      const s = config.schedule;
+      if (!s) return;
+      const day = new Date().toISOString().slice(0, 16).replace(/[-:T]/g, "");
+      const { crawl, created } = await createCrawl(kv, {
+        source: s.source,
+        docsUrl: null,
+        shards: s.shards,
+        docs: s.docs,
+        concurrency: 8,
+        maxPage: 1000,
+        rebalance: true,
+      }, { id: `scheduled-${day}` });
+      if (created) await startPlanning(crawl.id);
+      log(`scheduled crawl ${crawl.id} (${crawl.status})`);
+    },
+    close: async () => {
+      stop.abort();
+      await server.shutdown();
+      kv.close();
+      await Promise.allSettled(background);
+    },
+  };
+}

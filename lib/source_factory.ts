@@ -1,0 +1,37 @@
+/**
+ * Opens the source a stored crawl reads from, once per crawl (the source keeps retry counters).
+ *
+ * @module
+ */
+import { CouchSource, type CouchSourceOptions } from "./couch_source.ts";
+import { FatalError } from "./errors.ts";
+import type { Source } from "./source.ts";
+import type { CrawlRecord } from "./store.ts";
+
+/**
+ * Returns an opener for `openSource` dependencies. `demo:` sources live inside the process that
+ * started them; `overrides` maps such a source to a reachable URL (the demo CLI passes its own).
+ */
+export function sourceOpener(
+  options: CouchSourceOptions & { overrides?: Record<string, string> } = {},
+): (crawl: CrawlRecord) => Source {
+  const cache = new Map<string, Source>();
+  return (crawl) => {
+    let s = cache.get(crawl.id);
+    if (!s) {
+      const url = options.overrides?.[crawl.source] ?? crawl.source;
+      if (!/^https?:\/\//.test(url)) {
+        throw new FatalError(
+          `crawl ${crawl.id} reads ${crawl.source}, which only its own process serves`,
+        );
+      }
+      s = new CouchSource(url, {
+        ...options,
+        docsUrl: crawl.docsUrl ?? undefined,
+        maxPage: Math.min(options.maxPage ?? crawl.maxPage, crawl.maxPage),
+      });
+      cache.set(crawl.id, s);
+    }
+    return s;
+  };
+}
