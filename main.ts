@@ -15,8 +15,9 @@ try {
   Deno.exit(1);
 }
 
-let runtime: Promise<ServerRuntime> | undefined;
-const ready = () => runtime ?? Promise.reject(new Error("server not started"));
+// Started (not awaited) first, so that the crons below are still registered synchronously.
+const runtime: Promise<ServerRuntime> = startServer(config);
+const ready = () => runtime;
 
 // Deno.cron must be registered at module top level, before anything is awaited.
 Deno.cron("watchdog", "* * * * *", async () => {
@@ -32,5 +33,4 @@ if (config.schedule) {
   });
 }
 
-runtime = startServer(config);
 await runtime;
