@@ -166,7 +166,7 @@ export function createApp(deps: AppDeps): Hono {
       throw new InputError("limit must be a whole number from 1 to 1000");
     }
     const cursor = c.req.query("cursor");
-    if (cursor !== undefined && !/^[A-Za-z0-9_-]{1,4096}$/.test(cursor)) {
+    if (cursor !== undefined && !/^[A-Za-z0-9_+/=-]{1,4096}$/.test(cursor)) {
       throw new InputError("cursor is malformed");
     }
     const page = await pageItems(deps.kv, id, { limit: Number(rawLimit), cursor });

@@ -1,0 +1,162 @@
+import assert from "node:assert/strict";
+import { createApp } from "../lib/app.ts";
+import { planCrawl } from "../lib/coordinator.ts";
+import { MemorySource } from "../lib/memory_source.ts";
+import { getCrawl, listShards } from "../lib/store.ts";
+import { drain, RecordingDispatcher } from "./engine_helpers.ts";
+import { dataOf, randomKeys } from "./helpers.ts";
+
+const TOKEN = "t0ps3cret-token";
+const SRC = "http://127.0.0.1:5999/registry";
+
+async function setup() {
+  const kv = await Deno.openKv(":memory:");
+  const dispatcher = new RecordingDispatcher();
+  const data = dataOf(randomKeys(1500, "abcdefghij-".split(""), 51, 6));
+  const source = new MemorySource(data, { maxPage: 100 });
+  const planned: string[] = [];
+  const app = createApp({
+    kv,
+    token: TOKEN,
+    allowedSources: [SRC],
+    dispatcher,
+    startPlanning: (id) => {
+      planned.push(id);
+      return Promise.resolve();
+    },
+  });
+  const call = (method: string, path: string, body?: unknown, token: string | null = TOKEN) =>
+    app.request(path, {
+      method,
+      headers: {
+        ...(token ? { authorization: `Bearer ${token}` } : {}),
+        "content-type": "application/json",
+      },
+      body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
+    });
+  return { kv, app, call, dispatcher, source, data, planned };
+}
+
+Deno.test("api: health and status page need no token; everything else does", async () => {
+  const { kv, call } = await setup();
+  try {
+    assert.equal((await call("GET", "/healthz", undefined, null)).status, 200);
+    const page = await call("GET", "/", undefined, null);
+    assert.equal(page.status, 200);
+    assert.match(await page.text(), /<title>rankcrawl status<\/title>/);
+    for (
+      const [m, p] of [["GET", "/crawls"], ["POST", "/crawls"], ["GET", "/crawls/x"], [
+        "POST",
+        "/crawls/x/pause",
+      ]]
+    ) {
+      const none = await call(m, p, undefined, null);
+      assert.equal(none.status, 401, `${m} ${p} without token`);
+      const wrong = await call(m, p, undefined, "nope");
+      assert.equal(wrong.status, 401, `${m} ${p} with a wrong token`);
+      const text = await wrong.text();
+      assert.ok(!text.includes(TOKEN), "the token never appears in answers");
+    }
+  } finally {
+    kv.close();
+  }
+});
+
+Deno.test("api: validation of bodies and parameters answers 4xx with a JSON reason", async () => {
+  const { kv, call } = await setup();
+  try {
+    const bad: [unknown, number, RegExp][] = [
+      ["{not json", 400, /not valid JSON/],
+      [{ source: SRC }, 400, /shards/],
+      [{ source: SRC, shards: 0 }, 400, /shards/],
+      [{ source: SRC, shards: -3 }, 400, /shards/],
+      [{ source: SRC, shards: "4" }, 400, /shards/],
+      [{ source: SRC, shards: 2.5 }, 400, /shards/],
+      [{ source: "not a url", shards: 4 }, 400, /source/],
+      [{ source: SRC, shards: 4, extra: true }, 400, /extra|Unrecognized/],
+      [{ source: SRC, shards: 4, docs: "yes" }, 400, /docs/],
+      [{ source: "http://169.254.169.254/latest", shards: 4 }, 403, /not allowed/],
+      [{ source: "http://10.0.0.1/registry", shards: 4 }, 403, /not allowed/],
+      [{ source: SRC, docsUrl: "http://evil.example/", shards: 4 }, 403, /not allowed/],
+      [[1, 2, 3], 400, /body|Expected object/],
+      [{ source: SRC, shards: 4, pad: "x".repeat(40_000) }, 413, /too large/],
+    ];
+    for (const [body, code, re] of bad) {
+      const res = await call("POST", "/crawls", body);
+      assert.equal(res.status, code, JSON.stringify(body).slice(0, 80));
+      const json = await res.json();
+      assert.match(json.error, re);
+    }
+    assert.equal((await call("GET", "/crawls/no-such")).status, 404);
+    assert.equal((await call("GET", "/crawls/bad%20id")).status, 400);
+    assert.equal((await call("POST", "/crawls/no-such/pause")).status, 404);
+    assert.equal((await call("GET", "/nope")).status, 404);
+  } finally {
+    kv.close();
+  }
+});
+
+Deno.test("api: lifecycle: create, plan, run, pause, resume, finish, items, cancel", async () => {
+  const { kv, call, dispatcher, source, data, planned } = await setup();
+  try {
+    const created = await call("POST", "/crawls", { source: SRC, shards: 4, maxPage: 100 });
+    assert.equal(created.status, 202);
+    const { id, status } = await created.json();
+    assert.equal(status, "planning");
+    assert.deepEqual(planned, [id]);
+    const again = await call("POST", "/crawls", { source: SRC, shards: 4, maxPage: 100 });
+    assert.equal(again.status, 200, "the same spec is the same crawl");
+    assert.equal((await again.json()).id, id);
+    // The planner (a queue message in production) runs:
+    await planCrawl({ kv, source, dispatcher }, id);
+    let st = await (await call("GET", `/crawls/${id}`)).json();
+    assert.equal(st.status, "running");
+    assert.equal(st.total, data.size);
+    assert.equal(st.shards.length, 4);
+    // Pause: pages stop being processed.
+    assert.equal((await call("POST", `/crawls/${id}/pause`)).status, 200);
+    const skipped = await drain(kv, source, dispatcher.messages.splice(0));
+    assert.ok(skipped.every((o) => o.kind === "skipped"));
+    assert.equal((await (await call("GET", `/crawls/${id}`)).json()).itemsStored, 0);
+    // Resume re-dispatches every unfinished shard; the crawl then finishes.
+    const resumed = await call("POST", `/crawls/${id}/resume`);
+    assert.equal((await resumed.json()).status, "running");
+    assert.equal(dispatcher.messages.length, 4);
+    await drain(kv, source, dispatcher.messages.splice(0));
+    const { checkCompletion } = await import("../lib/coordinator.ts");
+    await checkCompletion(kv, id);
+    st = await (await call("GET", `/crawls/${id}`)).json();
+    assert.equal(st.status, "done");
+    assert.equal(st.itemsStored, data.size);
+    // Items page by page, each once.
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const q: string = cursor ? `&cursor=${encodeURIComponent(cursor)}` : "";
+      const res = await call("GET", `/crawls/${id}/items?limit=400${q}`);
+      const body: { items: { id: string }[]; cursor: string | null } = await res.json();
+      assert.equal(res.status, 200, JSON.stringify(body));
+      seen.push(...body.items.map((i) => i.id));
+      cursor = body.cursor;
+    } while (cursor);
+    assert.equal(seen.length, data.size);
+    assert.equal(new Set(seen).size, data.size);
+    assert.equal((await call("GET", `/crawls/${id}/items?limit=0`)).status, 400);
+    assert.equal((await call("GET", `/crawls/${id}/items?limit=abc`)).status, 400);
+    // A finished crawl cannot be cancelled or paused.
+    assert.equal((await call("POST", `/crawls/${id}/cancel`)).status, 409);
+    assert.equal((await call("POST", `/crawls/${id}/pause`)).status, 409);
+    // A second crawl is cancelled while running; its shards stay as they were.
+    const c2 = await (await call("POST", "/crawls", { source: SRC, shards: 2, id: "second" }))
+      .json();
+    await planCrawl({ kv, source, dispatcher }, c2.id);
+    assert.equal((await (await call("POST", `/crawls/second/cancel`)).json()).status, "cancelled");
+    assert.equal((await getCrawl(kv, "second")).value!.status, "cancelled");
+    assert.equal((await listShards(kv, "second")).length, 2);
+    assert.equal((await call("POST", `/crawls/second/resume`)).status, 409);
+    const list = await (await call("GET", "/crawls")).json();
+    assert.deepEqual(list.crawls.map((c: { id: string }) => c.id).sort(), [id, "second"].sort());
+  } finally {
+    kv.close();
+  }
+});

@@ -1,0 +1,107 @@
+/** `deno task serve` (main.ts) as a subprocess, driven over HTTP to a finished crawl. */
+import assert from "node:assert/strict";
+import { spawnRegistry } from "./helpers.ts";
+
+function freePort(): number {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  return port;
+}
+
+async function waitHealthy(base: string) {
+  for (let i = 0; i < 100; i++) {
+    try {
+      const res = await fetch(`${base}/healthz`);
+      await res.body?.cancel();
+      if (res.ok) return;
+    } catch { /* not yet */ }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error("server did not come up");
+}
+
+Deno.test("serve: refuses to start without CRAWL_TOKEN unless --insecure-local", async () => {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", "main.ts"],
+    env: { NO_COLOR: "1", PORT: String(freePort()), CRAWL_TOKEN: "" },
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(out.code, 1);
+  const err = new TextDecoder().decode(out.stderr).trim();
+  assert.match(err, /^error: CRAWL_TOKEN is not set; refusing to start/);
+  assert.equal(err.split("\n").length, 1, "one line");
+});
+
+Deno.test("serve: auth, validation, allowlist, and a crawl driven to done over HTTP", async () => {
+  const reg = await spawnRegistry(["--synthetic", "25000", "--no-skip", "--max-limit", "1000"]);
+  const dir = await Deno.makeTempDir();
+  const port = freePort();
+  const token = "e2e-secret-token-123";
+  const server = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", "main.ts"],
+    env: {
+      NO_COLOR: "1",
+      PORT: String(port),
+      CRAWL_TOKEN: token,
+      KV_PATH: `${dir}/serve.kv`,
+      ALLOWED_SOURCES: reg.url,
+    },
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const logs = Promise.all([
+    new Response(server.stdout).text(),
+    new Response(server.stderr).text(),
+  ]);
+  const base = `http://127.0.0.1:${port}`;
+  const req = (method: string, path: string, body?: unknown, auth: string | null = token) =>
+    fetch(`${base}${path}`, {
+      method,
+      headers: auth ? { authorization: `Bearer ${auth}` } : {},
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  try {
+    await waitHealthy(base);
+    const none = await req("POST", "/crawls", { source: reg.url, shards: 4 }, null);
+    assert.equal(none.status, 401);
+    await none.body?.cancel();
+    const wrong = await req("GET", "/crawls", undefined, "wrong");
+    assert.equal(wrong.status, 401);
+    await wrong.body?.cancel();
+    const zero = await req("POST", "/crawls", { source: reg.url, shards: 0 });
+    assert.equal(zero.status, 400);
+    assert.match((await zero.json()).error, /shards/);
+    const malformed = await fetch(`${base}/crawls`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}` },
+      body: "{oops",
+    });
+    assert.equal(malformed.status, 400);
+    await malformed.body?.cancel();
+    const outside = await req("POST", "/crawls", { source: "http://127.0.0.1:1/other", shards: 4 });
+    assert.equal(outside.status, 403);
+    await outside.body?.cancel();
+    const created = await req("POST", "/crawls", { source: reg.url, shards: 6 });
+    assert.equal(created.status, 202);
+    const { id } = await created.json();
+    let status: { status: string; itemsStored: number; total: number } | undefined;
+    for (let i = 0; i < 300; i++) {
+      const res = await req("GET", `/crawls/${id}`);
+      status = await res.json();
+      if (status!.status === "done" || status!.status === "failed") break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.equal(status!.status, "done");
+    assert.equal(status!.total, 25000);
+    assert.equal(status!.itemsStored, 25000);
+  } finally {
+    server.kill("SIGTERM");
+    await server.status;
+    const [out, err] = await logs;
+    assert.ok(!out.includes(token) && !err.includes(token), "the token never appears in logs");
+    await reg.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
