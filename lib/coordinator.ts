@@ -5,6 +5,7 @@
  * @module
  */
 import { redactUrl } from "./cli.ts";
+import { catchUp } from "./catch_up.ts";
 import { ConflictError, NotFoundError } from "./errors.ts";
 import { type Plan, planShards } from "./planner.ts";
 import type { Source } from "./source.ts";
@@ -275,11 +276,15 @@ export async function resumeCrawl(
   return crawl;
 }
 
-/** Marks the crawl done when every shard is done. Returns true when the crawl is done. */
+/**
+ * Marks the crawl done when every shard is done. With `openSource` and a registry that has a
+ * change feed, `_changes` since the crawl's start is applied first (see `catch_up.ts`), so that the
+ * crawl ends equal to the registry at catch-up time. Returns true when the crawl is done.
+ */
 export async function checkCompletion(
   kv: Deno.Kv,
   id: string,
-  options: { now?: () => number } = {},
+  options: { now?: () => number; openSource?: (crawl: CrawlRecord) => Source } = {},
 ): Promise<boolean> {
   const crawl = (await getCrawl(kv, id)).value;
   if (!crawl) return false;
@@ -287,6 +292,10 @@ export async function checkCompletion(
   if (crawl.status !== "running") return false;
   const shards = await listShards(kv, id);
   if (shards.length === 0 || shards.some((s) => !s.value.done)) return false;
+  if (options.openSource && crawl.startSeq !== null) {
+    const res = await catchUp({ kv, source: options.openSource(crawl) }, id, { now: options.now });
+    if (!res.ran) return false; // another process is catching up; it will finish the crawl
+  }
   await transition(kv, id, "done", (s) => s === "running", options);
   return true;
 }
@@ -296,7 +305,7 @@ export async function checkCompletion(
  * dead-lettered page, a dead worker). Returns how many shards were re-dispatched.
  */
 export async function watchdog(
-  deps: { kv: Deno.Kv; dispatcher: Dispatcher },
+  deps: { kv: Deno.Kv; dispatcher: Dispatcher; openSource?: (crawl: CrawlRecord) => Source },
   options: { stallMs?: number; now?: () => number } = {},
 ): Promise<number> {
   const now = (options.now ?? Date.now)();
@@ -314,7 +323,7 @@ export async function watchdog(
       }
     }
     if (shards.length > 0 && shards.every((s) => s.value.done)) {
-      await checkCompletion(deps.kv, crawl.id);
+      await checkCompletion(deps.kv, crawl.id, { openSource: deps.openSource });
     }
   }
   return n;
@@ -357,6 +366,8 @@ export interface CrawlStatusReport {
   error: string | null;
   deadLetters: number;
   splits: SplitRecord[];
+  /** Registry drift applied from `_changes` after the shards finished. */
+  drift: { seq: string; inserted: number; updated: number; deleted: number } | null;
   shards: ShardStatus[];
 }
 
@@ -371,7 +382,8 @@ export async function crawlStatus(
   if (!crawl) throw new NotFoundError(`no crawl with id ${id}`);
   const shards = (await listShards(kv, id)).map((e) => e.value);
   const sum = (f: (s: ShardRecord) => number) => shards.reduce((n, s) => n + f(s), 0);
-  const itemsStored = sum((s) => s.items);
+  const d = crawl.drift;
+  const itemsStored = sum((s) => s.items) + (d ? d.inserted - d.deleted : 0);
   const end = crawl.finishedAt ?? now;
   const elapsedS = Math.max(0.001, (end - crawl.createdAt) / 1000);
   const rate = itemsStored / elapsedS;
@@ -396,6 +408,7 @@ export async function crawlStatus(
     error: crawl.error,
     deadLetters: (await listDeadLetters(kv, id)).length,
     splits: await listSplits(kv, id),
+    drift: d ? { seq: d.seq, inserted: d.inserted, updated: d.updated, deleted: d.deleted } : null,
     shards: shards.map((s) => ({
       id: s.id,
       start: s.start,

@@ -102,7 +102,11 @@ export function createQueueHandler(
       options.onEvent?.({ kind: "page", outcome, message: msg });
       if (outcome.kind === "committed" && outcome.shard.done) {
         await options.onShardDone?.(msg.crawlId, outcome.shard);
-        if (await checkCompletion(deps.kv, msg.crawlId, { now: deps.now })) {
+        const done = await checkCompletion(deps.kv, msg.crawlId, {
+          now: deps.now,
+          openSource: deps.openSource,
+        });
+        if (done) {
           options.onEvent?.({ kind: "crawl-done", crawlId: msg.crawlId });
         }
       }

@@ -126,7 +126,7 @@ export async function runLeaseWorker(
       }
       const shards = (await listShards(kv, crawl.id)).filter((e) => !e.value.done);
       if (shards.length === 0) {
-        await checkCompletion(kv, crawl.id, { now });
+        await checkCompletion(kv, crawl.id, { now, openSource: deps.openSource });
         continue;
       }
       shuffle(shards);
@@ -184,7 +184,7 @@ async function workShard(
     o.stats.pages++;
     if (out.shard.done) {
       await o.options.onShardDone?.(crawl.id, out.shard);
-      await checkCompletion(deps.kv, crawl.id, { now: o.now });
+      await checkCompletion(deps.kv, crawl.id, { now: o.now, openSource: deps.openSource });
       return;
     }
     if (o.stop()) {

@@ -201,7 +201,9 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
         mode === "queue" && performance.now() - lastWatch > (options.watchdogIntervalMs ?? 5000)
       ) {
         lastWatch = performance.now();
-        const n = await watchdog({ kv, dispatcher }, { stallMs: options.stallMs ?? 30_000 });
+        const n = await watchdog({ kv, dispatcher, openSource: () => source }, {
+          stallMs: options.stallMs ?? 30_000,
+        });
         if (n > 0) log(`watchdog: re-dispatched ${n} stalled shards`);
       }
       await new Promise((r) => setTimeout(r, options.pollMs ?? 200));

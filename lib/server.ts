@@ -161,7 +161,7 @@ export async function startServer(
   return {
     url,
     watchdogTick: async () => {
-      const n = await watchdog({ kv, dispatcher }, { stallMs: 60_000 });
+      const n = await watchdog({ kv, dispatcher, openSource }, { stallMs: 60_000 });
       if (n) log(`watchdog: re-dispatched ${n} stalled shards`);
     },
     leaseTick: async (ms) => {

@@ -50,10 +50,25 @@ export interface CrawlRecord extends CrawlSpec {
   startSeq: string | null;
   /** Held by the process planning the crawl (status `planning`). */
   planLease: Lease | null;
+  /** Changes applied after the shards finished (registry drift), once catch-up has run. */
+  drift?: DriftState;
   createdAt: number;
   updatedAt: number;
   finishedAt: number | null;
   error: string | null;
+}
+
+/** Where `_changes` catch-up stands, and what it changed. */
+export interface DriftState {
+  /** Last change sequence applied (opaque, as the registry gave it). */
+  seq: string;
+  inserted: number;
+  updated: number;
+  deleted: number;
+  /** Held by the process applying changes. */
+  lease: Lease | null;
+  /** When catch-up last reached the end of the feed. */
+  caughtUpAt: number | null;
 }
 
 /** A lease held by a worker on a shard. */
@@ -348,7 +363,12 @@ export async function writeItems(
   kv: Deno.Kv,
   crawl: string,
   items: ItemInput[],
-  options: { maxDocBytes?: number; batchMutations?: number } = {},
+  options: {
+    maxDocBytes?: number;
+    batchMutations?: number;
+    /** Hand item records to the caller instead of writing them (chunks are still written). */
+    onRecord?: (key: Deno.KvKey, rec: ItemRecord) => void;
+  } = {},
 ): Promise<WriteStats> {
   const maxDoc = options.maxDocBytes ?? 32 * 1024 * 1024;
   const batchMutations = Math.min(1000, options.batchMutations ?? BATCH_MUTATIONS);
@@ -394,11 +414,93 @@ export async function writeItems(
         rec.chunks = n;
       }
     }
-    await add(keys.item(crawl, it.id), rec, keySize + it.rev.length + (rec.doc?.length ?? 0) + 64);
+    if (options.onRecord) options.onRecord(keys.item(crawl, it.id), rec);
+    else {await add(
+        keys.item(crawl, it.id),
+        rec,
+        keySize + it.rev.length + (rec.doc?.length ?? 0) + 64,
+      );}
     stats.items++;
   }
   await flush();
   return stats;
+}
+
+/** One change to apply: a deletion, or an item (with its document when fetched). */
+export type DriftChange = { id: string; deleted: true } | (ItemInput & { deleted?: false });
+
+/**
+ * Applies one batch of `_changes` while the caller holds the crawl record as `claimed`: documents
+ * are written first (idempotent), then ONE op guarded by the crawl's versionstamp writes the item
+ * records, deletes removed items and their chunks, and moves `drift` on with exact counters
+ * (an item counts as inserted only if it was absent, as deleted only if it was present). Returns the
+ * new crawl entry, or null when the claim was lost (nothing counted).
+ */
+export async function applyDrift(
+  kv: Deno.Kv,
+  claimed: Deno.KvEntry<CrawlRecord>,
+  changes: DriftChange[],
+  next: { seq: string; nowMs: number; maxDocBytes?: number; caughtUp: boolean },
+): Promise<Deno.KvEntry<CrawlRecord> | null> {
+  const crawl = claimed.value.id;
+  const drift: DriftState = claimed.value.drift ?? {
+    seq: claimed.value.startSeq ?? "0",
+    inserted: 0,
+    updated: 0,
+    deleted: 0,
+    lease: null,
+    caughtUpAt: null,
+  };
+  // The latest change per id wins within a batch.
+  const last = new Map<string, DriftChange>();
+  for (const c of changes) last.set(c.id, c);
+  const present = new Map<string, boolean>();
+  await Promise.all([...last.keys()].map(async (id) => {
+    present.set(id, (await kv.get(keys.item(crawl, id))).versionstamp !== null);
+  }));
+  const upserts = [...last.values()].filter((c): c is ItemInput & { deleted?: false } =>
+    !c.deleted
+  );
+  const deletions = [...last.values()].filter((c) => c.deleted).map((c) => c.id);
+  const chunkKeys: Deno.KvKey[] = [];
+  for (const id of deletions) {
+    for await (const e of kv.list({ prefix: keys.chunks(crawl, id) })) chunkKeys.push(e.key);
+  }
+  const counts = { inserted: 0, updated: 0, deleted: 0 };
+  for (const c of upserts) counts[present.get(c.id) ? "updated" : "inserted"]++;
+  for (const id of deletions) if (present.get(id)) counts.deleted++;
+  // Item records go into the guarded op; large documents' chunks are written before it.
+  const records: [Deno.KvKey, ItemRecord][] = [];
+  await writeItems(kv, crawl, upserts, {
+    maxDocBytes: next.maxDocBytes,
+    onRecord: (key, rec) => records.push([key, rec]),
+  });
+  const mutations: ((op: Deno.AtomicOperation) => void)[] = [
+    ...records.map(([k, v]) => (op: Deno.AtomicOperation) => op.set(k, v)),
+    ...deletions.map((id) => (op: Deno.AtomicOperation) => op.delete(keys.item(crawl, id))),
+    ...chunkKeys.map((k) => (op: Deno.AtomicOperation) => op.delete(k)),
+  ];
+  if (mutations.length > 900) {
+    throw new FatalError(`a drift batch of ${mutations.length} mutations is too large for one op`);
+  }
+  const value: CrawlRecord = {
+    ...claimed.value,
+    drift: {
+      ...drift,
+      seq: next.seq,
+      inserted: drift.inserted + counts.inserted,
+      updated: drift.updated + counts.updated,
+      deleted: drift.deleted + counts.deleted,
+      caughtUpAt: next.caughtUp ? next.nowMs : drift.caughtUpAt,
+    },
+    updatedAt: next.nowMs,
+  };
+  const res = await withLockRetry(() => {
+    const op = kv.atomic().check(claimed).set(keys.crawl(crawl), value);
+    for (const m of mutations) m(op);
+    return op.commit();
+  });
+  return res.ok ? { key: claimed.key, value, versionstamp: res.versionstamp } : null;
 }
 
 /** An exported item: the record with its document reassembled as JSON text. */

@@ -1,0 +1,98 @@
+/**
+ * Registry drift: items inserted, updated and deleted while a crawl runs. The registry's
+ * `update_seq` is recorded when the crawl starts; once every shard is done, `_changes` is read from
+ * there and applied (inserts, updates with fresh revisions and documents, deletions), so that the
+ * final KV equals the registry at catch-up time. `--follow` keeps doing it, as npm mirrors do.
+ *
+ * One process applies changes at a time (a lease on the crawl record); each batch and the sequence
+ * it reaches are committed in one guarded op, so a crash or a second runner neither skips nor
+ * double-counts a change.
+ *
+ * @module
+ */
+import { mapPool } from "./pool.ts";
+import type { Source } from "./source.ts";
+import { applyDrift, type CrawlRecord, type DriftChange, getCrawl, updateCrawl } from "./store.ts";
+
+/** Options of {@linkcode catchUp}. */
+export interface CatchUpOptions {
+  /** Changes read per request. @default 200 */
+  batch?: number;
+  /** Clock in epoch milliseconds. @default Date.now */
+  now?: () => number;
+  /** This runner's name in the lease. @default a random UUID */
+  owner?: string;
+  /** Lease length, in milliseconds. @default 120000 */
+  leaseMs?: number;
+}
+
+/** What a catch-up pass did. */
+export interface CatchUpResult {
+  /** Changes applied in this pass. */
+  applied: number;
+  /** The sequence reached, or null when the crawl has no change feed. */
+  seq: string | null;
+  /** False when another runner holds the lease (nothing was done). */
+  ran: boolean;
+}
+
+/**
+ * Reads `_changes` from where the crawl stands until the feed has nothing more, applying each
+ * batch. Documents are fetched for changed items when the crawl fetches documents.
+ */
+export async function catchUp(
+  deps: { kv: Deno.Kv; source: Source },
+  crawlId: string,
+  options: CatchUpOptions = {},
+): Promise<CatchUpResult> {
+  const now = options.now ?? Date.now;
+  const owner = options.owner ?? crypto.randomUUID();
+  const batch = options.batch ?? 200;
+  const first = await getCrawl(deps.kv, crawlId);
+  const crawl = first.value;
+  if (!crawl || crawl.startSeq === null) return { applied: 0, seq: null, ran: false };
+  const drift = crawl.drift;
+  if (drift?.lease && drift.lease.owner !== owner && drift.lease.untilMs > now()) {
+    return { applied: 0, seq: drift.seq, ran: false };
+  }
+  let entry = await updateCrawl(deps.kv, first as Deno.KvEntry<CrawlRecord>, {
+    ...crawl,
+    drift: {
+      seq: drift?.seq ?? crawl.startSeq,
+      inserted: drift?.inserted ?? 0,
+      updated: drift?.updated ?? 0,
+      deleted: drift?.deleted ?? 0,
+      caughtUpAt: drift?.caughtUpAt ?? null,
+      lease: { owner, untilMs: now() + (options.leaseMs ?? 120_000) },
+    },
+  });
+  if (!entry) return { applied: 0, seq: drift?.seq ?? crawl.startSeq, ran: false };
+  let applied = 0;
+  for (;;) {
+    const since = entry.value.drift!.seq;
+    const { rows, lastSeq } = await deps.source.changes(since, batch);
+    const changes: DriftChange[] = await mapPool(rows, async (r): Promise<DriftChange> => {
+      if (r.deleted) return { id: r.id, deleted: true };
+      if (!crawl.docs) return { id: r.id, rev: r.rev };
+      const doc = await deps.source.doc(r.id);
+      if (doc.ok) return { id: r.id, rev: r.rev, docJson: doc.json };
+      // Deleted again after this change was listed: the feed will say so in a later row.
+      return { id: r.id, rev: r.rev, error: { status: doc.status, reason: doc.reason } };
+    }, { concurrency: crawl.concurrency });
+    const done = rows.length < batch;
+    const next = await applyDrift(deps.kv, entry, changes, {
+      seq: lastSeq,
+      nowMs: now(),
+      caughtUp: done,
+    });
+    if (!next) return { applied, seq: since, ran: true }; // lease lost to another runner
+    entry = next;
+    applied += rows.length;
+    if (done) break;
+  }
+  const released = await updateCrawl(deps.kv, entry, {
+    ...entry.value,
+    drift: { ...entry.value.drift!, lease: null },
+  });
+  return { applied, seq: (released ?? entry).value.drift!.seq, ran: true };
+}

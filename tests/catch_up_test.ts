@@ -1,0 +1,91 @@
+import assert from "node:assert/strict";
+import { catchUp } from "../lib/catch_up.ts";
+import { checkCompletion, crawlStatus } from "../lib/coordinator.ts";
+import { MemorySource } from "../lib/memory_source.ts";
+import type { Source } from "../lib/source.ts";
+import { getCrawl, iterateItems } from "../lib/store.ts";
+import { begin, drain, spec } from "./engine_helpers.ts";
+import { dataOf, randomKeys } from "./helpers.ts";
+
+const ASCII = "abcdefghijklmnop-".split("");
+
+async function assertEqualsRegistry(kv: Deno.Kv, id: string, data: ReturnType<typeof dataOf>) {
+  const got = new Map<string, string>();
+  for await (const it of iterateItems(kv, id)) {
+    assert.ok(!got.has(it.id));
+    got.set(it.id, it.rev);
+    if (it.doc) assert.equal(JSON.parse(it.doc)._rev, it.rev, "document matches its revision");
+  }
+  assert.deepEqual([...got.keys()].sort(), [...data.keys].sort());
+  for (const k of data.keys) assert.equal(got.get(k), data.rev(k), `rev of ${k}`);
+  assert.equal((await crawlStatus(kv, id)).itemsStored, data.size, "itemsStored is exact");
+}
+
+Deno.test("catch-up: inserts, updates and deletions during the crawl end up applied exactly", async () => {
+  for (const docs of [false, true]) {
+    const kv = await Deno.openKv(":memory:");
+    try {
+      const data = dataOf(randomKeys(2000, ASCII, 71, 6));
+      const source = new MemorySource(data, { maxPage: 40 });
+      const { id, dispatcher } = await begin(kv, source, spec({ shards: 4, docs }));
+      assert.equal((await getCrawl(kv, id)).value!.startSeq, "2000");
+      // Half of the pages, then the registry moves under the crawl.
+      const queue = dispatcher.messages;
+      for (let i = 0; i < 20; i++) await drain(kv, source, queue.splice(0, 1));
+      const keys = [...data.keys];
+      data.delete(keys[1]); // in an already-crawled range
+      data.delete(keys[1990]); // in a range not yet crawled
+      data.put(keys[5]); // updated after being crawled
+      data.put("aaaa-new-early"); // inserted into a crawled range
+      data.put("pppp-new-late"); // inserted into a range still to crawl
+      data.put("aaaa-short-lived");
+      data.delete("aaaa-short-lived");
+      await drain(kv, source, queue);
+      assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
+      await assertEqualsRegistry(kv, id, data);
+      const drift = (await crawlStatus(kv, id)).drift!;
+      assert.equal(drift.seq, String(data.updateSeq));
+      // Following later changes (what --follow does) keeps KV equal to the registry.
+      data.delete(keys[100]);
+      data.put("zzzz-after");
+      const res = await catchUp({ kv, source }, id);
+      assert.equal(res.applied, 2);
+      await assertEqualsRegistry(kv, id, data);
+    } finally {
+      kv.close();
+    }
+  }
+});
+
+Deno.test("catch-up: a crash mid-feed resumes from the committed sequence, counting nothing twice", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const data = dataOf(randomKeys(600, ASCII, 72, 6));
+    const source = new MemorySource(data, { maxPage: 100 });
+    const { id, dispatcher } = await begin(kv, source, spec({ shards: 2 }));
+    await drain(kv, source, dispatcher.messages);
+    for (let i = 0; i < 30; i++) data.put(`new-${i}`);
+    for (const k of data.keys.slice(0, 10)) data.delete(k);
+    let calls = 0;
+    const flaky: Source = {
+      description: "flaky",
+      capabilities: source.capabilities,
+      requests: 0,
+      list: (o) => source.list(o),
+      doc: (d) => source.doc(d),
+      updateSeq: () => source.updateSeq(),
+      changes: (s, l) => ++calls === 2 ? Promise.reject(new Error("feed broke")) : source.changes(s, l),
+    };
+    await assert.rejects(() => catchUp({ kv, source: flaky }, id, { batch: 15, owner: "me" }), /feed broke/);
+    const mid = (await getCrawl(kv, id)).value!.drift!;
+    assert.equal(mid.inserted + mid.deleted + mid.updated, 15, "first batch committed");
+    // Another runner cannot start while the lease is live; the same owner carries on.
+    assert.equal((await catchUp({ kv, source }, id, { owner: "other" })).ran, false);
+    const res = await catchUp({ kv, source }, id, { batch: 15, owner: "me" });
+    assert.ok(res.ran);
+    assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
+    await assertEqualsRegistry(kv, id, data);
+  } finally {
+    kv.close();
+  }
+});
