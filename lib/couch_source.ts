@@ -37,6 +37,12 @@ export interface CouchSourceOptions {
   onRetry?: (info: { attempt: number; delayMs: number; error: Error }) => void;
 }
 
+/**
+ * A key above every real key, sent for open ends: three U+10FFFF (the last code point, a
+ * noncharacter). Only ids starting with three of them could be missed.
+ */
+export const OPEN_END = "\u{10FFFF}\u{10FFFF}\u{10FFFF}";
+
 const defaultSleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** Parses a `Retry-After` header (seconds or HTTP date) into milliseconds. */
@@ -198,10 +204,13 @@ export class CouchSource implements Source {
     if (options.start !== undefined && options.start !== null) {
       params.set("startkey", JSON.stringify(options.start));
     }
-    if (options.end !== undefined && options.end !== null) {
-      params.set("endkey", JSON.stringify(options.end));
-      params.set("inclusive_end", "false");
+    // Open ends are sent as an explicit key above every real key: pouchdb-server drops ids whose
+    // first character is above U+00FF from listings without one.
+    if (desc && (options.start === undefined || options.start === null)) {
+      params.set("startkey", JSON.stringify(OPEN_END));
     }
+    params.set("endkey", JSON.stringify(options.end ?? (desc ? "" : OPEN_END)));
+    params.set("inclusive_end", desc && !options.end ? "true" : "false");
     params.set("limit", String(options.limit));
     if (desc) params.set("descending", "true");
     if (options.skip) params.set("skip", String(options.skip));

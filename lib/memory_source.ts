@@ -5,6 +5,7 @@
  * @module
  */
 import { compareKeys } from "./keys.ts";
+import { PermanentError } from "./errors.ts";
 import type { RegistryData } from "./registry_data.ts";
 import type { ChangeRow, DocResult, ListOptions, Page, Source } from "./source.ts";
 
@@ -41,7 +42,9 @@ export class MemorySource implements Source {
     const keys = this.#data.keys;
     const n = keys.length;
     const skip = options.skip ?? 0;
-    if (skip && !this.capabilities.skip) return Promise.reject(new Error("skip not supported"));
+    if (skip && !this.capabilities.skip) {
+      return Promise.reject(new PermanentError("skip not supported", { status: 400 }));
+    }
     if (options.limit > this.capabilities.maxPage) {
       return Promise.reject(new Error(`limit above ${this.capabilities.maxPage}`));
     }

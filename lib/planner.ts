@@ -128,7 +128,7 @@ export async function planShards(
   const check = total > 1 ? await source.list({ start: lastKey, limit: 1 }) : first;
   if (first.offset !== 0 || check.offset !== total - 1 || check.rows[0]?.id !== lastKey) {
     // The offset is not a rank: binary search would produce a wrong plan.
-    if (source.capabilities.skip) {
+    if (source.capabilities.skip || await skipWorks(source, first)) {
       const keys = await planBySkip(source, targets, maxPage, options.concurrency ?? 8);
       return done(keys, targets, "skip");
     }
@@ -300,6 +300,18 @@ function inconsistent(): FatalError {
   return new FatalError(
     "the registry's offsets contradict each other (not a rank, or the registry changed while planning)",
   );
+}
+
+/** True when `skip` is accepted and means what it should (probed on the first page). */
+async function skipWorks(source: Source, first: Page): Promise<boolean> {
+  if (first.rows.length < 2) return false;
+  try {
+    const page = await source.list({ limit: 1, skip: 1 });
+    return page.rows[0]?.id === first.rows[1].id;
+  } catch (err) {
+    if (err instanceof FatalError) throw err;
+    return false; // refused (400): plan by listing instead
+  }
 }
 
 /** Key at each target rank by `skip` (one request per boundary, O(rank) work on the server). */

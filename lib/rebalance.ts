@@ -73,7 +73,9 @@ export async function splitStraggler(
   for (let attempt = 0; attempt < 5; attempt++) {
     const crawlEntry = await getCrawl(deps.kv, crawlId);
     const crawl = crawlEntry.value;
+    // Splitting needs ranks; a source whose offsets are not ranks was planned another way.
     if (!crawl || crawl.status !== "running" || !crawl.rebalance) return null;
+    if (crawl.planMethod !== "rank") return null;
     const maxShards = options.maxShards ?? Math.max(64, 4 * crawl.shards);
     if (crawl.nextShardId >= maxShards) return null;
     const minItems = (options.minPages ?? 1) * pageSizeFor(crawl, deps.source);

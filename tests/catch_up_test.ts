@@ -74,9 +74,13 @@ Deno.test("catch-up: a crash mid-feed resumes from the committed sequence, count
       list: (o) => source.list(o),
       doc: (d) => source.doc(d),
       updateSeq: () => source.updateSeq(),
-      changes: (s, l) => ++calls === 2 ? Promise.reject(new Error("feed broke")) : source.changes(s, l),
+      changes: (s, l) =>
+        ++calls === 2 ? Promise.reject(new Error("feed broke")) : source.changes(s, l),
     };
-    await assert.rejects(() => catchUp({ kv, source: flaky }, id, { batch: 15, owner: "me" }), /feed broke/);
+    await assert.rejects(
+      () => catchUp({ kv, source: flaky }, id, { batch: 15, owner: "me" }),
+      /feed broke/,
+    );
     const mid = (await getCrawl(kv, id)).value!.drift!;
     assert.equal(mid.inserted + mid.deleted + mid.updated, 15, "first batch committed");
     // Another runner cannot start while the lease is live; the same owner carries on.

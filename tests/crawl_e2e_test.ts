@@ -96,8 +96,6 @@ Deno.test("e2e: a registry that is down for a while is waited out", async () => 
   let calls = 0;
   const fetchDown: typeof fetch = (input, init) => {
     calls++;
-    // Once crawling has begun (the first page with an end key), 40 requests in a row fail.
-    if (downUntil === 0 && String(input).includes("endkey")) downUntil = calls + 40;
     if (calls < downUntil) return Promise.resolve(new Response("down", { status: 503 }));
     return fetch(input, init);
   };
@@ -107,6 +105,10 @@ Deno.test("e2e: a registry that is down for a while is waited out", async () => 
       spec: specFor(reg.url, { shards: 4, maxPage: 100 }),
       sourceUrl: reg.url,
       sourceOptions: { fetch: fetchDown, sleep: noSleep, maxAttempts: 3 },
+      // Once planning is done, the next 40 requests in a row fail.
+      log: (line) => {
+        if (line.startsWith("planned")) downUntil = calls + 40;
+      },
       stallMs: 2000,
       watchdogIntervalMs: 500,
     });

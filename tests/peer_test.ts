@@ -1,0 +1,121 @@
+/**
+ * A real CouchDB-compatible peer no one here wrote: pouchdb-server (in memory), installed from npm
+ * by .ci/run. Its `offset` is not a rank and its unbounded listings drop ids whose first character is
+ * above U+00FF; the planner must notice the first and fall back, the source must bound open ends,
+ * and the crawl must still hold every document exactly once. Skipped locally without the server,
+ * never in CI.
+ */
+import assert from "node:assert/strict";
+import { CouchSource } from "../lib/couch_source.ts";
+import { runLocalCrawl } from "../lib/local_crawl.ts";
+import { planShards } from "../lib/planner.ts";
+import { iterateItems, listCrawls } from "../lib/store.ts";
+import { randomKeys } from "./helpers.ts";
+
+const BIN = Deno.env.get("POUCHDB_SERVER") ??
+  new URL("../.ci/.peer/node_modules/.bin/pouchdb-server", import.meta.url).pathname;
+const have = (() => {
+  try {
+    return Deno.statSync(BIN).isFile;
+  } catch {
+    return false;
+  }
+})();
+if (!have && Deno.env.get("CI")) throw new Error(`CI needs pouchdb-server at ${BIN} (see .ci/run)`);
+
+function freePort(): number {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  return port;
+}
+
+// BMP letters beyond U+00FF and astral ones; pouchdb collates ids by UTF-16 code units, which
+// agrees with CouchDB's code point order unless U+E000..U+FFFF and astral ids meet (left out).
+const CHARS = ["a", "b", "k", "z", "-", "@", "/", "é", "ж", "中", "文", "\u{1f600}", "0"];
+
+Deno.test({
+  name: "peer: pouchdb-server is planned by fallback and crawled completely, docs included",
+  ignore: !have,
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async () => {
+    const port = freePort();
+    const dir = await Deno.makeTempDir();
+    const server = new Deno.Command(BIN, {
+      args: ["--in-memory", "--port", String(port), "--host", "127.0.0.1"],
+      cwd: dir,
+      stdout: "null",
+      stderr: "null",
+    }).spawn();
+    const base = `http://127.0.0.1:${port}`;
+    try {
+      for (let i = 0; i < 200; i++) {
+        const ok = await fetch(base).then((r) => (r.body?.cancel(), r.ok)).catch(() => false);
+        if (ok) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      const db = `${base}/peer`;
+      assert.equal(
+        await fetch(db, { method: "PUT" }).then((r) => (r.body?.cancel(), r.status)),
+        201,
+      );
+      const ids = randomKeys(3000, CHARS, 81, 6).concat(["@scope/name", "中文包", "\u{1f600}x"]);
+      const unique = [...new Set(ids)];
+      for (let i = 0; i < unique.length; i += 500) {
+        const docs = unique.slice(i, i + 500).map((id) => ({ _id: id, name: id, n: i }));
+        const res = await fetch(`${db}/_bulk_docs`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ docs }),
+        });
+        assert.equal(res.status, 201);
+        await res.body?.cancel();
+      }
+      // The quirk, seen directly: an unbounded listing misses ids above U+00FF.
+      const raw = await (await fetch(`${db}/_all_docs`)).json();
+      assert.equal(raw.total_rows, unique.length);
+      assert.ok(raw.rows.length < unique.length, "unbounded listing drops some ids");
+      // Planning falls back (offsets are not ranks) and stays exact.
+      const source = new CouchSource(db, { maxPage: 200 });
+      const plan = await planShards(source, 7);
+      assert.notEqual(plan.method, "rank");
+      assert.equal(plan.total, unique.length);
+      const lo = Math.floor(unique.length / 7);
+      assert.ok(plan.shards.every((s) => s.items === lo || s.items === lo + 1));
+      // The crawl, documents included.
+      const res = await runLocalCrawl({
+        kvPath: `${dir}/p.kv`,
+        spec: {
+          source: db,
+          docsUrl: null,
+          shards: 7,
+          docs: true,
+          concurrency: 8,
+          maxPage: 200,
+          rebalance: true,
+        },
+        sourceUrl: db,
+      });
+      assert.equal(res.report.status, "done");
+      assert.equal(res.report.itemsStored, unique.length);
+      const kv = await Deno.openKv(`${dir}/p.kv`);
+      try {
+        const [crawl] = await listCrawls(kv);
+        const got: string[] = [];
+        for await (const it of iterateItems(kv, crawl.id)) {
+          got.push(it.id);
+          assert.equal(JSON.parse(it.doc!)._id, it.id);
+        }
+        assert.equal(got.length, unique.length);
+        assert.deepEqual(new Set(got), new Set(unique));
+      } finally {
+        kv.close();
+      }
+    } finally {
+      server.kill("SIGTERM");
+      await server.status;
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
