@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { catchUp } from "./catch_up.ts";
 import { CouchSource, type CouchSourceOptions } from "./couch_source.ts";
 import {
   crawlIdFor,
@@ -46,6 +47,13 @@ export interface LocalCrawlOptions {
   stallMs?: number;
   /** How often status is polled, in milliseconds. @default 200 */
   pollMs?: number;
+  /**
+   * After the crawl is done, keep applying the registry's `_changes` every `followIntervalMs`
+   * until this signal aborts (what npm mirrors do). @default not following
+   */
+  follow?: AbortSignal;
+  /** Pause between `_changes` reads when following, in milliseconds. @default 2000 */
+  followIntervalMs?: number;
   /** How shards reach workers. @default "queue" for a local file, "lease" for a remote KV URL */
   dispatch?: "queue" | "lease";
   /** In-process lease workers (lease mode). @default the shard count */
@@ -56,6 +64,31 @@ export interface LocalCrawlOptions {
     crawlId: string,
     shard: ShardRecord,
   ) => Promise<void>;
+}
+
+/** Applies `_changes` until `signal` aborts, logging each batch that changed something. */
+async function follow(
+  kv: Deno.Kv,
+  source: Source,
+  crawlId: string,
+  signal: AbortSignal,
+  options: LocalCrawlOptions,
+  log: (line: string) => void,
+): Promise<void> {
+  const owner = `follow-${crawlId}`;
+  log(`following the registry's changes (Ctrl-C to stop)`);
+  while (!signal.aborted) {
+    const res = await catchUp({ kv, source }, crawlId, { owner });
+    if (res.seq === null) {
+      log("the registry has no change feed; nothing to follow");
+      return;
+    }
+    if (res.applied > 0) log(`applied ${res.applied} changes (seq ${res.seq})`);
+    await new Promise<void>((resolve) => {
+      const t = setTimeout(resolve, options.followIntervalMs ?? 2000);
+      signal.addEventListener("abort", () => (clearTimeout(t), resolve()), { once: true });
+    });
+  }
 }
 
 /**
@@ -188,7 +221,9 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
       options.progress?.update(report);
       if (report.status === "done") {
         options.progress?.update(report, true);
-        return { report, elapsedMs: performance.now() - started, retries, created };
+        if (options.follow) await follow(kv, source, crawlId, options.follow, options, log);
+        const final = options.follow ? await crawlStatus(kv, crawlId) : report;
+        return { report: final, elapsedMs: performance.now() - started, retries, created };
       }
       if (report.status === "failed" || fatal.length > 0) {
         options.progress?.update(report, true);

@@ -196,16 +196,31 @@ async function searchBoundaries(
     }
     return lo;
   };
+  // A registry that changes while it is planned (the live npm replica does) makes older answers
+  // disagree slightly with newer ones: the newer answer wins and the older points it contradicts
+  // are dropped. Only wholesale contradiction means the offsets are not ranks at all.
+  let conflicts = 0;
+  const conflict = () => {
+    if (++conflicts > 50 + 4 * targets.length) throw inconsistent();
+  };
   const addPoint = (p: Point) => {
-    const i = indexAfter(p.key);
+    let i = indexAfter(p.key);
     const prev = points[i - 1];
     if (prev && prev.key === p.key) {
-      if (prev.rank !== p.rank) throw inconsistent();
-      prev.real ||= p.real;
-      return;
+      if (prev.rank === p.rank) {
+        prev.real ||= p.real;
+        return;
+      }
+      conflict();
+      points.splice(--i, 1);
     }
-    if ((prev && prev.rank > p.rank) || (points[i] && points[i].rank < p.rank)) {
-      throw inconsistent();
+    while (i > 0 && points[i - 1].rank > p.rank) {
+      conflict();
+      points.splice(--i, 1);
+    }
+    while (i < points.length && points[i].rank < p.rank) {
+      conflict();
+      points.splice(i, 1);
     }
     points.splice(i, 0, p);
   };
@@ -260,6 +275,18 @@ async function searchBoundaries(
         const mid = (i + hi) >>> 1;
         if (points[mid].rank <= t) i = mid + 1;
         else hi = mid;
+      }
+      if (i === 0) {
+        // Drift removed every point below t: the start of the key space is always rank 0.
+        addPoint({ key: "", rank: 0, real: false });
+        continue;
+      }
+      if (i === points.length) {
+        // Drift removed every point above t: learn the current last key again.
+        const last = await pool.run(() => source.list({ descending: true, limit: 1 }));
+        if (last.rows.length === 0 || last.total - 1 <= t) throw inconsistent();
+        addPoint({ key: last.rows[0].id, rank: last.total - 1, real: true });
+        continue;
       }
       const a = points[i - 1];
       const b = points[i];

@@ -9,13 +9,13 @@
 import { Hono } from "hono";
 import type { Context } from "hono";
 import { prng } from "./names.ts";
-import type { RegistryData } from "./registry_data.ts";
+import { hash32, type RegistryData } from "./registry_data.ts";
 
 /** Kinds of injected fault. `drop` cuts the connection mid-body. */
-export type FaultKind = "500" | "503" | "429" | "truncated" | "drop";
+export type FaultKind = "500" | "503" | "429" | "truncated" | "drop" | "slow";
 
 /** Every fault kind, the default set for `faultRate`. */
-export const FAULT_KINDS: readonly FaultKind[] = ["500", "503", "429", "truncated", "drop"];
+export const FAULT_KINDS: readonly FaultKind[] = ["500", "503", "429", "truncated", "drop", "slow"];
 
 /** How the registry behaves. */
 export interface RegistryOptions {
@@ -35,6 +35,10 @@ export interface RegistryOptions {
   faults?: readonly FaultKind[];
   /** `Retry-After` sent with 429, in seconds. @default 1 */
   retryAfterS?: number;
+  /** Delay of a `slow` fault, in milliseconds. @default 1000 */
+  slowMs?: number;
+  /** Share of listed documents whose GET answers 404 (deleted between listing and fetch). @default 0 */
+  missingDocRate?: number;
   /** Whether `skip` is honoured (the npm replica rejects it). @default true */
   skip?: boolean;
   /** Whether `include_docs` is honoured (the npm replica rejects it). @default true */
@@ -118,6 +122,10 @@ export function createRegistryApp(
         Number(fault) as 500,
         headers,
       );
+    }
+    if (fault === "slow") {
+      stats.faults++;
+      await sleep(options.slowMs ?? 1000);
     }
     await next();
     if (fault === "truncated" || fault === "drop") {
@@ -247,7 +255,9 @@ export function createRegistryApp(
       await sleep(options.hotMs);
     }
     const doc = data.doc(id);
-    if (!doc) return couchError(c, 404, "not_found", "missing");
+    const missing = (options.missingDocRate ?? 0) > 0 &&
+      hash32(`missing:${id}`) / 4294967296 < options.missingDocRate!;
+    if (!doc || missing) return couchError(c, 404, "not_found", "missing");
     return c.json(doc);
   });
 

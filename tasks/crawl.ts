@@ -18,7 +18,7 @@ import { createRebalancer } from "../lib/rebalance.ts";
 const HELP =
   `usage: deno task crawl [--source URL] [--shards N] [--kv PATH] [--docs] [--concurrency C]
   [--docs-url URL] [--plan FILE] [--crawl-id ID] [--max-page L] [--no-rebalance]
-  [--dispatch auto|queue|lease] [--workers W]`;
+  [--dispatch auto|queue|lease] [--workers W] [--follow]`;
 
 runMain(async () => {
   const f = parseFlags(Deno.args, {
@@ -33,6 +33,7 @@ runMain(async () => {
     "max-page": { type: "string" },
     "no-rebalance": { type: "boolean" },
     dispatch: { type: "string" },
+    follow: { type: "boolean" },
     workers: { type: "string" },
     help: { type: "boolean", short: "h" },
   });
@@ -81,6 +82,8 @@ runMain(async () => {
     throw new UsageError(`--dispatch must be auto, queue or lease, got "${dispatch}"`);
   }
   log(`crawling ${source.startsWith("demo:") ? source : redactUrl(source)} into ${kvPath}`);
+  const stopFollowing = new AbortController();
+  if (f.follow) Deno.addSignalListener("SIGINT", () => stopFollowing.abort());
   try {
     const res = await runLocalCrawl({
       kvPath,
@@ -95,6 +98,7 @@ runMain(async () => {
       }),
       onShardDone: spec.rebalance ? createRebalancer() : undefined,
       dispatch: dispatch === "auto" ? undefined : dispatch as "queue" | "lease",
+      follow: f.follow ? stopFollowing.signal : undefined,
       workers: f.workers === undefined
         ? undefined
         : intFlag("workers", f.workers, { fallback: 1, min: 1, max: 1000 }),

@@ -10,7 +10,8 @@ import { prng } from "../lib/names.ts";
 
 const HELP = `usage: deno task registry [--names FILE | --synthetic N] [--port P] [--db NAME]
   [--latency-ms X] [--doc-latency-ms X] [--hot-prefix P --hot-ms X]
-  [--fault-rate F] [--faults 500,503,429,truncated,drop] [--retry-after-s S] [--seed S]
+  [--fault-rate F] [--faults 500,503,429,truncated,drop,slow] [--retry-after-s S] [--slow-ms X]
+  [--missing-doc-rate R] [--seed S]
   [--no-skip] [--no-include-docs] [--max-limit L] [--large-doc-rate R] [--large-doc-bytes B]
   [--churn PER_SECOND]`;
 
@@ -27,6 +28,8 @@ runMain(async () => {
     "fault-rate": { type: "string" },
     faults: { type: "string" },
     "retry-after-s": { type: "string" },
+    "slow-ms": { type: "string" },
+    "missing-doc-rate": { type: "string" },
     seed: { type: "string" },
     "no-skip": { type: "boolean" },
     "no-include-docs": { type: "boolean" },
@@ -72,6 +75,12 @@ runMain(async () => {
     faultRate: numberFlag("fault-rate", f["fault-rate"], { fallback: 0, min: 0, max: 1 }),
     faults,
     retryAfterS: intFlag("retry-after-s", f["retry-after-s"], { fallback: 1, min: 0 }),
+    slowMs: intFlag("slow-ms", f["slow-ms"], { fallback: 1000, min: 0 }),
+    missingDocRate: numberFlag("missing-doc-rate", f["missing-doc-rate"], {
+      fallback: 0,
+      min: 0,
+      max: 1,
+    }),
     skip: !f["no-skip"],
     includeDocs: !f["no-include-docs"],
     maxLimit: intFlag("max-limit", f["max-limit"], { fallback: 10_000, min: 1 }),

@@ -44,7 +44,7 @@ Deno.test("couch source: unicode ids, scoped ids and documents over HTTP", async
 
 Deno.test("couch source: 25% injected faults of every kind still give an exact plan", async () => {
   const data = dataOf(randomKeys(8000, UNI, 6, 6));
-  const reg = await startRegistry(data, { faultRate: 0.25, retryAfterS: 0, seed: 9 });
+  const reg = await startRegistry(data, { faultRate: 0.25, retryAfterS: 0, seed: 9, slowMs: 30 });
   try {
     let retries = 0;
     const source = new CouchSource(reg.url, {

@@ -68,7 +68,7 @@ Deno.test("e2e: queue crawl of unicode and scoped ids with docs is complete and 
 
 Deno.test("e2e: 20% injected faults of every kind, docs on: every item exactly once", async () => {
   const data = new RegistryData(syntheticNames(await bundledNames(), 8000, { seed: 5 }));
-  const reg = await startRegistry(data, { faultRate: 0.2, retryAfterS: 0, seed: 3 });
+  const reg = await startRegistry(data, { faultRate: 0.2, retryAfterS: 0, seed: 3, slowMs: 50 });
   const dir = await Deno.makeTempDir();
   try {
     const res = await runLocalCrawl({
@@ -141,6 +141,8 @@ Deno.test("e2e: `deno task crawl` killed with SIGKILL twice resumes with nothing
     "0.15",
     "--retry-after-s",
     "0",
+    "--slow-ms",
+    "50",
     "--no-skip",
     "--max-limit",
     "1000",

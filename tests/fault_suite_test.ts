@@ -1,0 +1,158 @@
+/**
+ * The fault suite: a crawl with documents against the project's registry injecting 20% faults of
+ * every kind (500, 503, 429 + Retry-After, truncated JSON, dropped connections, slow answers) and
+ * documents that 404, killed with SIGKILL five times at random points, then finished; and the same
+ * registry moving under a crawl (drift). Every run ends with the exact item set and counters.
+ */
+import assert from "node:assert/strict";
+import { bundledNames, prng, syntheticNames } from "../lib/names.ts";
+import { iterateItems, listCrawls, listShards } from "../lib/store.ts";
+import { crawlStatus } from "../lib/coordinator.ts";
+import { runLocalCrawl } from "../lib/local_crawl.ts";
+import { startRegistry } from "../lib/registry.ts";
+import { RegistryData } from "../lib/registry_data.ts";
+import { spawnRegistry } from "./helpers.ts";
+
+Deno.test("faults: 20% faults, missing documents, 5 SIGKILLs: every item exactly once", async () => {
+  const reg = await spawnRegistry([
+    "--synthetic",
+    "12000",
+    "--fault-rate",
+    "0.2",
+    "--retry-after-s",
+    "0",
+    "--slow-ms",
+    "100",
+    "--missing-doc-rate",
+    "0.02",
+    "--doc-latency-ms",
+    "1",
+  ]);
+  const dir = await Deno.makeTempDir();
+  const args = [
+    "run",
+    "-A",
+    "tasks/crawl.ts",
+    "--source",
+    reg.url,
+    "--shards",
+    "6",
+    "--docs",
+    "--concurrency",
+    "6",
+    "--kv",
+    `${dir}/f.kv`,
+  ];
+  const rand = prng(17);
+  try {
+    for (let kill = 0; kill < 5; kill++) {
+      const child = new Deno.Command(Deno.execPath(), {
+        args,
+        stdout: "null",
+        stderr: "null",
+        env: { NO_COLOR: "1" },
+      }).spawn();
+      await new Promise((r) => setTimeout(r, 700 + Math.floor(rand() * 900)));
+      child.kill("SIGKILL");
+      await child.status;
+    }
+    const out = await new Deno.Command(Deno.execPath(), {
+      args,
+      stdout: "piped",
+      stderr: "piped",
+      env: { NO_COLOR: "1" },
+    }).output();
+    const stdout = new TextDecoder().decode(out.stdout);
+    assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+    const kv = await Deno.openKv(`${dir}/f.kv`);
+    try {
+      const [crawl] = await listCrawls(kv);
+      const ids: string[] = [];
+      let errors = 0;
+      for await (const it of iterateItems(kv, crawl.id)) {
+        ids.push(it.id);
+        if (it.error) {
+          assert.equal(it.error.status, 404, "permanent misses are recorded per item");
+          errors++;
+        } else assert.equal(JSON.parse(it.doc!)._id, it.id);
+      }
+      const truth = syntheticNames(await bundledNames(), 12000, { seed: 42 });
+      assert.equal(ids.length, truth.length);
+      assert.deepEqual(new Set(ids), new Set(truth));
+      const report = await crawlStatus(kv, crawl.id);
+      assert.equal(report.itemsStored, truth.length, "counters exact after five kills");
+      assert.equal(report.docErrors, errors, "document errors counted exactly");
+      assert.ok(errors > 0 && errors < truth.length * 0.05);
+      assert.equal(
+        report.documents + 0,
+        (await listShards(kv, crawl.id)).reduce((n, e) => n + e.value.docs, 0),
+      );
+      assert.match(stdout, new RegExp(`document errors ${errors.toLocaleString("en-US")}`));
+    } finally {
+      kv.close();
+    }
+  } finally {
+    await reg.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("drift: inserts and deletions under a running crawl are caught up from _changes", async () => {
+  const data = new RegistryData(syntheticNames(await bundledNames(), 6000, { seed: 8 }));
+  const reg = await startRegistry(data, { latencyMs: 4 });
+  const dir = await Deno.makeTempDir();
+  const rand = prng(23);
+  let churning = true;
+  const churn = (async () => {
+    // Mutate over HTTP while the crawl runs, as another client of the registry would.
+    for (let i = 0; churning && i < 60; i++) {
+      const keys = data.keys;
+      const pick = keys[Math.floor(rand() * keys.length)];
+      const method = i % 3 === 2 ? "DELETE" : "PUT";
+      const id = i % 3 === 0 ? `${pick}-drift-${i}` : pick;
+      const res = await fetch(`${reg.url}/${encodeURIComponent(id)}`, { method });
+      await res.body?.cancel();
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  })();
+  try {
+    const res = await runLocalCrawl({
+      kvPath: `${dir}/d.kv`,
+      spec: {
+        source: reg.url,
+        docsUrl: null,
+        shards: 4,
+        docs: false,
+        concurrency: 4,
+        maxPage: 100,
+        rebalance: true,
+      },
+      sourceUrl: reg.url,
+      log: (l) => {
+        if (l.startsWith("planned")) setTimeout(() => (churning = false), 600);
+      },
+    });
+    churning = false;
+    await churn;
+    assert.ok(res.report.drift !== null);
+    const drift = res.report.drift!;
+    assert.ok(drift.inserted + drift.updated + drift.deleted > 0, "changes were applied");
+    // No change can have arrived after catch-up: churn stopped before the crawl finished.
+    const kv = await Deno.openKv(`${dir}/d.kv`);
+    try {
+      const [crawl] = await listCrawls(kv);
+      const got = new Map<string, string>();
+      for await (const it of iterateItems(kv, crawl.id)) got.set(it.id, it.rev);
+      assert.deepEqual([...got.keys()].sort(), [...data.keys].sort());
+      for (const k of data.keys) assert.equal(got.get(k), data.rev(k));
+      assert.equal((await crawlStatus(kv, crawl.id)).itemsStored, data.size);
+    } finally {
+      kv.close();
+    }
+  } finally {
+    churning = false;
+    await churn;
+    await reg.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
