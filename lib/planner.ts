@@ -281,7 +281,8 @@ async function searchBoundaries(
         addPoint({ key: "", rank: 0, real: false });
         continue;
       }
-      if (i === points.length) {
+      const top = points[i - 1];
+      if (i === points.length && !(top.real && top.rank === t)) {
         // Drift removed every point above t: learn the current last key again.
         const last = await pool.run(() => source.list({ descending: true, limit: 1 }));
         if (last.rows.length === 0 || last.total - 1 <= t) throw inconsistent();
