@@ -16,8 +16,19 @@ export function parseFlags<T extends NonNullable<ParseArgsConfig["options"]>>(
   args: string[],
   options: T,
 ) {
+  // `--shards -2` would read as a missing value followed by a flag; a negative number is a value,
+  // so that the range check can say what is wrong with it.
+  const joined: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const name = args[i].startsWith("--") ? args[i].slice(2) : "";
+    const next = args[i + 1];
+    if (options[name]?.type === "string" && next !== undefined && /^-\d/.test(next)) {
+      joined.push(`${args[i]}=${next}`);
+      i++;
+    } else joined.push(args[i]);
+  }
   try {
-    return parseArgs({ args, options, strict: true, allowPositionals: false }).values;
+    return parseArgs({ args: joined, options, strict: true, allowPositionals: false }).values;
   } catch (err) {
     throw new UsageError((err as Error).message.split("\n")[0]);
   }

@@ -181,6 +181,18 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
     let crawlId: string;
     if (existing) {
       crawlId = existing.id;
+      const differs = (["source", "docsUrl", "docs", "maxPage"] as const).find((k) =>
+        existing[k] !== options.spec[k]
+      ) ??
+        (!options.plan && existing.shards !== options.spec.shards && existing.status !== "planning"
+          ? "shards"
+          : undefined);
+      if (differs) {
+        throw new ConflictError(
+          `crawl ${crawlId} in ${options.kvPath} was started with another ${differs}; ` +
+            `use another --crawl-id or --kv`,
+        );
+      }
       if (existing.status === "cancelled") {
         throw new ConflictError(`crawl ${crawlId} was cancelled`);
       }
@@ -195,7 +207,9 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
         if (existing.status === "running") {
           // After a kill: the message chain may have died with the process; duplicates are dropped.
           for (const e of await listShards(kv, crawlId)) {
-            if (!e.value.done) await dispatcher.dispatch(crawlId, e.value);
+            if (!e.value.done) {
+              await dispatcher.dispatch(crawlId, e.value);
+            }
           }
         } else await resumeCrawl({ kv, dispatcher }, crawlId);
       }

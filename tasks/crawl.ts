@@ -18,7 +18,7 @@ import { createRebalancer } from "../lib/rebalance.ts";
 const HELP =
   `usage: deno task crawl [--source URL] [--shards N] [--kv PATH] [--docs] [--concurrency C]
   [--docs-url URL] [--plan FILE] [--crawl-id ID] [--max-page L] [--no-rebalance]
-  [--dispatch auto|queue|lease] [--workers W] [--follow]`;
+  [--dispatch auto|queue|lease] [--workers W] [--follow] [--max-attempts A]`;
 
 runMain(async () => {
   const f = parseFlags(Deno.args, {
@@ -35,6 +35,7 @@ runMain(async () => {
     dispatch: { type: "string" },
     follow: { type: "boolean" },
     workers: { type: "string" },
+    "max-attempts": { type: "string" },
     help: { type: "boolean", short: "h" },
   });
   if (f.help) {
@@ -99,6 +100,9 @@ runMain(async () => {
       onShardDone: spec.rebalance ? createRebalancer() : undefined,
       dispatch: dispatch === "auto" ? undefined : dispatch as "queue" | "lease",
       follow: f.follow ? stopFollowing.signal : undefined,
+      sourceOptions: {
+        maxAttempts: intFlag("max-attempts", f["max-attempts"], { fallback: 8, min: 1, max: 100 }),
+      },
       workers: f.workers === undefined
         ? undefined
         : intFlag("workers", f.workers, { fallback: 1, min: 1, max: 1000 }),

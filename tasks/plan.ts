@@ -18,6 +18,7 @@ runMain(async () => {
     "max-page": { type: "string" },
     concurrency: { type: "string" },
     "no-compare": { type: "boolean" },
+    "max-attempts": { type: "string" },
     help: { type: "boolean", short: "h" },
   });
   if (f.help) {
@@ -31,7 +32,10 @@ runMain(async () => {
   const url = urlFlag("source", f.source);
   const shards = intFlag("shards", f.shards, { fallback: 0, min: 1, max: 10_000_000 });
   const maxPage = intFlag("max-page", f["max-page"], { fallback: 1000, min: 2, max: 100_000 });
-  const source = new CouchSource(url, { maxPage, maxAttempts: 5 });
+  const source = new CouchSource(url, {
+    maxPage,
+    maxAttempts: intFlag("max-attempts", f["max-attempts"], { fallback: 5, min: 1, max: 100 }),
+  });
   const started = performance.now();
   const plan = await planShards(source, shards, {
     concurrency: intFlag("concurrency", f.concurrency, { fallback: 8, min: 1, max: 256 }),

@@ -115,3 +115,40 @@ Deno.test("planner: an error from the source propagates (no wrong plan)", async 
   };
   await assert.rejects(() => planShards(flaky, 16), /boom/);
 });
+
+Deno.test("planner: a registry that changes while it is planned still gets a partition", async () => {
+  const data = dataOf(randomKeys(20_000, ASCII, 13, 7));
+  const inner = new MemorySource(data, { maxPage: 200 });
+  let n = 0;
+  const moving: Source = {
+    description: "moving",
+    capabilities: inner.capabilities,
+    get requests() {
+      return inner.requests;
+    },
+    // Every listing request lands after a few inserts and deletions, like the live npm replica.
+    list: (o) => {
+      n++;
+      data.put(`zz-new-${n}`);
+      data.put(`aa-new-${n}`);
+      data.delete(data.keys[Math.floor(data.size / 2)]);
+      return inner.list(o);
+    },
+    doc: (id) => inner.doc(id),
+    updateSeq: () => inner.updateSeq(),
+    changes: (s, l) => inner.changes(s, l),
+  };
+  const plan = await planShards(moving, 16);
+  assert.equal(plan.shards.length, 16);
+  for (let i = 1; i < 16; i++) assert.equal(plan.shards[i].start, plan.shards[i - 1].end);
+  assert.equal(plan.shards[0].start, null);
+  assert.equal(plan.shards[15].end, null);
+  // Balanced up to the drift that happened meanwhile.
+  const sizes = plan.shards.map((s) => {
+    const a = s.start === null ? 0 : data.rank(s.start);
+    const b = s.end === null ? data.size : data.rank(s.end);
+    return b - a;
+  });
+  const ideal = data.size / 16;
+  assert.ok(sizes.every((x) => Math.abs(x - ideal) < 0.1 * ideal), sizes.join(","));
+});

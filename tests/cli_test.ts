@@ -1,0 +1,168 @@
+/**
+ * Bad input at the command line: every case answers one line on stderr starting with `error:` and
+ * a non-zero exit, and leaves stored data alone.
+ */
+import assert from "node:assert/strict";
+import { spawnRegistry } from "./helpers.ts";
+
+async function run(script: string, args: string[]) {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", script, ...args],
+    stdout: "piped",
+    stderr: "piped",
+    env: { NO_COLOR: "1" },
+  }).output();
+  return {
+    code: out.code,
+    stdout: new TextDecoder().decode(out.stdout),
+    stderr: new TextDecoder().decode(out.stderr).trim(),
+  };
+}
+
+function assertOneLineError(r: { code: number; stderr: string }, re: RegExp, what: string) {
+  assert.notEqual(r.code, 0, `${what}: non-zero exit`);
+  const lines = r.stderr.split("\n").filter((l) => l.startsWith("error:"));
+  assert.equal(lines.length, 1, `${what}: one error line in ${JSON.stringify(r.stderr)}`);
+  assert.match(lines[0], re, what);
+  assert.ok(!/\n\s+at /.test(r.stderr), `${what}: no stack trace`);
+}
+
+function closedPort(): number {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  return port;
+}
+
+Deno.test("cli: bad flags, URLs and registries give one-line errors", async () => {
+  const tiny = await Deno.makeTempFile({ suffix: ".txt" });
+  await Deno.writeTextFile(tiny, "a\nb\nc\n");
+  const empty = await Deno.makeTempFile({ suffix: ".txt" });
+  const reg = await spawnRegistry(["--names", tiny]);
+  const emptyReg = await spawnRegistry(["--names", empty]);
+  const html = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+    () =>
+      new Response("<!doctype html><html><body>hi</body></html>", {
+        headers: { "content-type": "text/html" },
+      }),
+  );
+  const htmlUrl = `http://127.0.0.1:${(html.addr as Deno.NetAddr).port}/db`;
+  const dir = await Deno.makeTempDir();
+  try {
+    const plan = "tasks/plan.ts";
+    const crawl = "tasks/crawl.ts";
+    const cases: [string, string[], RegExp][] = [
+      [plan, ["--source", reg.url, "--shards", "0"], /--shards must be at least 1/],
+      [plan, ["--source", reg.url, "--shards", "-2"], /--shards must be at least 1/],
+      [plan, ["--source", reg.url, "--shards", "x"], /--shards must be an integer/],
+      [plan, ["--source", reg.url, "--shards", "4"], /more shards than items/],
+      [plan, ["--source", "not-a-url", "--shards", "2"], /not a URL/],
+      [plan, ["--source", "ftp://x/y", "--shards", "2"], /http\(s\)/],
+      [plan, ["--source", reg.url], /--shards N is required/],
+      [plan, ["--source", reg.url, "--shards", "2", "--bogus"], /Unknown option '--bogus'/],
+      [plan, ["--source", htmlUrl, "--shards", "2"], /not a CouchDB answer/],
+      [
+        plan,
+        ["--source", reg.url.replace(/\/registry$/, "/nope"), "--shards", "2"],
+        /not a CouchDB database/,
+      ],
+      [plan, [
+        "--source",
+        `http://127.0.0.1:${closedPort()}/db`,
+        "--shards",
+        "2",
+        "--max-attempts",
+        "2",
+      ], /attempts failed/],
+      [plan, ["--source", emptyReg.url, "--shards", "1"], /holds no items/],
+      [
+        crawl,
+        ["--source", reg.url, "--shards", "0", "--kv", `${dir}/a.kv`],
+        /--shards must be at least 1/,
+      ],
+      [crawl, ["--concurrency", "0"], /--concurrency must be at least 1/],
+      [crawl, ["--max-page", "1"], /--max-page must be at least 2/],
+      [crawl, ["--dispatch", "carrier-pigeon"], /--dispatch must be/],
+      [crawl, ["--crawl-id", "bad id!"], /--crawl-id must be/],
+      [crawl, ["--plan", `${dir}/missing.json`], /cannot read plan file/],
+      [
+        crawl,
+        ["--source", reg.url, "--shards", "9", "--kv", `${dir}/b.kv`],
+        /more shards than items/,
+      ],
+      [
+        crawl,
+        ["--source", reg.url, "--shards", "2", "--kv", `${dir}/no/such/dir/c.kv`],
+        /cannot open KV/,
+      ],
+      [
+        crawl,
+        ["--source", htmlUrl, "--shards", "2", "--kv", `${dir}/d.kv`],
+        /not a CouchDB answer/,
+      ],
+      ["tasks/export.ts", [], /--kv PATH is required/],
+      ["tasks/export.ts", ["--kv", `${dir}/none.kv`], /no KV file/],
+      ["tasks/registry.ts", ["--fault-rate", "2"], /--fault-rate must be at most 1/],
+      ["tasks/registry.ts", ["--faults", "gremlins"], /unknown fault "gremlins"/],
+      ["tasks/registry.ts", ["--names", `${dir}/missing.txt`], /cannot read names file/],
+    ];
+    for (const [script, args, re] of cases) {
+      assertOneLineError(await run(script, args), re, `${script} ${args.join(" ")}`);
+    }
+  } finally {
+    await html.shutdown();
+    await reg.close();
+    await emptyReg.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("cli: a KV holding another crawl is refused, and its data is untouched", async () => {
+  const names = await Deno.makeTempFile({ suffix: ".txt" });
+  await Deno.writeTextFile(names, Array.from({ length: 300 }, (_, i) => `pkg-${i}`).join("\n"));
+  const reg = await spawnRegistry(["--names", names]);
+  const dir = await Deno.makeTempDir();
+  try {
+    const kv = `${dir}/k.kv`;
+    const first = await run("tasks/crawl.ts", [
+      "--source",
+      reg.url,
+      "--shards",
+      "3",
+      "--kv",
+      kv,
+      "--crawl-id",
+      "mine",
+    ]);
+    assert.equal(first.code, 0, first.stderr);
+    const other = await run("tasks/crawl.ts", [
+      "--source",
+      reg.url,
+      "--shards",
+      "3",
+      "--docs",
+      "--kv",
+      kv,
+      "--crawl-id",
+      "mine",
+    ]);
+    assertOneLineError(other, /was started with another docs/, "same id, other options");
+    const second = await run("tasks/crawl.ts", ["--source", reg.url, "--shards", "2", "--kv", kv]);
+    assert.equal(second.code, 0, second.stderr);
+    const ambiguous = await run("tasks/export.ts", ["--kv", kv]);
+    assertOneLineError(ambiguous, /holds 2 crawls; pick one with --crawl-id/, "export without id");
+    const unknown = await run("tasks/export.ts", ["--kv", kv, "--crawl-id", "nope"]);
+    assertOneLineError(unknown, /no crawl with id nope/, "export unknown id");
+    const exported = await run("tasks/export.ts", ["--kv", kv, "--crawl-id", "mine"]);
+    assert.equal(exported.code, 0);
+    assert.equal(
+      exported.stdout.trim().split("\n").length,
+      300,
+      "the first crawl's data is intact",
+    );
+  } finally {
+    await reg.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
