@@ -26,15 +26,16 @@ import { redactUrl } from "./cli.ts";
 import {
   cancelCrawl,
   crawlIdFor,
-  crawlStatus,
   createCrawl,
   type Dispatcher,
   pauseCrawl,
   resumeCrawl,
 } from "./coordinator.ts";
+import { crawlStatus } from "./status.ts";
 import { ConflictError, FatalError, InputError, NotFoundError } from "./errors.ts";
 import { STATUS_PAGE } from "./status_page.ts";
-import { getCrawl, listCrawls, pageItems } from "./store.ts";
+import { getCrawl, listCrawls } from "./store.ts";
+import { pageItems } from "./item_store.ts";
 
 /** What the app needs (all injected). */
 export interface AppDeps {

@@ -12,7 +12,8 @@
  */
 import { mapPool } from "./pool.ts";
 import type { Source } from "./source.ts";
-import { applyDrift, type CrawlRecord, type DriftChange, getCrawl, updateCrawl } from "./store.ts";
+import { type CrawlRecord, getCrawl, updateCrawl } from "./store.ts";
+import { applyDrift, type DriftChange } from "./item_store.ts";
 
 /** Options of {@linkcode catchUp}. */
 export interface CatchUpOptions {

@@ -5,7 +5,8 @@
  * @module
  */
 import { NotFoundError } from "./errors.ts";
-import { getCrawl, iterateItems } from "./store.ts";
+import { getCrawl } from "./store.ts";
+import { iterateItems } from "./item_store.ts";
 
 /**
  * Writes every item of crawl `id` to `out` as NDJSON; returns the number of lines written. The

@@ -9,14 +9,13 @@ import { catchUp } from "./catch_up.ts";
 import { CouchSource, type CouchSourceOptions } from "./couch_source.ts";
 import {
   crawlIdFor,
-  crawlStatus,
-  type CrawlStatusReport,
   type Dispatcher,
   planCrawl,
   resumeCrawl,
   startCrawl,
   watchdog,
 } from "./coordinator.ts";
+import { crawlStatus, type CrawlStatusReport } from "./status.ts";
 import { ConflictError, FatalError } from "./errors.ts";
 import { createQueueHandler, QueueDispatcher } from "./dispatch_queue.ts";
 import { LeaseDispatcher, runLeaseWorker } from "./lease_worker.ts";

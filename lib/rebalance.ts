@@ -22,6 +22,7 @@ import {
   getCrawl,
   listShards,
   listSplits,
+  newShard,
   type ShardRecord,
 } from "./store.ts";
 
@@ -127,24 +128,11 @@ async function trySplit(
   if (v.end !== null && compareKeys(key, v.end) >= 0) return "conflict";
   const childId = crawl.nextShardId;
   const shrunk: ShardRecord = { ...v, end: key, expected: v.items + (mid - r0) };
-  const child: ShardRecord = {
-    id: childId,
-    start: key,
-    end: v.end,
-    cursor: key,
-    done: false,
-    items: 0,
-    pages: 0,
-    docs: 0,
-    docErrors: 0,
-    tooLarge: 0,
+  const child = newShard({ id: childId, start: key, end: v.end, cursor: key }, {
     expected: r1 - mid,
-    token: 0,
-    startedAt: o.now,
-    updatedAt: o.now,
-    lease: null,
+    nowMs: o.now,
     parent: v.id,
-  };
+  });
   const seq = (await listSplits(deps.kv, crawl.id)).length;
   const ok = await commitSplit(deps.kv, {
     crawl: crawlEntry,

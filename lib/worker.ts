@@ -11,15 +11,8 @@
 import { compareKeys } from "./keys.ts";
 import { mapPool } from "./pool.ts";
 import type { Row, Source } from "./source.ts";
-import {
-  commitShard,
-  type CrawlRecord,
-  getCrawl,
-  getShard,
-  type ItemInput,
-  type ShardRecord,
-  writeItems,
-} from "./store.ts";
+import { commitShard, type CrawlRecord, getCrawl, getShard, type ShardRecord } from "./store.ts";
+import { type ItemInput, writeItems } from "./item_store.ts";
 
 /** What a worker needs from its surroundings (all injected). */
 export interface WorkerDeps {

@@ -1,9 +1,11 @@
 import assert from "node:assert/strict";
 import { catchUp } from "../lib/catch_up.ts";
-import { checkCompletion, crawlStatus } from "../lib/coordinator.ts";
+import { checkCompletion } from "../lib/coordinator.ts";
+import { crawlStatus } from "../lib/status.ts";
 import { MemorySource } from "../lib/memory_source.ts";
 import type { Source } from "../lib/source.ts";
-import { getCrawl, iterateItems } from "../lib/store.ts";
+import { getCrawl } from "../lib/store.ts";
+import { iterateItems } from "../lib/item_store.ts";
 import { begin, drain, spec } from "./engine_helpers.ts";
 import { dataOf, randomKeys } from "./helpers.ts";
 

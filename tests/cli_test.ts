@@ -3,7 +3,7 @@
  * a non-zero exit, and leaves stored data alone.
  */
 import assert from "node:assert/strict";
-import { spawnRegistry } from "./helpers.ts";
+import { freePort, spawnRegistry } from "./helpers.ts";
 
 async function run(script: string, args: string[]) {
   const out = await new Deno.Command(Deno.execPath(), {
@@ -25,13 +25,6 @@ function assertOneLineError(r: { code: number; stderr: string }, re: RegExp, wha
   assert.equal(lines.length, 1, `${what}: one error line in ${JSON.stringify(r.stderr)}`);
   assert.match(lines[0], re, what);
   assert.ok(!/\n\s+at /.test(r.stderr), `${what}: no stack trace`);
-}
-
-function closedPort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return port;
 }
 
 Deno.test("cli: bad flags, URLs and registries give one-line errors", async () => {
@@ -69,7 +62,7 @@ Deno.test("cli: bad flags, URLs and registries give one-line errors", async () =
       ],
       [plan, [
         "--source",
-        `http://127.0.0.1:${closedPort()}/db`,
+        `http://127.0.0.1:${freePort()}/db`,
         "--shards",
         "2",
         "--max-attempts",

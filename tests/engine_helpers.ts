@@ -3,7 +3,7 @@ import { startCrawl } from "../lib/coordinator.ts";
 import type { Dispatcher } from "../lib/coordinator.ts";
 import type { PageMessage } from "../lib/messages.ts";
 import type { Source } from "../lib/source.ts";
-import type { CrawlSpec, ShardRecord } from "../lib/store.ts";
+import { type CrawlSpec, listShards, type ShardRecord } from "../lib/store.ts";
 import { type PageOutcome, processPage } from "../lib/worker.ts";
 
 /** A dispatcher that only records messages, for tests that deliver them by hand. */
@@ -61,4 +61,18 @@ export async function drain(
     }
   }
   return outcomes;
+}
+
+/** Delivers one message per unfinished shard (its current token) until every shard is done. */
+export async function finishAll(kv: Deno.Kv, source: Source, crawlId: string): Promise<void> {
+  for (let round = 0; round < 1000; round++) {
+    const open = (await listShards(kv, crawlId)).filter((e) => !e.value.done);
+    if (open.length === 0) return;
+    await drain(
+      kv,
+      source,
+      open.map((e) => ({ kind: "page", crawlId, shardId: e.value.id, token: e.value.token })),
+    );
+  }
+  throw new Error("shards never finished");
 }

@@ -6,8 +6,9 @@
  */
 import assert from "node:assert/strict";
 import { bundledNames, prng, syntheticNames } from "../lib/names.ts";
-import { iterateItems, listCrawls, listShards } from "../lib/store.ts";
-import { crawlStatus } from "../lib/coordinator.ts";
+import { listCrawls, listShards } from "../lib/store.ts";
+import { iterateItems } from "../lib/item_store.ts";
+import { crawlStatus } from "../lib/status.ts";
 import { runLocalCrawl } from "../lib/local_crawl.ts";
 import { startRegistry } from "../lib/registry.ts";
 import { RegistryData } from "../lib/registry_data.ts";

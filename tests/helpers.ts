@@ -4,6 +4,7 @@ import { prng } from "../lib/names.ts";
 import { sortKeys } from "../lib/keys.ts";
 import type { Plan } from "../lib/planner.ts";
 import { RegistryData } from "../lib/registry_data.ts";
+import { type SpawnedTask, spawnTask } from "../lib/spawn_task.ts";
 
 /** `n` distinct random keys drawn from `chars`, lengths 1..maxLen, sorted. */
 export function randomKeys(n: number, chars: string[], seed: number, maxLen = 8): string[] {
@@ -45,36 +46,25 @@ export function dataOf(keys: string[]): RegistryData {
   return new RegistryData(keys);
 }
 
-/** Runs a task as a subprocess and waits for its `listening on <URL>` line. */
-export async function spawnRegistry(
-  args: string[],
-): Promise<{ url: string; close(): Promise<void> }> {
-  const cmd = new Deno.Command(Deno.execPath(), {
-    args: ["run", "--allow-net=127.0.0.1", "--allow-read", "tasks/registry.ts", ...args],
-    stdout: "piped",
-    stderr: "inherit",
-    env: { NO_COLOR: "1" },
-  });
-  const child = cmd.spawn();
-  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let buf = "";
-  while (true) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error("registry exited before listening");
-    buf += value;
-    const m = buf.match(/listening on (\S+)/);
-    if (m) {
-      // Keep draining stdout so the child never blocks on a full pipe.
-      (async () => {
-        while (!(await reader.read()).done) { /* drain */ }
-      })().catch(() => {});
-      return {
-        url: m[1],
-        close: async () => {
-          child.kill("SIGTERM");
-          await child.status;
-        },
-      };
-    }
+/** Runs `deno task registry` as a subprocess on a free port; resolves once it listens. */
+export function spawnRegistry(args: string[]): Promise<SpawnedTask> {
+  return spawnTask("tasks/registry.ts", args);
+}
+
+/** A port that was free a moment ago (the OS picked it). */
+export function freePort(): number {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  return port;
+}
+
+/** Waits until `url` answers 2xx (up to ~10 s). */
+export async function waitHealthy(url: string): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    const ok = await fetch(url).then((r) => (r.body?.cancel(), r.ok)).catch(() => false);
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 100));
   }
+  throw new Error(`${url} did not come up`);
 }

@@ -9,8 +9,9 @@ import assert from "node:assert/strict";
 import { CouchSource } from "../lib/couch_source.ts";
 import { runLocalCrawl } from "../lib/local_crawl.ts";
 import { planShards } from "../lib/planner.ts";
-import { iterateItems, listCrawls } from "../lib/store.ts";
-import { randomKeys } from "./helpers.ts";
+import { listCrawls } from "../lib/store.ts";
+import { iterateItems } from "../lib/item_store.ts";
+import { freePort, randomKeys, waitHealthy } from "./helpers.ts";
 
 const BIN = Deno.env.get("POUCHDB_SERVER") ??
   new URL("../.ci/.peer/node_modules/.bin/pouchdb-server", import.meta.url).pathname;
@@ -22,13 +23,6 @@ const have = (() => {
   }
 })();
 if (!have && Deno.env.get("CI")) throw new Error(`CI needs pouchdb-server at ${BIN} (see .ci/run)`);
-
-function freePort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return port;
-}
 
 // BMP letters beyond U+00FF and astral ones; pouchdb collates ids by UTF-16 code units, which
 // agrees with CouchDB's code point order unless U+E000..U+FFFF and astral ids meet (left out).
@@ -50,11 +44,7 @@ Deno.test({
     }).spawn();
     const base = `http://127.0.0.1:${port}`;
     try {
-      for (let i = 0; i < 200; i++) {
-        const ok = await fetch(base).then((r) => (r.body?.cancel(), r.ok)).catch(() => false);
-        if (ok) break;
-        await new Promise((r) => setTimeout(r, 100));
-      }
+      await waitHealthy(base);
       const db = `${base}/peer`;
       assert.equal(
         await fetch(db, { method: "PUT" }).then((r) => (r.body?.cancel(), r.status)),

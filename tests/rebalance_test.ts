@@ -1,11 +1,13 @@
 import assert from "node:assert/strict";
-import { checkCompletion, crawlStatus, watchdog } from "../lib/coordinator.ts";
+import { checkCompletion, watchdog } from "../lib/coordinator.ts";
+import { crawlStatus } from "../lib/status.ts";
 import { MemorySource } from "../lib/memory_source.ts";
 import { splitStraggler } from "../lib/rebalance.ts";
 import type { Source } from "../lib/source.ts";
-import { countItems, iterateItems, listShards } from "../lib/store.ts";
+import { listShards } from "../lib/store.ts";
+import { countItems, iterateItems } from "../lib/item_store.ts";
 import { processPage } from "../lib/worker.ts";
-import { begin, drain, RecordingDispatcher, spec } from "./engine_helpers.ts";
+import { begin, drain, finishAll, RecordingDispatcher, spec } from "./engine_helpers.ts";
 import { dataOf, randomKeys } from "./helpers.ts";
 
 const ASCII = "abcdefghijklmnopqrstuvwxyz0123456789-".split("");
@@ -46,16 +48,7 @@ Deno.test("rebalance: exact under repeated splits while pages are processed", as
       await drain(kv, source, dispatcher.messages.splice(0, 1));
     }
     await drain(kv, source, dispatcher.messages);
-    for (const e of await listShards(kv, id)) {
-      if (!e.value.done) {
-        await drain(kv, source, [{
-          kind: "page",
-          crawlId: id,
-          shardId: e.value.id,
-          token: e.value.token,
-        }]);
-      }
-    }
+    await finishAll(kv, source, id);
     assert.ok(splits >= 1, `${splits} splits happened`);
     await assertExact(kv, id, data.keys);
     const r = await crawlStatus(kv, id);
@@ -113,16 +106,7 @@ Deno.test("rebalance: a split racing the victim's in-flight page trims that page
         "counted exactly the rows below the split",
       );
     }
-    for (const e of await listShards(kv, id)) {
-      if (!e.value.done) {
-        await drain(kv, source, [{
-          kind: "page",
-          crawlId: id,
-          shardId: e.value.id,
-          token: e.value.token,
-        }]);
-      }
-    }
+    await finishAll(kv, source, id);
     await assertExact(kv, id, data.keys);
   } finally {
     kv.close();

@@ -1,25 +1,6 @@
 /** `deno task serve` (main.ts) as a subprocess, driven over HTTP to a finished crawl. */
 import assert from "node:assert/strict";
-import { spawnRegistry } from "./helpers.ts";
-
-function freePort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return port;
-}
-
-async function waitHealthy(base: string) {
-  for (let i = 0; i < 100; i++) {
-    try {
-      const res = await fetch(`${base}/healthz`);
-      await res.body?.cancel();
-      if (res.ok) return;
-    } catch { /* not yet */ }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error("server did not come up");
-}
+import { freePort, spawnRegistry, waitHealthy } from "./helpers.ts";
 
 Deno.test("serve: refuses to start without CRAWL_TOKEN unless --insecure-local", async () => {
   const out = await new Deno.Command(Deno.execPath(), {
@@ -63,7 +44,7 @@ Deno.test("serve: auth, validation, allowlist, and a crawl driven to done over H
       body: body === undefined ? undefined : JSON.stringify(body),
     });
   try {
-    await waitHealthy(base);
+    await waitHealthy(`${base}/healthz`);
     const none = await req("POST", "/crawls", { source: reg.url, shards: 4 }, null);
     assert.equal(none.status, 401);
     await none.body?.cancel();

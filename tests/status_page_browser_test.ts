@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { chromium } from "playwright-core";
-import { spawnRegistry } from "./helpers.ts";
+import { freePort, spawnRegistry, waitHealthy } from "./helpers.ts";
 
 const CHROMIUM = Deno.env.get("CHROMIUM_PATH") ?? "/usr/bin/chromium";
 const haveChromium = (() => {
@@ -16,13 +16,6 @@ const haveChromium = (() => {
   }
 })();
 if (!haveChromium && Deno.env.get("CI")) throw new Error(`CI needs ${CHROMIUM} (see .ci/run)`);
-
-function freePort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return port;
-}
 
 Deno.test({
   name: "status page: loads, shows a running crawl's shards, and updates (headless chromium)",
@@ -58,13 +51,7 @@ Deno.test({
       ],
     });
     try {
-      for (let i = 0; i < 100; i++) {
-        const ok = await fetch(`${base}/healthz`).then((r) => (r.body?.cancel(), r.ok)).catch(() =>
-          false
-        );
-        if (ok) break;
-        await new Promise((r) => setTimeout(r, 100));
-      }
+      await waitHealthy(`${base}/healthz`);
       const created = await fetch(`${base}/crawls`, {
         method: "POST",
         headers: { authorization: `Bearer ${token}` },

@@ -1,8 +1,10 @@
 import assert from "node:assert/strict";
-import { checkCompletion, crawlStatus } from "../lib/coordinator.ts";
+import { checkCompletion } from "../lib/coordinator.ts";
+import { crawlStatus } from "../lib/status.ts";
 import { MemorySource } from "../lib/memory_source.ts";
 import { prng } from "../lib/names.ts";
-import { countItems, iterateItems, listShards } from "../lib/store.ts";
+import { listShards } from "../lib/store.ts";
+import { countItems, iterateItems } from "../lib/item_store.ts";
 import { processPage } from "../lib/worker.ts";
 import type { Source } from "../lib/source.ts";
 import { begin, drain, spec } from "./engine_helpers.ts";

@@ -8,8 +8,8 @@
 import { runLocalCrawl } from "../local_crawl.ts";
 import { mapPool } from "../pool.ts";
 import { CouchSource } from "../couch_source.ts";
-import { writeItems } from "../store.ts";
-import { spawnTask } from "./spawn.ts";
+import { writeItems } from "../item_store.ts";
+import { spawnTask } from "../spawn_task.ts";
 
 const fmt = (x: number) => Math.round(x).toLocaleString("en-US");
 

@@ -11,7 +11,7 @@ import { runLocalCrawl } from "../local_crawl.ts";
 import { type Plan, planShards } from "../planner.ts";
 import { mapPool } from "../pool.ts";
 import { createRebalancer } from "../rebalance.ts";
-import { spawnTask } from "./spawn.ts";
+import { spawnTask } from "../spawn_task.ts";
 
 const SHARDS = 8;
 const CONCURRENCY = 4;
