@@ -32,7 +32,11 @@ export async function spawnTask(script: string, args: string[]): Promise<Spawned
       return {
         url: m[1],
         close: async () => {
-          child.kill("SIGTERM");
+          try {
+            child.kill("SIGTERM");
+          } catch {
+            // Already gone: nothing to stop.
+          }
           await child.status;
         },
       };
