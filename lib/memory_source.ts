@@ -17,6 +17,8 @@ export interface MemorySourceOptions {
   skip?: boolean;
   /** Answer `offset` like pouchdb-server (0, or = skip) instead of the rank. @default false */
   brokenOffsets?: boolean;
+  /** Refuse descending listings (400), as some CouchDB-like servers do. @default false */
+  noDescending?: boolean;
 }
 
 /** A registry listing held in memory. */
@@ -25,11 +27,13 @@ export class MemorySource implements Source {
   readonly capabilities: { skip: boolean; maxPage: number };
   #data: RegistryData;
   #broken: boolean;
+  #noDescending: boolean;
   #requests = 0;
 
   constructor(data: RegistryData, options: MemorySourceOptions = {}) {
     this.#data = data;
     this.#broken = options.brokenOffsets ?? false;
+    this.#noDescending = options.noDescending ?? false;
     this.capabilities = { skip: options.skip ?? false, maxPage: options.maxPage ?? 1000 };
   }
 
@@ -44,6 +48,9 @@ export class MemorySource implements Source {
     const skip = options.skip ?? 0;
     if (skip && !this.capabilities.skip) {
       return Promise.reject(new PermanentError("skip not supported", { status: 400 }));
+    }
+    if (options.descending && this.#noDescending) {
+      return Promise.reject(new PermanentError("descending not supported", { status: 400 }));
     }
     if (options.limit > this.capabilities.maxPage) {
       return Promise.reject(new Error(`limit above ${this.capabilities.maxPage}`));

@@ -11,7 +11,8 @@
  *
  * @module
  */
-import { FatalError, InputError } from "./errors.ts";
+import { FatalError, InputError, PermanentError } from "./errors.ts";
+import { OPEN_END } from "./couch_source.ts";
 import { Alphabet, compareKeys, keyBetween } from "./keys.ts";
 import type { Page, Source } from "./source.ts";
 import { Semaphore } from "./pool.ts";
@@ -122,11 +123,17 @@ export async function planShards(
     maxPage,
   });
   const targets = targetRanks(total, shards);
-  const last = await source.list({ descending: true, limit: 1 });
-  const lastKey = last.rows[0]?.id;
-  if (lastKey === undefined) throw new FatalError("the registry's descending listing is empty");
-  const check = total > 1 ? await source.list({ start: lastKey, limit: 1 }) : first;
-  if (first.offset !== 0 || check.offset !== total - 1 || check.rows[0]?.id !== lastKey) {
+  // The last key bounds the search from above. A source that refuses descending listings gets a
+  // virtual point above every key instead, and its rank oracle is checked on the first page.
+  const upper = await lastPoint(source, total);
+  const probeKey = upper.real ? upper.key : first.rows[1]?.id;
+  const probeRank = upper.real ? total - 1 : 1;
+  const check = total > 1 && probeKey !== undefined
+    ? await source.list({ start: probeKey, limit: 1 })
+    : first;
+  const rankOk = total <= 1 ||
+    (check.offset === probeRank && check.rows[0]?.id === probeKey);
+  if (first.offset !== 0 || !rankOk) {
     // The offset is not a rank: binary search would produce a wrong plan.
     if (source.capabilities.skip || await skipWorks(source, first)) {
       const keys = await planBySkip(source, targets, maxPage, options.concurrency ?? 8);
@@ -139,7 +146,7 @@ export async function planShards(
     total,
     maxPage,
     pages: [{ start: null, page: first }],
-    points: [{ key: lastKey, rank: total - 1, real: true }],
+    points: [upper],
     concurrency: options.concurrency ?? 8,
     widePageSpan: options.widePageSpan ?? 100,
   });
@@ -328,6 +335,19 @@ function inconsistent(): FatalError {
   return new FatalError(
     "the registry's offsets contradict each other (not a rank, or the registry changed while planning)",
   );
+}
+
+/** The last key at rank total-1, or (descending refused) a virtual point above every key. */
+export async function lastPoint(source: Source, total: number): Promise<Point> {
+  try {
+    const last = await source.list({ descending: true, limit: 1 });
+    const key = last.rows[0]?.id;
+    if (key === undefined) throw new FatalError("the registry's descending listing is empty");
+    return { key, rank: total - 1, real: true };
+  } catch (err) {
+    if (!(err instanceof PermanentError)) throw err;
+    return { key: OPEN_END, rank: total, real: false };
+  }
 }
 
 /** True when `skip` is accepted and means what it should (probed on the first page). */

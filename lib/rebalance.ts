@@ -13,7 +13,7 @@
  */
 import type { Dispatcher } from "./coordinator.ts";
 import { compareKeys } from "./keys.ts";
-import { findKeysAtRanks } from "./planner.ts";
+import { findKeysAtRanks, lastPoint, type Point } from "./planner.ts";
 import { pageSizeFor } from "./worker.ts";
 import type { Source } from "./source.ts";
 import {
@@ -107,11 +107,9 @@ async function trySplit(
   const crawl = crawlEntry.value;
   const from = await deps.source.list({ start: v.cursor, limit: 1 });
   const r0 = from.offset;
-  let upper: { key: string; rank: number; real: boolean };
+  let upper: Point;
   if (v.end === null) {
-    const last = await deps.source.list({ descending: true, limit: 1 });
-    if (last.rows.length === 0) return null;
-    upper = { key: last.rows[0].id, rank: from.total - 1, real: true };
+    upper = await lastPoint(deps.source, from.total);
   } else {
     upper = {
       key: v.end,

@@ -85,6 +85,27 @@ Deno.test("planner: synthetic 300k names stay exact at N = 16, 56, 256", async (
   }
 });
 
+Deno.test("planner: a source refusing descending listings is still planned exactly", async () => {
+  for (const keys of [randomKeys(5000, UNICODE, 14, 6), randomKeys(3000, ASCII, 15)]) {
+    const data = dataOf(keys);
+    for (const n of [2, 16, 56]) {
+      const plan = await planShards(
+        new MemorySource(data, { noDescending: true, maxPage: 100 }),
+        n,
+      );
+      assert.equal(plan.method, "rank");
+      assertExactPlan(plan, data, n);
+    }
+  }
+  const broken = dataOf(randomKeys(500, ASCII, 16));
+  const p = await planShards(
+    new MemorySource(broken, { noDescending: true, brokenOffsets: true }),
+    5,
+  );
+  assert.equal(p.method, "listing");
+  assertExactPlan(p, broken, 5);
+});
+
 Deno.test("planner: offsets that are not ranks are detected; skip or listing plans stay exact", async () => {
   const data = dataOf(randomKeys(3000, UNICODE, 9, 5));
   const bySkip = await planShards(new MemorySource(data, { brokenOffsets: true, skip: true }), 7);
