@@ -46,7 +46,7 @@ function bar(fraction: number, width: number): string {
 /** Renders status reports as they come, rate-limited. */
 export class Progress {
   #o: Required<ProgressOptions>;
-  #lastDraw = 0;
+  #lastDraw = -Infinity;
   #lines = 0;
   #samples: { t: number; items: number }[] = [];
   #shardPrev = new Map<number, { t: number; items: number; rate: number }>();

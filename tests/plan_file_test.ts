@@ -1,0 +1,46 @@
+import assert from "node:assert/strict";
+import { checkPlan, readPlanFile } from "../lib/plan_file.ts";
+import { InputError } from "../lib/errors.ts";
+
+const good = {
+  total: 10,
+  shards: [
+    { start: null, end: "d", items: 4 },
+    { start: "d", end: "k", items: 3 },
+    { start: "k", end: null, items: 3 },
+  ],
+  requests: 5,
+  method: "rank",
+};
+
+Deno.test("plan file: a valid plan round-trips; broken ones are refused", async () => {
+  assert.equal(checkPlan(good).shards.length, 3);
+  const bad: [unknown, RegExp][] = [
+    [null, /not a JSON object/],
+    [{ ...good, total: 0 }, /total/],
+    [{ ...good, shards: [] }, /no shards/],
+    [{ ...good, shards: [{ start: "a", end: null, items: 1 }] }, /open/],
+    [
+      { ...good, shards: [good.shards[0], { start: "e", end: null, items: 6 }] },
+      /does not start where/,
+    ],
+    [{
+      ...good,
+      shards: [good.shards[0], { start: "d", end: "b", items: 1 }, {
+        start: "b",
+        end: null,
+        items: 1,
+      }],
+    }, /strictly increasing/],
+    [{ ...good, shards: [{ start: null, end: null, items: -1 }] }, /items/],
+  ];
+  for (const [v, re] of bad) {
+    assert.throws(() => checkPlan(v), (e: Error) => e instanceof InputError && re.test(e.message));
+  }
+  const f = await Deno.makeTempFile();
+  await Deno.writeTextFile(f, JSON.stringify(good));
+  assert.equal((await readPlanFile(f)).total, 10);
+  await Deno.writeTextFile(f, "{nope");
+  await assert.rejects(() => readPlanFile(f), /not JSON/);
+  await Deno.remove(f);
+});

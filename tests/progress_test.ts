@@ -1,0 +1,101 @@
+import assert from "node:assert/strict";
+import { duration, Progress, summary } from "../lib/progress.ts";
+import type { CrawlStatusReport } from "../lib/status.ts";
+
+function report(items: number, over: Partial<CrawlStatusReport> = {}): CrawlStatusReport {
+  return {
+    id: "c1",
+    status: "running",
+    source: "http://x/db",
+    docs: false,
+    total: 1000,
+    itemsStored: items,
+    pages: 3,
+    documents: 0,
+    docErrors: 0,
+    tooLarge: 0,
+    shardCount: 2,
+    shardsDone: 0,
+    rate: 0,
+    etaSeconds: null,
+    createdAt: "",
+    finishedAt: null,
+    error: null,
+    deadLetters: 0,
+    splits: [],
+    drift: null,
+    shards: [
+      {
+        id: 0,
+        start: null,
+        end: "m",
+        items: items / 2,
+        expected: 500,
+        done: false,
+        pages: 1,
+        rate: 0,
+        parent: null,
+      },
+      {
+        id: 1,
+        start: "m",
+        end: null,
+        items: items / 2,
+        expected: 500,
+        done: false,
+        pages: 2,
+        rate: 0,
+        parent: null,
+      },
+    ],
+    ...over,
+  };
+}
+
+Deno.test("progress: plain lines at most every interval, with rate and ETA", () => {
+  let t = 0;
+  const out: string[] = [];
+  const p = new Progress({
+    tty: false,
+    write: (s) => out.push(s),
+    now: () => t,
+    plainIntervalMs: 5000,
+  });
+  p.update(report(0));
+  t = 1000;
+  p.update(report(100)); // too soon: no line
+  t = 6000;
+  p.update(report(600));
+  assert.equal(out.length, 2);
+  assert.match(
+    out[1],
+    /^progress: c1 running: 600\/1,000 items \(60\.0%\) 100 items\/s ETA 4s shards 0\/2\n$/,
+  );
+});
+
+Deno.test("progress: a TTY gets one bar per shard, redrawn in place", () => {
+  let t = 0;
+  const out: string[] = [];
+  const p = new Progress({ tty: true, write: (s) => out.push(s), now: () => t });
+  p.update(report(200));
+  t = 1000;
+  p.update(report(400));
+  assert.equal(out.length, 2);
+  assert.equal(out[0].split("\n").filter(Boolean).length, 3, "header + 2 bars");
+  assert.ok(out[1].startsWith("\x1b[3A"), "moves up over the previous frame");
+  assert.match(out[1], /█{9}░{15}\s+200\/500/); // 40% of a 24-wide bar
+});
+
+Deno.test("progress: summary and durations", () => {
+  const s = summary(report(1000, { status: "done", shardsDone: 2, documents: 10, docErrors: 1 }), {
+    elapsedMs: 2000,
+    retries: 7,
+  });
+  assert.match(s, /crawl c1 done: 1,000 items of 1,000 in 2 shards/);
+  assert.match(s, /document errors 1, too large 0, retries 7/);
+  assert.match(s, /500 items\/s, shard items max 500 \/ mean 500/);
+  assert.equal(duration(42), "42s");
+  assert.equal(duration(185), "3m05s");
+  assert.equal(duration(3720), "1h02m");
+  assert.equal(duration(null), "?");
+});
