@@ -159,16 +159,41 @@ export function newShard(
   };
 }
 
+/** Longest item id used as a key part as it is, in UTF-8 bytes (a whole KV key holds 2,048). */
+const MAX_ID_KEY_BYTES = 1_500;
+
+/**
+ * The key part for an item id: the id itself, or for an id too long for a KV key, its first 1,000
+ * characters, a NUL and a 64-bit hash of the whole id (the record keeps the full id). Items stay
+ * in id order except among such long ids.
+ */
+export function idKeyPart(id: string): string {
+  if (
+    id.length * 3 <= MAX_ID_KEY_BYTES || new TextEncoder().encode(id).length <= MAX_ID_KEY_BYTES
+  ) {
+    return id;
+  }
+  let h1 = 0x811c9dc5;
+  let h2 = 0x01000193;
+  for (let i = 0; i < id.length; i++) {
+    const c = id.charCodeAt(i);
+    h1 = Math.imul(h1 ^ c, 0x01000193);
+    h2 = Math.imul(h2 ^ c, 0x5bd1e995) ^ (h2 >>> 15);
+  }
+  const hex = (x: number) => (x >>> 0).toString(16).padStart(8, "0");
+  return `${id.slice(0, 400)}\u0000${hex(h1)}${hex(h2)}${id.length}`;
+}
+
 /** Key builders, exported for tests that need to look underneath. */
 export const keys = {
   crawl: (id: string): Deno.KvKey => ["crawl", id],
   crawls: (): Deno.KvKey => ["crawl"],
   shard: (crawl: string, shard: number): Deno.KvKey => ["shard", crawl, shard],
   shards: (crawl: string): Deno.KvKey => ["shard", crawl],
-  item: (crawl: string, id: string): Deno.KvKey => ["item", crawl, id],
+  item: (crawl: string, id: string): Deno.KvKey => ["item", crawl, idKeyPart(id)],
   items: (crawl: string): Deno.KvKey => ["item", crawl],
-  chunk: (crawl: string, id: string, n: number): Deno.KvKey => ["chunk", crawl, id, n],
-  chunks: (crawl: string, id: string): Deno.KvKey => ["chunk", crawl, id],
+  chunk: (crawl: string, id: string, n: number): Deno.KvKey => ["chunk", crawl, idKeyPart(id), n],
+  chunks: (crawl: string, id: string): Deno.KvKey => ["chunk", crawl, idKeyPart(id)],
   dead: (crawl: string, shard: number, token: number): Deno.KvKey => ["dead", crawl, shard, token],
   deads: (crawl: string): Deno.KvKey => ["dead", crawl],
   split: (crawl: string, seq: number): Deno.KvKey => ["split", crawl, seq],

@@ -36,3 +36,23 @@ Deno.test("item store: items are idempotent, batched past KV limits, large docum
     kv.close();
   }
 });
+
+Deno.test("item store: an id too long for a KV key is stored under a hashed key, whole", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const long = "@x/" + "ü".repeat(3000); // 6,000+ UTF-8 bytes
+    const other = long.slice(0, -1) + "v";
+    await writeItems(kv, "c", [
+      { id: long, rev: "1-a", docJson: JSON.stringify({ big: "y".repeat(100_000) }) },
+      { id: other, rev: "1-b" },
+      { id: "short", rev: "1-c" },
+    ]);
+    const got = new Map<string, string | undefined>();
+    for await (const it of iterateItems(kv, "c")) got.set(it.id, it.doc);
+    assert.equal(got.size, 3);
+    assert.equal(JSON.parse(got.get(long)!).big.length, 100_000);
+    assert.ok(got.has(other) && got.has("short"));
+  } finally {
+    kv.close();
+  }
+});

@@ -86,3 +86,26 @@ Deno.test("serve: auth, validation, allowlist, and a crawl driven to done over H
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("serve: --insecure-local serves without a token, on 127.0.0.1 only", async () => {
+  const dir = await Deno.makeTempDir();
+  const port = freePort();
+  const server = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", "main.ts", "--insecure-local"],
+    env: { NO_COLOR: "1", PORT: String(port), CRAWL_TOKEN: "", KV_PATH: `${dir}/i.kv` },
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  const logs = new Response(server.stderr).text();
+  try {
+    await waitHealthy(`http://127.0.0.1:${port}/healthz`);
+    const res = await fetch(`http://127.0.0.1:${port}/crawls`);
+    assert.equal(res.status, 200);
+    assert.deepEqual(await res.json(), { crawls: [] });
+  } finally {
+    server.kill("SIGTERM");
+    await server.status;
+    assert.match(await logs, /listening on http:\/\/127\.0\.0\.1:\d+ \(dispatch queue, no token\)/);
+    await Deno.remove(dir, { recursive: true });
+  }
+});
