@@ -183,6 +183,8 @@ async function searchBoundaries(
     pages?: { start: string | null; page: Page }[];
     /** Known points: at least one at or below and one above every target. */
     points: Point[];
+    /** Read pages downwards from upper points (falls back by itself when refused). @default true */
+    descending?: boolean;
     concurrency: number;
     widePageSpan: number;
   },
@@ -246,6 +248,33 @@ async function searchBoundaries(
     }
   };
   const targetSet = new Set(targets);
+  // Reading down from a point: row j sits at rank top - j (top = the point's rank when its key is
+  // real, one below it otherwise). Offsets of descending answers are not used.
+  const absorbDown = (from: Point, page: Page) => {
+    const top = from.real ? from.rank : from.rank - 1;
+    page.rows.forEach((row, j) => {
+      const r = top - j;
+      if (j === page.rows.length - 1) {
+        alphabet.addKey(row.id);
+        addPoint({ key: row.id, rank: r, real: true });
+      }
+      if (targetSet.has(r)) found.set(r, row.id);
+    });
+  };
+  let descending = o.descending ?? true;
+  const listDown = async (from: Point, limit: number) => {
+    try {
+      absorbDown(
+        from,
+        await pool.run(() => source.list({ start: from.key, limit, descending: true })),
+      );
+      return true;
+    } catch (err) {
+      if (!(err instanceof PermanentError)) throw err;
+      descending = false; // refused: search upwards only
+      return false;
+    }
+  };
   const list = (start: string | null, limit: number) => {
     const key = `${start}\u0000${limit}`;
     let p = inflight.get(key);
@@ -307,6 +336,9 @@ async function searchBoundaries(
         await list(a.key, Math.min(o.maxPage, width));
         continue;
       }
+      // Within a page below the upper point: one descending page read finishes it.
+      const below = b.real ? b.rank - t + 1 : b.rank - t;
+      if (descending && below <= o.maxPage && await listDown(b, below)) continue;
       // Aim below t when a full page will be read, so the page likely covers t.
       const wide = width <= o.widePageSpan * o.maxPage;
       const aim = wide ? Math.max(a.rank + 1, t - Math.floor(o.maxPage / 2)) : t;
