@@ -102,9 +102,14 @@ export function autoDispatch(kvPath: string): "queue" | "lease" {
 /** What a local crawl ended with. */
 export interface LocalCrawlResult {
   report: CrawlStatusReport;
+  /** Wall time of this run, in milliseconds. */
   elapsedMs: number;
+  /** Retries made in this run. */
   retries: number;
+  /** This run created (and planned) the crawl. */
   created: boolean;
+  /** Items stored by this run (less than the total when it resumed a crawl). */
+  itemsThisRun: number;
 }
 
 /**
@@ -229,17 +234,27 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
       if (!created) log(`crawl ${crawlId} exists; resuming`);
     }
     let lastWatch = performance.now();
+    let itemsBefore: number | null = null;
     for (;;) {
       const report = await crawlStatus(kv, crawlId);
-      options.progress?.update(report);
+      itemsBefore ??= report.itemsStored;
+      const ended = report.status !== "running";
+      options.progress?.update(report, ended);
       if (report.status === "done") {
-        options.progress?.update(report, true);
+        if (report.itemsStored === itemsBefore && !created) {
+          log(`crawl ${crawlId} was already done`);
+        }
         if (options.follow) await follow(kv, source, crawlId, options.follow, options, log);
         const final = options.follow ? await crawlStatus(kv, crawlId) : report;
-        return { report: final, elapsedMs: performance.now() - started, retries, created };
+        return {
+          report: final,
+          elapsedMs: performance.now() - started,
+          retries,
+          created,
+          itemsThisRun: report.itemsStored - itemsBefore,
+        };
       }
       if (report.status === "failed" || fatal.length > 0) {
-        options.progress?.update(report, true);
         throw new FatalError(`crawl ${crawlId} failed: ${report.error ?? fatal[0]?.message}`);
       }
       if (report.status !== "running") {

@@ -116,12 +116,13 @@ export class Progress {
 /** The end-of-crawl summary lines. */
 export function summary(
   r: CrawlStatusReport,
-  extra: { elapsedMs: number; retries: number },
+  extra: { elapsedMs: number; retries: number; itemsThisRun?: number },
 ): string {
   const items = r.shards.map((s) => s.items);
   const max = Math.max(0, ...items);
   const mean = items.length ? items.reduce((a, b) => a + b, 0) / items.length : 0;
   const secs = extra.elapsedMs / 1000;
+  const done = extra.itemsThisRun ?? r.itemsStored;
   return [
     `crawl ${r.id} ${r.status}: ${n(r.itemsStored)} items of ${
       n(r.total)
@@ -129,9 +130,9 @@ export function summary(
     `  pages ${n(r.pages)}, documents ${n(r.documents)}, document errors ${n(r.docErrors)}, ` +
     `too large ${n(r.tooLarge)}, retries ${n(extra.retries)}, dead letters ${r.deadLetters}, ` +
     `splits ${r.splits.length}`,
-    `  elapsed ${duration(secs)} (${secs.toFixed(1)} s), ${
-      n(r.itemsStored / Math.max(secs, 0.001))
-    } ` +
-    `items/s, shard items max ${n(max)} / mean ${n(mean)}`,
+    `  this run: elapsed ${duration(secs)} (${secs.toFixed(1)} s), ` +
+    `${n(done / Math.max(secs, 0.001))} items/s` +
+    (done !== r.itemsStored ? ` (${n(done)} items stored by this run)` : "") +
+    `, shard items max ${n(max)} / mean ${n(mean)}`,
   ].join("\n");
 }

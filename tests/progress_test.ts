@@ -93,7 +93,13 @@ Deno.test("progress: summary and durations", () => {
   });
   assert.match(s, /crawl c1 done: 1,000 items of 1,000 in 2 shards/);
   assert.match(s, /document errors 1, too large 0, retries 7/);
-  assert.match(s, /500 items\/s, shard items max 500 \/ mean 500/);
+  assert.match(s, /this run: elapsed 2s \(2\.0 s\), 500 items\/s, shard items max 500 \/ mean 500/);
+  const resumed = summary(report(1000, { status: "done" }), {
+    elapsedMs: 1000,
+    retries: 0,
+    itemsThisRun: 250,
+  });
+  assert.match(resumed, /250 items\/s \(250 items stored by this run\)/);
   assert.equal(duration(42), "42s");
   assert.equal(duration(185), "3m05s");
   assert.equal(duration(3720), "1h02m");
