@@ -38,8 +38,10 @@ export interface CouchSourceOptions {
 }
 
 /**
- * A key above every real key, sent for open ends: three U+10FFFF (the last code point, a
- * noncharacter). Only ids starting with three of them could be missed.
+ * A key above every real key, for sources that need an explicit end: three U+10FFFF (the last code
+ * point, a noncharacter); only ids starting with three of them could be missed. pouchdb-server
+ * drops ids whose first character is above U+00FF from listings without an end key, so sources
+ * whose offsets are not ranks (pouchdb's are not) are always listed with one.
  */
 export const OPEN_END = "\u{10FFFF}\u{10FFFF}\u{10FFFF}";
 
@@ -204,13 +206,10 @@ export class CouchSource implements Source {
     if (options.start !== undefined && options.start !== null) {
       params.set("startkey", JSON.stringify(options.start));
     }
-    // Open ends are sent as an explicit key above every real key: pouchdb-server drops ids whose
-    // first character is above U+00FF from listings without one.
-    if (desc && (options.start === undefined || options.start === null)) {
-      params.set("startkey", JSON.stringify(OPEN_END));
+    if (options.end !== undefined && options.end !== null) {
+      params.set("endkey", JSON.stringify(options.end));
+      params.set("inclusive_end", "false");
     }
-    params.set("endkey", JSON.stringify(options.end ?? (desc ? "" : OPEN_END)));
-    params.set("inclusive_end", desc && !options.end ? "true" : "false");
     params.set("limit", String(options.limit));
     if (desc) params.set("descending", "true");
     if (options.skip) params.set("skip", String(options.skip));

@@ -386,7 +386,7 @@ export async function lastPoint(source: Source, total: number): Promise<Point> {
 async function skipWorks(source: Source, first: Page): Promise<boolean> {
   if (first.rows.length < 2) return false;
   try {
-    const page = await source.list({ limit: 1, skip: 1 });
+    const page = await source.list({ limit: 1, skip: 1, end: OPEN_END });
     return page.rows[0]?.id === first.rows[1].id;
   } catch (err) {
     if (err instanceof FatalError) throw err;
@@ -404,7 +404,7 @@ async function planBySkip(
   const pool = new Semaphore(concurrency);
   return await Promise.all(targets.map((t) =>
     pool.run(async () => {
-      const page = await source.list({ limit: 1, skip: t });
+      const page = await source.list({ limit: 1, skip: t, end: OPEN_END });
       const key = page.rows[0]?.id;
       if (key === undefined) {
         throw new FatalError(`no key at rank ${t} (skip ${t} answered nothing)`);
@@ -430,7 +430,7 @@ async function planByListing(
   let seen = 0;
   let next = 0;
   while (next < targets.length) {
-    const page: Page = await source.list({ start: cursor, limit: step + 1 });
+    const page: Page = await source.list({ start: cursor, end: OPEN_END, limit: step + 1 });
     const rows = page.rows.slice(0, step);
     if (rows.length === 0) break;
     while (next < targets.length && targets[next] < seen + rows.length) {

@@ -9,6 +9,7 @@
  * @module
  */
 import { compareKeys } from "./keys.ts";
+import { OPEN_END } from "./couch_source.ts";
 import { mapPool } from "./pool.ts";
 import type { Row, Source } from "./source.ts";
 import { commitShard, type CrawlRecord, getCrawl, getShard, type ShardRecord } from "./store.ts";
@@ -74,7 +75,9 @@ export async function processPage(
   const pageSize = pageSizeFor(crawl, source);
   const shard0 = entry.value;
   // One row more than the page: its key is the next cursor, so no `skip` is ever needed.
-  const page = await source.list({ start: shard0.cursor, end: shard0.end, limit: pageSize + 1 });
+  // Sources planned without ranks (pouchdb-like) need an explicit end key to list everything.
+  const end = shard0.end ?? (crawl.planMethod === "rank" ? null : OPEN_END);
+  const page = await source.list({ start: shard0.cursor, end, limit: pageSize + 1 });
   const rows = page.rows.slice(0, pageSize);
   const nextCursor = page.rows.length > pageSize ? page.rows[pageSize].id : null;
   const items = crawl.docs
