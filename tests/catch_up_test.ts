@@ -3,11 +3,10 @@ import { catchUp } from "../lib/catch_up.ts";
 import { checkCompletion } from "../lib/coordinator.ts";
 import { crawlStatus } from "../lib/status.ts";
 import { MemorySource } from "../lib/memory_source.ts";
-import type { Source } from "../lib/source.ts";
 import { getCrawl } from "../lib/store.ts";
 import { iterateItems } from "../lib/item_store.ts";
 import { begin, drain, spec } from "./engine_helpers.ts";
-import { dataOf, randomKeys } from "./helpers.ts";
+import { dataOf, randomKeys, wrapSource } from "./helpers.ts";
 
 const ASCII = "abcdefghijklmnop-".split("");
 
@@ -69,16 +68,10 @@ Deno.test("catch-up: a crash mid-feed resumes from the committed sequence, count
     for (let i = 0; i < 30; i++) data.put(`new-${i}`);
     for (const k of data.keys.slice(0, 10)) data.delete(k);
     let calls = 0;
-    const flaky: Source = {
-      description: "flaky",
-      capabilities: source.capabilities,
-      requests: 0,
-      list: (o) => source.list(o),
-      doc: (d) => source.doc(d),
-      updateSeq: () => source.updateSeq(),
+    const flaky = wrapSource(source, {
       changes: (s, l) =>
         ++calls === 2 ? Promise.reject(new Error("feed broke")) : source.changes(s, l),
-    };
+    });
     await assert.rejects(
       () => catchUp({ kv, source: flaky }, id, { batch: 15, owner: "me" }),
       /feed broke/,

@@ -5,6 +5,7 @@ import { sortKeys } from "../lib/keys.ts";
 import type { Plan } from "../lib/planner.ts";
 import { RegistryData } from "../lib/registry_data.ts";
 import { type SpawnedTask, spawnTask } from "../lib/spawn_task.ts";
+import type { Source } from "../lib/source.ts";
 
 /** `n` distinct random keys drawn from `chars`, lengths 1..maxLen, sorted. */
 export function randomKeys(n: number, chars: string[], seed: number, maxLen = 8): string[] {
@@ -67,4 +68,44 @@ export async function waitHealthy(url: string): Promise<void> {
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error(`${url} did not come up`);
+}
+
+/** A source that behaves like `inner` except for the methods given (faults, gates, drift). */
+export function wrapSource(inner: Source, over: Partial<Source>): Source {
+  return {
+    description: over.description ?? `wrapped ${inner.description}`,
+    capabilities: inner.capabilities,
+    get requests() {
+      return inner.requests;
+    },
+    list: over.list ?? ((o) => inner.list(o)),
+    doc: over.doc ?? ((id) => inner.doc(id)),
+    updateSeq: over.updateSeq ?? (() => inner.updateSeq()),
+    changes: over.changes ?? ((since, limit) => inner.changes(since, limit)),
+  };
+}
+
+/** `main.ts` as a subprocess on a free port with `env`; stdout and stderr are collected. */
+export function spawnServer(env: Record<string, string>, args: string[] = []) {
+  const port = freePort();
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", "main.ts", ...args],
+    env: { NO_COLOR: "1", PORT: String(port), ...env },
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const logs = Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text()]);
+  return {
+    base: `http://127.0.0.1:${port}`,
+    /** Stops the server; resolves with what it printed. */
+    stop: async (): Promise<string> => {
+      try {
+        child.kill("SIGTERM");
+      } catch {
+        // Already gone.
+      }
+      await child.status;
+      return (await logs).join("");
+    },
+  };
 }

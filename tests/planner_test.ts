@@ -2,9 +2,8 @@ import assert from "node:assert/strict";
 import { MemorySource } from "../lib/memory_source.ts";
 import { planShards, spreadOrder, targetRanks } from "../lib/planner.ts";
 import { InputError } from "../lib/errors.ts";
-import type { Source } from "../lib/source.ts";
 import { bundledNames, syntheticNames } from "../lib/names.ts";
-import { assertExactPlan, dataOf, randomKeys } from "./helpers.ts";
+import { assertExactPlan, dataOf, randomKeys, wrapSource } from "./helpers.ts";
 
 const ASCII = "abcdefghijklmnopqrstuvwxyz0123456789-._".split("");
 const UNICODE = [
@@ -123,17 +122,9 @@ Deno.test("planner: an error from the source propagates (no wrong plan)", async 
   const data = dataOf(randomKeys(500, ASCII, 12));
   const source = new MemorySource(data, { maxPage: 10 });
   let calls = 0;
-  const flaky: Source = {
-    description: "flaky",
-    capabilities: source.capabilities,
-    get requests() {
-      return source.requests;
-    },
+  const flaky = wrapSource(source, {
     list: (o) => ++calls === 5 ? Promise.reject(new InputError("boom")) : source.list(o),
-    doc: (id) => source.doc(id),
-    updateSeq: () => source.updateSeq(),
-    changes: (since, limit) => source.changes(since, limit),
-  };
+  });
   await assert.rejects(() => planShards(flaky, 16), /boom/);
 });
 
@@ -141,13 +132,8 @@ Deno.test("planner: a registry that changes while it is planned still gets a par
   const data = dataOf(randomKeys(20_000, ASCII, 13, 7));
   const inner = new MemorySource(data, { maxPage: 200 });
   let n = 0;
-  const moving: Source = {
-    description: "moving",
-    capabilities: inner.capabilities,
-    get requests() {
-      return inner.requests;
-    },
-    // Every listing request lands after a few inserts and deletions, like the live npm replica.
+  // Every listing request lands after a few inserts and deletions, like the live npm replica.
+  const moving = wrapSource(inner, {
     list: (o) => {
       n++;
       data.put(`zz-new-${n}`);
@@ -155,10 +141,7 @@ Deno.test("planner: a registry that changes while it is planned still gets a par
       data.delete(data.keys[Math.floor(data.size / 2)]);
       return inner.list(o);
     },
-    doc: (id) => inner.doc(id),
-    updateSeq: () => inner.updateSeq(),
-    changes: (s, l) => inner.changes(s, l),
-  };
+  });
   const plan = await planShards(moving, 16);
   assert.equal(plan.shards.length, 16);
   for (let i = 1; i < 16; i++) assert.equal(plan.shards[i].start, plan.shards[i - 1].end);

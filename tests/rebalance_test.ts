@@ -3,12 +3,11 @@ import { checkCompletion, watchdog } from "../lib/coordinator.ts";
 import { crawlStatus } from "../lib/status.ts";
 import { MemorySource } from "../lib/memory_source.ts";
 import { splitStraggler } from "../lib/rebalance.ts";
-import type { Source } from "../lib/source.ts";
 import { listShards } from "../lib/store.ts";
 import { countItems, iterateItems } from "../lib/item_store.ts";
 import { processPage } from "../lib/worker.ts";
 import { begin, drain, finishAll, RecordingDispatcher, spec } from "./engine_helpers.ts";
-import { dataOf, randomKeys } from "./helpers.ts";
+import { dataOf, randomKeys, wrapSource } from "./helpers.ts";
 
 const ASCII = "abcdefghijklmnopqrstuvwxyz0123456789-".split("");
 
@@ -73,20 +72,14 @@ Deno.test("rebalance: a split racing the victim's in-flight page trims that page
     const gate = new Promise<void>((r) => release = r);
     let listed!: () => void;
     const wasListed = new Promise<void>((r) => listed = r);
-    const gated: Source = {
-      description: "gated",
-      capabilities: source.capabilities,
-      requests: 0,
+    const gated = wrapSource(source, {
       list: async (o) => {
         const page = await source.list(o);
         listed();
         await gate;
         return page;
       },
-      doc: (d) => source.doc(d),
-      updateSeq: () => source.updateSeq(),
-      changes: (s, l) => source.changes(s, l),
-    };
+    });
     const victimMsg = dispatcher.messages.find((m) => m.shardId === 0)!;
     const inflight = processPage({ kv, openSource: () => gated }, victimMsg);
     await wasListed;

@@ -1,6 +1,6 @@
 /** `deno task serve` (main.ts) as a subprocess, driven over HTTP to a finished crawl. */
 import assert from "node:assert/strict";
-import { freePort, spawnRegistry, waitHealthy } from "./helpers.ts";
+import { freePort, spawnRegistry, spawnServer, waitHealthy } from "./helpers.ts";
 
 Deno.test("serve: refuses to start without CRAWL_TOKEN unless --insecure-local", async () => {
   const out = await new Deno.Command(Deno.execPath(), {
@@ -18,25 +18,13 @@ Deno.test("serve: refuses to start without CRAWL_TOKEN unless --insecure-local",
 Deno.test("serve: auth, validation, allowlist, and a crawl driven to done over HTTP", async () => {
   const reg = await spawnRegistry(["--synthetic", "25000", "--no-skip", "--max-limit", "1000"]);
   const dir = await Deno.makeTempDir();
-  const port = freePort();
   const token = "e2e-secret-token-123";
-  const server = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "main.ts"],
-    env: {
-      NO_COLOR: "1",
-      PORT: String(port),
-      CRAWL_TOKEN: token,
-      KV_PATH: `${dir}/serve.kv`,
-      ALLOWED_SOURCES: reg.url,
-    },
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  const logs = Promise.all([
-    new Response(server.stdout).text(),
-    new Response(server.stderr).text(),
-  ]);
-  const base = `http://127.0.0.1:${port}`;
+  const server = spawnServer({
+    CRAWL_TOKEN: token,
+    KV_PATH: `${dir}/serve.kv`,
+    ALLOWED_SOURCES: reg.url,
+  });
+  const base = server.base;
   const req = (method: string, path: string, body?: unknown, auth: string | null = token) =>
     fetch(`${base}${path}`, {
       method,
@@ -78,10 +66,8 @@ Deno.test("serve: auth, validation, allowlist, and a crawl driven to done over H
     assert.equal(status!.total, 25000);
     assert.equal(status!.itemsStored, 25000);
   } finally {
-    server.kill("SIGTERM");
-    await server.status;
-    const [out, err] = await logs;
-    assert.ok(!out.includes(token) && !err.includes(token), "the token never appears in logs");
+    const logs = await server.stop();
+    assert.ok(!logs.includes(token), "the token never appears in logs");
     await reg.close();
     await Deno.remove(dir, { recursive: true });
   }
@@ -89,23 +75,15 @@ Deno.test("serve: auth, validation, allowlist, and a crawl driven to done over H
 
 Deno.test("serve: --insecure-local serves without a token, on 127.0.0.1 only", async () => {
   const dir = await Deno.makeTempDir();
-  const port = freePort();
-  const server = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "main.ts", "--insecure-local"],
-    env: { NO_COLOR: "1", PORT: String(port), CRAWL_TOKEN: "", KV_PATH: `${dir}/i.kv` },
-    stdout: "null",
-    stderr: "piped",
-  }).spawn();
-  const logs = new Response(server.stderr).text();
+  const server = spawnServer({ CRAWL_TOKEN: "", KV_PATH: `${dir}/i.kv` }, ["--insecure-local"]);
   try {
-    await waitHealthy(`http://127.0.0.1:${port}/healthz`);
-    const res = await fetch(`http://127.0.0.1:${port}/crawls`);
+    await waitHealthy(`${server.base}/healthz`);
+    const res = await fetch(`${server.base}/crawls`);
     assert.equal(res.status, 200);
     assert.deepEqual(await res.json(), { crawls: [] });
   } finally {
-    server.kill("SIGTERM");
-    await server.status;
-    assert.match(await logs, /listening on http:\/\/127\.0\.0\.1:\d+ \(dispatch queue, no token\)/);
+    const logs = await server.stop();
+    assert.match(logs, /listening on http:\/\/127\.0\.0\.1:\d+ \(dispatch queue, no token\)/);
     await Deno.remove(dir, { recursive: true });
   }
 });

@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { chromium } from "playwright-core";
-import { freePort, spawnRegistry, waitHealthy } from "./helpers.ts";
+import { spawnRegistry, spawnServer, waitHealthy } from "./helpers.ts";
 
 const CHROMIUM = Deno.env.get("CHROMIUM_PATH") ?? "/usr/bin/chromium";
 const haveChromium = (() => {
@@ -23,21 +23,13 @@ Deno.test({
   fn: async () => {
     const reg = await spawnRegistry(["--synthetic", "20000", "--latency-ms", "25"]);
     const dir = await Deno.makeTempDir();
-    const port = freePort();
     const token = "browser-token-456";
-    const server = new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", "main.ts"],
-      env: {
-        NO_COLOR: "1",
-        PORT: String(port),
-        CRAWL_TOKEN: token,
-        KV_PATH: `${dir}/b.kv`,
-        ALLOWED_SOURCES: reg.url,
-      },
-      stdout: "null",
-      stderr: "null",
-    }).spawn();
-    const base = `http://127.0.0.1:${port}`;
+    const server = spawnServer({
+      CRAWL_TOKEN: token,
+      KV_PATH: `${dir}/b.kv`,
+      ALLOWED_SOURCES: reg.url,
+    });
+    const base = server.base;
     const browser = await chromium.launch({
       executablePath: CHROMIUM,
       args: [
@@ -85,8 +77,7 @@ Deno.test({
       assert.ok(!html.includes(token), "the token is not written into the page");
     } finally {
       await browser.close();
-      server.kill("SIGTERM");
-      await server.status;
+      await server.stop();
       await reg.close();
       await Deno.remove(dir, { recursive: true });
     }

@@ -6,9 +6,8 @@ import { prng } from "../lib/names.ts";
 import { listShards } from "../lib/store.ts";
 import { countItems, iterateItems } from "../lib/item_store.ts";
 import { processPage } from "../lib/worker.ts";
-import type { Source } from "../lib/source.ts";
 import { begin, drain, spec } from "./engine_helpers.ts";
-import { dataOf, randomKeys } from "./helpers.ts";
+import { dataOf, randomKeys, wrapSource } from "./helpers.ts";
 
 const UNI = ["a", "b", "-", "@", "/", "é", "中", "\u{1f600}", "\uffff", "z"];
 
@@ -94,15 +93,9 @@ Deno.test("worker: a source error leaves the shard untouched and the page retrya
     const source = new MemorySource(data, { maxPage: 40 });
     const { id, dispatcher } = await begin(kv, source, spec({ shards: 2, docs: true }));
     let fail = 3;
-    const failing: Source = {
-      description: "flaky",
-      capabilities: source.capabilities,
-      requests: 0,
-      list: (o) => source.list(o),
+    const failing = wrapSource(source, {
       doc: (docId) => fail-- > 0 ? Promise.reject(new Error("503")) : source.doc(docId),
-      updateSeq: () => source.updateSeq(),
-      changes: (s, l) => source.changes(s, l),
-    };
+    });
     const [first, ...rest] = dispatcher.messages;
     await assert.rejects(() => processPage({ kv, openSource: () => failing }, first), /503/);
     assert.equal((await listShards(kv, id))[0].value.items, 0);
