@@ -105,8 +105,9 @@ export interface ServerRuntime {
 /** Opens KV, builds the app and the dispatch machinery, and serves. */
 export async function startServer(
   config: ServerConfig,
-  options: { log?: (line: string) => void } = {},
+  options: { log?: (line: string) => void; now?: () => number } = {},
 ): Promise<ServerRuntime> {
+  const now = options.now ?? Date.now;
   const log = options.log ?? ((l: string) => console.error(l));
   const kv = await Deno.openKv(config.kvPath);
   const openSource = sourceOpener();
@@ -171,7 +172,7 @@ export async function startServer(
     recrawl: async () => {
       const s = config.schedule;
       if (!s) return;
-      const day = new Date().toISOString().slice(0, 16).replace(/[-:T]/g, "");
+      const day = new Date(now()).toISOString().slice(0, 16).replace(/[-:T]/g, "");
       const { crawl, created } = await createCrawl(kv, {
         source: s.source,
         docsUrl: null,
