@@ -23,7 +23,7 @@ export interface CatchUpOptions {
   now?: () => number;
   /** This runner's name in the lease. @default a random UUID */
   owner?: string;
-  /** Lease length, in milliseconds. @default 120000 */
+  /** Lease length (how long a crashed runner blocks others), in milliseconds. @default 30000 */
   leaseMs?: number;
 }
 
@@ -64,32 +64,42 @@ export async function catchUp(
       updated: drift?.updated ?? 0,
       deleted: drift?.deleted ?? 0,
       caughtUpAt: drift?.caughtUpAt ?? null,
-      lease: { owner, untilMs: now() + (options.leaseMs ?? 120_000) },
+      lease: { owner, untilMs: now() + (options.leaseMs ?? 30_000) },
     },
   });
   if (!entry) return { applied: 0, seq: drift?.seq ?? crawl.startSeq, ran: false };
   let applied = 0;
-  for (;;) {
-    const since = entry.value.drift!.seq;
-    const { rows, lastSeq } = await deps.source.changes(since, batch);
-    const changes: DriftChange[] = await mapPool(rows, async (r): Promise<DriftChange> => {
-      if (r.deleted) return { id: r.id, deleted: true };
-      if (!crawl.docs) return { id: r.id, rev: r.rev };
-      const doc = await deps.source.doc(r.id);
-      if (doc.ok) return { id: r.id, rev: r.rev, docJson: doc.json };
-      // Deleted again after this change was listed: the feed will say so in a later row.
-      return { id: r.id, rev: r.rev, error: { status: doc.status, reason: doc.reason } };
-    }, { concurrency: crawl.concurrency });
-    const done = rows.length < batch;
-    const next = await applyDrift(deps.kv, entry, changes, {
-      seq: lastSeq,
-      nowMs: now(),
-      caughtUp: done,
-    });
-    if (!next) return { applied, seq: since, ran: true }; // lease lost to another runner
-    entry = next;
-    applied += rows.length;
-    if (done) break;
+  try {
+    for (;;) {
+      const since = entry.value.drift!.seq;
+      const { rows, lastSeq } = await deps.source.changes(since, batch);
+      const changes: DriftChange[] = await mapPool(rows, async (r): Promise<DriftChange> => {
+        if (r.deleted) return { id: r.id, deleted: true };
+        if (!crawl.docs) return { id: r.id, rev: r.rev };
+        const doc = await deps.source.doc(r.id);
+        if (doc.ok) return { id: r.id, rev: r.rev, docJson: doc.json };
+        // Deleted again after this change was listed: the feed will say so in a later row.
+        return { id: r.id, rev: r.rev, error: { status: doc.status, reason: doc.reason } };
+      }, { concurrency: crawl.concurrency });
+      const done = rows.length < batch;
+      const next = await applyDrift(deps.kv, entry, changes, {
+        seq: lastSeq,
+        nowMs: now(),
+        caughtUp: done,
+      });
+      if (!next) return { applied, seq: since, ran: true }; // lease lost to another runner
+      entry = next;
+      applied += rows.length;
+      if (done) break;
+    }
+  } catch (err) {
+    // Let the next runner start at once from the committed sequence (a crash waits for expiry).
+    await updateCrawl(deps.kv, entry, {
+      ...entry.value,
+      drift: { ...entry.value.drift!, lease: null },
+    })
+      .catch(() => null);
+    throw err;
   }
   const released = await updateCrawl(deps.kv, entry, {
     ...entry.value,

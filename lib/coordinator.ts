@@ -5,7 +5,7 @@
  * @module
  */
 import { catchUp } from "./catch_up.ts";
-import { ConflictError, NotFoundError } from "./errors.ts";
+import { ConflictError, NotFoundError, TransientError } from "./errors.ts";
 import { type Plan, planShards } from "./planner.ts";
 import type { Source } from "./source.ts";
 import {
@@ -188,7 +188,7 @@ export async function transition(
   id: string,
   status: CrawlStatus,
   allowed: (current: CrawlStatus) => boolean,
-  options: { now?: () => number; error?: string | null } = {},
+  options: { now?: () => number; error?: string | null; driftError?: string } = {},
 ): Promise<CrawlRecord> {
   const now = options.now ?? Date.now;
   for (let i = 0; i < 100; i++) {
@@ -206,6 +206,7 @@ export async function transition(
       updatedAt: t,
       finishedAt: status === "done" || status === "cancelled" ? t : cur.finishedAt,
       error: options.error !== undefined ? options.error : cur.error,
+      ...(options.driftError ? { driftError: options.driftError } : {}),
     };
     if (await updateCrawl(kv, entry as Deno.KvEntry<CrawlRecord>, next)) return next;
   }
@@ -274,11 +275,21 @@ export async function checkCompletion(
   if (crawl.status !== "running") return false;
   const shards = await listShards(kv, id);
   if (shards.length === 0 || shards.some((s) => !s.value.done)) return false;
-  if (options.openSource && crawl.startSeq !== null) {
-    const res = await catchUp({ kv, source: options.openSource(crawl) }, id, { now: options.now });
-    if (!res.ran) return false; // another process is catching up; it will finish the crawl
+  let feedError: string | undefined;
+  if (options.openSource && crawl.startSeq !== null && !crawl.driftError) {
+    try {
+      const res = await catchUp({ kv, source: options.openSource(crawl) }, id, {
+        now: options.now,
+      });
+      if (!res.ran) return false; // another process is catching up; it will finish the crawl
+    } catch (err) {
+      // Catch-up is a refinement: a registry without a usable `_changes` feed (404, garbage) still
+      // gets its crawl finished, with the reason on record. A transient failure is tried again.
+      if (err instanceof TransientError) throw err;
+      feedError = `change feed unavailable: ${(err as Error).message.split("\n")[0]}`;
+    }
   }
-  await transition(kv, id, "done", (s) => s === "running", options);
+  await transition(kv, id, "done", (s) => s === "running", { ...options, driftError: feedError });
   return true;
 }
 

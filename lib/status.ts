@@ -54,6 +54,8 @@ export interface CrawlStatusReport {
   splits: SplitRecord[];
   /** Registry drift applied from `_changes` after the shards finished. */
   drift: { seq: string; inserted: number; updated: number; deleted: number } | null;
+  /** Why drift catch-up could not run, if it could not. */
+  driftError: string | null;
   shards: ShardStatus[];
 }
 
@@ -95,6 +97,7 @@ export async function crawlStatus(
     deadLetters: (await listDeadLetters(kv, id)).length,
     splits: await listSplits(kv, id),
     drift: d ? { seq: d.seq, inserted: d.inserted, updated: d.updated, deleted: d.deleted } : null,
+    driftError: crawl.driftError ?? null,
     shards: shards.map((s) => ({
       id: s.id,
       start: s.start,

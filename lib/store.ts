@@ -55,6 +55,8 @@ export interface CrawlRecord extends CrawlSpec {
   planLease: Lease | null;
   /** Changes applied after the shards finished (registry drift), once catch-up has run. */
   drift?: DriftState;
+  /** Why drift catch-up could not run (the registry has no usable `_changes`), if so. */
+  driftError?: string;
   createdAt: number;
   updatedAt: number;
   finishedAt: number | null;

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { catchUp } from "../lib/catch_up.ts";
+import { FatalError, PermanentError, TransientError } from "../lib/errors.ts";
 import { checkCompletion } from "../lib/coordinator.ts";
 import { crawlStatus } from "../lib/status.ts";
 import { MemorySource } from "../lib/memory_source.ts";
@@ -78,12 +79,65 @@ Deno.test("catch-up: a crash mid-feed resumes from the committed sequence, count
     );
     const mid = (await getCrawl(kv, id)).value!.drift!;
     assert.equal(mid.inserted + mid.deleted + mid.updated, 15, "first batch committed");
-    // Another runner cannot start while the lease is live; the same owner carries on.
-    assert.equal((await catchUp({ kv, source }, id, { owner: "other" })).ran, false);
-    const res = await catchUp({ kv, source }, id, { batch: 15, owner: "me" });
-    assert.ok(res.ran);
+    // The failed runner let its lease go: the next one carries on from the committed sequence.
+    let release!: () => void;
+    const gate = new Promise<void>((r) => release = r);
+    const slow = wrapSource(source, {
+      changes: async (s, l) => {
+        await gate;
+        return source.changes(s, l);
+      },
+    });
+    const running = catchUp({ kv, source: slow }, id, { batch: 15, owner: "next" });
+    await new Promise((r) => setTimeout(r, 20));
+    assert.equal(
+      (await catchUp({ kv, source }, id, { owner: "other" })).ran,
+      false,
+      "one runner at a time",
+    );
+    release();
+    assert.ok((await running).ran);
     assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
     await assertEqualsRegistry(kv, id, data);
+  } finally {
+    kv.close();
+  }
+});
+
+Deno.test("catch-up: a registry without a usable _changes feed still finishes its crawl", async () => {
+  for (
+    const failure of [
+      new PermanentError("HTTP 404 at /_changes", { status: 404 }),
+      new FatalError("garbage"),
+    ]
+  ) {
+    const kv = await Deno.openKv(":memory:");
+    try {
+      const data = dataOf(randomKeys(300, ASCII, 73, 6));
+      const source = new MemorySource(data, { maxPage: 100 });
+      const { id, dispatcher } = await begin(kv, source, spec({ shards: 2 }));
+      await drain(kv, source, dispatcher.messages);
+      const noFeed = wrapSource(source, { changes: () => Promise.reject(failure) });
+      assert.equal(await checkCompletion(kv, id, { openSource: () => noFeed }), true);
+      const st = await crawlStatus(kv, id);
+      assert.equal(st.status, "done");
+      assert.equal(st.itemsStored, 300);
+      assert.match(st.driftError!, /change feed unavailable/);
+    } finally {
+      kv.close();
+    }
+  }
+  // A transient failure leaves the crawl running, to be finished on a later check.
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const data = dataOf(randomKeys(100, ASCII, 74, 6));
+    const source = new MemorySource(data, { maxPage: 100 });
+    const { id, dispatcher } = await begin(kv, source, spec({ shards: 1 }));
+    await drain(kv, source, dispatcher.messages);
+    const down = wrapSource(source, { changes: () => Promise.reject(new TransientError("503")) });
+    await assert.rejects(() => checkCompletion(kv, id, { openSource: () => down }), TransientError);
+    assert.equal((await crawlStatus(kv, id)).status, "running");
+    assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
   } finally {
     kv.close();
   }

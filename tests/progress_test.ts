@@ -24,6 +24,7 @@ function report(items: number, over: Partial<CrawlStatusReport> = {}): CrawlStat
     deadLetters: 0,
     splits: [],
     drift: null,
+    driftError: null,
     shards: [
       {
         id: 0,
