@@ -134,5 +134,12 @@ export function summary(
     `${n(done / Math.max(secs, 0.001))} items/s` +
     (done !== r.itemsStored ? ` (${n(done)} items stored by this run)` : "") +
     `, shard items max ${n(max)} / mean ${n(mean)}`,
+    ...(r.drift
+      ? [
+        `  registry drift applied from _changes: ${n(r.drift.inserted)} inserted, ` +
+        `${n(r.drift.updated)} updated, ${n(r.drift.deleted)} deleted (seq ${r.drift.seq})`,
+      ]
+      : []),
+    ...(r.driftError ? [`  no drift catch-up: ${r.driftError}`] : []),
   ].join("\n");
 }

@@ -101,6 +101,22 @@ Deno.test("progress: summary and durations", () => {
     itemsThisRun: 250,
   });
   assert.match(resumed, /250 items\/s \(250 items stored by this run\)/);
+  const drifted = summary(
+    report(1000, {
+      status: "done",
+      drift: { seq: "77", inserted: 3, updated: 2, deleted: 1 },
+    }),
+    { elapsedMs: 1000, retries: 0 },
+  );
+  assert.match(drifted, /drift applied from _changes: 3 inserted, 2 updated, 1 deleted \(seq 77\)/);
+  const noFeed = summary(
+    report(1000, { status: "done", driftError: "change feed unavailable: 404" }),
+    {
+      elapsedMs: 1000,
+      retries: 0,
+    },
+  );
+  assert.match(noFeed, /no drift catch-up: change feed unavailable: 404/);
   assert.equal(duration(42), "42s");
   assert.equal(duration(185), "3m05s");
   assert.equal(duration(3720), "1h02m");
