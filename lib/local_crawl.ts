@@ -251,7 +251,7 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
           elapsedMs: performance.now() - started,
           retries,
           created,
-          itemsThisRun: report.itemsStored - itemsBefore,
+          itemsThisRun: final.itemsStored - itemsBefore,
         };
       }
       if (report.status === "failed" || fatal.length > 0) {
