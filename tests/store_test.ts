@@ -26,3 +26,43 @@ Deno.test("store: a shard commit guarded by a stale versionstamp writes nothing"
     kv.close();
   }
 });
+
+Deno.test("store: guarded commits from 4 processes on one KV file, retried when locked, count exactly", async () => {
+  const dir = await Deno.makeTempDir();
+  const path = `${dir}/c.kv`;
+  const storeUrl = new URL("../lib/store.ts", import.meta.url).href;
+  // Each process adds 1 to a shard's counter 150 times with read + guarded commit, retrying
+  // conflicts; `database is locked` from the others is absorbed by withLockRetry.
+  const code = `
+    import { commitShard, getShard, keys } from ${JSON.stringify(storeUrl)};
+    const kv = await Deno.openKv(${JSON.stringify(path)});
+    for (let i = 0; i < 150; i++) {
+      for (;;) {
+        const e = await getShard(kv, "c", 0);
+        const v = e.value ?? { id: 0, items: 0, token: 0 };
+        const entry = e.value ? e : { key: keys.shard("c", 0), value: v, versionstamp: null };
+        if (await commitShard(kv, "c", entry, { ...v, items: v.items + 1 })) break;
+      }
+    }
+    kv.close();
+  `;
+  try {
+    const runs = Array.from({ length: 4 }, () =>
+      new Deno.Command(Deno.execPath(), {
+        args: ["eval", "--unstable-kv", code],
+        stdout: "null",
+        stderr: "piped",
+      }).output());
+    for (const out of await Promise.all(runs)) {
+      assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+    }
+    const kv = await Deno.openKv(path);
+    try {
+      assert.equal((await kv.get<ShardRecord>(keys.shard("c", 0))).value!.items, 600);
+    } finally {
+      kv.close();
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
