@@ -180,7 +180,11 @@ async function workShard(
       undefined,
       { owner: o.owner, leaseMs: o.leaseMs },
     );
-    if (out.kind !== "committed") return;
+    if (out.kind !== "committed") {
+      // Paused, cancelled, or taken over: let the lease go so nobody waits for it to expire.
+      await release(deps.kv, crawl.id, shard.id, o.owner);
+      return;
+    }
     o.stats.pages++;
     if (out.shard.done) {
       await o.options.onShardDone?.(crawl.id, out.shard);
