@@ -43,7 +43,7 @@ export interface WriteStats {
  * Writes items idempotently (keyed by crawl and id), in atomic batches that fit KV's limits. A
  * document above {@linkcode INLINE_DOC_BYTES} is written as chunks first and its item last, so a
  * crash in between leaves no item that points at missing chunks; one above `maxDocBytes` is stored
- * as an item marked `tooLarge` (never dropped silently). `batchMutations` (default 500, at most
+ * as an item marked `tooLarge` (never dropped silently). `batchMutations` (default 1,000, at most
  * 1,000) sets how many writes share one atomic op.
  */
 export async function writeItems(

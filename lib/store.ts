@@ -135,7 +135,7 @@ export interface SplitRecord {
 }
 
 /** Mutations per atomic op used for batches (KV allows 1,000). */
-export const BATCH_MUTATIONS = 500;
+export const BATCH_MUTATIONS = 1000;
 /** Bytes per atomic op used for batches (KV allows 819,200). */
 export const BATCH_BYTES = 600_000;
 
