@@ -39,11 +39,13 @@ import { pageItems } from "./item_store.ts";
 
 /** What the app needs (all injected). */
 export interface AppDeps {
+  /** The store. */
   kv: Deno.Kv;
   /** The API token; null disables auth (only for `--insecure-local` on 127.0.0.1). */
   token: string | null;
   /** URL prefixes a crawl may target. */
   allowedSources: readonly string[];
+  /** Used by resume to re-dispatch unfinished shards. */
   dispatcher: Dispatcher;
   /** Starts planning a crawl just created in `planning` state (enqueue, or leave it to workers). */
   startPlanning: (crawlId: string) => Promise<void>;

@@ -8,6 +8,7 @@ import { parseArgs, type ParseArgsConfig } from "node:util";
 
 /** An error whose message is meant for the user as-is: one line, no stack. */
 export class UsageError extends Error {
+  /** Error name shown by `runMain`. */
   override name = "UsageError";
 }
 
@@ -15,7 +16,7 @@ export class UsageError extends Error {
 export function parseFlags<T extends NonNullable<ParseArgsConfig["options"]>>(
   args: string[],
   options: T,
-) {
+): ReturnType<typeof parseArgs<{ options: T; strict: true; allowPositionals: false }>>["values"] {
   // `--shards -2` would read as a missing value followed by a flag; a negative number is a value,
   // so that the range check can say what is wrong with it.
   const joined: string[] = [];

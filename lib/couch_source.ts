@@ -78,6 +78,7 @@ export class CouchSource implements Source {
   /**
    * @param dbUrl the database URL, e.g. `http://127.0.0.1:5984/registry` (no trailing slash needed)
    */
+  /** Opens `dbUrl` (e.g. `http://127.0.0.1:5984/registry`); nothing is requested until used. */
   constructor(dbUrl: string, options: CouchSourceOptions = {}) {
     this.#db = dbUrl.replace(/\/+$/, "");
     this.#docs = (options.docsUrl ?? dbUrl).replace(/\/+$/, "");

@@ -42,6 +42,7 @@ export function attachPage(op: Deno.AtomicOperation, crawlId: string, shard: Sha
 /** Dispatches by enqueueing page messages on the KV queue. */
 export class QueueDispatcher implements Dispatcher {
   #kv: Deno.Kv;
+  /** Enqueues on `kv`'s queue. */
   constructor(kv: Deno.Kv) {
     this.#kv = kv;
   }
@@ -67,6 +68,7 @@ export type QueueEvent =
 
 /** Options of {@linkcode createQueueHandler}. */
 export interface QueueHandlerOptions {
+  /** Receives each page outcome, retry, dead letter and fatal error. */
   onEvent?: (e: QueueEvent) => void;
   /** Called after a shard finishes (rebalancing hooks in here). */
   onShardDone?: (crawlId: string, shard: ShardRecord) => Promise<void>;

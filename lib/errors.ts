@@ -11,16 +11,19 @@
 
 /** Base class: every error this project raises on purpose. */
 export class CrawlerError extends Error {
+  /** Error name. */
   override name = "CrawlerError";
 }
 
 /** Worth retrying after a delay. `retryAfterMs` carries a server's `Retry-After` when given. */
 export class TransientError extends CrawlerError {
+  /** Error name. */
   override name = "TransientError";
   /** The delay the server asked for, in milliseconds, if any. */
   readonly retryAfterMs?: number;
   /** The HTTP status, when the error came from a response. */
   readonly status?: number;
+  /** A transient failure; `retryAfterMs` and `status` are kept for the retry policy. */
   constructor(
     message: string,
     options: ErrorOptions & { retryAfterMs?: number; status?: number } = {},
@@ -33,9 +36,11 @@ export class TransientError extends CrawlerError {
 
 /** Will fail the same way every time; record it and move on. */
 export class PermanentError extends CrawlerError {
+  /** Error name. */
   override name = "PermanentError";
   /** The HTTP status, when the error came from a response. */
   readonly status?: number;
+  /** A permanent failure, with the HTTP status when there was one. */
   constructor(message: string, options: ErrorOptions & { status?: number } = {}) {
     super(message, options);
     this.status = options.status;
@@ -44,21 +49,25 @@ export class PermanentError extends CrawlerError {
 
 /** The job cannot go on: wrong source, broken contract, corrupt state. */
 export class FatalError extends CrawlerError {
+  /** Error name. */
   override name = "FatalError";
 }
 
 /** Bad input from a user: a flag, a request body, a parameter. */
 export class InputError extends CrawlerError {
+  /** Error name. */
   override name = "InputError";
 }
 
 /** Not found: an unknown crawl id and the like. */
 export class NotFoundError extends CrawlerError {
+  /** Error name. */
   override name = "NotFoundError";
 }
 
 /** The operation conflicts with the current state (e.g. resuming a finished crawl). */
 export class ConflictError extends CrawlerError {
+  /** Error name. */
   override name = "ConflictError";
 }
 

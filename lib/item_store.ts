@@ -24,18 +24,25 @@ export const CHUNK_BYTES = 60_000;
 
 /** An item to store: listing row plus, optionally, its fetched document. */
 export interface ItemInput {
+  /** The item's id (its key in the listing). */
   id: string;
+  /** Its revision when listed. */
   rev: string;
   /** The document's JSON text. */
   docJson?: string;
+  /** Why its document could not be fetched (a permanent error). */
   error?: { status: number; reason: string };
 }
 
 /** Counts of what {@linkcode writeItems} stored. */
 export interface WriteStats {
+  /** Items written. */
   items: number;
+  /** Documents among them. */
   docs: number;
+  /** Documents recorded as too large. */
   tooLarge: number;
+  /** Documents that could not be fetched. */
   docErrors: number;
 }
 
@@ -192,11 +199,17 @@ export async function applyDrift(
 
 /** An exported item: the record with its document reassembled as JSON text. */
 export interface ExportedItem {
+  /** The item's id. */
   id: string;
+  /** Its revision. */
   rev: string;
+  /** The document's JSON text, when fetched and stored. */
   doc?: string;
+  /** The document's size in bytes, when fetched. */
   docBytes?: number;
+  /** Present when the document was over the size limit. */
   tooLarge?: boolean;
+  /** Why the document could not be fetched. */
   error?: { status: number; reason: string };
 }
 

@@ -52,8 +52,11 @@ export interface LeaseWorkerOptions {
 
 /** What a worker did. */
 export interface LeaseWorkerStats {
+  /** Pages committed. */
   pages: number;
+  /** Shards claimed. */
   claims: number;
+  /** Failures (retried later or fatal). */
   errors: number;
 }
 

@@ -28,6 +28,7 @@ import type { Source } from "./source.ts";
 export interface LocalCrawlOptions {
   /** Path of the KV file (created if missing; its directory must exist). */
   kvPath: string;
+  /** What to crawl; identical specs resume the same crawl. */
   spec: CrawlSpec;
   /** The URL to read from now (differs from `spec.source` for the demo registry). */
   sourceUrl: string;
@@ -35,6 +36,7 @@ export interface LocalCrawlOptions {
   id?: string;
   /** A baked plan. */
   plan?: Plan;
+  /** Progress display, if any. */
   progress?: Progress;
   /** One-line log messages. @default nothing */
   log?: (line: string) => void;
@@ -101,6 +103,7 @@ export function autoDispatch(kvPath: string): "queue" | "lease" {
 
 /** What a local crawl ended with. */
 export interface LocalCrawlResult {
+  /** The crawl's status at the end. */
   report: CrawlStatusReport;
   /** Wall time of this run, in milliseconds. */
   elapsedMs: number;

@@ -30,6 +30,7 @@ export class MemorySource implements Source {
   #noDescending: boolean;
   #requests = 0;
 
+  /** Serves `data` as the HTTP registry would. */
   constructor(data: RegistryData, options: MemorySourceOptions = {}) {
     this.#data = data;
     this.#broken = options.brokenOffsets ?? false;

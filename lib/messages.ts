@@ -8,9 +8,13 @@
 
 /** Process the next page of one shard, if the shard's token still equals `token`. */
 export interface PageMessage {
+  /** Discriminant. */
   kind: "page";
+  /** The crawl. */
   crawlId: string;
+  /** The shard. */
   shardId: number;
+  /** The shard's token when the message was sent. */
   token: number;
   /** Deliveries of this page that failed with a transient error so far. @default 0 */
   attempt?: number;
@@ -18,7 +22,9 @@ export interface PageMessage {
 
 /** Plan a crawl whose record is in `planning` state (server mode). */
 export interface PlanMessage {
+  /** Discriminant. */
   kind: "plan";
+  /** The crawl to plan. */
   crawlId: string;
 }
 

@@ -19,14 +19,19 @@ import { Semaphore } from "./pool.ts";
 
 /** One shard: keys k with start <= k < end (`null` = open). */
 export interface ShardSpec {
+  /** First key (inclusive); null = the start of the key space. */
   start: string | null;
+  /** End key (exclusive); null = the end of the key space. */
   end: string | null;
+  /** Items in [start, end) when planned. */
   items: number;
 }
 
 /** A plan, as `deno task plan --json` prints it. */
 export interface Plan {
+  /** Items in the registry when planned. */
   total: number;
+  /** The shards, contiguous, in key order. */
   shards: ShardSpec[];
   /** Listing requests the planner made. */
   requests: number;
@@ -48,7 +53,9 @@ export interface PlanOptions {
 
 /** A key with a known rank. */
 export interface Point {
+  /** The key. */
   key: string;
+  /** Keys sorting before it. */
   rank: number;
   /** True when `key` is a real key (at rank `rank`); false for a probe key (rank = keys below it). */
   real: boolean;

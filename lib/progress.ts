@@ -51,6 +51,7 @@ export class Progress {
   #samples: { t: number; items: number }[] = [];
   #shardPrev = new Map<number, { t: number; items: number; rate: number }>();
 
+  /** A renderer writing through `options.write`. */
   constructor(options: ProgressOptions) {
     this.#o = {
       now: Date.now,

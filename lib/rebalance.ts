@@ -38,9 +38,13 @@ export interface RebalanceOptions {
 
 /** What a split did, for logs and tests. */
 export interface SplitResult {
+  /** The shard that was split. */
   parent: number;
+  /** The new shard. */
   child: number;
+  /** The split key: the child starts there. */
   key: string;
+  /** Items moved to the child (by rank). */
   movedItems: number;
 }
 
@@ -151,15 +155,18 @@ async function trySplit(
   return { parent: v.id, child: childId, key, movedItems: r1 - mid };
 }
 
+/** What `onShardDone` hooks receive. */
+export type ShardDoneHook = (
+  deps: { kv: Deno.Kv; source: Source; dispatcher: Dispatcher },
+  crawlId: string,
+  done: ShardRecord,
+) => Promise<void>;
+
 /**
  * The hook for `onShardDone`: each time a shard finishes, split one straggler (if worthwhile).
  */
-export function createRebalancer(options: RebalanceOptions = {}) {
-  return async (
-    deps: { kv: Deno.Kv; source: Source; dispatcher: Dispatcher },
-    crawlId: string,
-    _done: ShardRecord,
-  ): Promise<void> => {
+export function createRebalancer(options: RebalanceOptions = {}): ShardDoneHook {
+  return async (deps, crawlId) => {
     await splitStraggler(deps, crawlId, options);
   };
 }

@@ -51,10 +51,15 @@ export interface RegistryOptions {
 
 /** Counters of what the registry served, for benchmarks and tests. */
 export interface RegistryStats {
+  /** Requests to database routes. */
   requests: number;
+  /** `_all_docs` requests. */
   allDocs: number;
+  /** Document GETs. */
   docs: number;
+  /** `_changes` requests. */
   changes: number;
+  /** Faults injected. */
   faults: number;
 }
 
@@ -279,7 +284,9 @@ export function createRegistryApp(
 export interface RunningRegistry {
   /** The database URL to pass as `--source`. */
   url: string;
+  /** What was served so far. */
   stats: RegistryStats;
+  /** The database (mutable: tests move it under a crawl). */
   data: RegistryData;
   /** Stops the server and waits for it. */
   close(): Promise<void>;

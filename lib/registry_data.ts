@@ -9,9 +9,13 @@ import { prng } from "./names.ts";
 
 /** One change as `_changes` reports it: the latest state of a document. */
 export interface Change {
+  /** Sequence number. */
   seq: number;
+  /** Document id. */
   id: string;
+  /** Revision after the change. */
   rev: string;
+  /** True for a deletion. */
   deleted: boolean;
 }
 

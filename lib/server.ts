@@ -17,15 +17,21 @@ import { getCrawl } from "./store.ts";
 
 /** Server configuration. */
 export interface ServerConfig {
+  /** Port to listen on (0 = any free one). */
   port: number;
+  /** Address to bind. */
   hostname: string;
   /** KV path or KV Connect URL; undefined = the platform default. */
   kvPath?: string;
+  /** API token; null only with `--insecure-local`. */
   token: string | null;
+  /** URL prefixes crawls may target. */
   allowedSources: string[];
+  /** How shard work reaches workers. */
   dispatch: "queue" | "lease";
   /** Background lease workers in this process (lease mode, not on Deploy). */
   workers: number;
+  /** A scheduled recrawl (`CRAWL_SCHEDULE` and friends), if configured. */
   schedule?: { cron: string; source: string; shards: number; docs: boolean };
 }
 
@@ -92,6 +98,7 @@ export function configFromEnv(
 
 /** A running server and the hooks its cron jobs call. */
 export interface ServerRuntime {
+  /** Where the server listens. */
   url: string;
   /** The watchdog: re-dispatch stalled shards, finish completed crawls. */
   watchdogTick(): Promise<void>;
@@ -99,6 +106,7 @@ export interface ServerRuntime {
   leaseTick(ms: number): Promise<void>;
   /** Scheduled recrawl: create today's crawl of the configured source. */
   recrawl(): Promise<void>;
+  /** Stops serving, stops workers and closes KV. */
   close(): Promise<void>;
 }
 

@@ -44,9 +44,13 @@ export type DocResult =
 
 /** One entry of a change feed. */
 export interface ChangeRow {
+  /** Opaque sequence of the change. */
   seq: string;
+  /** Document id. */
   id: string;
+  /** Revision after the change. */
   rev: string;
+  /** True for a deletion. */
   deleted: boolean;
 }
 

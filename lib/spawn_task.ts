@@ -6,7 +6,9 @@
 
 /** A running child task. */
 export interface SpawnedTask {
+  /** The URL the task printed. */
   url: string;
+  /** Stops the task (SIGTERM) and waits for it. */
   close(): Promise<void>;
 }
 

@@ -17,45 +17,71 @@ import {
 
 /** Progress of one shard, as status reports it. */
 export interface ShardStatus {
+  /** Shard id. */
   id: number;
+  /** First key; null = open. */
   start: string | null;
+  /** End key (exclusive); null = open. */
   end: string | null;
+  /** Items committed. */
   items: number;
+  /** Items planned for it (after splits). */
   expected: number;
+  /** Finished. */
   done: boolean;
+  /** Pages committed. */
   pages: number;
   /** Items per second since the shard started. */
   rate: number;
+  /** The shard it was split from, if any. */
   parent: number | null;
 }
 
 /** A crawl's status: what `GET /crawls/:id` and the CLI show. */
 export interface CrawlStatusReport {
+  /** Crawl id. */
   id: string;
+  /** Lifecycle state. */
   status: CrawlStatus;
+  /** The source, without credentials. */
   source: string;
+  /** Whether documents are fetched. */
   docs: boolean;
+  /** Items in the registry when planned. */
   total: number;
+  /** Items stored (shard counters plus drift inserts minus deletions). */
   itemsStored: number;
+  /** Pages committed. */
   pages: number;
+  /** Documents fetched. */
   documents: number;
+  /** Documents that could not be fetched (permanent errors). */
   docErrors: number;
+  /** Documents recorded as too large. */
   tooLarge: number;
+  /** Shards, including split-off ones. */
   shardCount: number;
+  /** Shards finished. */
   shardsDone: number;
   /** Items per second since the crawl started. */
   rate: number;
   /** Seconds to completion at the current rate; null when unknown. */
   etaSeconds: number | null;
+  /** When the crawl was created (ISO 8601). */
   createdAt: string;
+  /** When it finished, if it did. */
   finishedAt: string | null;
+  /** Why it failed, if it did. */
   error: string | null;
+  /** Page messages that exhausted their retries and are not yet revived. */
   deadLetters: number;
+  /** Dynamic splits so far. */
   splits: SplitRecord[];
   /** Registry drift applied from `_changes` after the shards finished. */
   drift: { seq: string; inserted: number; updated: number; deleted: number } | null;
   /** Why drift catch-up could not run, if it could not. */
   driftError: string | null;
+  /** Per-shard progress. */
   shards: ShardStatus[];
 }
 

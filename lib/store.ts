@@ -41,11 +41,15 @@ export interface CrawlSpec {
 
 /** A crawl, as stored. */
 export interface CrawlRecord extends CrawlSpec {
+  /** Crawl id (derived from the spec unless given). */
   id: string;
+  /** Lifecycle state. */
   status: CrawlStatus;
   /** Items in the registry when planned. */
   total: number;
+  /** Listing requests the plan took. */
   planRequests: number;
+  /** How ranks were found (`rank`, `skip`, `listing`). */
   planMethod: string;
   /** Shard ids handed out so far (plan + splits); the next split gets this id. */
   nextShardId: number;
@@ -57,9 +61,13 @@ export interface CrawlRecord extends CrawlSpec {
   drift?: DriftState;
   /** Why drift catch-up could not run (the registry has no usable `_changes`), if so. */
   driftError?: string;
+  /** Creation time, epoch ms. */
   createdAt: number;
+  /** Last update, epoch ms. */
   updatedAt: number;
+  /** When it finished or was cancelled, epoch ms. */
   finishedAt: number | null;
+  /** Why it failed, if it did. */
   error: string | null;
 }
 
@@ -67,8 +75,11 @@ export interface CrawlRecord extends CrawlSpec {
 export interface DriftState {
   /** Last change sequence applied (opaque, as the registry gave it). */
   seq: string;
+  /** Items added by changes (absent before). */
   inserted: number;
+  /** Items rewritten by changes (present before). */
   updated: number;
+  /** Items removed by changes. */
   deleted: number;
   /** Held by the process applying changes. */
   lease: Lease | null;
@@ -78,32 +89,45 @@ export interface DriftState {
 
 /** A lease held by a worker on a shard. */
 export interface Lease {
+  /** The worker holding it. */
   owner: string;
+  /** Expiry, epoch ms (from the holder's injected clock). */
   untilMs: number;
 }
 
 /** A shard, as stored: keys k with start <= k < end, read up to `cursor`. */
 export interface ShardRecord {
+  /** Shard id (plan order, then split order). */
   id: number;
+  /** First key; null = open. */
   start: string | null;
+  /** End key (exclusive); null = open. Shrinks when the shard is split. */
   end: string | null;
   /** Next key to read (inclusive); null = from the start of the key space. */
   cursor: string | null;
+  /** All of [start, end) is committed. */
   done: boolean;
   /** Items committed (each counted exactly once). */
   items: number;
+  /** Pages committed. */
   pages: number;
+  /** Documents fetched. */
   docs: number;
+  /** Documents that could not be fetched. */
   docErrors: number;
+  /** Documents recorded as too large. */
   tooLarge: number;
   /** Items the plan expected (a split moves part of it to the child). */
   expected: number;
   /** Bumped by every commit; page messages carry it so stale ones are recognised. */
   token: number;
+  /** Creation time, epoch ms. */
   startedAt: number;
+  /** Last commit, epoch ms. */
   updatedAt: number;
   /** Items per second over recent pages (moving average); 0 before the first page. */
   recentRate?: number;
+  /** The lease, in lease dispatch. */
   lease: Lease | null;
   /** The shard this one was split from, if any. */
   parent: number | null;
@@ -111,7 +135,9 @@ export interface ShardRecord {
 
 /** An item, as stored and exported. */
 export interface ItemRecord {
+  /** The item's id. */
   id: string;
+  /** Its revision when listed (or when its change was applied). */
   rev: string;
   /** The document's JSON text as UTF-8 bytes, when fetched and small enough to sit inline. */
   doc?: Uint8Array;
@@ -127,10 +153,15 @@ export interface ItemRecord {
 
 /** One dynamic split, for status. */
 export interface SplitRecord {
+  /** The shard that was split. */
   parent: number;
+  /** The shard created. */
   child: number;
+  /** The split key. */
   at: string;
+  /** When, epoch ms. */
   atMs: number;
+  /** Items moved to the child (by rank). */
   movedItems: number;
 }
 
@@ -206,7 +237,7 @@ export const keys = {
 export async function withLockRetry<T>(
   fn: () => Promise<T>,
   options: { maxAttempts?: number } = {},
-) {
+): Promise<T> {
   const max = options.maxAttempts ?? 50;
   for (let attempt = 1;; attempt++) {
     try {

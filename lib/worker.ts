@@ -17,6 +17,7 @@ import { type ItemInput, writeItems } from "./item_store.ts";
 
 /** What a worker needs from its surroundings (all injected). */
 export interface WorkerDeps {
+  /** The store. */
   kv: Deno.Kv;
   /** Opens the source a crawl reads from (cached by the caller as it likes). */
   openSource: (crawl: CrawlRecord) => Source;
@@ -36,7 +37,9 @@ export type PageOutcome =
 
 /** Which page to process: a shard, and the token the caller believes current (if any). */
 export interface PageTarget {
+  /** The crawl. */
   crawlId: string;
+  /** The shard. */
   shardId: number;
   /** Expected token; an attempt with another token is stale. Omit to take the current one. */
   token?: number;
