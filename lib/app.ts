@@ -65,6 +65,7 @@ const CreateBody = z.object({
   concurrency: z.number().int().min(1).max(1000).optional(),
   maxPage: z.number().int().min(2).max(10_000).optional(),
   rebalance: z.boolean().optional(),
+  follow: z.boolean().optional(),
   id: z.string().regex(ID, "id must be 1-64 letters, digits, '.', '_' or '-'").optional(),
 }).strict();
 
@@ -126,6 +127,7 @@ export function createApp(deps: AppDeps): Hono {
       concurrency: b.concurrency ?? 8,
       maxPage: b.maxPage ?? 1000,
       rebalance: b.rebalance ?? true,
+      ...(b.follow ? { follow: true } : {}),
     };
     const id = b.id ?? await crawlIdFor(spec);
     const { crawl, created } = await createCrawl(deps.kv, spec, { id, now });

@@ -295,7 +295,8 @@ export async function checkCompletion(
 
 /**
  * Re-dispatches shards of running crawls that made no progress for `stallMs` (a lost message, a
- * dead-lettered page, a dead worker). Returns how many shards were re-dispatched.
+ * dead-lettered page, a dead worker), finishes crawls whose shards are all done, and applies new
+ * `_changes` to finished crawls created with `follow`. Returns how many shards were re-dispatched.
  */
 export async function watchdog(
   deps: { kv: Deno.Kv; dispatcher: Dispatcher; openSource?: (crawl: CrawlRecord) => Source },
@@ -305,6 +306,13 @@ export async function watchdog(
   const stallMs = options.stallMs ?? 60_000;
   let n = 0;
   for (const crawl of await listCrawls(deps.kv)) {
+    if (crawl.status === "done" && crawl.follow && deps.openSource && crawl.startSeq !== null) {
+      // Followed crawls stay equal to the registry: each tick applies the changes since the last.
+      await catchUp({ kv: deps.kv, source: deps.openSource(crawl) }, crawl.id, {
+        now: options.now,
+      }).catch(() => {}); // a failing feed is tried again on the next tick
+      continue;
+    }
     if (crawl.status !== "running") continue;
     const shards = await listShards(deps.kv, crawl.id);
     for (const e of shards) {

@@ -37,6 +37,8 @@ export interface CrawlSpec {
   maxPage: number;
   /** Split stragglers while running. */
   rebalance: boolean;
+  /** Keep applying `_changes` after the crawl is done (the server's cron does it). @default false */
+  follow?: boolean;
 }
 
 /** A crawl, as stored. */

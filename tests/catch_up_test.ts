@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { catchUp } from "../lib/catch_up.ts";
 import { FatalError, PermanentError, TransientError } from "../lib/errors.ts";
-import { checkCompletion } from "../lib/coordinator.ts";
+import { checkCompletion, watchdog } from "../lib/coordinator.ts";
 import { crawlStatus } from "../lib/status.ts";
 import { MemorySource } from "../lib/memory_source.ts";
 import { getCrawl } from "../lib/store.ts";
@@ -138,6 +138,23 @@ Deno.test("catch-up: a registry without a usable _changes feed still finishes it
     await assert.rejects(() => checkCompletion(kv, id, { openSource: () => down }), TransientError);
     assert.equal((await crawlStatus(kv, id)).status, "running");
     assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
+  } finally {
+    kv.close();
+  }
+});
+
+Deno.test("catch-up: the watchdog keeps a finished crawl created with follow equal to the registry", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const data = dataOf(randomKeys(400, ASCII, 75, 6));
+    const source = new MemorySource(data, { maxPage: 100 });
+    const { id, dispatcher } = await begin(kv, source, spec({ shards: 2, follow: true }));
+    await drain(kv, source, dispatcher.messages);
+    assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
+    data.put("zzzz-later");
+    data.delete(data.keys[3]);
+    await watchdog({ kv, dispatcher, openSource: () => source });
+    await assertEqualsRegistry(kv, id, data);
   } finally {
     kv.close();
   }
