@@ -10,7 +10,7 @@ import { listCrawls } from "../lib/store.ts";
 import { countItems, iterateItems } from "../lib/item_store.ts";
 import type { CrawlSpec } from "../lib/store.ts";
 import { createRebalancer } from "../lib/rebalance.ts";
-import { randomKeys, spawnRegistry } from "./helpers.ts";
+import { randomKeys, spawnRegistry, waitForItems } from "./helpers.ts";
 import { bundledNames, syntheticNames } from "../lib/names.ts";
 import { sortKeys } from "../lib/keys.ts";
 
@@ -151,9 +151,9 @@ Deno.test("e2e: `deno task crawl` killed with SIGKILL twice resumes with nothing
   const dir = await Deno.makeTempDir();
   const args = ["--source", reg.url, "--shards", "8", "--kv", `${dir}/c.kv`, "--max-page", "100"];
   try {
-    for (const waitMs of [1500, 1200]) {
+    for (const atLeast of [6000, 15000]) {
       const child = runCrawl(args);
-      await new Promise((r) => setTimeout(r, waitMs));
+      await waitForItems(`${dir}/c.kv`, atLeast); // mid-crawl: 20%, then 50% of the items
       child.kill("SIGKILL");
       const st = await child.status;
       assert.equal(st.success, false, "killed before finishing");

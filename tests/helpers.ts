@@ -109,3 +109,33 @@ export function spawnServer(env: Record<string, string>, args: string[] = []) {
     },
   };
 }
+
+/**
+ * Waits until the (only) crawl in the KV file at `kvPath`, written by another process, has at
+ * least `items` items committed. Used to kill a worker mid-crawl rather than after a fixed delay.
+ */
+export async function waitForItems(
+  kvPath: string,
+  items: number,
+  timeoutMs = 60_000,
+): Promise<number> {
+  const { listCrawls, listShards } = await import("../lib/store.ts");
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    let n = 0;
+    try {
+      const kv = await Deno.openKv(kvPath);
+      try {
+        const [crawl] = await listCrawls(kv);
+        if (crawl) n = (await listShards(kv, crawl.id)).reduce((s, e) => s + e.value.items, 0);
+      } finally {
+        kv.close();
+      }
+    } catch {
+      // Not created yet, or locked for a moment by the writer.
+    }
+    if (n >= items) return n;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error(`no ${items} items in ${kvPath} within ${timeoutMs} ms`);
+}

@@ -6,7 +6,7 @@ import { getShard, listCrawls, listShards } from "../lib/store.ts";
 import { countItems, iterateItems } from "../lib/item_store.ts";
 import { processPage } from "../lib/worker.ts";
 import { spec } from "./engine_helpers.ts";
-import { dataOf, randomKeys, spawnRegistry } from "./helpers.ts";
+import { dataOf, randomKeys, spawnRegistry, waitForItems } from "./helpers.ts";
 import { bundledNames, syntheticNames } from "../lib/names.ts";
 
 const ASCII = "abcdefghijklmnop-".split("");
@@ -139,7 +139,7 @@ Deno.test("lease: three `deno task worker` processes on one KV file, one killed 
   try {
     const ws = ["w1", "w2", "w3"].map(worker);
     const logs = ws.map((w) => new Response(w.stderr).text());
-    await new Promise((r) => setTimeout(r, 1200));
+    await waitForItems(kvPath, 4000); // a fifth of the registry: well before the end
     ws[1].kill("SIGKILL");
     const codes = await Promise.all(ws.map(async (w) => (await w.status).code));
     const text = await Promise.all(logs);
