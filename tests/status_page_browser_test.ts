@@ -21,7 +21,7 @@ Deno.test({
   name: "status page: loads, shows a running crawl's shards, and updates (headless chromium)",
   ignore: !haveChromium,
   fn: async () => {
-    const reg = await spawnRegistry(["--synthetic", "20000", "--latency-ms", "25"]);
+    const reg = await spawnRegistry(["--synthetic", "20000", "--latency-ms", "60"]);
     const dir = await Deno.makeTempDir();
     const token = "browser-token-456";
     const server = spawnServer({
