@@ -82,14 +82,17 @@ Deno.test("catch-up: a crash mid-feed resumes from the committed sequence, count
     // The failed runner let its lease go: the next one carries on from the committed sequence.
     let release!: () => void;
     const gate = new Promise<void>((r) => release = r);
+    let entered!: () => void;
+    const holding = new Promise<void>((r) => entered = r);
     const slow = wrapSource(source, {
       changes: async (s, l) => {
+        entered(); // the lease is taken before the feed is read
         await gate;
         return source.changes(s, l);
       },
     });
     const running = catchUp({ kv, source: slow }, id, { batch: 15, owner: "next" });
-    await new Promise((r) => setTimeout(r, 20));
+    await holding;
     assert.equal(
       (await catchUp({ kv, source }, id, { owner: "other" })).ran,
       false,

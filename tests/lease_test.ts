@@ -91,7 +91,8 @@ Deno.test("lease: three in-process lease workers crawl exactly once, rebalancing
       })
     );
     const stats = await Promise.all(workers);
-    assert.ok(stats.every((s) => s.pages > 0), "every worker did some of the work");
+    assert.ok(stats.filter((s) => s.pages > 0).length >= 2, "the work was shared");
+    assert.equal(stats.reduce((n, s) => n + s.errors, 0), 0);
     assert.equal(await checkCompletion(kv, "three"), true);
     assert.equal(await countItems(kv, "three"), data.size);
     const items = (await listShards(kv, "three")).reduce((n, e) => n + e.value.items, 0);
