@@ -70,8 +70,3 @@ export class ConflictError extends CrawlerError {
   /** Error name. */
   override name = "ConflictError";
 }
-
-/** True when retrying might succeed. */
-export function isTransient(err: unknown): err is TransientError {
-  return err instanceof TransientError;
-}

@@ -10,25 +10,9 @@ import { mapPool } from "../pool.ts";
 import { CouchSource } from "../couch_source.ts";
 import { writeItems } from "../item_store.ts";
 import { spawnTask } from "../spawn_task.ts";
+import { pageThrough } from "./page_through.ts";
 
 const fmt = (x: number) => Math.round(x).toLocaleString("en-US");
-
-/** Pages through [start, end) sequentially; returns rows read. */
-async function pageLoop(
-  src: CouchSource,
-  start: string | null,
-  end: string | null,
-): Promise<number> {
-  let cursor = start;
-  let n = 0;
-  for (;;) {
-    const page = await src.list({ start: cursor, end, limit: 1000 });
-    const rows = page.rows.slice(0, 999);
-    n += rows.length;
-    if (page.rows.length < 1000) return n;
-    cursor = page.rows[999].id;
-  }
-}
 
 /** Prints the crawl table. */
 export async function benchCrawl(o: { quick: boolean; log: (s: string) => void }): Promise<void> {
@@ -42,13 +26,13 @@ export async function benchCrawl(o: { quick: boolean; log: (s: string) => void }
     const first = await src.list({ limit: 1 });
     const total = first.total;
     let t = performance.now();
-    await pageLoop(src, null, null);
+    await pageThrough(src, { start: null, end: null });
     const serial = total / ((performance.now() - t) / 1000);
     // The same registry read by 16 parallel loops over the planner's shards: the serving limit.
     const { planShards } = await import("../planner.ts");
     const plan = await planShards(src, 16);
     t = performance.now();
-    await Promise.all(plan.shards.map((s) => pageLoop(src, s.start, s.end)));
+    await Promise.all(plan.shards.map((s) => pageThrough(src, s)));
     const parallel = total / ((performance.now() - t) / 1000);
     const keysRun = await runLocalCrawl({
       kvPath: `${dir}/keys.kv`,
@@ -66,12 +50,11 @@ export async function benchCrawl(o: { quick: boolean; log: (s: string) => void }
     const keysRate = total / (keysRun.elapsedMs / 1000);
     const dsrc = new CouchSource(docReg.url);
     const ids: string[] = [];
-    for (let cursor: string | null = null;;) {
-      const page = await dsrc.list({ start: cursor, limit: 1000 });
-      ids.push(...page.rows.slice(0, 999).map((r) => r.id));
-      if (page.rows.length < 1000) break;
-      cursor = page.rows[999].id;
-    }
+    await pageThrough(
+      dsrc,
+      { start: null, end: null },
+      (rows) => ids.push(...rows.map((r) => r.id)),
+    );
     t = performance.now();
     await mapPool(ids, (id) => dsrc.doc(id), { concurrency: 32 });
     const docLimit = ids.length / ((performance.now() - t) / 1000);

@@ -12,6 +12,7 @@ import { type Plan, planShards } from "../planner.ts";
 import { mapPool } from "../pool.ts";
 import { createRebalancer } from "../rebalance.ts";
 import { spawnTask } from "../spawn_task.ts";
+import { pageThrough } from "./page_through.ts";
 
 const SHARDS = 8;
 const CONCURRENCY = 4;
@@ -36,12 +37,11 @@ export async function benchRebalance(o: { quick: boolean; log: (s: string) => vo
   try {
     const src = new CouchSource(reg.url);
     const ids: string[] = [];
-    for (let cursor: string | null = null;;) {
-      const page = await src.list({ start: cursor, limit: 1000 });
-      ids.push(...page.rows.slice(0, 999).map((r) => r.id));
-      if (page.rows.length < 1000) break;
-      cursor = page.rows[999].id;
-    }
+    await pageThrough(
+      src,
+      { start: null, end: null },
+      (rows) => ids.push(...rows.map((r) => r.id)),
+    );
     const hotIds = ids.filter((id) => id.startsWith(hot));
     // Calibrate the per-document cost of each kind at the crawl's own concurrency.
     const time = async (sample: string[]) => {
