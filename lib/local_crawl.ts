@@ -240,7 +240,8 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
     let itemsBefore: number | null = null;
     for (;;) {
       const report = await crawlStatus(kv, crawlId);
-      itemsBefore ??= report.itemsStored;
+      // A crawl this run created had nothing before it, however fast its first pages commit.
+      itemsBefore ??= created ? 0 : report.itemsStored;
       const ended = report.status !== "running";
       options.progress?.update(report, ended);
       if (report.status === "done") {
