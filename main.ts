@@ -4,7 +4,7 @@
  * the environment (see README): PORT, KV_PATH, CRAWL_TOKEN, ALLOWED_SOURCES, DISPATCH, WORKERS,
  * CRAWL_SCHEDULE + CRAWL_SOURCE (+ CRAWL_SHARDS, CRAWL_DOCS).
  */
-import { configFromEnv, type ServerRuntime, startServer } from "./lib/server.ts";
+import { configFromEnv, type ServerRuntime, startServer } from "./lib/http/server.ts";
 
 const onDeploy = Deno.env.get("DENO_DEPLOYMENT_ID") !== undefined;
 let config;

@@ -2,7 +2,8 @@
  * `deno task bench [--part plan|crawl|rebalance|all] [--quick]`: performance figures, as ratios
  * side by side in one run. Never run by the tests (these machines are shared and noisy).
  */
-import { intFlag, parseFlags, runMain, UsageError } from "../lib/cli.ts";
+import { intFlag, parseFlags, runMain } from "../lib/cli/flags.ts";
+import { UsageError } from "../lib/base/errors.ts";
 import { benchCrawl } from "../lib/bench/crawl_bench.ts";
 import { benchPlan } from "../lib/bench/plan_bench.ts";
 import { benchRebalance } from "../lib/bench/rebalance_bench.ts";

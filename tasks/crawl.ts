@@ -5,15 +5,17 @@
  * Runs a crawl to completion and exits 0. Without `--source` it serves the bundled demo registry
  * (226,995 real npm names) in-process and crawls that. The identical command after a kill resumes.
  */
-import { intFlag, parseFlags, redactUrl, runMain, urlFlag, UsageError } from "../lib/cli.ts";
-import { runLocalCrawl } from "../lib/local_crawl.ts";
-import { readPlanFile } from "../lib/plan_file.ts";
-import { Progress, summary } from "../lib/progress.ts";
-import { startRegistry } from "../lib/registry.ts";
-import { RegistryData } from "../lib/registry_data.ts";
-import { bundledNames } from "../lib/names.ts";
-import type { CrawlSpec } from "../lib/store.ts";
-import { createRebalancer } from "../lib/rebalance.ts";
+import { intFlag, parseFlags, runMain, urlFlag } from "../lib/cli/flags.ts";
+import { UsageError } from "../lib/base/errors.ts";
+import { redactUrl } from "../lib/base/redact.ts";
+import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
+import { readPlanFile } from "../lib/plan/plan_file.ts";
+import { Progress, summary } from "../lib/cli/progress.ts";
+import { startRegistry } from "../lib/sim/registry_server.ts";
+import { RegistryData } from "../lib/sim/registry_data.ts";
+import { bundledNames } from "../lib/sim/names.ts";
+import type { CrawlSpec } from "../lib/engine/store.ts";
+import { createRebalancer } from "../lib/engine/rebalance.ts";
 
 const HELP =
   `usage: deno task crawl [--source URL] [--shards N] [--kv PATH] [--docs] [--concurrency C]

@@ -3,9 +3,10 @@
  * line with `id`, `rev` and (when fetched) `doc`; streamed with flat memory. With one crawl in the
  * KV file no id is needed.
  */
-import { parseFlags, runMain, UsageError } from "../lib/cli.ts";
-import { exportNdjson } from "../lib/export.ts";
-import { listCrawls } from "../lib/store.ts";
+import { parseFlags, runMain } from "../lib/cli/flags.ts";
+import { UsageError } from "../lib/base/errors.ts";
+import { exportNdjson } from "../lib/cli/export.ts";
+import { listCrawls } from "../lib/engine/store.ts";
 
 runMain(async () => {
   const f = parseFlags(Deno.args, {

@@ -3,11 +3,12 @@
  * shards of exactly balanced item counts, as a table with a comparison to the naive even split, or
  * as JSON (`--json`); `--out` also writes the JSON for `deno task crawl --plan FILE`.
  */
-import { intFlag, parseFlags, runMain, urlFlag, UsageError } from "../lib/cli.ts";
-import { CouchSource } from "../lib/couch_source.ts";
-import { planShards } from "../lib/planner.ts";
-import { evenSplitKeys, maxShare, shardsAt } from "../lib/baselines.ts";
-import { formatPlanTable } from "../lib/plan_format.ts";
+import { intFlag, parseFlags, runMain, urlFlag } from "../lib/cli/flags.ts";
+import { UsageError } from "../lib/base/errors.ts";
+import { CouchSource } from "../lib/sources/couch_source.ts";
+import { planShards } from "../lib/plan/planner.ts";
+import { evenSplitKeys, maxShare, shardsAt } from "../lib/plan/baselines.ts";
+import { formatPlanTable } from "../lib/plan/plan_table.ts";
 
 runMain(async () => {
   const f = parseFlags(Deno.args, {

@@ -2,11 +2,12 @@
  * `deno task registry`: serves a CouchDB-compatible registry on 127.0.0.1 and prints
  * `listening on <URL>` (the database URL to pass as `--source`).
  */
-import { intFlag, numberFlag, parseFlags, runMain, UsageError } from "../lib/cli.ts";
-import { FAULT_KINDS, type FaultKind, startRegistry } from "../lib/registry.ts";
-import { RegistryData } from "../lib/registry_data.ts";
-import { loadKeys } from "../lib/registry_cli.ts";
-import { prng } from "../lib/names.ts";
+import { intFlag, numberFlag, parseFlags, runMain } from "../lib/cli/flags.ts";
+import { UsageError } from "../lib/base/errors.ts";
+import { FAULT_KINDS, type FaultKind, startRegistry } from "../lib/sim/registry_server.ts";
+import { RegistryData } from "../lib/sim/registry_data.ts";
+import { loadKeys } from "../lib/sim/load_keys.ts";
+import { prng } from "../lib/sim/names.ts";
 
 const HELP = `usage: deno task registry [--names FILE | --synthetic N] [--port P] [--db NAME]
   [--latency-ms X] [--doc-latency-ms X] [--hot-prefix P --hot-ms X]

@@ -6,13 +6,14 @@
  * `--source`, it first creates that crawl if missing (same id as `deno task crawl` would use), so
  * that identical workers started together share one crawl.
  */
-import { intFlag, parseFlags, runMain, urlFlag, UsageError } from "../lib/cli.ts";
-import { createCrawl } from "../lib/coordinator.ts";
-import { runLeaseWorker } from "../lib/lease_worker.ts";
-import { splitStraggler } from "../lib/rebalance.ts";
-import { sourceOpener } from "../lib/source_factory.ts";
-import { LeaseDispatcher } from "../lib/lease_worker.ts";
-import { type CrawlSpec, getCrawl } from "../lib/store.ts";
+import { intFlag, parseFlags, runMain, urlFlag } from "../lib/cli/flags.ts";
+import { UsageError } from "../lib/base/errors.ts";
+import { createCrawl } from "../lib/engine/coordinator.ts";
+import { runLeaseWorker } from "../lib/engine/lease_dispatch.ts";
+import { splitStraggler } from "../lib/engine/rebalance.ts";
+import { sourceOpener } from "../lib/engine/open_source.ts";
+import { LeaseDispatcher } from "../lib/engine/lease_dispatch.ts";
+import { type CrawlSpec, getCrawl } from "../lib/engine/store.ts";
 
 runMain(async () => {
   const f = parseFlags(Deno.args, {

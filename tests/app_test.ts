@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
-import { createApp } from "../lib/app.ts";
-import { planCrawl } from "../lib/coordinator.ts";
-import { MemorySource } from "../lib/memory_source.ts";
-import { getCrawl, listShards } from "../lib/store.ts";
+import { createApp } from "../lib/http/app.ts";
+import { planCrawl } from "../lib/engine/coordinator.ts";
+import { MemorySource } from "../lib/sources/memory_source.ts";
+import { getCrawl, listShards } from "../lib/engine/store.ts";
 import { drain, RecordingDispatcher } from "./engine_helpers.ts";
 import { dataOf, randomKeys } from "./helpers.ts";
 
@@ -124,7 +124,7 @@ Deno.test("api: lifecycle: create, plan, run, pause, resume, finish, items, canc
     assert.equal((await resumed.json()).status, "running");
     assert.equal(dispatcher.messages.length, 4);
     await drain(kv, source, dispatcher.messages.splice(0));
-    const { checkCompletion } = await import("../lib/coordinator.ts");
+    const { checkCompletion } = await import("../lib/engine/coordinator.ts");
     await checkCompletion(kv, id);
     st = await (await call("GET", `/crawls/${id}`)).json();
     assert.equal(st.status, "done");

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { isAllowedSource, parseAllowedSources, safeEqual } from "../lib/auth.ts";
+import { isAllowedSource, parseAllowedSources, safeEqual } from "../lib/http/auth.ts";
 
 Deno.test("auth: constant-time token comparison gives the right answers", async () => {
   assert.equal(await safeEqual("abc", "abc"), true);

@@ -1,11 +1,11 @@
 import assert from "node:assert/strict";
-import { catchUp } from "../lib/catch_up.ts";
-import { FatalError, PermanentError, TransientError } from "../lib/errors.ts";
-import { checkCompletion, watchdog } from "../lib/coordinator.ts";
-import { crawlStatus } from "../lib/status.ts";
-import { MemorySource } from "../lib/memory_source.ts";
-import { getCrawl } from "../lib/store.ts";
-import { iterateItems } from "../lib/item_store.ts";
+import { catchUp } from "../lib/engine/catch_up.ts";
+import { FatalError, PermanentError, TransientError } from "../lib/base/errors.ts";
+import { checkCompletion, watchdog } from "../lib/engine/coordinator.ts";
+import { crawlStatus } from "../lib/engine/status.ts";
+import { MemorySource } from "../lib/sources/memory_source.ts";
+import { getCrawl } from "../lib/engine/store.ts";
+import { iterateItems } from "../lib/engine/item_store.ts";
 import { begin, drain, spec } from "./engine_helpers.ts";
 import { dataOf, randomKeys, wrapSource } from "./helpers.ts";
 

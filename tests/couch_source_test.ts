@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
-import { CouchSource, parseRetryAfter } from "../lib/couch_source.ts";
-import { FatalError, TransientError } from "../lib/errors.ts";
-import { startRegistry } from "../lib/registry.ts";
-import { RegistryData } from "../lib/registry_data.ts";
-import { planShards } from "../lib/planner.ts";
+import { CouchSource, parseRetryAfter } from "../lib/sources/couch_source.ts";
+import { FatalError, TransientError } from "../lib/base/errors.ts";
+import { startRegistry } from "../lib/sim/registry_server.ts";
+import { RegistryData } from "../lib/sim/registry_data.ts";
+import { planShards } from "../lib/plan/planner.ts";
 import { assertExactPlan, dataOf, randomKeys, spawnRegistry } from "./helpers.ts";
 
 const noSleep = () => Promise.resolve();
@@ -15,7 +15,7 @@ Deno.test("couch source: plans exactly against `deno task registry` started as a
     const source = new CouchSource(reg.url, { maxPage: 1000 });
     const plan = await planShards(source, 56);
     assert.equal(plan.total, 20000);
-    const { syntheticNames, bundledNames } = await import("../lib/names.ts");
+    const { syntheticNames, bundledNames } = await import("../lib/sim/names.ts");
     assertExactPlan(plan, dataOf(syntheticNames(await bundledNames(), 20000, { seed: 42 })), 56);
   } finally {
     await reg.close();
@@ -146,7 +146,7 @@ Deno.test("couch source: a closed port is transient, then an error naming the UR
 });
 
 Deno.test("registry data: synthetic generator is sorted and deterministic", async () => {
-  const { syntheticNames, bundledNames } = await import("../lib/names.ts");
+  const { syntheticNames, bundledNames } = await import("../lib/sim/names.ts");
   const base = await bundledNames();
   assert.equal(base.length, 226_995);
   const a = syntheticNames(base, 50_000, { seed: 3 });

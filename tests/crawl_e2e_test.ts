@@ -3,16 +3,16 @@
  * HTTP, and through `deno task crawl` subprocesses killed with SIGKILL.
  */
 import assert from "node:assert/strict";
-import { runLocalCrawl } from "../lib/local_crawl.ts";
-import { startRegistry } from "../lib/registry.ts";
-import { RegistryData } from "../lib/registry_data.ts";
-import { listCrawls } from "../lib/store.ts";
-import { countItems, iterateItems } from "../lib/item_store.ts";
-import type { CrawlSpec } from "../lib/store.ts";
-import { createRebalancer } from "../lib/rebalance.ts";
+import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
+import { startRegistry } from "../lib/sim/registry_server.ts";
+import { RegistryData } from "../lib/sim/registry_data.ts";
+import { listCrawls } from "../lib/engine/store.ts";
+import { countItems, iterateItems } from "../lib/engine/item_store.ts";
+import type { CrawlSpec } from "../lib/engine/store.ts";
+import { createRebalancer } from "../lib/engine/rebalance.ts";
 import { randomKeys, spawnRegistry, waitForItems } from "./helpers.ts";
-import { bundledNames, syntheticNames } from "../lib/names.ts";
-import { sortKeys } from "../lib/keys.ts";
+import { bundledNames, syntheticNames } from "../lib/sim/names.ts";
+import { sortKeys } from "../lib/plan/keys.ts";
 
 const UNI = ["a", "b", "-", "@", "/", "é", "中", "\u{1f600}", "\uffff", "z", "0"];
 const noSleep = () => Promise.resolve();

@@ -1,10 +1,10 @@
 /** Drives the worker without a queue: a deterministic in-test message loop. */
-import { startCrawl } from "../lib/coordinator.ts";
-import type { Dispatcher } from "../lib/coordinator.ts";
-import type { PageMessage } from "../lib/messages.ts";
-import type { Source } from "../lib/source.ts";
-import { type CrawlSpec, listShards, type ShardRecord } from "../lib/store.ts";
-import { type PageOutcome, processPage } from "../lib/worker.ts";
+import { startCrawl } from "../lib/engine/coordinator.ts";
+import type { Dispatcher } from "../lib/engine/coordinator.ts";
+import type { PageMessage } from "../lib/engine/messages.ts";
+import type { Source } from "../lib/plan/source.ts";
+import { type CrawlSpec, listShards, type ShardRecord } from "../lib/engine/store.ts";
+import { type PageOutcome, processPage } from "../lib/engine/page.ts";
 
 /** A dispatcher that only records messages, for tests that deliver them by hand. */
 export class RecordingDispatcher implements Dispatcher {

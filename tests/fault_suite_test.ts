@@ -5,13 +5,13 @@
  * registry moving under a crawl (drift). Every run ends with the exact item set and counters.
  */
 import assert from "node:assert/strict";
-import { bundledNames, prng, syntheticNames } from "../lib/names.ts";
-import { listCrawls, listShards } from "../lib/store.ts";
-import { iterateItems } from "../lib/item_store.ts";
-import { crawlStatus } from "../lib/status.ts";
-import { runLocalCrawl } from "../lib/local_crawl.ts";
-import { startRegistry } from "../lib/registry.ts";
-import { RegistryData } from "../lib/registry_data.ts";
+import { bundledNames, prng, syntheticNames } from "../lib/sim/names.ts";
+import { listCrawls, listShards } from "../lib/engine/store.ts";
+import { iterateItems } from "../lib/engine/item_store.ts";
+import { crawlStatus } from "../lib/engine/status.ts";
+import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
+import { startRegistry } from "../lib/sim/registry_server.ts";
+import { RegistryData } from "../lib/sim/registry_data.ts";
 import { spawnRegistry } from "./helpers.ts";
 
 Deno.test("faults: 20% faults, missing documents, 5 SIGKILLs: every item exactly once", async () => {

@@ -1,11 +1,11 @@
 /** Helpers shared by tests: key sets and plan verification. */
 import assert from "node:assert/strict";
-import { prng } from "../lib/names.ts";
-import { sortKeys } from "../lib/keys.ts";
-import type { Plan } from "../lib/planner.ts";
-import { RegistryData } from "../lib/registry_data.ts";
-import { type SpawnedTask, spawnTask } from "../lib/spawn_task.ts";
-import type { Source } from "../lib/source.ts";
+import { prng } from "../lib/sim/names.ts";
+import { sortKeys } from "../lib/plan/keys.ts";
+import type { Plan } from "../lib/plan/planner.ts";
+import { RegistryData } from "../lib/sim/registry_data.ts";
+import { type SpawnedTask, spawnTask } from "../lib/sim/spawn_task.ts";
+import type { Source } from "../lib/plan/source.ts";
 
 /** `n` distinct random keys drawn from `chars`, lengths 1..maxLen, sorted. */
 export function randomKeys(n: number, chars: string[], seed: number, maxLen = 8): string[] {
@@ -119,7 +119,7 @@ export async function waitForItems(
   items: number,
   timeoutMs = 60_000,
 ): Promise<number> {
-  const { listCrawls, listShards } = await import("../lib/store.ts");
+  const { listCrawls, listShards } = await import("../lib/engine/store.ts");
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     let n = 0;

@@ -1,6 +1,11 @@
 import assert from "node:assert/strict";
-import { keys } from "../lib/store.ts";
-import { countItems, INLINE_DOC_BYTES, iterateItems, writeItems } from "../lib/item_store.ts";
+import { keys } from "../lib/engine/store.ts";
+import {
+  countItems,
+  INLINE_DOC_BYTES,
+  iterateItems,
+  writeItems,
+} from "../lib/engine/item_store.ts";
 
 Deno.test("item store: items are idempotent, batched past KV limits, large documents chunked", async () => {
   const kv = await Deno.openKv(":memory:");

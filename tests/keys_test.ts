@@ -6,8 +6,8 @@ import {
   keyBetween,
   lowerBound,
   sortKeys,
-} from "../lib/keys.ts";
-import { prng } from "../lib/names.ts";
+} from "../lib/plan/keys.ts";
+import { prng } from "../lib/sim/names.ts";
 
 Deno.test("compareKeys: table of code point order cases", () => {
   const cases: [string, string, number][] = [

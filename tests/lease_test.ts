@@ -1,13 +1,13 @@
 import assert from "node:assert/strict";
-import { checkCompletion, startCrawl } from "../lib/coordinator.ts";
-import { claimShard, LeaseDispatcher, runLeaseWorker } from "../lib/lease_worker.ts";
-import { MemorySource } from "../lib/memory_source.ts";
-import { getShard, listCrawls, listShards } from "../lib/store.ts";
-import { countItems, iterateItems } from "../lib/item_store.ts";
-import { processPage } from "../lib/worker.ts";
+import { checkCompletion, startCrawl } from "../lib/engine/coordinator.ts";
+import { claimShard, LeaseDispatcher, runLeaseWorker } from "../lib/engine/lease_dispatch.ts";
+import { MemorySource } from "../lib/sources/memory_source.ts";
+import { getShard, listCrawls, listShards } from "../lib/engine/store.ts";
+import { countItems, iterateItems } from "../lib/engine/item_store.ts";
+import { processPage } from "../lib/engine/page.ts";
 import { spec } from "./engine_helpers.ts";
 import { dataOf, randomKeys, spawnRegistry, waitForItems } from "./helpers.ts";
-import { bundledNames, syntheticNames } from "../lib/names.ts";
+import { bundledNames, syntheticNames } from "../lib/sim/names.ts";
 
 const ASCII = "abcdefghijklmnop-".split("");
 
@@ -77,7 +77,7 @@ Deno.test("lease: three in-process lease workers crawl exactly once, rebalancing
         id: "three",
       },
     );
-    const { splitStraggler } = await import("../lib/rebalance.ts");
+    const { splitStraggler } = await import("../lib/engine/rebalance.ts");
     const workers = ["w1", "w2", "w3"].map((owner) =>
       runLeaseWorker({ kv, openSource: () => source }, {
         owner,

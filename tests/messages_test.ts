@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { parseMessage } from "../lib/messages.ts";
+import { parseMessage } from "../lib/engine/messages.ts";
 
 Deno.test("messages: well-formed messages parse; anything else is refused", () => {
   assert.deepEqual(parseMessage({ kind: "page", crawlId: "c", shardId: 3, token: 0 }), {

@@ -6,11 +6,11 @@
  * never in CI.
  */
 import assert from "node:assert/strict";
-import { CouchSource } from "../lib/couch_source.ts";
-import { runLocalCrawl } from "../lib/local_crawl.ts";
-import { planShards } from "../lib/planner.ts";
-import { listCrawls } from "../lib/store.ts";
-import { iterateItems } from "../lib/item_store.ts";
+import { CouchSource } from "../lib/sources/couch_source.ts";
+import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
+import { planShards } from "../lib/plan/planner.ts";
+import { listCrawls } from "../lib/engine/store.ts";
+import { iterateItems } from "../lib/engine/item_store.ts";
 import { freePort, randomKeys, waitHealthy } from "./helpers.ts";
 
 const BIN = Deno.env.get("POUCHDB_SERVER") ??

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { checkPlan, readPlanFile } from "../lib/plan_file.ts";
-import { InputError } from "../lib/errors.ts";
+import { checkPlan, readPlanFile } from "../lib/plan/plan_file.ts";
+import { InputError } from "../lib/base/errors.ts";
 
 const good = {
   total: 10,

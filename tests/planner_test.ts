@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
-import { MemorySource } from "../lib/memory_source.ts";
-import { planShards, spreadOrder, targetRanks } from "../lib/planner.ts";
-import { InputError } from "../lib/errors.ts";
-import { bundledNames, syntheticNames } from "../lib/names.ts";
+import { MemorySource } from "../lib/sources/memory_source.ts";
+import { planShards, spreadOrder, targetRanks } from "../lib/plan/planner.ts";
+import { InputError } from "../lib/base/errors.ts";
+import { bundledNames, syntheticNames } from "../lib/sim/names.ts";
 import { assertExactPlan, dataOf, randomKeys, wrapSource } from "./helpers.ts";
 
 const ASCII = "abcdefghijklmnopqrstuvwxyz0123456789-._".split("");

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { mapPool, Semaphore } from "../lib/pool.ts";
+import { mapPool, Semaphore } from "../lib/base/pool.ts";
 
 Deno.test("pool: mapPool keeps order and never exceeds its concurrency", async () => {
   let active = 0;

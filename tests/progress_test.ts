@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { duration, Progress, summary } from "../lib/progress.ts";
-import type { CrawlStatusReport } from "../lib/status.ts";
+import { duration, Progress, summary } from "../lib/cli/progress.ts";
+import type { CrawlStatusReport } from "../lib/engine/status.ts";
 
 function report(items: number, over: Partial<CrawlStatusReport> = {}): CrawlStatusReport {
   return {

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import { createRegistryApp } from "../lib/registry.ts";
-import { RegistryData } from "../lib/registry_data.ts";
-import { sortKeys } from "../lib/keys.ts";
+import { createRegistryApp } from "../lib/sim/registry_server.ts";
+import { RegistryData } from "../lib/sim/registry_data.ts";
+import { sortKeys } from "../lib/plan/keys.ts";
 
 const KEYS = sortKeys(["a", "b", "c", "@s/x", "@s/y", "é", "\uffff", "\u{10000}", "z"]);
 

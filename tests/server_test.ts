@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { configFromEnv, startServer } from "../lib/server.ts";
-import { listCrawls } from "../lib/store.ts";
+import { configFromEnv, startServer } from "../lib/http/server.ts";
+import { listCrawls } from "../lib/engine/store.ts";
 
 const env = (vars: Record<string, string>) => (k: string) => vars[k];
 

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { commitShard, keys, type ShardRecord } from "../lib/store.ts";
+import { commitShard, keys, type ShardRecord } from "../lib/engine/store.ts";
 
 Deno.test("store: a shard commit guarded by a stale versionstamp writes nothing", async () => {
   const kv = await Deno.openKv(":memory:");
@@ -30,7 +30,7 @@ Deno.test("store: a shard commit guarded by a stale versionstamp writes nothing"
 Deno.test("store: guarded commits from 4 processes on one KV file, retried when locked, count exactly", async () => {
   const dir = await Deno.makeTempDir();
   const path = `${dir}/c.kv`;
-  const storeUrl = new URL("../lib/store.ts", import.meta.url).href;
+  const storeUrl = new URL("../lib/engine/store.ts", import.meta.url).href;
   // Each process adds 1 to a shard's counter 150 times with read + guarded commit, retrying
   // conflicts; `database is locked` from the others is absorbed by withLockRetry.
   const code = `

@@ -1,11 +1,11 @@
 import assert from "node:assert/strict";
-import { checkCompletion } from "../lib/coordinator.ts";
-import { crawlStatus } from "../lib/status.ts";
-import { MemorySource } from "../lib/memory_source.ts";
-import { prng } from "../lib/names.ts";
-import { listShards } from "../lib/store.ts";
-import { countItems, iterateItems } from "../lib/item_store.ts";
-import { processPage } from "../lib/worker.ts";
+import { checkCompletion } from "../lib/engine/coordinator.ts";
+import { crawlStatus } from "../lib/engine/status.ts";
+import { MemorySource } from "../lib/sources/memory_source.ts";
+import { prng } from "../lib/sim/names.ts";
+import { listShards } from "../lib/engine/store.ts";
+import { countItems, iterateItems } from "../lib/engine/item_store.ts";
+import { processPage } from "../lib/engine/page.ts";
 import { begin, drain, spec } from "./engine_helpers.ts";
 import { dataOf, randomKeys, wrapSource } from "./helpers.ts";
 

@@ -5,11 +5,11 @@
  *
  * @module
  */
-import { runLocalCrawl } from "../local_crawl.ts";
-import { mapPool } from "../pool.ts";
-import { CouchSource } from "../couch_source.ts";
-import { writeItems } from "../item_store.ts";
-import { spawnTask } from "../spawn_task.ts";
+import { runLocalCrawl } from "../cli/local_crawl.ts";
+import { mapPool } from "../base/pool.ts";
+import { CouchSource } from "../sources/couch_source.ts";
+import { writeItems } from "../engine/item_store.ts";
+import { spawnTask } from "../sim/spawn_task.ts";
 import { pageThrough } from "./page_through.ts";
 
 const fmt = (x: number) => Math.round(x).toLocaleString("en-US");
@@ -29,7 +29,7 @@ export async function benchCrawl(o: { quick: boolean; log: (s: string) => void }
     await pageThrough(src, { start: null, end: null });
     const serial = total / ((performance.now() - t) / 1000);
     // The same registry read by 16 parallel loops over the planner's shards: the serving limit.
-    const { planShards } = await import("../planner.ts");
+    const { planShards } = await import("../plan/planner.ts");
     const plan = await planShards(src, 16);
     t = performance.now();
     await Promise.all(plan.shards.map((s) => pageThrough(src, s)));

@@ -3,7 +3,7 @@
  *
  * @module
  */
-import type { Row, Source } from "../source.ts";
+import type { Row, Source } from "../plan/source.ts";
 
 /**
  * Pages through [start, end) with pages of `limit` rows, the last row of each only serving as the

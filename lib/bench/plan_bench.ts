@@ -4,11 +4,11 @@
  *
  * @module
  */
-import { evenSplitKeys, seedBisection } from "../baselines.ts";
-import { MemorySource } from "../memory_source.ts";
-import { bundledNames, syntheticNames } from "../names.ts";
-import { planShards } from "../planner.ts";
-import { RegistryData } from "../registry_data.ts";
+import { evenSplitKeys, seedBisection } from "../plan/baselines.ts";
+import { MemorySource } from "../sources/memory_source.ts";
+import { bundledNames, syntheticNames } from "../sim/names.ts";
+import { planShards } from "../plan/planner.ts";
+import { RegistryData } from "../sim/registry_data.ts";
 
 /** Largest and smallest shard as a multiple of total/N, from boundary ranks. */
 function spread(ranks: number[], total: number, n: number): { max: number; min: number } {

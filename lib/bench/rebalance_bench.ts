@@ -5,13 +5,13 @@
  *
  * @module
  */
-import { evenSplitKeys, shardsAt } from "../baselines.ts";
-import { CouchSource } from "../couch_source.ts";
-import { runLocalCrawl } from "../local_crawl.ts";
-import { type Plan, planShards } from "../planner.ts";
-import { mapPool } from "../pool.ts";
-import { createRebalancer } from "../rebalance.ts";
-import { spawnTask } from "../spawn_task.ts";
+import { evenSplitKeys, shardsAt } from "../plan/baselines.ts";
+import { CouchSource } from "../sources/couch_source.ts";
+import { runLocalCrawl } from "../cli/local_crawl.ts";
+import { type Plan, planShards } from "../plan/planner.ts";
+import { mapPool } from "../base/pool.ts";
+import { createRebalancer } from "../engine/rebalance.ts";
+import { spawnTask } from "../sim/spawn_task.ts";
 import { pageThrough } from "./page_through.ts";
 
 const SHARDS = 8;

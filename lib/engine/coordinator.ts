@@ -5,9 +5,9 @@
  * @module
  */
 import { catchUp } from "./catch_up.ts";
-import { ConflictError, NotFoundError, TransientError } from "./errors.ts";
-import { type Plan, planShards } from "./planner.ts";
-import type { Source } from "./source.ts";
+import { ConflictError, NotFoundError, TransientError } from "../base/errors.ts";
+import { type Plan, planShards } from "../plan/planner.ts";
+import type { Source } from "../plan/source.ts";
 import {
   type CrawlRecord,
   type CrawlSpec,

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { UsageError } from "./cli.ts";
+import { UsageError } from "../base/errors.ts";
 import { bundledNames, readNames, syntheticNames } from "./names.ts";
 
 /**

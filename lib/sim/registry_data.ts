@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { compareKeys, lowerBound } from "./keys.ts";
+import { compareKeys, lowerBound } from "../plan/keys.ts";
 import { prng } from "./names.ts";
 
 /** One change as `_changes` reports it: the latest state of a document. */

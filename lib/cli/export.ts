@@ -4,9 +4,9 @@
  *
  * @module
  */
-import { NotFoundError } from "./errors.ts";
-import { getCrawl } from "./store.ts";
-import { iterateItems } from "./item_store.ts";
+import { NotFoundError } from "../base/errors.ts";
+import { getCrawl } from "../engine/store.ts";
+import { iterateItems } from "../engine/item_store.ts";
 
 /**
  * Writes every item of crawl `id` to `out` as NDJSON; returns the number of lines written. The

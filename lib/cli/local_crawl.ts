@@ -5,8 +5,8 @@
  *
  * @module
  */
-import { catchUp } from "./catch_up.ts";
-import { CouchSource, type CouchSourceOptions } from "./couch_source.ts";
+import { catchUp } from "../engine/catch_up.ts";
+import { CouchSource, type CouchSourceOptions } from "../sources/couch_source.ts";
 import {
   crawlIdFor,
   type Dispatcher,
@@ -14,15 +14,15 @@ import {
   resumeCrawl,
   startCrawl,
   watchdog,
-} from "./coordinator.ts";
-import { crawlStatus, type CrawlStatusReport } from "./status.ts";
-import { ConflictError, FatalError } from "./errors.ts";
-import { createQueueHandler, QueueDispatcher } from "./dispatch_queue.ts";
-import { LeaseDispatcher, runLeaseWorker } from "./lease_worker.ts";
-import type { Plan } from "./planner.ts";
+} from "../engine/coordinator.ts";
+import { crawlStatus, type CrawlStatusReport } from "../engine/status.ts";
+import { ConflictError, FatalError } from "../base/errors.ts";
+import { createQueueHandler, QueueDispatcher } from "../engine/queue_dispatch.ts";
+import { LeaseDispatcher, runLeaseWorker } from "../engine/lease_dispatch.ts";
+import type { Plan } from "../plan/planner.ts";
 import type { Progress } from "./progress.ts";
-import { type CrawlSpec, getCrawl, listShards, type ShardRecord } from "./store.ts";
-import type { Source } from "./source.ts";
+import { type CrawlSpec, getCrawl, listShards, type ShardRecord } from "../engine/store.ts";
+import type { Source } from "../plan/source.ts";
 
 /** Options of {@linkcode runLocalCrawl}. */
 export interface LocalCrawlOptions {

@@ -5,6 +5,14 @@
  * @module
  */
 
+/**
+ * A key above every real key, for sources that need an explicit end: three U+10FFFF (the last code
+ * point, a noncharacter); only ids starting with three of them could be missed. pouchdb-server
+ * drops ids whose first character is above U+00FF from listings without an end key, so sources
+ * whose offsets are not ranks (pouchdb's are not) are always listed with one.
+ */
+export const OPEN_END = "\u{10FFFF}\u{10FFFF}\u{10FFFF}";
+
 /** One listed item. */
 export interface Row {
   /** The item's id (= its key in `_all_docs`). */

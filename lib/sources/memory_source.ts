@@ -4,10 +4,10 @@
  *
  * @module
  */
-import { compareKeys } from "./keys.ts";
-import { PermanentError } from "./errors.ts";
-import type { RegistryData } from "./registry_data.ts";
-import type { ChangeRow, DocResult, ListOptions, Page, Source } from "./source.ts";
+import { compareKeys } from "../plan/keys.ts";
+import { PermanentError } from "../base/errors.ts";
+import type { RegistryData } from "../sim/registry_data.ts";
+import type { ChangeRow, DocResult, ListOptions, Page, Source } from "../plan/source.ts";
 
 /** Options of {@linkcode MemorySource}. */
 export interface MemorySourceOptions {

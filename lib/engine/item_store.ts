@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { FatalError } from "./errors.ts";
+import { FatalError } from "../base/errors.ts";
 import {
   BATCH_BYTES,
   BATCH_MUTATIONS,

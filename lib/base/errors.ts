@@ -59,6 +59,12 @@ export class InputError extends CrawlerError {
   override name = "InputError";
 }
 
+/** A command-line flag or argument is wrong (CLI exit 2); a kind of {@linkcode InputError}. */
+export class UsageError extends InputError {
+  /** Error name. */
+  override name = "UsageError";
+}
+
 /** Not found: an unknown crawl id and the like. */
 export class NotFoundError extends CrawlerError {
   /** Error name. */

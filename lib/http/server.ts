@@ -7,13 +7,13 @@
  */
 import { createApp } from "./app.ts";
 import { parseAllowedSources } from "./auth.ts";
-import { UsageError } from "./cli.ts";
-import { createCrawl, type Dispatcher, planCrawl, watchdog } from "./coordinator.ts";
-import { createQueueHandler, QueueDispatcher } from "./dispatch_queue.ts";
-import { LeaseDispatcher, runLeaseWorker } from "./lease_worker.ts";
-import { splitStraggler } from "./rebalance.ts";
-import { sourceOpener } from "./source_factory.ts";
-import { getCrawl } from "./store.ts";
+import { UsageError } from "../base/errors.ts";
+import { createCrawl, type Dispatcher, planCrawl, watchdog } from "../engine/coordinator.ts";
+import { createQueueHandler, QueueDispatcher } from "../engine/queue_dispatch.ts";
+import { LeaseDispatcher, runLeaseWorker } from "../engine/lease_dispatch.ts";
+import { splitStraggler } from "../engine/rebalance.ts";
+import { sourceOpener } from "../engine/open_source.ts";
+import { getCrawl } from "../engine/store.ts";
 
 /** Server configuration. */
 export interface ServerConfig {

@@ -9,8 +9,8 @@
  * @module
  */
 import { checkCompletion, type Dispatcher, failCrawl, planCrawl } from "./coordinator.ts";
-import { FatalError } from "./errors.ts";
-import type { Source } from "./source.ts";
+import { FatalError } from "../base/errors.ts";
+import type { Source } from "../plan/source.ts";
 import {
   commitShard,
   type CrawlRecord,
@@ -19,7 +19,7 @@ import {
   listShards,
   type ShardRecord,
 } from "./store.ts";
-import { processPage } from "./worker.ts";
+import { processPage } from "./page.ts";
 
 /** Lease workers need no message: an unleased unfinished shard is work. */
 export class LeaseDispatcher implements Dispatcher {

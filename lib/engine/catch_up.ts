@@ -10,8 +10,8 @@
  *
  * @module
  */
-import { mapPool } from "./pool.ts";
-import type { Source } from "./source.ts";
+import { mapPool } from "../base/pool.ts";
+import type { Source } from "../plan/source.ts";
 import { type CrawlRecord, getCrawl, updateCrawl } from "./store.ts";
 import { applyDrift, type DriftChange } from "./item_store.ts";
 

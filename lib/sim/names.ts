@@ -4,10 +4,10 @@
  *
  * @module
  */
-import { sortKeys } from "./keys.ts";
+import { sortKeys } from "../plan/keys.ts";
 
 /** Path of the bundled 226,995 real npm package names (gzip, raw byte order). */
-export const BUNDLED_NAMES_URL = new URL("../fixtures/npm-names.txt.gz", import.meta.url);
+export const BUNDLED_NAMES_URL = new URL("../../fixtures/npm-names.txt.gz", import.meta.url);
 
 /**
  * Reads a names file: one key a line, blank lines ignored, `.gz` decompressed. Returns the keys

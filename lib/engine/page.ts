@@ -8,10 +8,9 @@
  *
  * @module
  */
-import { compareKeys } from "./keys.ts";
-import { OPEN_END } from "./couch_source.ts";
-import { mapPool } from "./pool.ts";
-import type { Row, Source } from "./source.ts";
+import { compareKeys } from "../plan/keys.ts";
+import { mapPool } from "../base/pool.ts";
+import { OPEN_END, type Row, type Source } from "../plan/source.ts";
 import { commitShard, type CrawlRecord, getCrawl, getShard, type ShardRecord } from "./store.ts";
 import { type ItemInput, writeItems } from "./item_store.ts";
 

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { InputError } from "./errors.ts";
+import { InputError } from "../base/errors.ts";
 import { compareKeys } from "./keys.ts";
 import type { Plan, ShardSpec } from "./planner.ts";
 

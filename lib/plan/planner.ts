@@ -11,11 +11,10 @@
  *
  * @module
  */
-import { FatalError, InputError, PermanentError } from "./errors.ts";
-import { OPEN_END } from "./couch_source.ts";
+import { FatalError, InputError, PermanentError } from "../base/errors.ts";
 import { Alphabet, compareKeys, keyBetween } from "./keys.ts";
-import type { Page, Source } from "./source.ts";
-import { Semaphore } from "./pool.ts";
+import { OPEN_END, type Page, type Source } from "./source.ts";
+import { Semaphore } from "../base/pool.ts";
 
 /** One shard: keys k with start <= k < end (`null` = open). */
 export interface ShardSpec {

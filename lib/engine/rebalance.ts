@@ -12,10 +12,10 @@
  * @module
  */
 import type { Dispatcher } from "./coordinator.ts";
-import { compareKeys } from "./keys.ts";
-import { findKeysAtRanks, lastPoint, type Point } from "./planner.ts";
-import { pageSizeFor } from "./worker.ts";
-import type { Source } from "./source.ts";
+import { compareKeys } from "../plan/keys.ts";
+import { findKeysAtRanks, lastPoint, type Point } from "../plan/planner.ts";
+import { pageSizeFor } from "./page.ts";
+import type { Source } from "../plan/source.ts";
 import {
   commitSplit,
   type CrawlRecord,

@@ -3,8 +3,8 @@
  *
  * @module
  */
-import { redactUrl } from "./cli.ts";
-import { NotFoundError } from "./errors.ts";
+import { redactUrl } from "../base/redact.ts";
+import { NotFoundError } from "../base/errors.ts";
 import {
   type CrawlStatus,
   getCrawl,

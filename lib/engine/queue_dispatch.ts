@@ -9,10 +9,10 @@
  * @module
  */
 import { checkCompletion, type Dispatcher, failCrawl } from "./coordinator.ts";
-import { FatalError } from "./errors.ts";
+import { FatalError } from "../base/errors.ts";
 import { type Message, type PageMessage, parseMessage } from "./messages.ts";
 import { keys, recordDeadLetter, type ShardRecord } from "./store.ts";
-import { type PageOutcome, processPage, type WorkerDeps } from "./worker.ts";
+import { type PageOutcome, processPage, type WorkerDeps } from "./page.ts";
 
 /** Redelivery delays when a handler crashes, in milliseconds (KV's default ends at 60 s). */
 export const BACKOFF_SCHEDULE_MS = [500, 1_000, 2_000, 5_000, 10_000];

@@ -3,9 +3,9 @@
  *
  * @module
  */
-import { CouchSource, type CouchSourceOptions } from "./couch_source.ts";
-import { FatalError } from "./errors.ts";
-import type { Source } from "./source.ts";
+import { CouchSource, type CouchSourceOptions } from "../sources/couch_source.ts";
+import { FatalError } from "../base/errors.ts";
+import type { Source } from "../plan/source.ts";
 import type { CrawlRecord } from "./store.ts";
 
 /**

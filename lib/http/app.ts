@@ -22,7 +22,7 @@ import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import { z } from "zod";
 import { isAllowedSource, safeEqual } from "./auth.ts";
-import { redactUrl } from "./cli.ts";
+import { redactUrl } from "../base/redact.ts";
 import {
   cancelCrawl,
   crawlIdFor,
@@ -30,12 +30,12 @@ import {
   type Dispatcher,
   pauseCrawl,
   resumeCrawl,
-} from "./coordinator.ts";
-import { crawlStatus } from "./status.ts";
-import { ConflictError, FatalError, InputError, NotFoundError } from "./errors.ts";
+} from "../engine/coordinator.ts";
+import { crawlStatus } from "../engine/status.ts";
+import { ConflictError, FatalError, InputError, NotFoundError } from "../base/errors.ts";
 import { STATUS_PAGE } from "./status_page.ts";
-import { getCrawl, listCrawls } from "./store.ts";
-import { pageItems } from "./item_store.ts";
+import { getCrawl, listCrawls } from "../engine/store.ts";
+import { pageItems } from "../engine/item_store.ts";
 
 /** What the app needs (all injected). */
 export interface AppDeps {

@@ -6,10 +6,10 @@
  *
  * @module
  */
-import { FatalError, PermanentError, TransientError } from "./errors.ts";
-import { compareKeys } from "./keys.ts";
-import type { ChangeRow, DocResult, ListOptions, Page, Row, Source } from "./source.ts";
-import { redactUrl } from "./cli.ts";
+import { FatalError, PermanentError, TransientError } from "../base/errors.ts";
+import { compareKeys } from "../plan/keys.ts";
+import type { ChangeRow, DocResult, ListOptions, Page, Row, Source } from "../plan/source.ts";
+import { redactUrl } from "../base/redact.ts";
 
 /** Options of {@linkcode CouchSource}. */
 export interface CouchSourceOptions {
@@ -36,14 +36,6 @@ export interface CouchSourceOptions {
   /** Called before each retry, for logs and counters (never given credentials). */
   onRetry?: (info: { attempt: number; delayMs: number; error: Error }) => void;
 }
-
-/**
- * A key above every real key, for sources that need an explicit end: three U+10FFFF (the last code
- * point, a noncharacter); only ids starting with three of them could be missed. pouchdb-server
- * drops ids whose first character is above U+00FF from listings without an end key, so sources
- * whose offsets are not ranks (pouchdb's are not) are always listed with one.
- */
-export const OPEN_END = "\u{10FFFF}\u{10FFFF}\u{10FFFF}";
 
 const defaultSleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 

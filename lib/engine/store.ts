@@ -16,7 +16,7 @@
  *
  * @module
  */
-import { FatalError } from "./errors.ts";
+import { FatalError } from "../base/errors.ts";
 
 /** Lifecycle of a crawl. */
 export type CrawlStatus = "planning" | "running" | "paused" | "done" | "failed" | "cancelled";

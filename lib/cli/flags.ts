@@ -5,12 +5,7 @@
  * @module
  */
 import { parseArgs, type ParseArgsConfig } from "node:util";
-
-/** An error whose message is meant for the user as-is: one line, no stack. */
-export class UsageError extends Error {
-  /** Error name shown by `runMain`. */
-  override name = "UsageError";
-}
+import { InputError, UsageError } from "../base/errors.ts";
 
 /** Parses `args` strictly: unknown flags and missing values become a {@linkcode UsageError}. */
 export function parseFlags<T extends NonNullable<ParseArgsConfig["options"]>>(
@@ -99,20 +94,6 @@ export async function runMain(main: () => Promise<number | void>): Promise<void>
   } catch (err) {
     const msg = err instanceof Error ? err.message : String(err);
     console.error(`error: ${msg.split("\n")[0]}`);
-    Deno.exit(err instanceof UsageError || (err as Error)?.name === "InputError" ? 2 : 1);
-  }
-}
-
-/** A URL with any user:password removed, for logs and messages. */
-export function redactUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.username || u.password) {
-      u.username = "";
-      u.password = "";
-    }
-    return u.toString().replace(/\/+$/, "");
-  } catch {
-    return "<invalid url>";
+    Deno.exit(err instanceof InputError ? 2 : 1);
   }
 }
