@@ -1,97 +1,98 @@
 /**
- * `deno task crawl [--source URL] [--shards N] [--kv PATH] [--docs] [--concurrency C]
- * [--docs-url URL] [--plan FILE] [--crawl-id ID] [--max-page L] [--no-rebalance]`
- *
- * Runs a crawl to completion and exits 0. Without `--source` it serves the bundled demo registry
- * (226,995 real npm names) in-process and crawls that. The identical command after a kill resumes.
+ * `deno task crawl`: runs a crawl to completion and exits 0. Without `--source` it serves the
+ * bundled demo registry (226,995 real npm names) in-process and crawls that. The identical command
+ * after a kill resumes. `--help` lists every flag.
  */
-import { intFlag, parseFlags, runMain, urlFlag } from "../lib/cli/flags.ts";
 import { UsageError } from "../lib/base/errors.ts";
 import { redactUrl } from "../lib/base/redact.ts";
+import { CRAWL_ID_RULE, isCrawlId } from "../lib/base/spec.ts";
+import { choiceFlag, helpText, intFlag, parseFlags, runMain, urlFlag } from "../lib/cli/flags.ts";
 import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
-import { readPlanFile } from "../lib/plan/plan_file.ts";
 import { Progress, summary } from "../lib/cli/progress.ts";
-import { startRegistry } from "../lib/sim/registry_server.ts";
-import { RegistryData } from "../lib/sim/registry_data.ts";
+import { SPEC_FLAGS, specFromFlags } from "../lib/cli/spec_flags.ts";
+import { readPlanFile } from "../lib/plan/plan_file.ts";
 import { bundledNames } from "../lib/sim/names.ts";
-import type { CrawlSpec } from "../lib/engine/store.ts";
-import { createRebalancer } from "../lib/engine/rebalance.ts";
+import { RegistryData } from "../lib/sim/registry_data.ts";
+import { startRegistry } from "../lib/sim/registry_server.ts";
 
-const HELP =
-  `usage: deno task crawl [--source URL] [--shards N] [--kv PATH] [--docs] [--concurrency C]
-  [--docs-url URL] [--plan FILE] [--crawl-id ID] [--max-page L] [--no-rebalance]
-  [--dispatch auto|queue|lease] [--workers W] [--follow] [--max-attempts A]`;
+const FLAGS = {
+  source: {
+    type: "string",
+    value: "URL",
+    help: "database URL of the registry (its _all_docs is listed)",
+    default: "the bundled demo registry, served in-process",
+  },
+  ...SPEC_FLAGS,
+  kv: { type: "string", value: "PATH", help: "KV file holding the crawl", default: "crawl.kv" },
+  plan: { type: "string", value: "FILE", help: "a plan from `deno task plan --out FILE`" },
+  "crawl-id": {
+    type: "string",
+    value: "ID",
+    help: "name of the crawl in the KV file",
+    default: "derived from source and options",
+  },
+  dispatch: {
+    type: "string",
+    value: "MODE",
+    help: "auto, queue (KV queue) or lease (in-process lease workers)",
+    default: "auto: queue for a local file",
+  },
+  workers: { type: "string", value: "W", help: "lease workers (lease mode)", default: "shards" },
+  follow: { type: "boolean", help: "when done, keep applying the registry's _changes (Ctrl-C)" },
+  "max-attempts": {
+    type: "string",
+    value: "A",
+    help: "attempts per request before a transient failure counts",
+    default: "8",
+  },
+  help: { type: "boolean", short: "h", help: "show this help" },
+} as const;
+
+const HELP = {
+  usage: "deno task crawl",
+  summary:
+    "Crawls every item of a registry into a KV file, in shards of exactly equal item count.\n" +
+    "Running the same command again after a kill resumes where it stopped.",
+  examples: [
+    "deno task crawl                      # the bundled demo registry into ./crawl.kv",
+    "deno task crawl --source http://127.0.0.1:5984/registry --shards 56 --kv npm.kv",
+    "deno task crawl --source https://replicate.npmjs.com/registry --docs \\\n" +
+    "    --docs-url https://registry.npmjs.org --kv npm.kv",
+  ],
+};
 
 runMain(async () => {
-  const f = parseFlags(Deno.args, {
-    source: { type: "string" },
-    shards: { type: "string" },
-    kv: { type: "string" },
-    docs: { type: "boolean" },
-    concurrency: { type: "string" },
-    "docs-url": { type: "string" },
-    plan: { type: "string" },
-    "crawl-id": { type: "string" },
-    "max-page": { type: "string" },
-    "no-rebalance": { type: "boolean" },
-    dispatch: { type: "string" },
-    follow: { type: "boolean" },
-    workers: { type: "string" },
-    "max-attempts": { type: "string" },
-    help: { type: "boolean", short: "h" },
-  });
+  const f = parseFlags(Deno.args, FLAGS);
   if (f.help) {
-    console.log(HELP);
+    console.log(helpText(HELP, FLAGS));
     return 0;
   }
   const log = (line: string) => console.error(line);
   const plan = f.plan ? await readPlanFile(f.plan) : undefined;
-  const shards = plan
-    ? plan.shards.length
-    : intFlag("shards", f.shards, { fallback: 16, min: 1, max: 100_000 });
   if (plan && f.shards !== undefined && Number(f.shards) !== plan.shards.length) {
     throw new UsageError(`--shards ${f.shards} disagrees with the plan's ${plan.shards.length}`);
   }
   const crawlId = f["crawl-id"];
-  if (crawlId !== undefined && !/^[A-Za-z0-9_.-]{1,64}$/.test(crawlId)) {
-    throw new UsageError("--crawl-id must be 1-64 letters, digits, '.', '_' or '-'");
+  if (crawlId !== undefined && !isCrawlId(crawlId)) {
+    throw new UsageError(`--crawl-id must be ${CRAWL_ID_RULE}`);
   }
-  let sourceUrl: string;
-  let close = () => Promise.resolve();
-  let source: string;
-  if (f.source !== undefined) {
-    sourceUrl = urlFlag("source", f.source);
-    source = sourceUrl;
-  } else {
-    const data = new RegistryData(await bundledNames());
-    const reg = await startRegistry(data, { db: "npm" });
-    sourceUrl = reg.url;
-    source = "demo:npm-names";
-    close = reg.close;
-    log(`demo registry: ${data.size} real npm names served at ${reg.url}`);
-  }
-  const spec: CrawlSpec = {
-    source,
-    docsUrl: f["docs-url"] === undefined ? null : urlFlag("docs-url", f["docs-url"]),
-    shards,
-    docs: f.docs ?? false,
-    concurrency: intFlag("concurrency", f.concurrency, { fallback: 8, min: 1, max: 1000 }),
-    maxPage: intFlag("max-page", f["max-page"], { fallback: 1000, min: 2, max: 10_000 }),
-    rebalance: !f["no-rebalance"],
-  };
+  const dispatch = choiceFlag("dispatch", f.dispatch, ["auto", "queue", "lease"], "auto");
+  const workers = f.workers === undefined
+    ? undefined
+    : intFlag("workers", f.workers, { fallback: 1, min: 1, max: 1000 });
+  const maxAttempts = intFlag("max-attempts", f["max-attempts"], { fallback: 8, min: 1, max: 100 });
+  const given = f.source === undefined ? undefined : urlFlag("source", f.source);
+  const spec = specFromFlags(f, given ?? "demo:npm-names", { shards: plan?.shards.length });
   const kvPath = f.kv ?? "crawl.kv";
-  const dispatch = f.dispatch ?? "auto";
-  if (!["auto", "queue", "lease"].includes(dispatch)) {
-    throw new UsageError(`--dispatch must be auto, queue or lease, got "${dispatch}"`);
-  }
-  log(`crawling ${source.startsWith("demo:") ? source : redactUrl(source)} into ${kvPath}`);
+  const demo = given === undefined ? await startDemo(log) : undefined;
+  log(`crawling ${given ? redactUrl(given) : spec.source} into ${kvPath}`);
   const stopFollowing = new AbortController();
   if (f.follow) Deno.addSignalListener("SIGINT", () => stopFollowing.abort());
   try {
     const res = await runLocalCrawl({
       kvPath,
       spec,
-      sourceUrl,
+      sourceUrl: given ?? demo!.url,
       id: crawlId,
       plan,
       log,
@@ -99,19 +100,22 @@ runMain(async () => {
         tty: Deno.stdout.isTerminal(),
         write: (t) => Deno.stdout.writeSync(new TextEncoder().encode(t)),
       }),
-      onShardDone: spec.rebalance ? createRebalancer() : undefined,
-      dispatch: dispatch === "auto" ? undefined : dispatch as "queue" | "lease",
+      dispatch: dispatch === "auto" ? undefined : dispatch,
       follow: f.follow ? stopFollowing.signal : undefined,
-      sourceOptions: {
-        maxAttempts: intFlag("max-attempts", f["max-attempts"], { fallback: 8, min: 1, max: 100 }),
-      },
-      workers: f.workers === undefined
-        ? undefined
-        : intFlag("workers", f.workers, { fallback: 1, min: 1, max: 1000 }),
+      sourceOptions: { maxAttempts },
+      workers,
     });
     console.log(summary(res.report, res));
     return 0;
   } finally {
-    await close();
+    await demo?.close();
   }
 });
+
+/** Serves the bundled names in this process (the demo registry). */
+async function startDemo(log: (line: string) => void) {
+  const data = new RegistryData(await bundledNames());
+  const reg = await startRegistry(data, { db: "npm" });
+  log(`demo registry: ${data.size} real npm names served at ${reg.url}`);
+  return reg;
+}

@@ -3,19 +3,33 @@
  * line with `id`, `rev` and (when fetched) `doc`; streamed with flat memory. With one crawl in the
  * KV file no id is needed.
  */
-import { parseFlags, runMain } from "../lib/cli/flags.ts";
 import { UsageError } from "../lib/base/errors.ts";
+import { helpText, parseFlags, runMain } from "../lib/cli/flags.ts";
 import { exportNdjson } from "../lib/cli/export.ts";
-import { listCrawls } from "../lib/engine/store.ts";
+import { openKvFile } from "../lib/cli/local_crawl.ts";
+import { listCrawlSummaries } from "../lib/engine/status.ts";
+
+const FLAGS = {
+  kv: { type: "string", value: "PATH", help: "KV file written by `deno task crawl` (required)" },
+  "crawl-id": {
+    type: "string",
+    value: "ID",
+    help: "which crawl, when the KV file holds several",
+    default: "the only one",
+  },
+  help: { type: "boolean", short: "h", help: "show this help" },
+} as const;
+
+const HELP = {
+  usage: "deno task export --kv PATH",
+  summary: 'Writes a crawl\'s items to stdout as NDJSON: {"id","rev","doc"?,"error"?}.',
+  examples: ["deno task export --kv crawl.kv > items.ndjson", "deno task export --kv x.kv | head"],
+};
 
 runMain(async () => {
-  const f = parseFlags(Deno.args, {
-    kv: { type: "string" },
-    "crawl-id": { type: "string" },
-    help: { type: "boolean", short: "h" },
-  });
+  const f = parseFlags(Deno.args, FLAGS);
   if (f.help) {
-    console.log("usage: deno task export --kv PATH [--crawl-id ID]");
+    console.log(helpText(HELP, FLAGS));
     return 0;
   }
   if (!f.kv) throw new UsageError("--kv PATH is required");
@@ -24,11 +38,11 @@ runMain(async () => {
   } catch {
     throw new UsageError(`no KV file at ${f.kv}`);
   }
-  const kv = await Deno.openKv(f.kv);
+  const kv = await openKvFile(f.kv);
   try {
     let id = f["crawl-id"];
     if (id === undefined) {
-      const crawls = await listCrawls(kv);
+      const crawls = await listCrawlSummaries(kv);
       if (crawls.length === 0) throw new UsageError(`${f.kv} holds no crawl`);
       if (crawls.length > 1) {
         throw new UsageError(

@@ -3,36 +3,59 @@
  * shards of exactly balanced item counts, as a table with a comparison to the naive even split, or
  * as JSON (`--json`); `--out` also writes the JSON for `deno task crawl --plan FILE`.
  */
-import { intFlag, parseFlags, runMain, urlFlag } from "../lib/cli/flags.ts";
+import { SPEC_DEFAULTS, SPEC_LIMITS } from "../lib/base/spec.ts";
+import { helpText, intFlag, parseFlags, runMain, urlFlag } from "../lib/cli/flags.ts";
 import { UsageError } from "../lib/base/errors.ts";
 import { CouchSource } from "../lib/sources/couch_source.ts";
 import { planShards } from "../lib/plan/planner.ts";
 import { evenSplitKeys, maxShare, shardsAt } from "../lib/plan/baselines.ts";
 import { formatPlanTable } from "../lib/plan/plan_table.ts";
 
+const FLAGS = {
+  source: { type: "string", value: "URL", help: "database URL of the registry (required)" },
+  shards: { type: "string", value: "N", help: "shards to cut the key space into (required)" },
+  json: { type: "boolean", help: "print the plan as one JSON object" },
+  out: { type: "string", value: "FILE", help: "also write the plan for `crawl --plan FILE`" },
+  "max-page": {
+    type: "string",
+    value: "L",
+    help: "rows per listing request",
+    default: String(SPEC_DEFAULTS.maxPage),
+  },
+  concurrency: { type: "string", value: "C", help: "listing requests in flight", default: "8" },
+  "no-compare": { type: "boolean", help: "skip the comparison with the naive even split" },
+  "max-attempts": {
+    type: "string",
+    value: "A",
+    help: "attempts per request before giving up",
+    default: "5",
+  },
+  help: { type: "boolean", short: "h", help: "show this help" },
+} as const;
+
+const HELP = {
+  usage: "deno task plan --source URL --shards N",
+  summary: "Finds the keys that cut a registry into N shards of exactly equal item count.",
+  examples: [
+    "deno task plan --source http://127.0.0.1:5984/registry --shards 56",
+    "deno task plan --source https://replicate.npmjs.com/registry --shards 56 --out plan.json",
+  ],
+};
+
 runMain(async () => {
-  const f = parseFlags(Deno.args, {
-    source: { type: "string" },
-    shards: { type: "string" },
-    json: { type: "boolean" },
-    out: { type: "string" },
-    "max-page": { type: "string" },
-    concurrency: { type: "string" },
-    "no-compare": { type: "boolean" },
-    "max-attempts": { type: "string" },
-    help: { type: "boolean", short: "h" },
-  });
+  const f = parseFlags(Deno.args, FLAGS);
   if (f.help) {
-    console.log(
-      "usage: deno task plan --source URL --shards N [--json] [--out FILE] [--max-page L]",
-    );
+    console.log(helpText(HELP, FLAGS));
     return 0;
   }
   if (f.source === undefined) throw new UsageError("--source URL is required");
   if (f.shards === undefined) throw new UsageError("--shards N is required");
   const url = urlFlag("source", f.source);
-  const shards = intFlag("shards", f.shards, { fallback: 0, min: 1, max: 10_000_000 });
-  const maxPage = intFlag("max-page", f["max-page"], { fallback: 1000, min: 2, max: 100_000 });
+  const shards = intFlag("shards", f.shards, { fallback: 0, ...SPEC_LIMITS.shards });
+  const maxPage = intFlag("max-page", f["max-page"], {
+    fallback: SPEC_DEFAULTS.maxPage,
+    ...SPEC_LIMITS.maxPage,
+  });
   const source = new CouchSource(url, {
     maxPage,
     maxAttempts: intFlag("max-attempts", f["max-attempts"], { fallback: 5, min: 1, max: 100 }),

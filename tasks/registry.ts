@@ -2,46 +2,75 @@
  * `deno task registry`: serves a CouchDB-compatible registry on 127.0.0.1 and prints
  * `listening on <URL>` (the database URL to pass as `--source`).
  */
-import { intFlag, numberFlag, parseFlags, runMain } from "../lib/cli/flags.ts";
+import { helpText, intFlag, numberFlag, parseFlags, runMain } from "../lib/cli/flags.ts";
 import { UsageError } from "../lib/base/errors.ts";
 import { FAULT_KINDS, type FaultKind, startRegistry } from "../lib/sim/registry_server.ts";
 import { RegistryData } from "../lib/sim/registry_data.ts";
 import { loadKeys } from "../lib/sim/load_keys.ts";
 import { prng } from "../lib/sim/names.ts";
 
-const HELP = `usage: deno task registry [--names FILE | --synthetic N] [--port P] [--db NAME]
-  [--latency-ms X] [--doc-latency-ms X] [--hot-prefix P --hot-ms X]
-  [--fault-rate F] [--faults 500,503,429,truncated,drop,slow] [--retry-after-s S] [--slow-ms X]
-  [--missing-doc-rate R] [--seed S]
-  [--no-skip] [--no-include-docs] [--max-limit L] [--large-doc-rate R] [--large-doc-bytes B]
-  [--churn PER_SECOND]`;
+const FLAGS = {
+  names: { type: "string", value: "FILE", help: "keys, one a line (.gz read too)" },
+  synthetic: {
+    type: "string",
+    value: "N",
+    help: "N keys with the skew of the bundled npm names",
+  },
+  port: { type: "string", value: "P", help: "port on 127.0.0.1", default: "any free port" },
+  db: { type: "string", value: "NAME", help: "database name in the URL", default: "registry" },
+  "latency-ms": { type: "string", value: "X", help: "added to every request", default: "0" },
+  "doc-latency-ms": { type: "string", value: "X", help: "added to document GETs", default: "0" },
+  "hot-prefix": { type: "string", value: "P", help: "documents under P cost --hot-ms more" },
+  "hot-ms": { type: "string", value: "X", help: "extra latency of hot documents", default: "0" },
+  "fault-rate": { type: "string", value: "F", help: "share of failing requests", default: "0" },
+  faults: {
+    type: "string",
+    value: "LIST",
+    help: "which faults to inject",
+    default: FAULT_KINDS.join(","),
+  },
+  "retry-after-s": { type: "string", value: "S", help: "Retry-After of a 429", default: "1" },
+  "slow-ms": { type: "string", value: "X", help: "delay of a slow fault", default: "1000" },
+  "missing-doc-rate": {
+    type: "string",
+    value: "R",
+    help: "share of listed documents that answer 404",
+    default: "0",
+  },
+  seed: { type: "string", value: "S", help: "seed of synthetic keys and faults", default: "42" },
+  "no-skip": { type: "boolean", help: "refuse `skip` (as the npm replica does)" },
+  "no-include-docs": { type: "boolean", help: "refuse `include_docs` (as the npm replica does)" },
+  "max-limit": {
+    type: "string",
+    value: "L",
+    help: "largest `limit`; above it 400",
+    default: "10000",
+  },
+  "large-doc-rate": { type: "string", value: "R", help: "share of large documents", default: "0" },
+  "large-doc-bytes": {
+    type: "string",
+    value: "B",
+    help: "padding of a large document",
+    default: "150000",
+  },
+  churn: { type: "string", value: "N", help: "random changes per second", default: "0" },
+  help: { type: "boolean", short: "h", help: "show this help" },
+} as const;
+
+const HELP = {
+  usage: "deno task registry",
+  summary: "Serves a CouchDB-compatible registry on 127.0.0.1 and prints `listening on <URL>`\n" +
+    "(the database URL to pass as --source), with injectable latency and misbehaviour.",
+  examples: [
+    "deno task registry --synthetic 1000000 --latency-ms 50",
+    "deno task registry --fault-rate 0.1 --missing-doc-rate 0.02",
+  ],
+};
 
 runMain(async () => {
-  const f = parseFlags(Deno.args, {
-    names: { type: "string" },
-    synthetic: { type: "string" },
-    port: { type: "string" },
-    db: { type: "string" },
-    "latency-ms": { type: "string" },
-    "doc-latency-ms": { type: "string" },
-    "hot-prefix": { type: "string" },
-    "hot-ms": { type: "string" },
-    "fault-rate": { type: "string" },
-    faults: { type: "string" },
-    "retry-after-s": { type: "string" },
-    "slow-ms": { type: "string" },
-    "missing-doc-rate": { type: "string" },
-    seed: { type: "string" },
-    "no-skip": { type: "boolean" },
-    "no-include-docs": { type: "boolean" },
-    "max-limit": { type: "string" },
-    "large-doc-rate": { type: "string" },
-    "large-doc-bytes": { type: "string" },
-    churn: { type: "string" },
-    help: { type: "boolean", short: "h" },
-  });
+  const f = parseFlags(Deno.args, FLAGS);
   if (f.help) {
-    console.log(HELP);
+    console.log(helpText(HELP, FLAGS));
     return 0;
   }
   const faults = f.faults === undefined ? FAULT_KINDS : f.faults.split(",").map((s) => {

@@ -5,106 +5,85 @@ import { checkCompletion, watchdog } from "../lib/engine/coordinator.ts";
 import { crawlStatus } from "../lib/engine/status.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { getCrawl } from "../lib/engine/store.ts";
-import { iterateItems } from "../lib/engine/item_store.ts";
 import { begin, drain, spec } from "./engine_helpers.ts";
-import { dataOf, randomKeys, wrapSource } from "./helpers.ts";
+import { assertCrawledExactly, dataOf, randomKeys, wrapSource } from "./helpers.ts";
 
 const ASCII = "abcdefghijklmnop-".split("");
 
-async function assertEqualsRegistry(kv: Deno.Kv, id: string, data: ReturnType<typeof dataOf>) {
-  const got = new Map<string, string>();
-  for await (const it of iterateItems(kv, id)) {
-    assert.ok(!got.has(it.id));
-    got.set(it.id, it.rev);
-    if (it.doc) assert.equal(JSON.parse(it.doc)._rev, it.rev, "document matches its revision");
-  }
-  assert.deepEqual([...got.keys()].sort(), [...data.keys].sort());
-  for (const k of data.keys) assert.equal(got.get(k), data.rev(k), `rev of ${k}`);
-  assert.equal((await crawlStatus(kv, id)).itemsStored, data.size, "itemsStored is exact");
-}
-
 Deno.test("catch-up: inserts, updates and deletions during the crawl end up applied exactly", async () => {
   for (const docs of [false, true]) {
-    const kv = await Deno.openKv(":memory:");
-    try {
-      const data = dataOf(randomKeys(2000, ASCII, 71, 6));
-      const source = new MemorySource(data, { maxPage: 40 });
-      const { id, dispatcher } = await begin(kv, source, spec({ shards: 4, docs }));
-      assert.equal((await getCrawl(kv, id)).value!.startSeq, "2000");
-      // Half of the pages, then the registry moves under the crawl.
-      const queue = dispatcher.messages;
-      for (let i = 0; i < 20; i++) await drain(kv, source, queue.splice(0, 1));
-      const keys = [...data.keys];
-      data.delete(keys[1]); // in an already-crawled range
-      data.delete(keys[1990]); // in a range not yet crawled
-      data.put(keys[5]); // updated after being crawled
-      data.put("aaaa-new-early"); // inserted into a crawled range
-      data.put("pppp-new-late"); // inserted into a range still to crawl
-      data.put("aaaa-short-lived");
-      data.delete("aaaa-short-lived");
-      await drain(kv, source, queue);
-      assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
-      await assertEqualsRegistry(kv, id, data);
-      const drift = (await crawlStatus(kv, id)).drift!;
-      assert.equal(drift.seq, String(data.updateSeq));
-      // Following later changes (what --follow does) keeps KV equal to the registry.
-      data.delete(keys[100]);
-      data.put("zzzz-after");
-      const res = await catchUp({ kv, source }, id);
-      assert.equal(res.applied, 2);
-      await assertEqualsRegistry(kv, id, data);
-    } finally {
-      kv.close();
-    }
+    using kv = await Deno.openKv(":memory:");
+    const data = dataOf(randomKeys(2000, ASCII, 71, 6));
+    const source = new MemorySource(data, { maxPage: 40 });
+    const { id, dispatcher } = await begin(kv, source, spec({ shards: 4, docs }));
+    assert.equal((await getCrawl(kv, id)).value!.startSeq, "2000");
+    // Half of the pages, then the registry moves under the crawl.
+    const queue = dispatcher.messages;
+    for (let i = 0; i < 20; i++) await drain(kv, source, queue.splice(0, 1));
+    const keys = [...data.keys];
+    data.delete(keys[1]); // in an already-crawled range
+    data.delete(keys[1990]); // in a range not yet crawled
+    data.put(keys[5]); // updated after being crawled
+    data.put("aaaa-new-early"); // inserted into a crawled range
+    data.put("pppp-new-late"); // inserted into a range still to crawl
+    data.put("aaaa-short-lived");
+    data.delete("aaaa-short-lived");
+    await drain(kv, source, queue);
+    assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
+    await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k) });
+    const drift = (await crawlStatus(kv, id)).drift!;
+    assert.equal(drift.seq, String(data.updateSeq));
+    // Following later changes (what --follow does) keeps KV equal to the registry.
+    data.delete(keys[100]);
+    data.put("zzzz-after");
+    const res = await catchUp({ kv, source }, id);
+    assert.equal(res.applied, 2);
+    await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k) });
   }
 });
 
 Deno.test("catch-up: a crash mid-feed resumes from the committed sequence, counting nothing twice", async () => {
-  const kv = await Deno.openKv(":memory:");
-  try {
-    const data = dataOf(randomKeys(600, ASCII, 72, 6));
-    const source = new MemorySource(data, { maxPage: 100 });
-    const { id, dispatcher } = await begin(kv, source, spec({ shards: 2 }));
-    await drain(kv, source, dispatcher.messages);
-    for (let i = 0; i < 30; i++) data.put(`new-${i}`);
-    for (const k of data.keys.slice(0, 10)) data.delete(k);
-    let calls = 0;
-    const flaky = wrapSource(source, {
-      changes: (s, l) =>
-        ++calls === 2 ? Promise.reject(new Error("feed broke")) : source.changes(s, l),
-    });
-    await assert.rejects(
-      () => catchUp({ kv, source: flaky }, id, { batch: 15, owner: "me" }),
-      /feed broke/,
-    );
-    const mid = (await getCrawl(kv, id)).value!.drift!;
-    assert.equal(mid.inserted + mid.deleted + mid.updated, 15, "first batch committed");
-    // The failed runner let its lease go: the next one carries on from the committed sequence.
-    let release!: () => void;
-    const gate = new Promise<void>((r) => release = r);
-    let entered!: () => void;
-    const holding = new Promise<void>((r) => entered = r);
-    const slow = wrapSource(source, {
-      changes: async (s, l) => {
-        entered(); // the lease is taken before the feed is read
-        await gate;
-        return source.changes(s, l);
-      },
-    });
-    const running = catchUp({ kv, source: slow }, id, { batch: 15, owner: "next" });
-    await holding;
-    assert.equal(
-      (await catchUp({ kv, source }, id, { owner: "other" })).ran,
-      false,
-      "one runner at a time",
-    );
-    release();
-    assert.ok((await running).ran);
-    assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
-    await assertEqualsRegistry(kv, id, data);
-  } finally {
-    kv.close();
-  }
+  using kv = await Deno.openKv(":memory:");
+  const data = dataOf(randomKeys(600, ASCII, 72, 6));
+  const source = new MemorySource(data, { maxPage: 100 });
+  const { id, dispatcher } = await begin(kv, source, spec({ shards: 2 }));
+  await drain(kv, source, dispatcher.messages);
+  for (let i = 0; i < 30; i++) data.put(`new-${i}`);
+  for (const k of data.keys.slice(0, 10)) data.delete(k);
+  let calls = 0;
+  const flaky = wrapSource(source, {
+    changes: (s, l) =>
+      ++calls === 2 ? Promise.reject(new Error("feed broke")) : source.changes(s, l),
+  });
+  await assert.rejects(
+    () => catchUp({ kv, source: flaky }, id, { batch: 15, owner: "me" }),
+    /feed broke/,
+  );
+  const mid = (await getCrawl(kv, id)).value!.drift!;
+  assert.equal(mid.inserted + mid.deleted + mid.updated, 15, "first batch committed");
+  // The failed runner let its lease go: the next one carries on from the committed sequence.
+  let release!: () => void;
+  const gate = new Promise<void>((r) => release = r);
+  let entered!: () => void;
+  const holding = new Promise<void>((r) => entered = r);
+  const slow = wrapSource(source, {
+    changes: async (s, l) => {
+      entered(); // the lease is taken before the feed is read
+      await gate;
+      return source.changes(s, l);
+    },
+  });
+  const running = catchUp({ kv, source: slow }, id, { batch: 15, owner: "next" });
+  await holding;
+  assert.equal(
+    (await catchUp({ kv, source }, id, { owner: "other" })).ran,
+    false,
+    "one runner at a time",
+  );
+  release();
+  assert.ok((await running).ran);
+  assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
+  await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k) });
 });
 
 Deno.test("catch-up: a registry without a usable _changes feed still finishes its crawl", async () => {
@@ -114,51 +93,39 @@ Deno.test("catch-up: a registry without a usable _changes feed still finishes it
       new FatalError("garbage"),
     ]
   ) {
-    const kv = await Deno.openKv(":memory:");
-    try {
-      const data = dataOf(randomKeys(300, ASCII, 73, 6));
-      const source = new MemorySource(data, { maxPage: 100 });
-      const { id, dispatcher } = await begin(kv, source, spec({ shards: 2 }));
-      await drain(kv, source, dispatcher.messages);
-      const noFeed = wrapSource(source, { changes: () => Promise.reject(failure) });
-      assert.equal(await checkCompletion(kv, id, { openSource: () => noFeed }), true);
-      const st = await crawlStatus(kv, id);
-      assert.equal(st.status, "done");
-      assert.equal(st.itemsStored, 300);
-      assert.match(st.driftError!, /change feed unavailable/);
-    } finally {
-      kv.close();
-    }
+    using kv = await Deno.openKv(":memory:");
+    const data = dataOf(randomKeys(300, ASCII, 73, 6));
+    const source = new MemorySource(data, { maxPage: 100 });
+    const { id, dispatcher } = await begin(kv, source, spec({ shards: 2 }));
+    await drain(kv, source, dispatcher.messages);
+    const noFeed = wrapSource(source, { changes: () => Promise.reject(failure) });
+    assert.equal(await checkCompletion(kv, id, { openSource: () => noFeed }), true);
+    const st = await crawlStatus(kv, id);
+    assert.equal(st.status, "done");
+    assert.equal(st.itemsStored, 300);
+    assert.match(st.driftError!, /change feed unavailable/);
   }
   // A transient failure leaves the crawl running, to be finished on a later check.
-  const kv = await Deno.openKv(":memory:");
-  try {
-    const data = dataOf(randomKeys(100, ASCII, 74, 6));
-    const source = new MemorySource(data, { maxPage: 100 });
-    const { id, dispatcher } = await begin(kv, source, spec({ shards: 1 }));
-    await drain(kv, source, dispatcher.messages);
-    const down = wrapSource(source, { changes: () => Promise.reject(new TransientError("503")) });
-    await assert.rejects(() => checkCompletion(kv, id, { openSource: () => down }), TransientError);
-    assert.equal((await crawlStatus(kv, id)).status, "running");
-    assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
-  } finally {
-    kv.close();
-  }
+  using kv = await Deno.openKv(":memory:");
+  const data = dataOf(randomKeys(100, ASCII, 74, 6));
+  const source = new MemorySource(data, { maxPage: 100 });
+  const { id, dispatcher } = await begin(kv, source, spec({ shards: 1 }));
+  await drain(kv, source, dispatcher.messages);
+  const down = wrapSource(source, { changes: () => Promise.reject(new TransientError("503")) });
+  await assert.rejects(() => checkCompletion(kv, id, { openSource: () => down }), TransientError);
+  assert.equal((await crawlStatus(kv, id)).status, "running");
+  assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
 });
 
 Deno.test("catch-up: the watchdog keeps a finished crawl created with follow equal to the registry", async () => {
-  const kv = await Deno.openKv(":memory:");
-  try {
-    const data = dataOf(randomKeys(400, ASCII, 75, 6));
-    const source = new MemorySource(data, { maxPage: 100 });
-    const { id, dispatcher } = await begin(kv, source, spec({ shards: 2, follow: true }));
-    await drain(kv, source, dispatcher.messages);
-    assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
-    data.put("zzzz-later");
-    data.delete(data.keys[3]);
-    await watchdog({ kv, dispatcher, openSource: () => source });
-    await assertEqualsRegistry(kv, id, data);
-  } finally {
-    kv.close();
-  }
+  using kv = await Deno.openKv(":memory:");
+  const data = dataOf(randomKeys(400, ASCII, 75, 6));
+  const source = new MemorySource(data, { maxPage: 100 });
+  const { id, dispatcher } = await begin(kv, source, spec({ shards: 2, follow: true }));
+  await drain(kv, source, dispatcher.messages);
+  assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
+  data.put("zzzz-later");
+  data.delete(data.keys[3]);
+  await watchdog({ kv, dispatcher, openSource: () => source });
+  await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k) });
 });

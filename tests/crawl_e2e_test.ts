@@ -8,8 +8,7 @@ import { startRegistry } from "../lib/sim/registry_server.ts";
 import { RegistryData } from "../lib/sim/registry_data.ts";
 import { listCrawls } from "../lib/engine/store.ts";
 import { countItems, iterateItems } from "../lib/engine/item_store.ts";
-import type { CrawlSpec } from "../lib/engine/store.ts";
-import { createRebalancer } from "../lib/engine/rebalance.ts";
+import type { CrawlSpec } from "../lib/base/spec.ts";
 import { randomKeys, spawnRegistry, waitForItems } from "./helpers.ts";
 import { bundledNames, syntheticNames } from "../lib/sim/names.ts";
 import { sortKeys } from "../lib/plan/keys.ts";
@@ -31,16 +30,12 @@ function specFor(source: string, over: Partial<CrawlSpec> = {}): CrawlSpec {
 }
 
 async function exportIds(kvPath: string): Promise<string[]> {
-  const kv = await Deno.openKv(kvPath);
-  try {
-    const [crawl] = await listCrawls(kv);
-    const ids: string[] = [];
-    for await (const it of iterateItems(kv, crawl.id)) ids.push(it.id);
-    assert.equal(await countItems(kv, crawl.id), ids.length);
-    return ids;
-  } finally {
-    kv.close();
-  }
+  using kv = await Deno.openKv(kvPath);
+  const [crawl] = await listCrawls(kv);
+  const ids: string[] = [];
+  for await (const it of iterateItems(kv, crawl.id)) ids.push(it.id);
+  assert.equal(await countItems(kv, crawl.id), ids.length);
+  return ids;
 }
 
 Deno.test("e2e: queue crawl of unicode and scoped ids with docs is complete and exact", async () => {
@@ -53,7 +48,6 @@ Deno.test("e2e: queue crawl of unicode and scoped ids with docs is complete and 
       kvPath: `${dir}/c.kv`,
       spec: specFor(reg.url, { docs: true }),
       sourceUrl: reg.url,
-      onShardDone: createRebalancer(),
     });
     assert.equal(res.report.status, "done");
     assert.equal(res.report.itemsStored, sorted.size);

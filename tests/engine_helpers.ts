@@ -3,7 +3,8 @@ import { startCrawl } from "../lib/engine/coordinator.ts";
 import type { Dispatcher } from "../lib/engine/coordinator.ts";
 import type { PageMessage } from "../lib/engine/messages.ts";
 import type { Source } from "../lib/plan/source.ts";
-import { type CrawlSpec, listShards, type ShardRecord } from "../lib/engine/store.ts";
+import type { CrawlSpec } from "../lib/base/spec.ts";
+import { listShards, type ShardRecord } from "../lib/engine/store.ts";
 import { type PageOutcome, processPage } from "../lib/engine/page.ts";
 
 /** A dispatcher that only records messages, for tests that deliver them by hand. */

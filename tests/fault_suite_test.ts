@@ -65,33 +65,29 @@ Deno.test("faults: 20% faults, missing documents, 5 SIGKILLs: every item exactly
     }).output();
     const stdout = new TextDecoder().decode(out.stdout);
     assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
-    const kv = await Deno.openKv(`${dir}/f.kv`);
-    try {
-      const [crawl] = await listCrawls(kv);
-      const ids: string[] = [];
-      let errors = 0;
-      for await (const it of iterateItems(kv, crawl.id)) {
-        ids.push(it.id);
-        if (it.error) {
-          assert.equal(it.error.status, 404, "permanent misses are recorded per item");
-          errors++;
-        } else assert.equal(JSON.parse(it.doc!)._id, it.id);
-      }
-      const truth = syntheticNames(await bundledNames(), 12000, { seed: 42 });
-      assert.equal(ids.length, truth.length);
-      assert.deepEqual(new Set(ids), new Set(truth));
-      const report = await crawlStatus(kv, crawl.id);
-      assert.equal(report.itemsStored, truth.length, "counters exact after five kills");
-      assert.equal(report.docErrors, errors, "document errors counted exactly");
-      assert.ok(errors > 0 && errors < truth.length * 0.05);
-      assert.equal(
-        report.documents + 0,
-        (await listShards(kv, crawl.id)).reduce((n, e) => n + e.value.docs, 0),
-      );
-      assert.match(stdout, new RegExp(`document errors ${errors.toLocaleString("en-US")}`));
-    } finally {
-      kv.close();
+    using kv = await Deno.openKv(`${dir}/f.kv`);
+    const [crawl] = await listCrawls(kv);
+    const ids: string[] = [];
+    let errors = 0;
+    for await (const it of iterateItems(kv, crawl.id)) {
+      ids.push(it.id);
+      if (it.error) {
+        assert.equal(it.error.status, 404, "permanent misses are recorded per item");
+        errors++;
+      } else assert.equal(JSON.parse(it.doc!)._id, it.id);
     }
+    const truth = syntheticNames(await bundledNames(), 12000, { seed: 42 });
+    assert.equal(ids.length, truth.length);
+    assert.deepEqual(new Set(ids), new Set(truth));
+    const report = await crawlStatus(kv, crawl.id);
+    assert.equal(report.itemsStored, truth.length, "counters exact after five kills");
+    assert.equal(report.docErrors, errors, "document errors counted exactly");
+    assert.ok(errors > 0 && errors < truth.length * 0.05);
+    assert.equal(
+      report.documents + 0,
+      (await listShards(kv, crawl.id)).reduce((n, e) => n + e.value.docs, 0),
+    );
+    assert.match(stdout, new RegExp(`document errors ${errors.toLocaleString("en-US")}`));
   } finally {
     await reg.close();
     await Deno.remove(dir, { recursive: true });
@@ -140,17 +136,13 @@ Deno.test("drift: inserts and deletions under a running crawl are caught up from
     // changes nothing, so the counts are at most the mutations made.
     const applied = drift.inserted + drift.updated + drift.deleted;
     assert.ok(applied > 0 && applied <= 45, `${applied} changes applied`);
-    const kv = await Deno.openKv(`${dir}/d.kv`);
-    try {
-      const [crawl] = await listCrawls(kv);
-      const got = new Map<string, string>();
-      for await (const it of iterateItems(kv, crawl.id)) got.set(it.id, it.rev);
-      assert.deepEqual([...got.keys()].sort(), [...data.keys].sort());
-      for (const k of data.keys) assert.equal(got.get(k), data.rev(k));
-      assert.equal((await crawlStatus(kv, crawl.id)).itemsStored, data.size);
-    } finally {
-      kv.close();
-    }
+    using kv = await Deno.openKv(`${dir}/d.kv`);
+    const [crawl] = await listCrawls(kv);
+    const got = new Map<string, string>();
+    for await (const it of iterateItems(kv, crawl.id)) got.set(it.id, it.rev);
+    assert.deepEqual([...got.keys()].sort(), [...data.keys].sort());
+    for (const k of data.keys) assert.equal(got.get(k), data.rev(k));
+    assert.equal((await crawlStatus(kv, crawl.id)).itemsStored, data.size);
   } finally {
     await reg.close();
     await Deno.remove(dir, { recursive: true });

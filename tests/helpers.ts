@@ -1,7 +1,10 @@
 /** Helpers shared by tests: key sets and plan verification. */
 import assert from "node:assert/strict";
 import { prng } from "../lib/sim/names.ts";
-import { sortKeys } from "../lib/plan/keys.ts";
+import { compareKeys, sortKeys } from "../lib/plan/keys.ts";
+import { countItems, iterateItems } from "../lib/engine/item_store.ts";
+import { crawlStatus } from "../lib/engine/status.ts";
+import { listShards } from "../lib/engine/store.ts";
 import type { Plan } from "../lib/plan/planner.ts";
 import { RegistryData } from "../lib/sim/registry_data.ts";
 import { type SpawnedTask, spawnTask } from "../lib/sim/spawn_task.ts";
@@ -124,13 +127,9 @@ export async function waitForItems(
   while (Date.now() < deadline) {
     let n = 0;
     try {
-      const kv = await Deno.openKv(kvPath);
-      try {
-        const [crawl] = await listCrawls(kv);
-        if (crawl) n = (await listShards(kv, crawl.id)).reduce((s, e) => s + e.value.items, 0);
-      } finally {
-        kv.close();
-      }
+      using kv = await Deno.openKv(kvPath);
+      const [crawl] = await listCrawls(kv);
+      if (crawl) n = (await listShards(kv, crawl.id)).reduce((s, e) => s + e.value.items, 0);
     } catch {
       // Not created yet, or locked for a moment by the writer.
     }
@@ -138,4 +137,42 @@ export async function waitForItems(
     await new Promise((r) => setTimeout(r, 25));
   }
   throw new Error(`no ${items} items in ${kvPath} within ${timeoutMs} ms`);
+}
+
+/**
+ * The one "crawled exactly" assertion: the crawl's stored items are exactly `expected` (each id
+ * once, nothing else), the status counters equal them, a full key scan counts the same, and with
+ * `revs` every item carries the registry's revision (and a stored document the same `_rev`). With
+ * `partition`, the shards (splits included) still cut the key space into contiguous ranges.
+ */
+export async function assertCrawledExactly(
+  kv: Deno.Kv,
+  crawlId: string,
+  expected: readonly string[],
+  options: { revs?: (id: string) => string | undefined; partition?: boolean } = {},
+): Promise<void> {
+  const seen = new Set<string>();
+  for await (const it of iterateItems(kv, crawlId)) {
+    assert.ok(!seen.has(it.id), `item ${JSON.stringify(it.id)} stored twice`);
+    seen.add(it.id);
+    if (options.revs) {
+      assert.equal(it.rev, options.revs(it.id), `rev of ${JSON.stringify(it.id)}`);
+      if (it.doc) assert.equal(JSON.parse(it.doc)._rev, it.rev, "document matches its revision");
+    }
+  }
+  const missing = expected.filter((k) => !seen.has(k));
+  assert.equal(missing.length, 0, `missing items, e.g. ${JSON.stringify(missing.slice(0, 3))}`);
+  assert.equal(seen.size, expected.length, "no item beyond the expected ones");
+  assert.equal(await countItems(kv, crawlId), expected.length, "a full key scan agrees");
+  assert.equal((await crawlStatus(kv, crawlId)).itemsStored, expected.length, "counters exact");
+  if (options.partition) {
+    const shards = (await listShards(kv, crawlId)).map((e) => e.value).sort((a, b) =>
+      a.start === null ? -1 : b.start === null ? 1 : compareKeys(a.start, b.start)
+    );
+    assert.equal(shards[0].start, null);
+    assert.equal(shards.at(-1)!.end, null);
+    for (let i = 1; i < shards.length; i++) {
+      assert.equal(shards[i].start, shards[i - 1].end, "shards still partition the key space");
+    }
+  }
 }

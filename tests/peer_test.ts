@@ -89,19 +89,15 @@ Deno.test({
       });
       assert.equal(res.report.status, "done");
       assert.equal(res.report.itemsStored, unique.length);
-      const kv = await Deno.openKv(`${dir}/p.kv`);
-      try {
-        const [crawl] = await listCrawls(kv);
-        const got: string[] = [];
-        for await (const it of iterateItems(kv, crawl.id)) {
-          got.push(it.id);
-          assert.equal(JSON.parse(it.doc!)._id, it.id);
-        }
-        assert.equal(got.length, unique.length);
-        assert.deepEqual(new Set(got), new Set(unique));
-      } finally {
-        kv.close();
+      using kv = await Deno.openKv(`${dir}/p.kv`);
+      const [crawl] = await listCrawls(kv);
+      const got: string[] = [];
+      for await (const it of iterateItems(kv, crawl.id)) {
+        got.push(it.id);
+        assert.equal(JSON.parse(it.doc!)._id, it.id);
       }
+      assert.equal(got.length, unique.length);
+      assert.deepEqual(new Set(got), new Set(unique));
     } finally {
       server.kill("SIGTERM");
       await server.status;

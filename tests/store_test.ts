@@ -2,29 +2,25 @@ import assert from "node:assert/strict";
 import { commitShard, keys, type ShardRecord } from "../lib/engine/store.ts";
 
 Deno.test("store: a shard commit guarded by a stale versionstamp writes nothing", async () => {
-  const kv = await Deno.openKv(":memory:");
-  try {
-    const shard = { id: 0, token: 0, items: 0 } as ShardRecord;
-    await kv.set(keys.shard("c", 0), shard);
-    const entry = await kv.get<ShardRecord>(keys.shard("c", 0));
-    assert.equal(
-      await commitShard(kv, "c", entry as Deno.KvEntry<ShardRecord>, { ...shard, token: 1 }),
-      true,
-    );
-    const extraRan: boolean[] = [];
-    const ok = await commitShard(
-      kv,
-      "c",
-      entry as Deno.KvEntry<ShardRecord>,
-      { ...shard, token: 2 },
-      (op) => (extraRan.push(true), op.set(["side"], 1)),
-    );
-    assert.equal(ok, false);
-    assert.equal((await kv.get(["side"])).value, null, "the extra mutation was not applied");
-    assert.equal((await kv.get<ShardRecord>(keys.shard("c", 0))).value!.token, 1);
-  } finally {
-    kv.close();
-  }
+  using kv = await Deno.openKv(":memory:");
+  const shard = { id: 0, token: 0, items: 0 } as ShardRecord;
+  await kv.set(keys.shard("c", 0), shard);
+  const entry = await kv.get<ShardRecord>(keys.shard("c", 0));
+  assert.equal(
+    await commitShard(kv, "c", entry as Deno.KvEntry<ShardRecord>, { ...shard, token: 1 }),
+    true,
+  );
+  const extraRan: boolean[] = [];
+  const ok = await commitShard(
+    kv,
+    "c",
+    entry as Deno.KvEntry<ShardRecord>,
+    { ...shard, token: 2 },
+    (op) => (extraRan.push(true), op.set(["side"], 1)),
+  );
+  assert.equal(ok, false);
+  assert.equal((await kv.get(["side"])).value, null, "the extra mutation was not applied");
+  assert.equal((await kv.get<ShardRecord>(keys.shard("c", 0))).value!.token, 1);
 });
 
 Deno.test("store: guarded commits from 4 processes on one KV file, retried when locked, count exactly", async () => {
@@ -56,12 +52,8 @@ Deno.test("store: guarded commits from 4 processes on one KV file, retried when 
     for (const out of await Promise.all(runs)) {
       assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
     }
-    const kv = await Deno.openKv(path);
-    try {
-      assert.equal((await kv.get<ShardRecord>(keys.shard("c", 0))).value!.items, 600);
-    } finally {
-      kv.close();
-    }
+    using kv = await Deno.openKv(path);
+    assert.equal((await kv.get<ShardRecord>(keys.shard("c", 0))).value!.items, 600);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

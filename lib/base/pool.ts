@@ -9,7 +9,6 @@ export class Semaphore {
   #free: number;
   #waiting: (() => void)[] = [];
 
-  /** @param size permits available at once (at least 1) */
   /** A semaphore with `size` permits (at least 1). */
   constructor(size: number) {
     this.#free = Math.max(1, Math.floor(size));

@@ -10,7 +10,6 @@ import { CouchSource } from "../sources/couch_source.ts";
 import { runLocalCrawl } from "../cli/local_crawl.ts";
 import { type Plan, planShards } from "../plan/planner.ts";
 import { mapPool } from "../base/pool.ts";
-import { createRebalancer } from "../engine/rebalance.ts";
 import { spawnTask } from "../sim/spawn_task.ts";
 import { pageThrough } from "./page_through.ts";
 
@@ -75,7 +74,6 @@ export async function benchRebalance(o: { quick: boolean; log: (s: string) => vo
         sourceUrl: reg.url,
         id: name,
         plan,
-        onShardDone: rebalance ? createRebalancer() : undefined,
       });
       return { s: res.elapsedMs / 1000, splits: res.report.splits.length };
     };

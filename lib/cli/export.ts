@@ -4,9 +4,7 @@
  *
  * @module
  */
-import { NotFoundError } from "../base/errors.ts";
-import { getCrawl } from "../engine/store.ts";
-import { iterateItems } from "../engine/item_store.ts";
+import { crawlItems } from "../engine/status.ts";
 
 /**
  * Writes every item of crawl `id` to `out` as NDJSON; returns the number of lines written. The
@@ -18,13 +16,12 @@ export async function exportNdjson(
   id: string,
   out: WritableStream<Uint8Array>,
 ): Promise<number> {
-  if (!(await getCrawl(kv, id)).value) throw new NotFoundError(`no crawl with id ${id}`);
   const writer = out.getWriter();
   const enc = new TextEncoder();
   let buf = "";
   let n = 0;
   try {
-    for await (const it of iterateItems(kv, id)) {
+    for await (const it of crawlItems(kv, id)) {
       let line = `{"id":${JSON.stringify(it.id)},"rev":${JSON.stringify(it.rev)}`;
       if (it.doc !== undefined) line += `,"doc":${it.doc}`;
       if (it.tooLarge) line += `,"tooLarge":true,"docBytes":${it.docBytes}`;

@@ -1,30 +1,93 @@
 /**
- * Command-line plumbing shared by the tasks: flag parsing with `node:util` parseArgs (stands in for
- * `@std/cli/parse-args`), numeric validation, and the one-line error exit.
+ * Command-line plumbing shared by the tasks: flag tables that carry their own help (what a flag
+ * does, its default, an example), strict parsing with `node:util` parseArgs (stands in for
+ * `@std/cli/parse-args`), numeric and URL validation, and the one-line error exit.
  *
  * @module
  */
-import { parseArgs, type ParseArgsConfig } from "node:util";
+import { parseArgs } from "node:util";
 import { InputError, UsageError } from "../base/errors.ts";
 
+/** One flag: its type and what `--help` says about it. */
+export interface Flag {
+  /** `string` flags take a value; `boolean` flags do not. */
+  type: "string" | "boolean";
+  /** One-letter alias. */
+  short?: string;
+  /** Placeholder of the value in help, e.g. `URL`. @default "VALUE" */
+  value?: string;
+  /** What the flag does, one line. */
+  help: string;
+  /** The default, as help shows it. */
+  default?: string;
+}
+
+/** A task's flags by name. */
+export type FlagTable = Record<string, Flag>;
+
+/** What a task's `--help` prints. */
+export interface TaskHelp {
+  /** The command, e.g. `deno task crawl`. */
+  usage: string;
+  /** What the task does, a sentence or two. */
+  summary: string;
+  /** Example invocations. */
+  examples: string[];
+}
+
+/** The `--help` text of a task: summary, every flag with what it does and its default, examples. */
+export function helpText(help: TaskHelp, table: FlagTable): string {
+  const rows = Object.entries(table).map(([name, f]) => {
+    const head = `  --${name}${f.type === "string" ? ` ${f.value ?? "VALUE"}` : ""}` +
+      (f.short ? `, -${f.short}` : "");
+    return [head, f.help + (f.default !== undefined ? ` (default: ${f.default})` : "")];
+  });
+  const width = Math.min(34, Math.max(...rows.map(([h]) => h.length)) + 2);
+  const lines = rows.map(([h, text]) =>
+    h.length >= width ? `${h}\n${" ".repeat(width)}${text}` : h.padEnd(width) + text
+  );
+  return [
+    `usage: ${help.usage} [flags]`,
+    "",
+    help.summary,
+    "",
+    "flags:",
+    ...lines,
+    "",
+    "examples:",
+    ...help.examples.map((e) => `  ${e}`),
+  ].join("\n");
+}
+
+/** The value types parsed from a table: strings for string flags, booleans for boolean flags. */
+export type FlagValues<T extends FlagTable> = {
+  [K in keyof T]?: T[K]["type"] extends "boolean" ? boolean : string;
+};
+
 /** Parses `args` strictly: unknown flags and missing values become a {@linkcode UsageError}. */
-export function parseFlags<T extends NonNullable<ParseArgsConfig["options"]>>(
-  args: string[],
-  options: T,
-): ReturnType<typeof parseArgs<{ options: T; strict: true; allowPositionals: false }>>["values"] {
+export function parseFlags<T extends FlagTable>(args: string[], table: T): FlagValues<T> {
   // `--shards -2` would read as a missing value followed by a flag; a negative number is a value,
   // so that the range check can say what is wrong with it.
   const joined: string[] = [];
   for (let i = 0; i < args.length; i++) {
     const name = args[i].startsWith("--") ? args[i].slice(2) : "";
     const next = args[i + 1];
-    if (options[name]?.type === "string" && next !== undefined && /^-\d/.test(next)) {
+    if (table[name]?.type === "string" && next !== undefined && /^-\d/.test(next)) {
       joined.push(`${args[i]}=${next}`);
       i++;
     } else joined.push(args[i]);
   }
+  const options = Object.fromEntries(
+    Object.entries(table).map(([k, f]) => [
+      k,
+      f.short ? { type: f.type, short: f.short } : {
+        type: f.type,
+      },
+    ]),
+  );
   try {
-    return parseArgs({ args: joined, options, strict: true, allowPositionals: false }).values;
+    return parseArgs({ args: joined, options, strict: true, allowPositionals: false })
+      .values as FlagValues<T>;
   } catch (err) {
     throw new UsageError((err as Error).message.split("\n")[0]);
   }
@@ -82,10 +145,24 @@ export function urlFlag(name: string, raw: string): string {
   return raw.replace(/\/+$/, "");
 }
 
+/** Parses one of a fixed set of words, or throws a {@linkcode UsageError} listing them. */
+export function choiceFlag<T extends string>(
+  name: string,
+  raw: string | undefined,
+  choices: readonly T[],
+  fallback: T,
+): T {
+  if (raw === undefined) return fallback;
+  if (!choices.includes(raw as T)) {
+    throw new UsageError(`--${name} must be ${choices.join(", ")}; got "${raw}"`);
+  }
+  return raw as T;
+}
+
 /**
- * Runs a task's main function: any error is printed as one line (`error: ...`) on stderr and the
- * process exits with code 1 (2 for usage errors). Secrets never reach this line: callers redact
- * URLs before they are put in messages (see `redactUrl`).
+ * Runs a task's main function: `--help`/`-h` prints the help; any error is printed as one line
+ * (`error: ...`) on stderr and the process exits with code 1 (2 for input errors). Secrets never
+ * reach this line: callers redact URLs before they are put in messages (see `redactUrl`).
  */
 export async function runMain(main: () => Promise<number | void>): Promise<void> {
   try {

@@ -1,28 +1,22 @@
 /**
- * A whole crawl in one local process: KV queue dispatch, a periodic watchdog, progress, and a
- * summary. `deno task crawl` is a thin flag parser around {@linkcode runLocalCrawl}; tests call it
- * directly. Running it again with the same KV file and crawl id resumes where the last run stopped.
+ * A whole crawl in one local process: the engine from `createRuntime`, a periodic watchdog,
+ * progress, and the numbers the summary prints. `deno task crawl` is a thin flag parser around
+ * {@linkcode runLocalCrawl}; tests call it directly. Running it again with the same KV file and
+ * crawl id resumes where the last run stopped.
  *
  * @module
  */
-import { catchUp } from "../engine/catch_up.ts";
-import { CouchSource, type CouchSourceOptions } from "../sources/couch_source.ts";
-import {
-  crawlIdFor,
-  type Dispatcher,
-  planCrawl,
-  resumeCrawl,
-  startCrawl,
-  watchdog,
-} from "../engine/coordinator.ts";
-import { crawlStatus, type CrawlStatusReport } from "../engine/status.ts";
 import { ConflictError, FatalError } from "../base/errors.ts";
-import { createQueueHandler, QueueDispatcher } from "../engine/queue_dispatch.ts";
-import { LeaseDispatcher, runLeaseWorker } from "../engine/lease_dispatch.ts";
+import type { CrawlSpec } from "../base/spec.ts";
 import type { Plan } from "../plan/planner.ts";
-import type { Progress } from "./progress.ts";
-import { type CrawlSpec, getCrawl, listShards, type ShardRecord } from "../engine/store.ts";
 import type { Source } from "../plan/source.ts";
+import { CouchSource, type CouchSourceOptions } from "../sources/couch_source.ts";
+import { catchUp } from "../engine/catch_up.ts";
+import { type OpenAction, openCrawl } from "../engine/coordinator.ts";
+import { createRuntime, type DispatchMode, type Runtime } from "../engine/runtime.ts";
+import type { RebalanceOptions } from "../engine/rebalance.ts";
+import { crawlStatus, type CrawlStatusReport } from "../engine/status.ts";
+import type { Progress } from "./progress.ts";
 
 /** Options of {@linkcode runLocalCrawl}. */
 export interface LocalCrawlOptions {
@@ -56,49 +50,11 @@ export interface LocalCrawlOptions {
   /** Pause between `_changes` reads when following, in milliseconds. @default 2000 */
   followIntervalMs?: number;
   /** How shards reach workers. @default "queue" for a local file, "lease" for a remote KV URL */
-  dispatch?: "queue" | "lease";
+  dispatch?: DispatchMode;
   /** In-process lease workers (lease mode). @default the shard count */
   workers?: number;
-  /** Hook run after a shard finishes (dynamic rebalancing). */
-  onShardDone?: (
-    deps: { kv: Deno.Kv; source: Source; dispatcher: Dispatcher },
-    crawlId: string,
-    shard: ShardRecord,
-  ) => Promise<void>;
-}
-
-/** Applies `_changes` until `signal` aborts, logging each batch that changed something. */
-async function follow(
-  kv: Deno.Kv,
-  source: Source,
-  crawlId: string,
-  signal: AbortSignal,
-  options: LocalCrawlOptions,
-  log: (line: string) => void,
-): Promise<void> {
-  const owner = `follow-${crawlId}`;
-  log(`following the registry's changes (Ctrl-C to stop)`);
-  while (!signal.aborted) {
-    const res = await catchUp({ kv, source }, crawlId, { owner });
-    if (res.seq === null) {
-      log("the registry has no change feed; nothing to follow");
-      return;
-    }
-    if (res.applied > 0) log(`applied ${res.applied} changes (seq ${res.seq})`);
-    await new Promise<void>((resolve) => {
-      const t = setTimeout(resolve, options.followIntervalMs ?? 2000);
-      signal.addEventListener("abort", () => (clearTimeout(t), resolve()), { once: true });
-    });
-  }
-}
-
-/**
- * Queues work on local KV files; a KV Connect URL (self-hosted denokv, Deploy) has no queues, so
- * shards go to lease workers there.
- */
-export function autoDispatch(kvPath: string): "queue" | "lease" {
-  const remote = /^https?:\/\//.test(kvPath);
-  return !remote && typeof Deno.Kv.prototype.enqueue === "function" ? "queue" : "lease";
+  /** Tuning of straggler splits (only used when `spec.rebalance`). @default {} */
+  rebalance?: RebalanceOptions;
 }
 
 /** What a local crawl ended with. */
@@ -116,19 +72,40 @@ export interface LocalCrawlResult {
 }
 
 /**
+ * Queues work on local KV files; a KV Connect URL (self-hosted denokv, Deploy) has no queues, so
+ * shards go to lease workers there.
+ */
+export function autoDispatch(kvPath: string): DispatchMode {
+  const remote = /^https?:\/\//.test(kvPath);
+  return !remote && typeof Deno.Kv.prototype.enqueue === "function" ? "queue" : "lease";
+}
+
+/** Opens the KV file, or says in one line why it cannot be opened. */
+export async function openKvFile(path: string): Promise<Deno.Kv> {
+  try {
+    return await Deno.openKv(path);
+  } catch (err) {
+    throw new FatalError(`cannot open KV at ${path}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/**
  * Runs (or resumes) a crawl to its end in this process. Resolves when the crawl is done; throws a
  * one-line error when it failed, was cancelled or paused meanwhile. The KV file is closed on return.
+ *
+ * @example
+ * ```ts
+ * const res = await runLocalCrawl({
+ *   kvPath: "crawl.kv",
+ *   spec: buildSpec({ source: "http://127.0.0.1:5984/registry", shards: 16 }),
+ *   sourceUrl: "http://127.0.0.1:5984/registry",
+ * });
+ * console.log(res.report.itemsStored);
+ * ```
  */
 export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCrawlResult> {
   const log = options.log ?? (() => {});
-  let kv: Deno.Kv;
-  try {
-    kv = await Deno.openKv(options.kvPath);
-  } catch (err) {
-    throw new FatalError(`cannot open KV at ${options.kvPath}: ${(err as Error).message}`, {
-      cause: err,
-    });
-  }
+  const kv = await openKvFile(options.kvPath);
   const started = performance.now();
   let retries = 0;
   const source = new CouchSource(options.sourceUrl, {
@@ -140,145 +117,128 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
       options.sourceOptions?.onRetry?.(info);
     },
   });
-  const mode = options.dispatch ?? autoDispatch(options.kvPath);
-  const dispatcher: Dispatcher = mode === "queue" ? new QueueDispatcher(kv) : new LeaseDispatcher();
-  const onShardDone = options.onShardDone
-    ? (crawlId: string, shard: ShardRecord) =>
-      options.onShardDone!({ kv, source, dispatcher }, crawlId, shard)
-    : undefined;
   const fatal: Error[] = [];
-  const stopWorkers = new AbortController();
-  let background: Promise<unknown>;
-  if (mode === "queue") {
-    const handler = createQueueHandler({ kv, openSource: () => source }, {
-      onEvent: (e) => {
-        if (e.kind === "fatal") fatal.push(e.error);
-        if (e.kind === "invalid-message") log("dropped a queue message of unknown shape");
-        if (e.kind === "retry") {
-          log(
-            `shard ${e.message.shardId}: page failed (${e.error.message.split("\n")[0]}); ` +
-              `retrying in ${(e.delayMs / 1000).toFixed(1)} s`,
-          );
-        }
-        if (e.kind === "dead-letter") {
-          log(
-            `shard ${e.message.shardId}: page gave up after retries; the watchdog will revive it`,
-          );
-        }
-      },
-      onShardDone,
-    });
-    background = kv.listenQueue(handler);
-  } else {
-    const n = options.workers ?? options.spec.shards;
-    background = Promise.all(
-      Array.from({ length: n }, (_, i) =>
-        runLeaseWorker({ kv, openSource: () => source }, {
-          owner: `local-${i}-${crypto.randomUUID().slice(0, 8)}`,
-          signal: stopWorkers.signal,
-          onShardDone,
-          log,
-        })),
-    );
-  }
-  try {
-    const id = options.id ?? await crawlIdFor(options.spec);
-    const existing = (await getCrawl(kv, id)).value;
-    let created = false;
-    let crawlId: string;
-    if (existing) {
-      crawlId = existing.id;
-      const differs = (["source", "docsUrl", "docs", "maxPage"] as const).find((k) =>
-        existing[k] !== options.spec[k]
-      ) ??
-        (!options.plan && existing.shards !== options.spec.shards && existing.status !== "planning"
-          ? "shards"
-          : undefined);
-      if (differs) {
-        throw new ConflictError(
-          `crawl ${crawlId} in ${options.kvPath} was started with another ${differs}; ` +
-            `use another --crawl-id or --kv`,
+  const mode = options.dispatch ?? autoDispatch(options.kvPath);
+  const runtime = createRuntime({
+    kv,
+    openSource: () => source,
+    dispatch: mode,
+    workers: options.workers ?? options.spec.shards,
+    rebalance: options.rebalance,
+    ownerPrefix: `local-${crypto.randomUUID().slice(0, 8)}`,
+    log,
+    onQueueEvent: (e) => {
+      if (e.kind === "fatal") fatal.push(e.error);
+      if (e.kind === "invalid-message") log("dropped a queue message of unknown shape");
+      if (e.kind === "retry") {
+        log(
+          `shard ${e.message.shardId}: page failed (${e.error.message.split("\n")[0]}); ` +
+            `retrying in ${(e.delayMs / 1000).toFixed(1)} s`,
         );
       }
-      if (existing.status === "cancelled") {
-        throw new ConflictError(`crawl ${crawlId} was cancelled`);
+      if (e.kind === "dead-letter") {
+        log(`shard ${e.message.shardId}: page gave up after retries; the watchdog will revive it`);
       }
-      if (existing.status === "planning") {
-        log(`crawl ${crawlId} was being planned; planning it now`);
-        await planCrawl({ kv, source, dispatcher }, crawlId, {
-          plan: options.plan,
-          owner: `local-${crawlId}`,
-        });
-      } else if (existing.status !== "done") {
-        log(`resuming crawl ${crawlId} (${existing.status})`);
-        if (existing.status === "running") {
-          // After a kill: the message chain may have died with the process; duplicates are dropped.
-          for (const e of await listShards(kv, crawlId)) {
-            if (!e.value.done) {
-              await dispatcher.dispatch(crawlId, e.value);
-            }
-          }
-        } else await resumeCrawl({ kv, dispatcher }, crawlId);
-      }
-    } else {
-      const res = await startCrawl({ kv, source, dispatcher }, options.spec, {
-        id,
+    },
+  });
+  try {
+    const { crawl, action } = await openCrawl(
+      { kv, source, dispatcher: runtime.dispatcher },
+      options.spec,
+      {
+        id: options.id,
         plan: options.plan,
+        where: options.kvPath,
         // The same command re-claims its own planning lease after a crash.
-        owner: `local-${id}`,
+        owner: `local-${options.id ?? "spec"}`,
         onPlanned: (p) =>
           log(
             `planned ${p.total} items into ${p.shards.length} shards with ${p.requests} listing ` +
               `requests (method ${p.method})`,
           ),
-      });
-      crawlId = res.crawl.id;
-      created = res.created;
-      if (!created) log(`crawl ${crawlId} exists; resuming`);
-    }
-    let lastWatch = performance.now();
-    let itemsBefore: number | null = null;
-    for (;;) {
-      const report = await crawlStatus(kv, crawlId);
-      // A crawl this run created had nothing before it, however fast its first pages commit.
-      itemsBefore ??= created ? 0 : report.itemsStored;
-      const ended = report.status !== "running";
-      options.progress?.update(report, ended);
-      if (report.status === "done") {
-        if (report.itemsStored === itemsBefore && !created) {
-          log(`crawl ${crawlId} was already done`);
-        }
-        if (options.follow) await follow(kv, source, crawlId, options.follow, options, log);
-        const final = options.follow ? await crawlStatus(kv, crawlId) : report;
-        return {
-          report: final,
-          elapsedMs: performance.now() - started,
-          retries,
-          created,
-          itemsThisRun: final.itemsStored - itemsBefore,
-        };
-      }
-      if (report.status === "failed" || fatal.length > 0) {
-        throw new FatalError(`crawl ${crawlId} failed: ${report.error ?? fatal[0]?.message}`);
-      }
-      if (report.status !== "running") {
-        throw new ConflictError(`crawl ${crawlId} is ${report.status}`);
-      }
-      if (
-        mode === "queue" && performance.now() - lastWatch > (options.watchdogIntervalMs ?? 5000)
-      ) {
-        lastWatch = performance.now();
-        const n = await watchdog({ kv, dispatcher, openSource: () => source }, {
-          stallMs: options.stallMs ?? 30_000,
-        });
-        if (n > 0) log(`watchdog: re-dispatched ${n} stalled shards`);
-      }
-      await new Promise((r) => setTimeout(r, options.pollMs ?? 200));
-    }
+      },
+    );
+    logOpened(crawl.id, action, log);
+    const end = await waitForEnd(kv, crawl.id, runtime, options, { fatal, log });
+    const report = options.follow
+      ? (await follow(kv, source, crawl.id, options, log), await crawlStatus(kv, crawl.id))
+      : end.report;
+    return {
+      report,
+      elapsedMs: performance.now() - started,
+      retries,
+      created: action === "created",
+      itemsThisRun: report.itemsStored - (action === "created" ? 0 : end.itemsBefore),
+    };
   } finally {
-    stopWorkers.abort();
-    if (mode === "lease") await background.catch(() => {});
+    await runtime.close();
     kv.close();
-    await background.catch(() => {});
+    await runtime.finished;
+  }
+}
+
+function logOpened(id: string, action: OpenAction, log: (line: string) => void): void {
+  if (action === "resumed") log(`resuming crawl ${id}`);
+  if (action === "planned") log(`crawl ${id} was being planned; planned it now`);
+  if (action === "already-done") log(`crawl ${id} was already done`);
+}
+
+/**
+ * Polls the crawl's status (drawing progress) until it is done, running the watchdog in queue
+ * mode. Throws a one-line error when the crawl fails or is paused or cancelled meanwhile.
+ */
+async function waitForEnd(
+  kv: Deno.Kv,
+  crawlId: string,
+  runtime: Runtime,
+  options: LocalCrawlOptions,
+  o: { fatal: Error[]; log: (line: string) => void },
+): Promise<{ report: CrawlStatusReport; itemsBefore: number }> {
+  let lastWatch = performance.now();
+  let itemsBefore: number | null = null;
+  for (;;) {
+    const report = await crawlStatus(kv, crawlId);
+    itemsBefore ??= report.itemsStored;
+    options.progress?.update(report, report.status !== "running");
+    if (report.status === "done") return { report, itemsBefore };
+    if (report.status === "failed" || o.fatal.length > 0) {
+      throw new FatalError(`crawl ${crawlId} failed: ${report.error ?? o.fatal[0]?.message}`);
+    }
+    if (report.status !== "running") {
+      throw new ConflictError(`crawl ${crawlId} is ${report.status}`);
+    }
+    if (
+      runtime.mode === "queue" &&
+      performance.now() - lastWatch > (options.watchdogIntervalMs ?? 5000)
+    ) {
+      lastWatch = performance.now();
+      const n = await runtime.watchdogTick({ stallMs: options.stallMs ?? 30_000 });
+      if (n > 0) o.log(`watchdog: re-dispatched ${n} stalled shards`);
+    }
+    await new Promise((r) => setTimeout(r, options.pollMs ?? 200));
+  }
+}
+
+/** Applies `_changes` until `options.follow` aborts, logging each batch that changed something. */
+async function follow(
+  kv: Deno.Kv,
+  source: Source,
+  crawlId: string,
+  options: LocalCrawlOptions,
+  log: (line: string) => void,
+): Promise<void> {
+  const signal = options.follow!;
+  log(`following the registry's changes (Ctrl-C to stop)`);
+  while (!signal.aborted) {
+    const res = await catchUp({ kv, source }, crawlId, { owner: `follow-${crawlId}` });
+    if (res.seq === null) {
+      log("the registry has no change feed; nothing to follow");
+      return;
+    }
+    if (res.applied > 0) log(`applied ${res.applied} changes (seq ${res.seq})`);
+    await new Promise<void>((resolve) => {
+      const t = setTimeout(resolve, options.followIntervalMs ?? 2000);
+      signal.addEventListener("abort", () => (clearTimeout(t), resolve()), { once: true });
+    });
   }
 }

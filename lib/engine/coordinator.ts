@@ -4,13 +4,13 @@
  *
  * @module
  */
+import { crawlIdFor, type CrawlSpec } from "../base/spec.ts";
 import { catchUp } from "./catch_up.ts";
 import { ConflictError, NotFoundError, TransientError } from "../base/errors.ts";
 import { type Plan, planShards } from "../plan/planner.ts";
 import type { Source } from "../plan/source.ts";
 import {
   type CrawlRecord,
-  type CrawlSpec,
   type CrawlStatus,
   createCrawlRecord,
   getCrawl,
@@ -28,21 +28,6 @@ export interface Dispatcher {
   dispatch(crawlId: string, shard: ShardRecord): Promise<void>;
   /** Adds the dispatch to an atomic op instead, where the mechanism allows (a queue message). */
   attach?(op: Deno.AtomicOperation, crawlId: string, shard: ShardRecord): void;
-}
-
-/** A stable crawl id for a spec: the same command resumes the same crawl. */
-export async function crawlIdFor(spec: CrawlSpec): Promise<string> {
-  const canon = JSON.stringify([
-    spec.source,
-    spec.docsUrl,
-    spec.shards,
-    spec.docs,
-    spec.maxPage,
-  ]);
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(canon));
-  return [...new Uint8Array(digest).slice(0, 6)].map((b) => b.toString(16).padStart(2, "0")).join(
-    "",
-  );
 }
 
 /** Shard records for a fresh plan. */
@@ -177,6 +162,60 @@ export async function startCrawl(
   if (crawl.status !== "planning") return { crawl, created: false };
   const planned = await planCrawl(deps, crawl.id, options);
   return { crawl: planned ?? (await getCrawl(deps.kv, crawl.id)).value!, created };
+}
+
+/** What {@linkcode openCrawl} found and did. */
+export type OpenAction = "created" | "planned" | "resumed" | "already-done";
+
+/**
+ * Resume-or-create, what a repeated command needs: creates and plans the crawl of `spec` (under
+ * `options.id`, else the spec's id) when it does not exist; plans it when a planner died before
+ * finishing; re-dispatches every unfinished shard of a running crawl (after a kill the dispatch
+ * chain may have died with the process; duplicates are dropped); resumes a paused or failed one;
+ * leaves a finished one alone.
+ *
+ * @throws ConflictError when the stored crawl was started with another source, document base,
+ * document setting or page size (or shard count, without a baked plan), or was cancelled.
+ */
+export async function openCrawl(
+  deps: { kv: Deno.Kv; source: Source; dispatcher: Dispatcher },
+  spec: CrawlSpec,
+  options: StartOptions & { where?: string } = {},
+): Promise<{ crawl: CrawlRecord; action: OpenAction }> {
+  const id = options.id ?? await crawlIdFor(spec);
+  const existing = (await getCrawl(deps.kv, id)).value;
+  if (!existing) {
+    const { crawl, created } = await startCrawl(deps, spec, { ...options, id });
+    return { crawl, action: created ? "created" : "resumed" };
+  }
+  const differs =
+    (["source", "docsUrl", "docs", "maxPage"] as const).find((k) => existing[k] !== spec[k]) ??
+      (!options.plan && existing.shards !== spec.shards && existing.status !== "planning"
+        ? "shards"
+        : undefined);
+  if (differs) {
+    throw new ConflictError(
+      `crawl ${id}${options.where ? ` in ${options.where}` : ""} was started with another ` +
+        `${differs}; use another --crawl-id or --kv`,
+    );
+  }
+  switch (existing.status) {
+    case "cancelled":
+      throw new ConflictError(`crawl ${id} was cancelled`);
+    case "done":
+      return { crawl: existing, action: "already-done" };
+    case "planning": {
+      const planned = await planCrawl(deps, id, options);
+      return { crawl: planned ?? (await getCrawl(deps.kv, id)).value!, action: "planned" };
+    }
+    case "running":
+      for (const e of await listShards(deps.kv, id)) {
+        if (!e.value.done) await deps.dispatcher.dispatch(id, e.value);
+      }
+      return { crawl: existing, action: "resumed" };
+    default:
+      return { crawl: await resumeCrawl(deps, id, options), action: "resumed" };
+  }
 }
 
 /**

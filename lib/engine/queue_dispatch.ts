@@ -3,15 +3,15 @@
  * same atomic op that commits the current page, so a shard's chain of messages can neither fork nor
  * break. Messages that exhaust their deliveries land under the store's dead-letter keys.
  *
- * Local runs only: Deno Deploy and self-hosted denokv have no queues (see `dispatch_lease.ts`), and
+ * Local runs only: Deno Deploy and self-hosted denokv have no queues (see `lease_dispatch.ts`), and
  * several processes on one KV file do not share queue messages.
  *
  * @module
  */
 import { checkCompletion, type Dispatcher, failCrawl } from "./coordinator.ts";
 import { FatalError } from "../base/errors.ts";
-import { type Message, type PageMessage, parseMessage } from "./messages.ts";
-import { keys, recordDeadLetter, type ShardRecord } from "./store.ts";
+import { type Message, type PageMessage, parseMessage, type PlanMessage } from "./messages.ts";
+import { deadLetterKey, recordDeadLetter, type ShardRecord } from "./store.ts";
 import { type PageOutcome, processPage, type WorkerDeps } from "./page.ts";
 
 /** Redelivery delays when a handler crashes, in milliseconds (KV's default ends at 60 s). */
@@ -28,9 +28,15 @@ export function pageMessage(crawlId: string, shard: ShardRecord): PageMessage {
 function enqueueOptions(msg: PageMessage, delayMs = 0) {
   return {
     delay: delayMs,
-    keysIfUndelivered: [keys.dead(msg.crawlId, msg.shardId, msg.token)],
+    keysIfUndelivered: [deadLetterKey(msg)],
     backoffSchedule: BACKOFF_SCHEDULE_MS,
   };
+}
+
+/** Asks the queue's listener to plan a crawl created in `planning` state. */
+export async function enqueuePlan(kv: Deno.Kv, crawlId: string): Promise<void> {
+  const msg: PlanMessage = { kind: "plan", crawlId };
+  await kv.enqueue(msg);
 }
 
 /** Adds the shard's page message to an atomic op, so it is sent only if the op commits. */

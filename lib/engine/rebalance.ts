@@ -26,7 +26,7 @@ import {
   type ShardRecord,
 } from "./store.ts";
 
-/** Options of {@linkcode createRebalancer} and {@linkcode splitStraggler}. */
+/** Options of {@linkcode splitStraggler}. */
 export interface RebalanceOptions {
   /** Never split a remaining range below twice this many pages. @default 1 */
   minPages?: number;
@@ -153,20 +153,4 @@ async function trySplit(
   if (!ok) return "conflict";
   if (!deps.dispatcher.attach) await deps.dispatcher.dispatch(crawl.id, child);
   return { parent: v.id, child: childId, key, movedItems: r1 - mid };
-}
-
-/** What `onShardDone` hooks receive. */
-export type ShardDoneHook = (
-  deps: { kv: Deno.Kv; source: Source; dispatcher: Dispatcher },
-  crawlId: string,
-  done: ShardRecord,
-) => Promise<void>;
-
-/**
- * The hook for `onShardDone`: each time a shard finishes, split one straggler (if worthwhile).
- */
-export function createRebalancer(options: RebalanceOptions = {}): ShardDoneHook {
-  return async (deps, crawlId) => {
-    await splitStraggler(deps, crawlId, options);
-  };
 }

@@ -1,13 +1,18 @@
 /**
- * Status reports: what `GET /crawls/:id`, the progress bars and the summary show about a crawl.
+ * What readers see of crawls: the status report behind `GET /crawls/:id`, the progress bars and
+ * the summary; the list of crawls; items page by page and as a stream. Readers (the HTTP app, the
+ * CLI, export) go through here, never to the store directly.
  *
  * @module
  */
 import { redactUrl } from "../base/redact.ts";
 import { NotFoundError } from "../base/errors.ts";
+import { type ExportedItem, iterateItems, pageItems } from "./item_store.ts";
 import {
+  type CrawlRecord,
   type CrawlStatus,
   getCrawl,
+  listCrawls,
   listDeadLetters,
   listShards,
   listSplits,
@@ -105,7 +110,7 @@ export async function crawlStatus(
   return {
     id,
     status: crawl.status,
-    source: crawl.source.startsWith("demo:") ? crawl.source : redactUrl(crawl.source),
+    source: shownSource(crawl),
     docs: crawl.docs,
     total: crawl.total,
     itemsStored,
@@ -136,4 +141,58 @@ export async function crawlStatus(
       parent: s.parent,
     })),
   };
+}
+
+/** One line of the crawl list. */
+export interface CrawlSummary {
+  /** Crawl id. */
+  id: string;
+  /** Lifecycle state. */
+  status: CrawlStatus;
+  /** The source, without credentials. */
+  source: string;
+  /** Items in the registry when planned. */
+  total: number;
+  /** When the crawl was created (ISO 8601). */
+  createdAt: string;
+}
+
+function shownSource(crawl: CrawlRecord): string {
+  return crawl.source.startsWith("demo:") ? crawl.source : redactUrl(crawl.source);
+}
+
+/** Every crawl in the store, oldest first. */
+export async function listCrawlSummaries(kv: Deno.Kv): Promise<CrawlSummary[]> {
+  return (await listCrawls(kv)).sort((a, b) => a.createdAt - b.createdAt).map((r) => ({
+    id: r.id,
+    status: r.status,
+    source: shownSource(r),
+    total: r.total,
+    createdAt: new Date(r.createdAt).toISOString(),
+  }));
+}
+
+async function requireCrawl(kv: Deno.Kv, id: string): Promise<CrawlRecord> {
+  const crawl = (await getCrawl(kv, id)).value;
+  if (!crawl) throw new NotFoundError(`no crawl with id ${id}`);
+  return crawl;
+}
+
+/**
+ * One page of a crawl's items after `cursor` (opaque, from the previous page); the next cursor is
+ * null at the end. @throws NotFoundError for an unknown crawl.
+ */
+export async function crawlItemsPage(
+  kv: Deno.Kv,
+  id: string,
+  options: { limit: number; cursor?: string },
+): Promise<{ items: ExportedItem[]; cursor: string | null }> {
+  await requireCrawl(kv, id);
+  return await pageItems(kv, id, options);
+}
+
+/** Every item of a crawl in key order, streamed. @throws NotFoundError for an unknown crawl. */
+export async function* crawlItems(kv: Deno.Kv, id: string): AsyncGenerator<ExportedItem> {
+  await requireCrawl(kv, id);
+  yield* iterateItems(kv, id);
 }

@@ -11,35 +11,18 @@
  *     ["dead", crawlId, shardId, token]   a page message whose deliveries were exhausted
  *     ["split", crawlId, seq]             SplitRecord (dynamic rebalancing log)
  *
- * Item writes, chunked documents, drift batches and item reads live in `item_store.ts`, which
- * uses the key builders below.
+ * The store is this module and its private item part, `item_store.ts` (item writes, chunked
+ * documents, drift batches, item reads), which builds every key with the builders below. Nothing
+ * else in the project reads or writes KV keys: the coordinator, the dispatchers and the status
+ * readers call these functions.
  *
  * @module
  */
 import { FatalError } from "../base/errors.ts";
+import type { CrawlSpec } from "../base/spec.ts";
 
 /** Lifecycle of a crawl. */
 export type CrawlStatus = "planning" | "running" | "paused" | "done" | "failed" | "cancelled";
-
-/** What a crawl was asked to do; identical specs give identical crawl ids. */
-export interface CrawlSpec {
-  /** Database URL (or `demo:` for the bundled demo registry). */
-  source: string;
-  /** Base URL for documents; null = the database URL. */
-  docsUrl: string | null;
-  /** Shards planned. */
-  shards: number;
-  /** Fetch each item's document. */
-  docs: boolean;
-  /** Document fetches in flight per shard. */
-  concurrency: number;
-  /** Page size for listings. */
-  maxPage: number;
-  /** Split stragglers while running. */
-  rebalance: boolean;
-  /** Keep applying `_changes` after the crawl is done (the server's cron does it). @default false */
-  follow?: boolean;
-}
 
 /** A crawl, as stored. */
 export interface CrawlRecord extends CrawlSpec {
@@ -198,7 +181,7 @@ export function newShard(
 const MAX_ID_KEY_BYTES = 1_500;
 
 /**
- * The key part for an item id: the id itself, or for an id too long for a KV key, its first 1,000
+ * The key part for an item id: the id itself, or for an id too long for a KV key, its first 400
  * characters, a NUL and a 64-bit hash of the whole id (the record keeps the full id). Items stay
  * in id order except among such long ids.
  */
@@ -415,6 +398,13 @@ export async function commitOrThrow(op: Deno.AtomicOperation, what: string): Pro
   const res = await withLockRetry(() => op.commit());
   // Unguarded batches only fail on KV errors, which throw; an ok:false here is a broken invariant.
   if (!res.ok) throw new FatalError(`KV refused an unguarded batch while ${what}`);
+}
+
+/** The key a page message lands under when the queue gives up on it (`keysIfUndelivered`). */
+export function deadLetterKey(
+  msg: { crawlId: string; shardId: number; token: number },
+): Deno.KvKey {
+  return keys.dead(msg.crawlId, msg.shardId, msg.token);
 }
 
 /** Records a page message that kept failing (the page's commit deletes it again). */

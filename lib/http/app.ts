@@ -24,18 +24,23 @@ import { z } from "zod";
 import { isAllowedSource, safeEqual } from "./auth.ts";
 import { redactUrl } from "../base/redact.ts";
 import {
-  cancelCrawl,
+  buildSpec,
+  CRAWL_ID_PATTERN,
+  CRAWL_ID_RULE,
   crawlIdFor,
+  isCrawlId,
+  SPEC_LIMITS,
+} from "../base/spec.ts";
+import {
+  cancelCrawl,
   createCrawl,
   type Dispatcher,
   pauseCrawl,
   resumeCrawl,
 } from "../engine/coordinator.ts";
-import { crawlStatus } from "../engine/status.ts";
+import { crawlItemsPage, crawlStatus, listCrawlSummaries } from "../engine/status.ts";
 import { ConflictError, FatalError, InputError, NotFoundError } from "../base/errors.ts";
 import { STATUS_PAGE } from "./status_page.ts";
-import { getCrawl, listCrawls } from "../engine/store.ts";
-import { pageItems } from "../engine/item_store.ts";
 
 /** What the app needs (all injected). */
 export interface AppDeps {
@@ -55,18 +60,17 @@ export interface AppDeps {
   maxBodyBytes?: number;
 }
 
-const ID = /^[A-Za-z0-9_.-]{1,64}$/;
-
+const L = SPEC_LIMITS;
 const CreateBody = z.object({
   source: z.string().url().max(2000),
-  shards: z.number().int().min(1).max(100_000),
+  shards: z.number().int().min(L.shards.min).max(L.shards.max),
   docs: z.boolean().optional(),
   docsUrl: z.string().url().max(2000).optional(),
-  concurrency: z.number().int().min(1).max(1000).optional(),
-  maxPage: z.number().int().min(2).max(10_000).optional(),
+  concurrency: z.number().int().min(L.concurrency.min).max(L.concurrency.max).optional(),
+  maxPage: z.number().int().min(L.maxPage.min).max(L.maxPage.max).optional(),
   rebalance: z.boolean().optional(),
   follow: z.boolean().optional(),
-  id: z.string().regex(ID, "id must be 1-64 letters, digits, '.', '_' or '-'").optional(),
+  id: z.string().regex(CRAWL_ID_PATTERN, `id must be ${CRAWL_ID_RULE}`).optional(),
 }).strict();
 
 function reason(err: z.ZodError): string {
@@ -119,34 +123,15 @@ export function createApp(deps: AppDeps): Hono {
         return status(c, 403, `source not allowed: ${redactUrl(url)} is outside ALLOWED_SOURCES`);
       }
     }
-    const spec = {
-      source: b.source.replace(/\/+$/, ""),
-      docsUrl: b.docsUrl?.replace(/\/+$/, "") ?? null,
-      shards: b.shards,
-      docs: b.docs ?? false,
-      concurrency: b.concurrency ?? 8,
-      maxPage: b.maxPage ?? 1000,
-      rebalance: b.rebalance ?? true,
-      ...(b.follow ? { follow: true } : {}),
-    };
-    const id = b.id ?? await crawlIdFor(spec);
+    const { id: givenId, ...input } = b;
+    const spec = buildSpec(input);
+    const id = givenId ?? await crawlIdFor(spec);
     const { crawl, created } = await createCrawl(deps.kv, spec, { id, now });
     if (created) await deps.startPlanning(id);
     return c.json({ id: crawl.id, status: crawl.status, created }, created ? 202 : 200);
   });
 
-  app.get("/crawls", async (c) => {
-    const crawls = await listCrawls(deps.kv);
-    return c.json({
-      crawls: crawls.map((r) => ({
-        id: r.id,
-        status: r.status,
-        source: redactUrl(r.source),
-        total: r.total,
-        createdAt: new Date(r.createdAt).toISOString(),
-      })),
-    });
-  });
+  app.get("/crawls", async (c) => c.json({ crawls: await listCrawlSummaries(deps.kv) }));
 
   app.get("/crawls/:id", async (c) => c.json(await crawlStatus(deps.kv, crawlId(c), { now })));
 
@@ -165,7 +150,6 @@ export function createApp(deps: AppDeps): Hono {
 
   app.get("/crawls/:id/items", async (c) => {
     const id = crawlId(c);
-    if (!(await getCrawl(deps.kv, id)).value) throw new NotFoundError(`no crawl with id ${id}`);
     const rawLimit = c.req.query("limit") ?? "100";
     if (!/^\d+$/.test(rawLimit) || Number(rawLimit) < 1 || Number(rawLimit) > 1000) {
       throw new InputError("limit must be a whole number from 1 to 1000");
@@ -174,7 +158,7 @@ export function createApp(deps: AppDeps): Hono {
     if (cursor !== undefined && !/^[A-Za-z0-9_+/=-]{1,4096}$/.test(cursor)) {
       throw new InputError("cursor is malformed");
     }
-    const page = await pageItems(deps.kv, id, { limit: Number(rawLimit), cursor });
+    const page = await crawlItemsPage(deps.kv, id, { limit: Number(rawLimit), cursor });
     const items = page.items.map((it) => ({ ...it, doc: it.doc ? JSON.parse(it.doc) : undefined }));
     return c.json({ items, cursor: page.cursor });
   });
@@ -184,7 +168,7 @@ export function createApp(deps: AppDeps): Hono {
 
 function crawlId(c: Context): string {
   const id = c.req.param("id") ?? "";
-  if (!ID.test(id)) throw new InputError("crawl id is malformed");
+  if (!isCrawlId(id)) throw new InputError("crawl id is malformed");
   return id;
 }
 

@@ -8,12 +8,10 @@
 import { createApp } from "./app.ts";
 import { parseAllowedSources } from "./auth.ts";
 import { UsageError } from "../base/errors.ts";
-import { createCrawl, type Dispatcher, planCrawl, watchdog } from "../engine/coordinator.ts";
-import { createQueueHandler, QueueDispatcher } from "../engine/queue_dispatch.ts";
-import { LeaseDispatcher, runLeaseWorker } from "../engine/lease_dispatch.ts";
-import { splitStraggler } from "../engine/rebalance.ts";
+import { buildSpec, SPEC_DEFAULTS, SPEC_LIMITS } from "../base/spec.ts";
+import { createCrawl } from "../engine/coordinator.ts";
 import { sourceOpener } from "../engine/open_source.ts";
-import { getCrawl } from "../engine/store.ts";
+import { createRuntime } from "../engine/runtime.ts";
 
 /** Server configuration. */
 export interface ServerConfig {
@@ -80,8 +78,11 @@ export function configFromEnv(
   if (cron) {
     const source = env("CRAWL_SOURCE");
     if (!source) throw new UsageError("CRAWL_SCHEDULE needs CRAWL_SOURCE");
-    const shards = Number(env("CRAWL_SHARDS") ?? "16");
-    if (!Number.isInteger(shards) || shards < 1) throw new UsageError("CRAWL_SHARDS must be >= 1");
+    const shards = Number(env("CRAWL_SHARDS") ?? String(SPEC_DEFAULTS.shards));
+    const { min, max } = SPEC_LIMITS.shards;
+    if (!Number.isInteger(shards) || shards < min || shards > max) {
+      throw new UsageError(`CRAWL_SHARDS must be a whole number from ${min} to ${max}`);
+    }
     schedule = { cron, source, shards, docs: env("CRAWL_DOCS") === "true" };
   }
   return {
@@ -110,7 +111,7 @@ export interface ServerRuntime {
   close(): Promise<void>;
 }
 
-/** Opens KV, builds the app and the dispatch machinery, and serves. */
+/** Opens KV, builds the app and the engine (`createRuntime`), and serves. */
 export async function startServer(
   config: ServerConfig,
   options: { log?: (line: string) => void; now?: () => number } = {},
@@ -118,46 +119,23 @@ export async function startServer(
   const now = options.now ?? Date.now;
   const log = options.log ?? ((l: string) => console.error(l));
   const kv = await Deno.openKv(config.kvPath);
-  const openSource = sourceOpener();
-  const stop = new AbortController();
-  const dispatcher: Dispatcher = config.dispatch === "queue"
-    ? new QueueDispatcher(kv)
-    : new LeaseDispatcher();
-  const plan = async (id: string) => {
-    const crawl = (await getCrawl(kv, id)).value;
-    if (crawl) await planCrawl({ kv, source: openSource(crawl), dispatcher }, id);
-  };
-  const onShardDone = async (crawlId: string) => {
-    const crawl = (await getCrawl(kv, crawlId)).value;
-    if (crawl) await splitStraggler({ kv, source: openSource(crawl), dispatcher }, crawlId);
-  };
-  const background: Promise<unknown>[] = [];
-  if (config.dispatch === "queue") {
-    background.push(kv.listenQueue(createQueueHandler({ kv, openSource }, {
-      onPlan: plan,
-      onShardDone,
-      onEvent: (e) => {
-        if (e.kind === "fatal") log(`crawl ${e.crawlId} failed: ${e.error.message}`);
-      },
-    })));
-  } else {
-    for (let i = 0; i < config.workers; i++) {
-      background.push(
-        runLeaseWorker({ kv, openSource }, { signal: stop.signal, onShardDone, log }),
-      );
-    }
-  }
-  const startPlanning = config.dispatch === "queue"
-    ? async (id: string) => {
-      await kv.enqueue({ kind: "plan", crawlId: id });
-    }
-    : () => Promise.resolve(); // lease workers plan crawls they find in `planning`
+  const runtime = createRuntime({
+    kv,
+    openSource: sourceOpener(),
+    dispatch: config.dispatch,
+    workers: config.workers,
+    log,
+    now: options.now,
+    onQueueEvent: (e) => {
+      if (e.kind === "fatal") log(`crawl ${e.crawlId} failed: ${e.error.message}`);
+    },
+  });
   const app = createApp({
     kv,
     token: config.token,
     allowedSources: config.allowedSources,
-    dispatcher,
-    startPlanning,
+    dispatcher: runtime.dispatcher,
+    startPlanning: runtime.startPlanning,
   });
   const server = Deno.serve({
     port: config.port,
@@ -170,34 +148,24 @@ export async function startServer(
   return {
     url,
     watchdogTick: async () => {
-      const n = await watchdog({ kv, dispatcher, openSource }, { stallMs: 60_000 });
+      const n = await runtime.watchdogTick({ stallMs: 60_000 });
       if (n) log(`watchdog: re-dispatched ${n} stalled shards`);
     },
-    leaseTick: async (ms) => {
-      if (config.dispatch !== "lease") return;
-      await runLeaseWorker({ kv, openSource }, { maxRunMs: ms, onShardDone, log });
-    },
+    leaseTick: (ms) => runtime.leaseTick(ms),
     recrawl: async () => {
       const s = config.schedule;
       if (!s) return;
       const day = new Date(now()).toISOString().slice(0, 16).replace(/[-:T]/g, "");
-      const { crawl, created } = await createCrawl(kv, {
-        source: s.source,
-        docsUrl: null,
-        shards: s.shards,
-        docs: s.docs,
-        concurrency: 8,
-        maxPage: 1000,
-        rebalance: true,
-      }, { id: `scheduled-${day}` });
-      if (created) await startPlanning(crawl.id);
+      const spec = buildSpec({ source: s.source, shards: s.shards, docs: s.docs });
+      const { crawl, created } = await createCrawl(kv, spec, { id: `scheduled-${day}` });
+      if (created) await runtime.startPlanning(crawl.id);
       log(`scheduled crawl ${crawl.id} (${crawl.status})`);
     },
     close: async () => {
-      stop.abort();
+      await runtime.close();
       await server.shutdown();
       kv.close();
-      await Promise.allSettled(background);
+      await runtime.finished;
     },
   };
 }

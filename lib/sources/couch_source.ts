@@ -67,9 +67,6 @@ export class CouchSource implements Source {
   #requests = 0;
   #retries = 0;
 
-  /**
-   * @param dbUrl the database URL, e.g. `http://127.0.0.1:5984/registry` (no trailing slash needed)
-   */
   /** Opens `dbUrl` (e.g. `http://127.0.0.1:5984/registry`); nothing is requested until used. */
   constructor(dbUrl: string, options: CouchSourceOptions = {}) {
     this.#db = dbUrl.replace(/\/+$/, "");

@@ -1,0 +1,106 @@
+/**
+ * What a crawl is asked to do, in one place: the {@linkcode CrawlSpec} type, its defaults and
+ * limits, the crawl-id pattern, and the id derived from a spec. Every entry point (the tasks, the
+ * HTTP API, the scheduled recrawl, plan files) builds specs and checks ids through this module, so
+ * a default or a limit is written once.
+ *
+ * @module
+ */
+import { InputError } from "./errors.ts";
+
+/** What a crawl was asked to do; identical specs give identical crawl ids. */
+export interface CrawlSpec {
+  /** Database URL (or `demo:` for the bundled demo registry). */
+  source: string;
+  /** Base URL for documents; null = the database URL. */
+  docsUrl: string | null;
+  /** Shards planned. */
+  shards: number;
+  /** Fetch each item's document. */
+  docs: boolean;
+  /** Document fetches in flight per shard. */
+  concurrency: number;
+  /** Page size for listings. */
+  maxPage: number;
+  /** Split stragglers while running. */
+  rebalance: boolean;
+  /** Keep applying `_changes` after the crawl is done (the server's cron does it). @default false */
+  follow?: boolean;
+}
+
+/** Defaults of the optional parts of a spec. */
+export const SPEC_DEFAULTS = {
+  shards: 16,
+  docs: false,
+  concurrency: 8,
+  maxPage: 1000,
+  rebalance: true,
+} as const;
+
+/** Inclusive bounds of the numeric parts of a spec. */
+export const SPEC_LIMITS = {
+  shards: { min: 1, max: 100_000 },
+  concurrency: { min: 1, max: 1000 },
+  /** 2 rows at least: one item and the row that carries the next cursor. */
+  maxPage: { min: 2, max: 10_000 },
+} as const;
+
+/** Crawl ids: 1-64 letters, digits, `.`, `_` or `-` (safe in URLs, KV keys and file names). */
+export const CRAWL_ID_PATTERN: RegExp = /^[A-Za-z0-9_.-]{1,64}$/;
+
+/** What {@linkcode isCrawlId} failures say. */
+export const CRAWL_ID_RULE = "1-64 letters, digits, '.', '_' or '-'";
+
+/** True when `id` is a well-formed crawl id. */
+export function isCrawlId(id: string): boolean {
+  return CRAWL_ID_PATTERN.test(id);
+}
+
+/** The parts of a spec a caller gives; the rest comes from {@linkcode SPEC_DEFAULTS}. */
+export type SpecInput = Pick<CrawlSpec, "source"> & Partial<Omit<CrawlSpec, "source">>;
+
+/**
+ * A complete spec from `input`: defaults filled in, numbers checked against
+ * {@linkcode SPEC_LIMITS}, trailing slashes of URLs dropped.
+ *
+ * @example
+ * ```ts
+ * const spec = buildSpec({ source: "http://127.0.0.1:5984/registry/", shards: 56 });
+ * // spec.source === "http://127.0.0.1:5984/registry", spec.maxPage === 1000
+ * ```
+ * @throws InputError naming the first field out of bounds.
+ */
+export function buildSpec(input: SpecInput): CrawlSpec {
+  const spec: CrawlSpec = {
+    source: input.source.replace(/\/+$/, ""),
+    docsUrl: input.docsUrl ? input.docsUrl.replace(/\/+$/, "") : null,
+    shards: input.shards ?? SPEC_DEFAULTS.shards,
+    docs: input.docs ?? SPEC_DEFAULTS.docs,
+    concurrency: input.concurrency ?? SPEC_DEFAULTS.concurrency,
+    maxPage: input.maxPage ?? SPEC_DEFAULTS.maxPage,
+    rebalance: input.rebalance ?? SPEC_DEFAULTS.rebalance,
+  };
+  if (input.follow) spec.follow = true;
+  for (const field of ["shards", "concurrency", "maxPage"] as const) {
+    const { min, max } = SPEC_LIMITS[field];
+    const v = spec[field];
+    if (!Number.isInteger(v) || v < min || v > max) {
+      throw new InputError(`${field} must be a whole number from ${min} to ${max}, got ${v}`);
+    }
+  }
+  return spec;
+}
+
+/** A stable crawl id for a spec: the same command resumes the same crawl. */
+export async function crawlIdFor(spec: CrawlSpec): Promise<string> {
+  const canon = JSON.stringify([
+    spec.source,
+    spec.docsUrl,
+    spec.shards,
+    spec.docs,
+    spec.maxPage,
+  ]);
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(canon));
+  return [...new Uint8Array(digest).slice(0, 6)].map((b) => b.toString(16).padStart(2, "0"))
+    .join("");
+}

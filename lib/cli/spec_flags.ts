@@ -1,0 +1,63 @@
+/**
+ * The flags that describe a crawl, shared by `deno task crawl` and `deno task worker`, and the
+ * {@linkcode CrawlSpec} built from them (defaults and limits from `base/spec.ts`).
+ *
+ * @module
+ */
+import { buildSpec, type CrawlSpec, SPEC_DEFAULTS, SPEC_LIMITS } from "../base/spec.ts";
+import { type FlagTable, type FlagValues, intFlag, urlFlag } from "./flags.ts";
+
+/** Flags of a crawl spec (besides `--source`, whose meaning differs per task). */
+export const SPEC_FLAGS = {
+  shards: {
+    type: "string",
+    value: "N",
+    help: "shards of equal item count crawled in parallel",
+    default: String(SPEC_DEFAULTS.shards),
+  },
+  docs: { type: "boolean", help: "also fetch every item's document" },
+  "docs-url": {
+    type: "string",
+    value: "URL",
+    help: "base URL of documents (<URL>/<id>), for registries that serve them elsewhere",
+    default: "the source",
+  },
+  concurrency: {
+    type: "string",
+    value: "C",
+    help: "document fetches in flight per shard",
+    default: String(SPEC_DEFAULTS.concurrency),
+  },
+  "max-page": {
+    type: "string",
+    value: "L",
+    help: `rows per listing request (${SPEC_LIMITS.maxPage.min}-${SPEC_LIMITS.maxPage.max})`,
+    default: String(SPEC_DEFAULTS.maxPage),
+  },
+  "no-rebalance": { type: "boolean", help: "never split a straggling shard while crawling" },
+} as const satisfies FlagTable;
+
+/** A spec from parsed {@linkcode SPEC_FLAGS} and the source URL (already checked). */
+export function specFromFlags(
+  f: FlagValues<typeof SPEC_FLAGS>,
+  source: string,
+  options: { shards?: number } = {},
+): CrawlSpec {
+  const lim = SPEC_LIMITS;
+  return buildSpec({
+    source,
+    docsUrl: f["docs-url"] === undefined ? null : urlFlag("docs-url", f["docs-url"]),
+    shards: options.shards ??
+      intFlag("shards", f.shards, { fallback: SPEC_DEFAULTS.shards, ...lim.shards }),
+    docs: f.docs ?? false,
+    concurrency: intFlag("concurrency", f.concurrency, {
+      fallback: SPEC_DEFAULTS.concurrency,
+      ...lim.concurrency,
+    }),
+    maxPage: intFlag("max-page", f["max-page"], {
+      fallback: SPEC_DEFAULTS.maxPage,
+      ...lim.maxPage,
+    }),
+    rebalance: !f["no-rebalance"],
+  });
+}
