@@ -4,7 +4,8 @@
  */
 import { helpText, intFlag, numberFlag, parseFlags, runMain } from "../lib/cli/flags.ts";
 import { UsageError } from "../lib/base/errors.ts";
-import { FAULT_KINDS, type FaultKind, startRegistry } from "../lib/sim/registry_server.ts";
+import { FAULT_KINDS, type FaultKind } from "../lib/sim/registry_faults.ts";
+import { startRegistry } from "../lib/sim/registry_server.ts";
 import { RegistryData } from "../lib/sim/registry_data.ts";
 import { loadKeys } from "../lib/sim/load_keys.ts";
 import { prng } from "../lib/sim/names.ts";

@@ -6,6 +6,9 @@
  *   listing, `offset` is not a rank, a registry answering garbage);
  * - {@linkcode InputError}: the user's input is wrong (maps to HTTP 400 / CLI exit 2).
  *
+ * The base layer (`lib/base/`): errors, bounded concurrency, redaction and the crawl spec. It
+ * imports nothing else of the project; every other layer may import it.
+ *
  * @module
  */
 

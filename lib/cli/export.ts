@@ -10,6 +10,12 @@ import { crawlItems } from "../engine/status.ts";
  * Writes every item of crawl `id` to `out` as NDJSON; returns the number of lines written. The
  * document is embedded as the raw JSON text the registry served (byte for byte).
  * @throws NotFoundError for an unknown crawl.
+ *
+ * @example
+ * ```ts
+ * using kv = await Deno.openKv("crawl.kv");
+ * const lines = await exportNdjson(kv, "c6a984ac0266", Deno.stdout.writable);
+ * ```
  */
 export async function exportNdjson(
   kv: Deno.Kv,

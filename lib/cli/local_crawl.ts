@@ -4,6 +4,9 @@
  * {@linkcode runLocalCrawl}; tests call it directly. Running it again with the same KV file and
  * crawl id resumes where the last run stopped.
  *
+ * The CLI layer (`lib/cli/`): flags and help, this local crawl, progress, export; `tasks/` are
+ * thin entry points over it.
+ *
  * @module
  */
 import { ConflictError, FatalError } from "../base/errors.ts";

@@ -2,6 +2,10 @@
  * The coordinator: start a crawl (plan once, create shards, dispatch one task per shard), resume,
  * pause, cancel, detect completion, re-dispatch stalled shards, and report status.
  *
+ * The engine layer (`lib/engine/`): the store (the only module with KV key layouts), page
+ * processing, dispatch by KV queue and by lease, rebalancing, catch-up, status, and the runtime
+ * builder that wires them. It imports plan, sources and base; HTTP and CLI import it.
+ *
  * @module
  */
 import { crawlIdFor, type CrawlSpec } from "../base/spec.ts";

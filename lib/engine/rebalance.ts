@@ -13,7 +13,9 @@
  */
 import type { Dispatcher } from "./coordinator.ts";
 import { compareKeys } from "../plan/keys.ts";
-import { findKeysAtRanks, lastPoint, type Point } from "../plan/planner.ts";
+import { findKeysAtRanks } from "../plan/boundary_search.ts";
+import { lastPoint } from "../plan/planner.ts";
+import type { Point } from "../plan/points.ts";
 import { pageSizeFor } from "./page.ts";
 import type { Source } from "../plan/source.ts";
 import {

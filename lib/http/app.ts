@@ -14,6 +14,9 @@
  * (zod stands in for a hand-written validator). One `onError` maps errors to statuses; answers never
  * echo the token or a source's credentials.
  *
+ * The HTTP layer (`lib/http/`): this app, the server runtime behind `main.ts`, auth and the
+ * status page.
+ *
  * @module
  */
 import { Hono } from "hono";

@@ -88,7 +88,14 @@ export interface Source {
   changes(since: string, limit: number): Promise<{ rows: ChangeRow[]; lastSeq: string }>;
 }
 
-/** The rank of `key`: the number of keys sorting before it. One listing request. */
+/**
+ * The rank of `key`: the number of keys sorting before it. One listing request.
+ *
+ * @example
+ * ```ts
+ * const median = await rank(new CouchSource("http://127.0.0.1:5984/registry"), "m");
+ * ```
+ */
 export async function rank(source: Source, key: string): Promise<number> {
   return (await source.list({ start: key, limit: 1 })).offset;
 }

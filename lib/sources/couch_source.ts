@@ -4,6 +4,9 @@
  * failures (5xx, 429 with `Retry-After`, timeouts, dropped connections, cut JSON) are retried with
  * exponential backoff and full jitter; answers of the wrong shape are fatal, never guessed around.
  *
+ * The sources layer (`lib/sources/`): implementations of the source interface, this HTTP one and
+ * an in-memory one over the simulator's data.
+ *
  * @module
  */
 import { FatalError, PermanentError, TransientError } from "../base/errors.ts";
@@ -55,7 +58,18 @@ function isCount(v: unknown): v is number {
   return typeof v === "number" && Number.isInteger(v) && v >= 0;
 }
 
-/** A CouchDB database reached over HTTP. */
+/**
+ * A CouchDB database reached over HTTP.
+ *
+ * @example
+ * ```ts
+ * const npm = new CouchSource("https://replicate.npmjs.com/registry", {
+ *   docsUrl: "https://registry.npmjs.org",
+ *   maxPage: 10_000,
+ * });
+ * const page = await npm.list({ start: "react", limit: 3 }); // page.offset = rank of "react"
+ * ```
+ */
 export class CouchSource implements Source {
   readonly description: string;
   readonly capabilities: { skip: boolean; maxPage: number };

@@ -1,0 +1,272 @@
+/**
+ * The boundary search: finds the real key at each target rank with as few listing requests as
+ * possible. Every answer becomes known (key, rank) points shared by all targets
+ * ({@linkcode PointSet}); each target's next request is decided by {@linkcode nextStep} from its
+ * bracket alone, and {@linkcode BoundarySearch} runs the targets concurrently, in an order that
+ * spreads the first probes over the whole key space.
+ *
+ * A step either finishes a target (a known real point sits at its rank), reads one page that must
+ * contain it (forward from below, or descending from above, once it is within a page of a known
+ * point), or probes a key interpolated between the bracket's ends over the alphabet seen so far,
+ * safeguarded towards bisection when interpolation stalls (Illinois rule).
+ *
+ * @module
+ */
+import { FatalError, PermanentError } from "../base/errors.ts";
+import { Semaphore } from "../base/pool.ts";
+import { Alphabet, keyBetween } from "./keys.ts";
+import { inconsistent, type Point, PointSet } from "./points.ts";
+import type { Page, Source } from "./source.ts";
+
+/** What a target does next. */
+export type Step =
+  | { kind: "found"; key: string }
+  /** Drift removed every point below the target: the start of the key space is rank 0. */
+  | { kind: "anchor-start" }
+  /** Drift removed every point above the target: learn the current last key again. */
+  | { kind: "relearn-end" }
+  /** Read `limit` rows from `start`: the target's key is among them. */
+  | { kind: "read"; start: string; limit: number }
+  /** Read `limit` rows downwards from `from`: the target's key is among them. */
+  | { kind: "read-down"; from: Point; limit: number }
+  /** Ask for the rank of `key` (and `limit` rows from it). */
+  | { kind: "probe"; key: string; limit: number };
+
+/** A target's memory of its own probes (the Illinois rule). */
+export interface ProbeMemory {
+  /** Consecutive own probes that landed above the target. */
+  high: number;
+  /** Consecutive own probes that landed below it. */
+  low: number;
+}
+
+/** Tuning of the search. */
+export interface SearchTuning {
+  /** Largest page to request. */
+  maxPage: number;
+  /** Probe with a full page once a bracket is at most this many pages wide. */
+  widePageSpan: number;
+  /** Descending listings are available. */
+  descending: boolean;
+}
+
+/**
+ * Decides the next request for target rank `t`, from its bracket in `points` and its memory. Pure
+ * but for `alphabet`, which learns the bracket's keys.
+ */
+export function nextStep(
+  t: number,
+  points: PointSet,
+  memory: ProbeMemory,
+  o: SearchTuning & { alphabet: Alphabet },
+): Step {
+  const { a, b } = points.bracket(t);
+  if (!a) return { kind: "anchor-start" };
+  if (a.real && a.rank === t) return { kind: "found", key: a.key };
+  if (!b) return { kind: "relearn-end" };
+  const width = b.rank - a.rank;
+  if (t - a.rank < o.maxPage) {
+    return { kind: "read", start: a.key, limit: Math.min(o.maxPage, width) };
+  }
+  // Within a page below the upper point: one descending page read finishes it.
+  const below = b.real ? b.rank - t + 1 : b.rank - t;
+  if (o.descending && below <= o.maxPage) return { kind: "read-down", from: b, limit: below };
+  // Aim below t when a full page will be read, so the page likely covers t.
+  const wide = width <= o.widePageSpan * o.maxPage;
+  const aim = wide ? Math.max(a.rank + 1, t - Math.floor(o.maxPage / 2)) : t;
+  // Illinois-style memory: when the same end of the bracket survives probe after probe, the rank
+  // mass sits near it, so its rank is pulled towards t to push the next probe over there.
+  const ra = aim - (aim - a.rank) / 2 ** Math.min(8, Math.max(0, memory.high - 1));
+  const rb = aim + (b.rank - aim) / 2 ** Math.min(8, Math.max(0, memory.low - 1));
+  const probe = keyBetween(a.key, b.key, (aim - ra) / (rb - ra), o.alphabet);
+  if (probe === null) throw inconsistent();
+  return { kind: "probe", key: probe, limit: wide ? o.maxPage : 1 };
+}
+
+/** Options of {@linkcode BoundarySearch}. */
+export interface BoundarySearchOptions {
+  /** Largest page to request. */
+  maxPage: number;
+  /** Known points: at least one at or below and one above every target. */
+  points: Point[];
+  /** Answers already in hand (the planner's first page). */
+  pages?: { start: string | null; page: Page }[];
+  /** Listing requests in flight at once. */
+  concurrency: number;
+  /** Probe with a full page once a bracket is at most this many pages wide. @default 100 */
+  widePageSpan?: number;
+}
+
+/** One search over one source for a set of target ranks; {@linkcode run} resolves their keys. */
+export class BoundarySearch {
+  #source: Source;
+  #targets: number[];
+  #targetSet: Set<number>;
+  #found = new Map<number, string>();
+  #points: PointSet;
+  #alphabet = new Alphabet();
+  #pool: Semaphore;
+  #inflight = new Map<string, Promise<Page>>();
+  #tuning: SearchTuning;
+  #failed = false;
+
+  /** A search for the keys at `targets` (each strictly inside the known points' rank range). */
+  constructor(source: Source, targets: number[], options: BoundarySearchOptions) {
+    this.#source = source;
+    this.#targets = targets;
+    this.#targetSet = new Set(targets);
+    this.#points = new PointSet({ maxConflicts: 50 + 4 * targets.length });
+    this.#pool = new Semaphore(Math.max(1, options.concurrency));
+    this.#tuning = {
+      maxPage: options.maxPage,
+      widePageSpan: options.widePageSpan ?? 100,
+      descending: true,
+    };
+    for (const p of options.points) {
+      this.#points.add(p);
+      this.#alphabet.addKey(p.key);
+    }
+    for (const { start, page } of options.pages ?? []) this.#absorb(start, page);
+  }
+
+  /** The key at each target rank, in target order. */
+  async run(): Promise<string[]> {
+    await Promise.all(
+      spreadOrder(this.#targets.length).map((i) =>
+        this.#search(this.#targets[i]).catch((err) => {
+          this.#failed = true; // the other searches stop at their next step
+          throw err;
+        })
+      ),
+    );
+    return this.#targets.map((t) => this.#found.get(t)!);
+  }
+
+  async #search(t: number): Promise<void> {
+    const memory: ProbeMemory = { high: 0, low: 0 };
+    for (let step = 0; !this.#found.has(t) && !this.#failed; step++) {
+      if (step > 200) throw new FatalError(`boundary search for rank ${t} did not converge`);
+      const next = nextStep(t, this.#points, memory, { ...this.#tuning, alphabet: this.#alphabet });
+      switch (next.kind) {
+        case "found":
+          this.#found.set(t, next.key);
+          return;
+        case "anchor-start":
+          this.#points.add({ key: "", rank: 0, real: false });
+          break;
+        case "relearn-end":
+          await this.#relearnEnd(t);
+          break;
+        case "read":
+          await this.#list(next.start, next.limit);
+          break;
+        case "read-down":
+          await this.#listDown(next.from, next.limit);
+          break;
+        case "probe": {
+          const page = await this.#list(next.key, next.limit);
+          if (page.offset > t) [memory.high, memory.low] = [memory.high + 1, 0];
+          else [memory.high, memory.low] = [0, memory.low + 1];
+        }
+      }
+    }
+  }
+
+  /** Learns what `start=key&limit` teaches (each distinct request once, even if asked twice). */
+  #list(start: string | null, limit: number): Promise<Page> {
+    const key = `${start}\u0000${limit}`;
+    let p = this.#inflight.get(key);
+    if (!p) {
+      p = this.#pool.run(() => this.#source.list({ start, limit })).then((page) => {
+        this.#absorb(start, page);
+        return page;
+      });
+      this.#inflight.set(key, p);
+      // The derived promise only cleans up; callers of `p` see its rejection.
+      p.finally(() => this.#inflight.delete(key)).catch(() => {});
+    }
+    return p;
+  }
+
+  async #listDown(from: Point, limit: number): Promise<void> {
+    try {
+      const page = await this.#pool.run(() =>
+        this.#source.list({ start: from.key, limit, descending: true })
+      );
+      this.#absorbDown(from, page);
+    } catch (err) {
+      if (!(err instanceof PermanentError)) throw err;
+      this.#tuning.descending = false; // refused: search upwards only
+    }
+  }
+
+  async #relearnEnd(t: number): Promise<void> {
+    const last = await this.#pool.run(() => this.#source.list({ descending: true, limit: 1 }));
+    if (last.rows.length === 0 || last.total - 1 <= t) throw inconsistent();
+    this.#points.add({ key: last.rows[0].id, rank: last.total - 1, real: true });
+  }
+
+  #absorb(start: string | null, page: Page): void {
+    if (start !== null) this.#points.add({ key: start, rank: page.offset, real: false });
+    const n = page.rows.length;
+    page.rows.forEach((row, j) => {
+      // Only the ends of each answer train the key model: a whole page is one dense local
+      // sample and would skew it towards wherever pages happened to be read.
+      if (j === 0 || j === n - 1) {
+        this.#alphabet.addKey(row.id);
+        this.#points.add({ key: row.id, rank: page.offset + j, real: true });
+      }
+      if (this.#targetSet.has(page.offset + j)) this.#found.set(page.offset + j, row.id);
+    });
+    if (n === 0 && page.offset !== page.total && start !== null) throw inconsistent();
+  }
+
+  /**
+   * Reading down from a point: row j sits at rank top - j (top = the point's rank when its key is
+   * real, one below it otherwise). Offsets of descending answers are not used.
+   */
+  #absorbDown(from: Point, page: Page): void {
+    const top = from.real ? from.rank : from.rank - 1;
+    page.rows.forEach((row, j) => {
+      const r = top - j;
+      if (j === page.rows.length - 1) {
+        this.#alphabet.addKey(row.id);
+        this.#points.add({ key: row.id, rank: r, real: true });
+      }
+      if (this.#targetSet.has(r)) this.#found.set(r, row.id);
+    });
+  }
+}
+
+/** Visits 0..n-1 in an order that halves the gaps: middle first, then quarters, ... */
+export function spreadOrder(n: number): number[] {
+  const out: number[] = [];
+  const seen = new Set<number>();
+  for (let step = 1; out.length < n; step *= 2) {
+    for (let j = 1; j < 2 * step; j += 2) {
+      const i = Math.min(n - 1, Math.floor((j * n) / (2 * step)));
+      if (!seen.has(i)) {
+        seen.add(i);
+        out.push(i);
+      }
+    }
+    if (step > 2 * n) { for (let i = 0; i < n; i++) if (!seen.has(i)) (seen.add(i), out.push(i)); }
+  }
+  return out;
+}
+
+/**
+ * Finds the real key at each target rank between known points (`lower.rank <= t < upper.rank` for
+ * every target). Used by rebalancing to split a running shard's remaining range at its middle.
+ */
+export function findKeysAtRanks(
+  source: Source,
+  targets: number[],
+  options: { lower: Point; upper: Point; maxPage?: number; concurrency?: number },
+): Promise<string[]> {
+  return new BoundarySearch(source, targets, {
+    maxPage: Math.min(options.maxPage ?? source.capabilities.maxPage, source.capabilities.maxPage),
+    points: [options.lower, options.upper],
+    concurrency: options.concurrency ?? 4,
+  }).run();
+}

@@ -1,0 +1,84 @@
+import assert from "node:assert/strict";
+import { BoundarySearch, nextStep, type ProbeMemory } from "../lib/plan/boundary_search.ts";
+import { Alphabet, compareKeys } from "../lib/plan/keys.ts";
+import { PointSet } from "../lib/plan/points.ts";
+import { MemorySource } from "../lib/sources/memory_source.ts";
+import { dataOf, randomKeys } from "./helpers.ts";
+
+const tuning = { maxPage: 100, widePageSpan: 10, descending: true };
+const fresh = (): ProbeMemory => ({ high: 0, low: 0 });
+
+function pointsOf(...ps: [string, number, boolean][]): PointSet {
+  const set = new PointSet({ maxConflicts: 0 });
+  for (const [key, rank, real] of ps) set.add({ key, rank, real });
+  return set;
+}
+
+Deno.test("points: a contradicting newer answer replaces the older ones; too many throw", () => {
+  const set = new PointSet({ maxConflicts: 2 });
+  set.add({ key: "b", rank: 10, real: true });
+  set.add({ key: "d", rank: 30, real: true });
+  set.add({ key: "c", rank: 40, real: false }); // drift: "d" moved
+  assert.deepEqual(set.all.map((p) => p.key), ["b", "c"]);
+  assert.deepEqual(set.bracket(20), { a: set.all[0], b: set.all[1] });
+  set.add({ key: "a", rank: 5, real: true }); // consistent: no conflict
+  assert.deepEqual(set.all.map((p) => p.key), ["a", "b", "c"]);
+  // Below both b and c by key, above them by rank: two more conflicts, one too many.
+  assert.throws(() => set.add({ key: "e", rank: 6, real: false }), /contradict/);
+});
+
+Deno.test("nextStep: found, forward read, descending read, wide and narrow probes", () => {
+  const o = { ...tuning, alphabet: new Alphabet(["apple", "zebra"]) };
+  const p = pointsOf(["apple", 1000, true], ["zebra", 100_000, true]);
+  assert.deepEqual(nextStep(1000, p, fresh(), o), { kind: "found", key: "apple" });
+  assert.deepEqual(nextStep(1050, p, fresh(), o), { kind: "read", start: "apple", limit: 100 });
+  // 60 below the real upper point: one descending read of 61 rows holds it.
+  const down = nextStep(99_940, p, fresh(), o);
+  assert.equal(down.kind, "read-down");
+  if (down.kind === "read-down") assert.equal(down.limit, 61);
+  const far = nextStep(50_000, p, fresh(), o);
+  assert.equal(far.kind, "probe");
+  if (far.kind === "probe") {
+    assert.equal(far.limit, 1, "a bracket over 10 pages wide gets a rank probe");
+    assert.ok(compareKeys("apple", far.key) < 0 && compareKeys(far.key, "zebra") < 0);
+  }
+  const near = pointsOf(["apple", 1000, true], ["apricot", 1900, true]);
+  const wide = nextStep(1500, near, fresh(), o);
+  assert.equal(wide.kind, "probe");
+  if (wide.kind === "probe") assert.equal(wide.limit, 100, "a narrow bracket gets a page probe");
+  assert.deepEqual(nextStep(5, pointsOf(["m", 10, true]), fresh(), o), { kind: "anchor-start" });
+  assert.deepEqual(nextStep(20, pointsOf(["m", 10, true]), fresh(), o), { kind: "relearn-end" });
+});
+
+Deno.test("nextStep: the Illinois memory pulls probes towards the end that keeps surviving", () => {
+  const o = { ...tuning, alphabet: new Alphabet("abcdefghijklmnopqrstuvwxyz".split("")) };
+  const p = pointsOf(["a", 0, true], ["z", 1_000_000, true]);
+  const key = (m: ProbeMemory) => {
+    const s = nextStep(500_000, p, m, o);
+    assert.equal(s.kind, "probe");
+    return s.kind === "probe" ? s.key : "";
+  };
+  const plain = key(fresh());
+  assert.ok(
+    compareKeys(key({ high: 4, low: 0 }), plain) < 0,
+    "probes kept landing high: aim lower",
+  );
+  assert.ok(compareKeys(key({ high: 0, low: 4 }), plain) > 0, "kept landing low: aim higher");
+});
+
+Deno.test("boundary search: exact keys for every target, each distinct request made once", async () => {
+  const data = dataOf(randomKeys(20_000, "abcdefgh-".split(""), 9, 8));
+  const source = new MemorySource(data, { maxPage: 100 });
+  const targets = [1, 777, 5000, 5001, 19_998];
+  const keys = await new BoundarySearch(source, targets, {
+    maxPage: 100,
+    points: [{ key: "", rank: 0, real: false }, {
+      key: data.keys.at(-1)!,
+      rank: data.size - 1,
+      real: true,
+    }],
+    concurrency: 4,
+  }).run();
+  assert.deepEqual(keys, targets.map((t) => data.keys[t]));
+  assert.ok(source.requests < 20 * targets.length, `${source.requests} requests`);
+});
