@@ -53,18 +53,27 @@ runMain(async () => {
   const owner = f.name ?? `worker-${Deno.pid}`;
   const log = (line: string) => console.error(`[${owner}] ${line}`);
   const openSource = sourceOpener();
-  const runtime = createRuntime({ kv, openSource, dispatch: "lease", log });
+  const runtime = createRuntime({
+    kv,
+    openSource,
+    dispatch: "lease",
+    leaseMs,
+    label: owner,
+    log,
+    onEvent: (e) => {
+      if (e.kind === "crawl-failed") log(`crawl ${e.crawlId} failed: ${e.error}`);
+      if (e.kind === "crawl-done") log(`crawl ${e.crawlId} done`);
+    },
+  });
   try {
     if (spec) {
       const { crawl } = await createCrawl(kv, spec);
       log(`crawl ${crawl.id} (${crawl.status})`);
     }
-    const stats = await runtime.runWorker({
-      owner,
-      leaseMs,
-      exitWhenIdle: f["exit-when-idle"] ?? false,
-    });
-    log(`stopping: ${stats.pages} pages, ${stats.claims} claims, ${stats.errors} errors`);
+    const stats = await runtime.runWorker({ exitWhenIdle: f["exit-when-idle"] ?? false });
+    log(
+      `stopping: ${stats.claims} claims, ${stats.shardsDone} shards done, ${stats.errors} errors`,
+    );
   } finally {
     await runtime.close();
     kv.close();

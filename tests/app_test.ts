@@ -3,7 +3,7 @@ import { createApp } from "../lib/http/app.ts";
 import { planCrawl } from "../lib/engine/coordinator.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { getCrawl, listShards } from "../lib/engine/store.ts";
-import { drain, RecordingDispatcher } from "./engine_helpers.ts";
+import { finishAll, RecordingDispatcher, runOne } from "./engine_helpers.ts";
 import { dataOf, randomKeys } from "./helpers.ts";
 
 const TOKEN = "t0ps3cret-token";
@@ -114,18 +114,16 @@ Deno.test("api: lifecycle: create, plan, run, pause, resume, finish, items, canc
     assert.equal(st.status, "running");
     assert.equal(st.total, data.size);
     assert.equal(st.shards.length, 4);
-    // Pause: pages stop being processed.
+    // Pause: shards stop being worked on.
     assert.equal((await call("POST", `/crawls/${id}/pause`)).status, 200);
-    const skipped = await drain(kv, source, dispatcher.messages.splice(0));
-    assert.ok(skipped.every((o) => o.kind === "skipped"));
+    assert.deepEqual(await runOne(kv, source, id, 0), { kind: "busy" });
     assert.equal((await (await call("GET", `/crawls/${id}`)).json()).itemsStored, 0);
     // Resume re-dispatches every unfinished shard; the crawl then finishes.
+    dispatcher.shards.length = 0;
     const resumed = await call("POST", `/crawls/${id}/resume`);
     assert.equal((await resumed.json()).status, "running");
-    assert.equal(dispatcher.messages.length, 4);
-    await drain(kv, source, dispatcher.messages.splice(0));
-    const { checkCompletion } = await import("../lib/engine/coordinator.ts");
-    await checkCompletion(kv, id);
+    assert.deepEqual(dispatcher.shards.map((d) => d.shardId), [0, 1, 2, 3]);
+    await finishAll(kv, source, id, { deps: { dispatcher } });
     st = await (await call("GET", `/crawls/${id}`)).json();
     assert.equal(st.status, "done");
     assert.equal(st.itemsStored, data.size);

@@ -1,11 +1,11 @@
 import assert from "node:assert/strict";
 import { catchUp } from "../lib/engine/catch_up.ts";
 import { FatalError, PermanentError, TransientError } from "../lib/base/errors.ts";
-import { checkCompletion, watchdog } from "../lib/engine/coordinator.ts";
+import { checkCompletion, watchdog } from "../lib/engine/completion.ts";
 import { crawlStatus } from "../lib/engine/status.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { getCrawl } from "../lib/engine/store.ts";
-import { begin, drain, spec } from "./engine_helpers.ts";
+import { begin, finishAll, runOne, spec } from "./engine_helpers.ts";
 import { assertCrawledExactly, dataOf, randomKeys, wrapSource } from "./helpers.ts";
 
 const ASCII = "abcdefghijklmnop-".split("");
@@ -15,11 +15,10 @@ Deno.test("catch-up: inserts, updates and deletions during the crawl end up appl
     using kv = await Deno.openKv(":memory:");
     const data = dataOf(randomKeys(2000, ASCII, 71, 6));
     const source = new MemorySource(data, { maxPage: 40 });
-    const { id, dispatcher } = await begin(kv, source, spec({ shards: 4, docs }));
+    const { id } = await begin(kv, source, spec({ shards: 4, docs }));
     assert.equal((await getCrawl(kv, id)).value!.startSeq, "2000");
-    // Half of the pages, then the registry moves under the crawl.
-    const queue = dispatcher.messages;
-    for (let i = 0; i < 20; i++) await drain(kv, source, queue.splice(0, 1));
+    // Half of the shards, then the registry moves under the crawl.
+    for (const shard of [0, 1]) assert.equal((await runOne(kv, source, id, shard)).kind, "done");
     const keys = [...data.keys];
     data.delete(keys[1]); // in an already-crawled range
     data.delete(keys[1990]); // in a range not yet crawled
@@ -28,10 +27,12 @@ Deno.test("catch-up: inserts, updates and deletions during the crawl end up appl
     data.put("pppp-new-late"); // inserted into a range still to crawl
     data.put("aaaa-short-lived");
     data.delete("aaaa-short-lived");
-    await drain(kv, source, queue);
+    await finishAll(kv, source, id);
     assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
     await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k) });
-    const drift = (await crawlStatus(kv, id)).drift!;
+    const st = await crawlStatus(kv, id);
+    assert.equal(st.verification?.status, "drift", st.verification?.detail);
+    const drift = st.drift!;
     assert.equal(drift.seq, String(data.updateSeq));
     // Following later changes (what --follow does) keeps KV equal to the registry.
     data.delete(keys[100]);
@@ -46,8 +47,8 @@ Deno.test("catch-up: a crash mid-feed resumes from the committed sequence, count
   using kv = await Deno.openKv(":memory:");
   const data = dataOf(randomKeys(600, ASCII, 72, 6));
   const source = new MemorySource(data, { maxPage: 100 });
-  const { id, dispatcher } = await begin(kv, source, spec({ shards: 2 }));
-  await drain(kv, source, dispatcher.messages);
+  const { id } = await begin(kv, source, spec({ shards: 2 }));
+  await finishAll(kv, source, id);
   for (let i = 0; i < 30; i++) data.put(`new-${i}`);
   for (const k of data.keys.slice(0, 10)) data.delete(k);
   let calls = 0;
@@ -96,9 +97,9 @@ Deno.test("catch-up: a registry without a usable _changes feed still finishes it
     using kv = await Deno.openKv(":memory:");
     const data = dataOf(randomKeys(300, ASCII, 73, 6));
     const source = new MemorySource(data, { maxPage: 100 });
-    const { id, dispatcher } = await begin(kv, source, spec({ shards: 2 }));
-    await drain(kv, source, dispatcher.messages);
+    const { id } = await begin(kv, source, spec({ shards: 2 }));
     const noFeed = wrapSource(source, { changes: () => Promise.reject(failure) });
+    await finishAll(kv, noFeed, id);
     assert.equal(await checkCompletion(kv, id, { openSource: () => noFeed }), true);
     const st = await crawlStatus(kv, id);
     assert.equal(st.status, "done");
@@ -109,9 +110,9 @@ Deno.test("catch-up: a registry without a usable _changes feed still finishes it
   using kv = await Deno.openKv(":memory:");
   const data = dataOf(randomKeys(100, ASCII, 74, 6));
   const source = new MemorySource(data, { maxPage: 100 });
-  const { id, dispatcher } = await begin(kv, source, spec({ shards: 1 }));
-  await drain(kv, source, dispatcher.messages);
+  const { id } = await begin(kv, source, spec({ shards: 1 }));
   const down = wrapSource(source, { changes: () => Promise.reject(new TransientError("503")) });
+  await finishAll(kv, down, id);
   await assert.rejects(() => checkCompletion(kv, id, { openSource: () => down }), TransientError);
   assert.equal((await crawlStatus(kv, id)).status, "running");
   assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
@@ -122,7 +123,7 @@ Deno.test("catch-up: the watchdog keeps a finished crawl created with follow equ
   const data = dataOf(randomKeys(400, ASCII, 75, 6));
   const source = new MemorySource(data, { maxPage: 100 });
   const { id, dispatcher } = await begin(kv, source, spec({ shards: 2, follow: true }));
-  await drain(kv, source, dispatcher.messages);
+  await finishAll(kv, source, id);
   assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
   data.put("zzzz-later");
   data.delete(data.keys[3]);

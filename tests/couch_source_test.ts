@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { CouchSource, parseRetryAfter } from "../lib/sources/couch_source.ts";
+import { CouchSource } from "../lib/sources/couch_source.ts";
+import { parseRetryAfter } from "../lib/sources/http.ts";
 import { FatalError, TransientError } from "../lib/base/errors.ts";
 import { startRegistry } from "../lib/sim/registry_server.ts";
 import { RegistryData } from "../lib/sim/registry_data.ts";
@@ -31,12 +32,12 @@ Deno.test("couch source: unicode ids, scoped ids and documents over HTTP", async
     const plan = await planShards(source, 13);
     assertExactPlan(plan, data, 13);
     const doc = await source.doc("@scope/name");
-    assert.ok(doc.ok && JSON.parse(doc.json)._id === "@scope/name");
+    assert.ok(doc.kind === "doc" && JSON.parse(doc.json)._id === "@scope/name");
     const astral = data.keys.find((k) => k.includes("\u{1f600}"))!;
     const d2 = await source.doc(astral);
-    assert.ok(d2.ok && JSON.parse(d2.json)._id === astral);
+    assert.ok(d2.kind === "doc" && JSON.parse(d2.json)._id === astral);
     const miss = await source.doc("no such thing");
-    assert.deepEqual(miss, { ok: false, status: 404, reason: "not found" });
+    assert.deepEqual(miss, { kind: "error", status: 404, reason: "not found" });
   } finally {
     await reg.close();
   }
@@ -141,6 +142,7 @@ Deno.test("couch source: a closed port is transient, then an error naming the UR
   await assert.rejects(() => source.list({ limit: 1 }), (err: Error) => {
     assert.ok(err instanceof TransientError);
     assert.ok(!err.message.includes("secret"), "credentials never appear in messages");
+    assert.match(err.message, new RegExp(`connection refused at http://127.0.0.1:${port}/db`));
     return true;
   });
 });

@@ -1,17 +1,23 @@
-/** Drives the worker without a queue: a deterministic in-test message loop. */
-import { startCrawl } from "../lib/engine/coordinator.ts";
-import type { Dispatcher } from "../lib/engine/coordinator.ts";
-import type { PageMessage } from "../lib/engine/messages.ts";
-import type { Source } from "../lib/plan/source.ts";
+/** Drives the engine in tests without a queue: shard runners called by hand, in-process. */
 import type { CrawlSpec } from "../lib/base/spec.ts";
-import { listShards, type ShardRecord } from "../lib/engine/store.ts";
-import { type PageOutcome, processPage } from "../lib/engine/page.ts";
+import { type Dispatcher, openCrawl } from "../lib/engine/coordinator.ts";
+import { type RunResult, runShard } from "../lib/engine/shard_runner.ts";
+import { listShards } from "../lib/engine/store.ts";
+import { type WorkDeps, workShard } from "../lib/engine/work.ts";
+import type { Source } from "../lib/plan/source.ts";
 
-/** A dispatcher that only records messages, for tests that deliver them by hand. */
+/** A dispatcher that only records what it was asked, for tests that run shards by hand. */
 export class RecordingDispatcher implements Dispatcher {
-  messages: PageMessage[] = [];
-  dispatch(crawlId: string, shard: ShardRecord): Promise<void> {
-    this.messages.push({ kind: "page", crawlId, shardId: shard.id, token: shard.token });
+  /** Shard dispatches, in order. */
+  shards: { crawlId: string; shardId: number; delayMs: number }[] = [];
+  /** Plan requests. */
+  plans: string[] = [];
+  dispatch(crawlId: string, shardId: number, o: { delayMs?: number } = {}): Promise<void> {
+    this.shards.push({ crawlId, shardId, delayMs: o.delayMs ?? 0 });
+    return Promise.resolve();
+  }
+  plan(crawlId: string): Promise<void> {
+    this.plans.push(crawlId);
     return Promise.resolve();
   }
 }
@@ -30,50 +36,56 @@ export function spec(over: Partial<CrawlSpec> = {}): CrawlSpec {
   };
 }
 
-/** Starts a crawl over `source` and returns its id and the recording dispatcher. */
-export async function begin(kv: Deno.Kv, source: Source, s: CrawlSpec) {
+/** Starts (creates and plans) a crawl over `source` with the id "t". */
+export async function begin(kv: Deno.Kv, source: Source, s: CrawlSpec, id = "t") {
   const dispatcher = new RecordingDispatcher();
-  const { crawl } = await startCrawl({ kv, source, dispatcher }, s, { id: "t" });
-  return { id: crawl.id, dispatcher };
+  const { crawl } = await openCrawl({ kv, source, dispatcher }, s, { id, maxPlanAttempts: 1 });
+  return { id: crawl.id, crawl, dispatcher };
+}
+
+/** Work deps over one source, a recording dispatcher and a clock that never waits. */
+export function workDeps(kv: Deno.Kv, source: Source, over: Partial<WorkDeps> = {}): WorkDeps {
+  return { kv, openSource: () => source, dispatcher: new RecordingDispatcher(), ...over };
+}
+
+/** Runs one shard to its end (or failure) as owner `owner`. */
+export function runOne(
+  kv: Deno.Kv,
+  source: Source,
+  crawlId: string,
+  shardId: number,
+  owner = "test-owner",
+): Promise<RunResult> {
+  return runShard({ kv, openSource: () => source }, crawlId, shardId, { owner });
 }
 
 /**
- * Delivers messages until none are left, chaining each commit's next page like the queue does.
- * `deliver` may reorder, duplicate or drop; returns every outcome.
+ * Runs every unfinished shard (splits included, retries after their backoff skipped) until all
+ * are done or `rounds` run out, `parallel` shards at a time. Returns every run's result.
  */
-export async function drain(
+export async function finishAll(
   kv: Deno.Kv,
   source: Source,
-  queue: PageMessage[],
-  options: { duplicate?: boolean; shuffle?: () => number } = {},
-): Promise<PageOutcome[]> {
-  const outcomes: PageOutcome[] = [];
-  while (queue.length) {
-    const i = options.shuffle ? Math.floor(options.shuffle() * queue.length) : 0;
-    const [msg] = queue.splice(i, 1);
-    const runs = options.duplicate ? [msg, msg] : [msg];
-    for (const m of runs) {
-      const out = await processPage({ kv, openSource: () => source }, m, (_op, next) => {
-        if (!next.done) {
-          queue.push({ kind: "page", crawlId: m.crawlId, shardId: next.id, token: next.token });
-        }
-      });
-      outcomes.push(out);
-    }
-  }
-  return outcomes;
-}
-
-/** Delivers one message per unfinished shard (its current token) until every shard is done. */
-export async function finishAll(kv: Deno.Kv, source: Source, crawlId: string): Promise<void> {
-  for (let round = 0; round < 1000; round++) {
+  crawlId: string,
+  options: { deps?: Partial<WorkDeps>; rounds?: number; parallel?: number } = {},
+): Promise<RunResult[]> {
+  // A clock that jumps ten minutes a round: retry backoffs and dead leases are over by the next.
+  let clock = Date.now();
+  const deps = workDeps(kv, source, { now: () => clock, ...options.deps });
+  const results: RunResult[] = [];
+  for (let round = 0; round < (options.rounds ?? 50); round++, clock += 600_000) {
     const open = (await listShards(kv, crawlId)).filter((e) => !e.value.done);
-    if (open.length === 0) return;
-    await drain(
-      kv,
-      source,
-      open.map((e) => ({ kind: "page", crawlId, shardId: e.value.id, token: e.value.token })),
-    );
+    if (open.length === 0) return results;
+    const parallel = options.parallel ?? open.length;
+    for (let i = 0; i < open.length; i += parallel) {
+      results.push(
+        ...await Promise.all(
+          open.slice(i, i + parallel).map((e) =>
+            workShard(deps, crawlId, e.value.id, { owner: `runner-${round}-${e.value.id}` })
+          ),
+        ),
+      );
+    }
   }
   throw new Error("shards never finished");
 }

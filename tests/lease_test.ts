@@ -1,97 +1,76 @@
 import assert from "node:assert/strict";
-import { checkCompletion, startCrawl } from "../lib/engine/coordinator.ts";
-import { claimShard, LeaseDispatcher, runLeaseWorker } from "../lib/engine/lease_dispatch.ts";
+import { TransientError } from "../lib/base/errors.ts";
+import { LeaseDispatcher, runLeaseWorker } from "../lib/engine/lease_dispatch.ts";
+import { crawlStatus } from "../lib/engine/status.ts";
+import { getCrawl, listCrawls, listShards } from "../lib/engine/store.ts";
+import { iterateItems } from "../lib/engine/item_store.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
-import { getShard, listCrawls, listShards } from "../lib/engine/store.ts";
-import { countItems, iterateItems } from "../lib/engine/item_store.ts";
-import { processPage } from "../lib/engine/page.ts";
-import { spec } from "./engine_helpers.ts";
-import { dataOf, randomKeys, spawnRegistry, waitForItems } from "./helpers.ts";
 import { bundledNames, syntheticNames } from "../lib/sim/names.ts";
+import { begin, spec, workDeps } from "./engine_helpers.ts";
+import {
+  assertCrawledExactly,
+  dataOf,
+  randomKeys,
+  spawnRegistry,
+  waitForItems,
+  wrapSource,
+} from "./helpers.ts";
 
 const ASCII = "abcdefghijklmnop-".split("");
-
-Deno.test("lease: a live lease excludes others; an expired one is taken over; the old holder cannot commit", async () => {
-  using kv = await Deno.openKv(":memory:");
-  const data = dataOf(randomKeys(500, ASCII, 61, 6));
-  const source = new MemorySource(data, { maxPage: 50 });
-  const { crawl } = await startCrawl(
-    { kv, source, dispatcher: new LeaseDispatcher() },
-    spec({ shards: 2 }),
-    {
-      id: "l",
-    },
-  );
-  let clock = 1_000_000;
-  const e = (await getShard(kv, crawl.id, 0)) as Deno.KvEntry<never>;
-  const a = await claimShard(kv, crawl.id, e, { owner: "A", leaseMs: 5000, nowMs: clock });
-  assert.ok(a, "A claims the free shard");
-  const e2 = await getShard(kv, crawl.id, 0);
-  assert.equal(
-    await claimShard(kv, crawl.id, e2 as never, {
-      owner: "B",
-      leaseMs: 5000,
-      nowMs: clock + 4999,
-    }),
-    null,
-  );
-  // A works a page: the commit renews its lease.
-  const deps = { kv, openSource: () => source, now: () => clock };
-  const p1 = await processPage(deps, { crawlId: crawl.id, shardId: 0 }, undefined, {
-    owner: "A",
-    leaseMs: 5000,
-  });
-  assert.equal(p1.kind, "committed");
-  assert.equal((await getShard(kv, crawl.id, 0)).value!.lease!.untilMs, clock + 5000);
-  // A stalls; its lease expires and B takes over.
-  clock += 5001;
-  const e3 = await getShard(kv, crawl.id, 0);
-  assert.ok(
-    await claimShard(kv, crawl.id, e3 as never, { owner: "B", leaseMs: 5000, nowMs: clock }),
-  );
-  const late = await processPage(deps, { crawlId: crawl.id, shardId: 0 }, undefined, {
-    owner: "A",
-    leaseMs: 5000,
-  });
-  assert.deepEqual(late, { kind: "skipped", reason: "lease lost" });
-  const b = await processPage(deps, { crawlId: crawl.id, shardId: 0 }, undefined, {
-    owner: "B",
-    leaseMs: 5000,
-  });
-  assert.equal(b.kind, "committed");
-});
 
 Deno.test("lease: three in-process lease workers crawl exactly once, rebalancing on", async () => {
   using kv = await Deno.openKv(":memory:");
   const data = dataOf(randomKeys(4000, ASCII, 62, 7));
   const source = new MemorySource(data, { maxPage: 60 });
-  await startCrawl(
-    { kv, source, dispatcher: new LeaseDispatcher() },
-    spec({ shards: 5, rebalance: true }),
+  await begin(kv, source, spec({ shards: 5, maxPage: 60, rebalance: true }), "three");
+  const deps = workDeps(kv, source, {
+    dispatcher: new LeaseDispatcher(),
+    rebalance: { minItems: 60 },
+  });
+  const stats = await Promise.all(
+    ["w1", "w2", "w3"].map((owner) =>
+      runLeaseWorker(deps, { owner, exitWhenIdle: true, idleMs: 10 })
+    ),
+  );
+  assert.ok(stats.filter((s) => s.claims > 0).length >= 2, "the work was shared");
+  assert.equal(stats.reduce((n, s) => n + s.errors, 0), 0);
+  assert.equal((await getCrawl(kv, "three")).value!.status, "done");
+  await assertCrawledExactly(kv, "three", data.keys, { partition: true });
+});
+
+Deno.test("lease: idle or failing, a worker sleeps (counted with an injected clock)", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const data = dataOf(randomKeys(300, ASCII, 63, 6));
+  const source = new MemorySource(data, { maxPage: 60 });
+  await begin(kv, source, spec({ shards: 2, maxPage: 60 }), "down");
+  let calls = 0;
+  const down = wrapSource(source, {
+    list: () => (calls++, Promise.reject(new TransientError("connection refused at http://x"))),
+  });
+  let clock = 1_000_000;
+  const slept: number[] = [];
+  const stats = await runLeaseWorker(
+    workDeps(kv, down, { dispatcher: new LeaseDispatcher(), now: () => clock }),
     {
-      id: "three",
+      maxRunMs: 10 * 60_000,
+      sleep: (ms) => (slept.push(ms), clock += ms, Promise.resolve()),
     },
   );
-  const { splitStraggler } = await import("../lib/engine/rebalance.ts");
-  const workers = ["w1", "w2", "w3"].map((owner) =>
-    runLeaseWorker({ kv, openSource: () => source }, {
-      owner,
-      exitWhenIdle: true,
-      idleMs: 10,
-      onShardDone: async (id) => {
-        await splitStraggler({ kv, source, dispatcher: new LeaseDispatcher() }, id, {
-          minPages: 1,
-        });
-      },
-    })
-  );
-  const stats = await Promise.all(workers);
-  assert.ok(stats.filter((s) => s.pages > 0).length >= 2, "the work was shared");
-  assert.equal(stats.reduce((n, s) => n + s.errors, 0), 0);
-  assert.equal(await checkCompletion(kv, "three"), true);
-  assert.equal(await countItems(kv, "three"), data.size);
-  const items = (await listShards(kv, "three")).reduce((n, e) => n + e.value.items, 0);
-  assert.equal(items, data.size, "counters exact");
+  // Ten simulated minutes: each shard tried after its backoff, until the crawl fails at 8 tries.
+  assert.equal((await getCrawl(kv, "down")).value!.status, "failed");
+  assert.ok(calls <= 16, `${calls} listing attempts in ten minutes`);
+  assert.ok(slept.length < 200, `${slept.length} sleeps`);
+  assert.ok(slept.every((ms) => ms >= 250), "never a busy loop");
+  assert.ok(stats.idleSleeps > 0);
+  // Nothing to do at all: the worker only sleeps, longer each time up to 5 s.
+  const idle: number[] = [];
+  await runLeaseWorker(workDeps(kv, source, { now: () => clock }), {
+    maxRunMs: 60_000,
+    sleep: (ms) => (idle.push(ms), clock += ms, Promise.resolve()),
+  });
+  assert.ok(idle.length <= 20, `${idle.length} idle sleeps in a simulated minute`);
+  assert.equal(Math.max(...idle), 5000);
+  assert.equal((await crawlStatus(kv, "down")).status, "failed");
 });
 
 Deno.test("lease: three `deno task worker` processes on one KV file, one killed mid-crawl", async () => {
@@ -145,6 +124,11 @@ Deno.test("lease: three `deno task worker` processes on one KV file, one killed 
     const ids: string[] = [];
     for await (const it of iterateItems(kv, crawl.id)) ids.push(it.id);
     assert.equal(ids.length, 20000);
+    await assertCrawledExactly(
+      kv,
+      crawl.id,
+      syntheticNames(await bundledNames(), 20000, { seed: 42 }),
+    );
     const truth = syntheticNames(await bundledNames(), 20000, { seed: 42 });
     assert.deepEqual(new Set(ids), new Set(truth));
     const counted = (await listShards(kv, crawl.id)).reduce((n, e) => n + e.value.items, 0);

@@ -2,31 +2,30 @@ import assert from "node:assert/strict";
 import { parseMessage } from "../lib/engine/messages.ts";
 
 Deno.test("messages: well-formed messages parse; anything else is refused", () => {
-  assert.deepEqual(parseMessage({ kind: "page", crawlId: "c", shardId: 3, token: 0 }), {
-    kind: "page",
+  assert.deepEqual(parseMessage({ kind: "shard", crawlId: "c", shardId: 3 }), {
+    kind: "shard",
     crawlId: "c",
     shardId: 3,
-    token: 0,
   });
-  assert.deepEqual(parseMessage({ kind: "page", crawlId: "c", shardId: 3, token: 2, attempt: 1 }), {
-    kind: "page",
+  // Extra fields are not carried along.
+  assert.deepEqual(parseMessage({ kind: "shard", crawlId: "c", shardId: 0, token: 9 }), {
+    kind: "shard",
     crawlId: "c",
-    shardId: 3,
-    token: 2,
-    attempt: 1,
+    shardId: 0,
   });
   assert.deepEqual(parseMessage({ kind: "plan", crawlId: "c" }), { kind: "plan", crawlId: "c" });
   for (
     const bad of [
       null,
-      "page",
+      "shard",
       [],
-      { kind: "page" },
-      { kind: "page", crawlId: "", shardId: 1, token: 0 },
-      { kind: "page", crawlId: "c", shardId: -1, token: 0 },
-      { kind: "page", crawlId: "c", shardId: 1.5, token: 0 },
-      { kind: "page", crawlId: "c", shardId: 1, token: "0" },
-      { kind: "page", crawlId: "c", shardId: 1, token: 0, attempt: -2 },
+      { kind: "shard" },
+      { kind: "shard", crawlId: "", shardId: 1 },
+      { kind: "shard", crawlId: "c", shardId: -1 },
+      { kind: "shard", crawlId: "c", shardId: 1.5 },
+      { kind: "shard", crawlId: "c", shardId: "1" },
+      { kind: "shard", crawlId: "x".repeat(300), shardId: 1 },
+      { kind: "page", crawlId: "c", shardId: 1, token: 0 },
       { kind: "plan" },
       { kind: "nuke", crawlId: "c" },
     ]

@@ -1,6 +1,27 @@
 import assert from "node:assert/strict";
 import { duration, Progress, summary } from "../lib/cli/progress.ts";
-import type { CrawlStatusReport } from "../lib/engine/status.ts";
+import type { CrawlStatusReport, ShardStatus } from "../lib/engine/status.ts";
+
+function shard(id: number, start: string | null, end: string | null, items: number): ShardStatus {
+  return {
+    id,
+    start,
+    end,
+    items,
+    expected: 500,
+    done: false,
+    pages: 1,
+    rate: 0,
+    leased: true,
+    inflight: null,
+    docErrors: 0,
+    retries: 0,
+    lastError: null,
+    retryAt: null,
+    verified: null,
+    parent: null,
+  };
+}
 
 function report(items: number, over: Partial<CrawlStatusReport> = {}): CrawlStatusReport {
   return {
@@ -8,6 +29,7 @@ function report(items: number, over: Partial<CrawlStatusReport> = {}): CrawlStat
     status: "running",
     source: "http://x/db",
     docs: false,
+    docMode: null,
     total: 1000,
     itemsStored: items,
     pages: 3,
@@ -16,38 +38,24 @@ function report(items: number, over: Partial<CrawlStatusReport> = {}): CrawlStat
     tooLarge: 0,
     shardCount: 2,
     shardsDone: 0,
+    retries: 0,
+    recentErrors: [],
     rate: 0,
     etaSeconds: null,
+    planMethod: "rank",
+    pageCap: null,
     createdAt: "",
+    startedAt: null,
     finishedAt: null,
     error: null,
     deadLetters: 0,
     splits: [],
     drift: null,
     driftError: null,
+    verification: null,
     shards: [
-      {
-        id: 0,
-        start: null,
-        end: "m",
-        items: items / 2,
-        expected: 500,
-        done: false,
-        pages: 1,
-        rate: 0,
-        parent: null,
-      },
-      {
-        id: 1,
-        start: "m",
-        end: null,
-        items: items / 2,
-        expected: 500,
-        done: false,
-        pages: 2,
-        rate: 0,
-        parent: null,
-      },
+      shard(0, null, "m", items / 2),
+      shard(1, "m", null, items / 2),
     ],
     ...over,
   };

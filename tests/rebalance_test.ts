@@ -1,106 +1,159 @@
 import assert from "node:assert/strict";
-import { checkCompletion, watchdog } from "../lib/engine/coordinator.ts";
+import { watchdog } from "../lib/engine/completion.ts";
+import { remainingSeconds, splitStraggler } from "../lib/engine/rebalance.ts";
+import { claimShard, runShard } from "../lib/engine/shard_runner.ts";
 import { crawlStatus } from "../lib/engine/status.ts";
+import { getShard, listShards, newShard } from "../lib/engine/store.ts";
+import type { DocResult } from "../lib/plan/source.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
-import { splitStraggler } from "../lib/engine/rebalance.ts";
-import { listShards } from "../lib/engine/store.ts";
-import { processPage } from "../lib/engine/page.ts";
-import { begin, drain, finishAll, RecordingDispatcher, spec } from "./engine_helpers.ts";
+import { begin, finishAll, RecordingDispatcher, spec } from "./engine_helpers.ts";
 import { assertCrawledExactly, dataOf, randomKeys, wrapSource } from "./helpers.ts";
 
 const ASCII = "abcdefghijklmnopqrstuvwxyz0123456789-".split("");
 
-Deno.test("rebalance: exact under repeated splits while pages are processed", async () => {
+Deno.test("rebalance: exact under repeated splits while shards run", async () => {
   using kv = await Deno.openKv(":memory:");
   const data = dataOf(randomKeys(6000, ASCII, 31, 7));
   const source = new MemorySource(data, { maxPage: 40 });
-  const { id, dispatcher } = await begin(kv, source, spec({ shards: 3, rebalance: true }));
-  const deps = { kv, source, dispatcher };
-  let splits = 0;
-  for (let round = 0; round < 40 && dispatcher.messages.length; round++) {
-    const batch = dispatcher.messages.splice(0, dispatcher.messages.length);
-    await drain(kv, source, batch.slice(0, 2).concat([]));
-    dispatcher.messages.push(...batch.slice(2));
-    // drain() above processed whole chains; re-seed every unfinished shard and split once.
-    if (await splitStraggler(deps, id, { minPages: 1 })) splits++;
-    for (const e of await listShards(kv, id)) {
-      if (!e.value.done) await dispatcher.dispatch(id, e.value);
-    }
-    await drain(kv, source, dispatcher.messages.splice(0, 1));
-  }
-  await drain(kv, source, dispatcher.messages);
-  await finishAll(kv, source, id);
-  assert.ok(splits >= 1, `${splits} splits happened`);
-  await assertCrawledExactly(kv, id, data.keys, { partition: true });
+  const { id } = await begin(kv, source, spec({ shards: 3, maxPage: 40, rebalance: true }));
+  // Two shards at a time: whenever one finishes, the third is still waiting and gets split.
+  await finishAll(kv, source, id, { parallel: 2, deps: { rebalance: { minItems: 40 } } });
   const r = await crawlStatus(kv, id);
-  assert.equal(r.splits.length, splits);
-  assert.equal(r.shardCount, 3 + splits);
+  assert.ok(r.splits.length >= 1, `${r.splits.length} splits happened`);
+  assert.equal(r.shardCount, 3 + r.splits.length);
+  await assertCrawledExactly(kv, id, data.keys, { partition: true });
 });
 
 Deno.test("rebalance: a split racing the victim's in-flight page trims that page", async () => {
   using kv = await Deno.openKv(":memory:");
   const data = dataOf(randomKeys(400, ASCII, 32, 6));
   const source = new MemorySource(data, { maxPage: 150 });
-  const { id, dispatcher } = await begin(
-    kv,
-    source,
-    spec({ shards: 2, maxPage: 150, rebalance: true }),
-  );
+  const { id } = await begin(kv, source, spec({ shards: 2, maxPage: 150, rebalance: true }));
   let release!: () => void;
   const gate = new Promise<void>((r) => release = r);
   let listed!: () => void;
   const wasListed = new Promise<void>((r) => listed = r);
+  let first = true;
   const gated = wrapSource(source, {
     list: async (o) => {
       const page = await source.list(o);
-      listed();
-      await gate;
+      if (first && o.limit > 1) {
+        first = false;
+        listed();
+        await gate;
+      }
       return page;
     },
   });
-  const victimMsg = dispatcher.messages.find((m) => m.shardId === 0)!;
-  const inflight = processPage({ kv, openSource: () => gated }, victimMsg);
+  const run = runShard({ kv, openSource: () => gated }, id, 0, { owner: "victim" });
   await wasListed;
   const split = await splitStraggler({ kv, source, dispatcher: new RecordingDispatcher() }, id, {
-    minPages: 0.05,
+    minItems: 5,
   });
   assert.ok(split && split.parent === 0, "shard 0 was split while its page was in flight");
   release();
-  const out = await inflight;
-  assert.equal(out.kind, "committed");
-  if (out.kind === "committed") {
-    assert.equal(out.shard.end, split!.key);
-    assert.ok(out.rows < 149, `page trimmed to ${out.rows} rows below the split key`);
-    assert.equal(
-      out.shard.items,
-      data.rank(split!.key),
-      "counted exactly the rows below the split",
-    );
-  }
+  assert.equal((await run).kind, "done");
+  const victim = (await getShard(kv, id, 0)).value!;
+  assert.equal(victim.end, split!.key);
+  assert.equal(victim.items, data.rank(split!.key), "counted exactly the rows below the split");
   await finishAll(kv, source, id);
   await assertCrawledExactly(kv, id, data.keys, { partition: true });
+});
+
+Deno.test("rebalance: a page of slow documents is split inside; its unstarted rows go to the child", async () => {
+  using kv = await Deno.openKv(":memory:");
+  // 60 items, pages of 50 documents: the middle of what is left lies inside the first page.
+  const data = dataOf(randomKeys(60, ASCII, 34, 6));
+  const source = new MemorySource(data, { maxPage: 1000 });
+  const { id } = await begin(
+    kv,
+    source,
+    spec({ shards: 1, docs: true, concurrency: 2, maxPage: 1000, rebalance: true }),
+  );
+  const waiting: (() => void)[] = [];
+  let fetched = 0;
+  const slow = wrapSource(source, {
+    doc: async (docId): Promise<DocResult> => {
+      if (fetched++ >= 4) await new Promise<void>((r) => waiting.push(r));
+      return await source.doc(docId);
+    },
+  });
+  const run = runShard({ kv, openSource: () => slow }, id, 0, { owner: "w", leaseMs: 150 });
+  // Wait for a heartbeat that publishes the page in flight (four rows done, two stuck).
+  let inflight = null;
+  for (let i = 0; i < 100 && !(inflight?.started && inflight.started >= 6); i++) {
+    await new Promise((r) => setTimeout(r, 20));
+    inflight = (await getShard(kv, id, 0)).value!.inflight;
+  }
+  assert.ok(inflight && inflight.started === 6 && inflight.rows === 50, JSON.stringify(inflight));
+  const split = await splitStraggler({ kv, source, dispatcher: new RecordingDispatcher() }, id, {
+    minItems: 2,
+  });
+  assert.ok(split, "the shard was split inside its page");
+  const at = data.rank(split!.key);
+  assert.ok(
+    at > 6 && at < 50,
+    `the split key (rank ${at}) lies inside the page, past its started rows`,
+  );
+  // A few heartbeats (every 50 ms) later the victim knows its new end; then the stuck rows finish.
+  await new Promise((r) => setTimeout(r, 250));
+  fetched = -1_000_000;
+  while (waiting.length) waiting.shift()!();
+  assert.equal((await run).kind, "done");
+  const victim = (await getShard(kv, id, 0)).value!;
+  assert.equal(victim.items, data.rank(split!.key));
+  assert.equal(fetched, -1_000_000 + at - 6, "the victim fetched up to the split key, no further");
+  await finishAll(kv, source, id);
+  await assertCrawledExactly(kv, id, data.keys, { partition: true });
+});
+
+Deno.test("rebalance: remaining time counts the documents in flight", () => {
+  const now = 1_000_000;
+  const base = newShard({ id: 0, start: null, end: null, cursor: null }, {
+    expected: 1000,
+    nowMs: now - 60_000,
+  });
+  const fast = { ...base, items: 100, recentRate: 100 };
+  // Few committed, a page of slow documents running for 10 s with 20 started: 2 a second.
+  const stuck = {
+    ...base,
+    id: 1,
+    items: 0,
+    recentRate: 100,
+    inflight: { nextKey: "k", started: 20, rows: 100, since: now - 10_000 },
+  };
+  assert.ok(remainingSeconds(stuck, 50, now) > 10 * remainingSeconds(fast, 50, now));
+  assert.equal(remainingSeconds({ ...base, id: 2 }, 50, now), 1000 / 50, "fresh: the median");
 });
 
 Deno.test("rebalance: a shard whose worker died is split, and the watchdog revives the rest", async () => {
   using kv = await Deno.openKv(":memory:");
   const data = dataOf(randomKeys(3000, ASCII, 33, 7));
   const source = new MemorySource(data, { maxPage: 30 });
-  const { id, dispatcher } = await begin(
-    kv,
-    source,
-    spec({ shards: 4, maxPage: 30, rebalance: true }),
-  );
-  // Shard 2's message is lost: its worker died holding it.
-  const queue = dispatcher.messages.splice(0).filter((m) => m.shardId !== 2);
-  await drain(kv, source, queue);
-  const split = await splitStraggler({ kv, source, dispatcher }, id, { minPages: 1 });
+  const { id } = await begin(kv, source, spec({ shards: 4, maxPage: 30, rebalance: true }));
+  const t = Date.now();
+  // Shard 2's worker died holding its lease.
+  assert.ok(await claimShard(kv, id, 2, { owner: "gone", leaseMs: 60_000, nowMs: t }));
+  for (const s of [0, 1, 3]) {
+    const r = await runShard({ kv, openSource: () => source }, id, s, { owner: "w" });
+    assert.equal(r.kind, "done");
+  }
+  const dispatcher = new RecordingDispatcher();
+  const split = await splitStraggler({ kv, source, dispatcher }, id, { minItems: 30 });
   assert.equal(split?.parent, 2, "the dead shard is the straggler");
-  await drain(kv, source, dispatcher.messages.splice(0)); // the child
-  assert.equal((await listShards(kv, id)).find((e) => e.value.id === 2)!.value.done, false);
-  const revived = await watchdog({ kv, dispatcher }, { stallMs: 0 });
-  assert.equal(revived, 1);
-  await drain(kv, source, dispatcher.messages.splice(0));
+  assert.deepEqual(dispatcher.shards.map((d) => d.shardId), [split!.child]);
+  assert.equal(
+    await watchdog({ kv, dispatcher }, { stallMs: 0, now: () => t + 1000 }),
+    1,
+    "the child only: shard 2's lease is still live",
+  );
+  assert.equal(
+    await watchdog({ kv, dispatcher }, { stallMs: 0, now: () => t + 61_000 }),
+    2,
+    "once the lease expired, shard 2 too",
+  );
+  await finishAll(kv, source, id);
   await assertCrawledExactly(kv, id, data.keys, { partition: true });
-  assert.equal(await checkCompletion(kv, id), true);
-  assert.equal((await crawlStatus(kv, id)).status, "done");
+  const splits = (await crawlStatus(kv, id)).splits.length;
+  assert.equal((await listShards(kv, id)).length, 4 + splits);
 });

@@ -1,26 +1,76 @@
 import assert from "node:assert/strict";
-import { commitShard, keys, type ShardRecord } from "../lib/engine/store.ts";
+import { planningRecord } from "../lib/engine/coordinator.ts";
+import { countItems, writeItems } from "../lib/engine/item_store.ts";
+import {
+  commitShard,
+  type CrawlRecord,
+  deleteCrawlData,
+  keys,
+  newShard,
+  type ShardRecord,
+} from "../lib/engine/store.ts";
+import { spec } from "./engine_helpers.ts";
 
 Deno.test("store: a shard commit guarded by a stale versionstamp writes nothing", async () => {
   using kv = await Deno.openKv(":memory:");
-  const shard = { id: 0, token: 0, items: 0 } as ShardRecord;
+  const shard = newShard({ id: 0, start: null, end: null, cursor: null }, {
+    expected: 5,
+    nowMs: 0,
+  });
   await kv.set(keys.shard("c", 0), shard);
   const entry = await kv.get<ShardRecord>(keys.shard("c", 0));
-  assert.equal(
-    await commitShard(kv, "c", entry as Deno.KvEntry<ShardRecord>, { ...shard, token: 1 }),
-    true,
-  );
-  const extraRan: boolean[] = [];
-  const ok = await commitShard(
+  const first = await commitShard(kv, "c", entry as Deno.KvEntry<ShardRecord>, {
+    ...shard,
+    pages: 1,
+  });
+  assert.ok(first && first.versionstamp !== entry.versionstamp);
+  const stale = await commitShard(
     kv,
     "c",
     entry as Deno.KvEntry<ShardRecord>,
-    { ...shard, token: 2 },
-    (op) => (extraRan.push(true), op.set(["side"], 1)),
+    { ...shard, pages: 2 },
+    (op) => op.set(["side"], 1),
   );
-  assert.equal(ok, false);
+  assert.equal(stale, null);
   assert.equal((await kv.get(["side"])).value, null, "the extra mutation was not applied");
-  assert.equal((await kv.get<ShardRecord>(keys.shard("c", 0))).value!.token, 1);
+  assert.equal((await kv.get<ShardRecord>(keys.shard("c", 0))).value!.pages, 1);
+});
+
+Deno.test("store: deleting a crawl removes every key it owns, in bounded batches", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const crawl = planningRecord(spec(), "gone", 0);
+  await kv.set(keys.crawl("gone"), { ...crawl, status: "done" });
+  await kv.set(keys.crawl("kept"), { ...crawl, id: "kept", status: "done" });
+  for (const id of ["gone", "kept"]) {
+    await writeItems(
+      kv,
+      id,
+      Array.from({ length: 1200 }, (_, i) => ({
+        id: `p${i}-` + "x".repeat(i % 200),
+        rev: "1-a",
+        doc: {
+          kind: "doc" as const,
+          json: JSON.stringify({ pad: "y".repeat(i === 7 ? 150_000 : 10) }),
+        },
+      })),
+    );
+    await kv.set(
+      keys.shard(id, 0),
+      newShard({ id: 0, start: null, end: null, cursor: null }, {
+        expected: 1200,
+        nowMs: 0,
+      }),
+    );
+    await kv.set(keys.dead(id, 0), { kind: "shard" });
+  }
+  const entry = await kv.get<CrawlRecord>(keys.crawl("gone"));
+  const n = await deleteCrawlData(kv, entry as Deno.KvEntry<CrawlRecord>, { batch: 100 });
+  assert.equal(n, 1200 + 3 + 1 + 1, "items, chunks of one large document, a shard, the record");
+  for (const prefix of [["item", "gone"], ["chunk", "gone"], ["shard", "gone"], ["dead", "gone"]]) {
+    assert.equal((await Array.fromAsync(kv.list({ prefix }))).length, 0, prefix.join("/"));
+  }
+  assert.equal((await kv.get(keys.crawl("gone"))).value, null);
+  assert.equal(await countItems(kv, "kept"), 1200, "the other crawl is untouched");
 });
 
 Deno.test("store: guarded commits from 4 processes on one KV file, retried when locked, count exactly", async () => {
@@ -35,7 +85,7 @@ Deno.test("store: guarded commits from 4 processes on one KV file, retried when 
     for (let i = 0; i < 150; i++) {
       for (;;) {
         const e = await getShard(kv, "c", 0);
-        const v = e.value ?? { id: 0, items: 0, token: 0 };
+        const v = e.value ?? { id: 0, items: 0 };
         const entry = e.value ? e : { key: keys.shard("c", 0), value: v, versionstamp: null };
         if (await commitShard(kv, "c", entry, { ...v, items: v.items + 1 })) break;
       }

@@ -56,6 +56,16 @@ export class FatalError extends CrawlerError {
   override name = "FatalError";
 }
 
+/**
+ * The store cannot be written (the disk is full): the process stops, nothing stored is corrupt, and
+ * the same command resumes once there is room. Not a property of any one crawl, so no crawl is
+ * marked failed for it.
+ */
+export class StorageFullError extends CrawlerError {
+  /** Error name. */
+  override name = "StorageFullError";
+}
+
 /** Bad input from a user: a flag, a request body, a parameter. */
 export class InputError extends CrawlerError {
   /** Error name. */

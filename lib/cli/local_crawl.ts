@@ -1,24 +1,29 @@
 /**
- * A whole crawl in one local process: the engine from `createRuntime`, a periodic watchdog,
- * progress, and the numbers the summary prints. `deno task crawl` is a thin flag parser around
- * {@linkcode runLocalCrawl}; tests call it directly. Running it again with the same KV file and
- * crawl id resumes where the last run stopped.
+ * A whole crawl in one local process: the engine from `createRuntime` (lease workers in this
+ * process by default), progress, and the numbers the summary prints. `deno task crawl` is a thin
+ * flag parser around {@linkcode runLocalCrawl}; tests call it directly. Running it again with the
+ * same KV file and crawl id resumes where the last run stopped; a second process started on the
+ * same KV file joins the crawl as more workers.
  *
  * The CLI layer (`lib/cli/`): flags and help, this local crawl, progress, export; `tasks/` are
  * thin entry points over it.
  *
  * @module
  */
-import { ConflictError, FatalError } from "../base/errors.ts";
+import { ConflictError, FatalError, StorageFullError } from "../base/errors.ts";
 import type { CrawlSpec } from "../base/spec.ts";
 import type { Plan } from "../plan/planner.ts";
 import type { Source } from "../plan/source.ts";
 import { CouchSource, type CouchSourceOptions } from "../sources/couch_source.ts";
+import { networkCause } from "../sources/http.ts";
 import { catchUp } from "../engine/catch_up.ts";
 import { type OpenAction, openCrawl } from "../engine/coordinator.ts";
+import { ownerName } from "../engine/owner.ts";
 import { createRuntime, type DispatchMode, type Runtime } from "../engine/runtime.ts";
 import type { RebalanceOptions } from "../engine/rebalance.ts";
 import { crawlStatus, type CrawlStatusReport } from "../engine/status.ts";
+import type { CrawlRecord } from "../engine/store.ts";
+import type { WorkEvent } from "../engine/work.ts";
 import type { Progress } from "./progress.ts";
 
 /** Options of {@linkcode runLocalCrawl}. */
@@ -37,9 +42,9 @@ export interface LocalCrawlOptions {
   progress?: Progress;
   /** One-line log messages. @default nothing */
   log?: (line: string) => void;
-  /** HTTP options of the source (timeouts, retries, injected fetch). */
+  /** HTTP options of the source (timeouts, retries, redirects, injected fetch). */
   sourceOptions?: CouchSourceOptions;
-  /** How often the watchdog looks for stalled shards, in milliseconds. @default 5000 */
+  /** How often the watchdog runs (queue mode), in milliseconds. @default 5000 */
   watchdogIntervalMs?: number;
   /** A shard with no progress for this long is re-dispatched, in milliseconds. @default 30000 */
   stallMs?: number;
@@ -52,12 +57,14 @@ export interface LocalCrawlOptions {
   follow?: AbortSignal;
   /** Pause between `_changes` reads when following, in milliseconds. @default 2000 */
   followIntervalMs?: number;
-  /** How shards reach workers. @default "queue" for a local file, "lease" for a remote KV URL */
+  /** How shards reach workers. @default "lease" (workers in this process) */
   dispatch?: DispatchMode;
   /** In-process lease workers (lease mode). @default the shard count */
   workers?: number;
   /** Tuning of straggler splits (only used when `spec.rebalance`). @default {} */
   rebalance?: RebalanceOptions;
+  /** Failed attempts of a shard in a row before the crawl fails. @default 8 */
+  maxShardFailures?: number;
 }
 
 /** What a local crawl ended with. */
@@ -66,7 +73,7 @@ export interface LocalCrawlResult {
   report: CrawlStatusReport;
   /** Wall time of this run, in milliseconds. */
   elapsedMs: number;
-  /** Retries made in this run. */
+  /** HTTP retries made in this run. */
   retries: number;
   /** This run created (and planned) the crawl. */
   created: boolean;
@@ -74,27 +81,34 @@ export interface LocalCrawlResult {
   itemsThisRun: number;
 }
 
-/**
- * Queues work on local KV files; a KV Connect URL (self-hosted denokv, Deploy) has no queues, so
- * shards go to lease workers there.
- */
-export function autoDispatch(kvPath: string): DispatchMode {
-  const remote = /^https?:\/\//.test(kvPath);
-  return !remote && typeof Deno.Kv.prototype.enqueue === "function" ? "queue" : "lease";
-}
-
 /** Opens the KV file, or says in one line why it cannot be opened. */
 export async function openKvFile(path: string): Promise<Deno.Kv> {
   try {
     return await Deno.openKv(path);
   } catch (err) {
-    throw new FatalError(`cannot open KV at ${path}: ${(err as Error).message}`, { cause: err });
+    const why = (err as Error).message.split("\n")[0];
+    throw new FatalError(`cannot open KV at ${path}: ${why}`, { cause: err });
+  }
+}
+
+/** One log line per work event worth telling a person about. */
+function describe(e: WorkEvent): string | null {
+  switch (e.kind) {
+    case "retry":
+      return `shard ${e.shardId}: ${e.error}; retrying in ${(e.delayMs / 1000).toFixed(1)} s`;
+    case "split":
+      return `split shard ${e.parent}: shard ${e.child} takes ${e.movedItems} items`;
+    case "crawl-failed":
+      return `crawl ${e.crawlId} failed: ${e.error}`;
+    default:
+      return null;
   }
 }
 
 /**
- * Runs (or resumes) a crawl to its end in this process. Resolves when the crawl is done; throws a
- * one-line error when it failed, was cancelled or paused meanwhile. The KV file is closed on return.
+ * Runs (or resumes, or joins) a crawl to its end in this process. Resolves when the crawl is done;
+ * throws a one-line error when it failed, was cancelled or paused meanwhile, or the disk filled
+ * (nothing is lost then: the same command resumes). The KV file is closed on return.
  *
  * @example
  * ```ts
@@ -110,39 +124,29 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
   const log = options.log ?? (() => {});
   const kv = await openKvFile(options.kvPath);
   const started = performance.now();
-  let retries = 0;
-  const source = new CouchSource(options.sourceUrl, {
-    docsUrl: options.spec.docsUrl ?? undefined,
-    maxPage: options.spec.maxPage,
-    ...options.sourceOptions,
-    onRetry: (info) => {
-      retries++;
-      options.sourceOptions?.onRetry?.(info);
-    },
-  });
-  const fatal: Error[] = [];
-  const mode = options.dispatch ?? autoDispatch(options.kvPath);
+  const source = localSource(options, log);
+  const openSource = (crawl: CrawlRecord) => {
+    if (crawl.pageCap) {
+      source.capabilities.maxPage = Math.min(source.capabilities.maxPage, crawl.pageCap);
+    }
+    return source;
+  };
+  const full: StorageFullError[] = [];
   const runtime = createRuntime({
     kv,
-    openSource: () => source,
-    dispatch: mode,
+    openSource,
+    dispatch: options.dispatch ?? "lease",
     workers: options.workers ?? options.spec.shards,
     rebalance: options.rebalance,
-    ownerPrefix: `local-${crypto.randomUUID().slice(0, 8)}`,
-    log,
-    onQueueEvent: (e) => {
-      if (e.kind === "fatal") fatal.push(e.error);
-      if (e.kind === "invalid-message") log("dropped a queue message of unknown shape");
-      if (e.kind === "retry") {
-        log(
-          `shard ${e.message.shardId}: page failed (${e.error.message.split("\n")[0]}); ` +
-            `retrying in ${(e.delayMs / 1000).toFixed(1)} s`,
-        );
-      }
-      if (e.kind === "dead-letter") {
-        log(`shard ${e.message.shardId}: page gave up after retries; the watchdog will revive it`);
-      }
+    label: "local",
+    maxPlanAttempts: 1,
+    maxShardFailures: options.maxShardFailures,
+    onEvent: (e) => {
+      const line = describe(e);
+      if (line) log(line);
     },
+    onStorageFull: (err) => full.push(err),
+    log,
   });
   try {
     const { crawl, action } = await openCrawl(
@@ -152,8 +156,8 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
         id: options.id,
         plan: options.plan,
         where: options.kvPath,
-        // The same command re-claims its own planning lease after a crash.
-        owner: `local-${options.id ?? "spec"}`,
+        owner: ownerName("local"),
+        maxPlanAttempts: 1,
         onPlanned: (p) =>
           log(
             `planned ${p.total} items into ${p.shards.length} shards with ${p.requests} listing ` +
@@ -161,15 +165,15 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
           ),
       },
     );
-    logOpened(crawl.id, action, log);
-    const end = await waitForEnd(kv, crawl.id, runtime, options, { fatal, log });
+    logOpened(crawl, action, log);
+    const end = await waitForEnd(kv, crawl.id, runtime, options, full);
     const report = options.follow
       ? (await follow(kv, source, crawl.id, options, log), await crawlStatus(kv, crawl.id))
       : end.report;
     return {
       report,
       elapsedMs: performance.now() - started,
-      retries,
+      retries: source.retries,
       created: action === "created",
       itemsThisRun: report.itemsStored - (action === "created" ? 0 : end.itemsBefore),
     };
@@ -180,10 +184,28 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
   }
 }
 
-function logOpened(id: string, action: OpenAction, log: (line: string) => void): void {
-  if (action === "resumed") log(`resuming crawl ${id}`);
-  if (action === "planned") log(`crawl ${id} was being planned; planned it now`);
-  if (action === "already-done") log(`crawl ${id} was already done`);
+/** The local source; its retries are logged at most once every few seconds. */
+function localSource(options: LocalCrawlOptions, log: (line: string) => void): CouchSource {
+  let lastLog = 0;
+  return new CouchSource(options.sourceUrl, {
+    docsUrl: options.spec.docsUrl ?? undefined,
+    maxPage: options.spec.maxPage,
+    ...options.sourceOptions,
+    onRetry: (info) => {
+      options.sourceOptions?.onRetry?.(info);
+      if (performance.now() - lastLog < 5000) return;
+      lastLog = performance.now();
+      const why = networkCause(info.error, options.sourceOptions?.timeoutMs ?? 30_000);
+      log(`registry: ${why}; retrying (attempt ${info.attempt + 1})`);
+    },
+  });
+}
+
+function logOpened(crawl: CrawlRecord, action: OpenAction, log: (line: string) => void): void {
+  if (action === "resumed") log(`resuming crawl ${crawl.id}`);
+  if (action === "planned") log(`crawl ${crawl.id} was being planned; planned it now`);
+  if (action === "joined") log(`crawl ${crawl.id} is being planned by another process; joining`);
+  if (action === "already-done") log(`crawl ${crawl.id} was already done`);
 }
 
 /**
@@ -195,28 +217,29 @@ async function waitForEnd(
   crawlId: string,
   runtime: Runtime,
   options: LocalCrawlOptions,
-  o: { fatal: Error[]; log: (line: string) => void },
+  full: StorageFullError[],
 ): Promise<{ report: CrawlStatusReport; itemsBefore: number }> {
   let lastWatch = performance.now();
   let itemsBefore: number | null = null;
   for (;;) {
+    if (full.length > 0) {
+      throw new StorageFullError(
+        `the disk under ${options.kvPath} is full (${full[0].message}); nothing stored is ` +
+          `lost: free some space and run the same command again to resume`,
+      );
+    }
     const report = await crawlStatus(kv, crawlId);
     itemsBefore ??= report.itemsStored;
-    options.progress?.update(report, report.status !== "running");
+    const settled = report.status !== "running" && report.status !== "planning";
+    options.progress?.update(report, settled);
     if (report.status === "done") return { report, itemsBefore };
-    if (report.status === "failed" || o.fatal.length > 0) {
-      throw new FatalError(`crawl ${crawlId} failed: ${report.error ?? o.fatal[0]?.message}`);
+    if (report.status === "failed") {
+      throw new FatalError(`crawl ${crawlId} failed: ${report.error}`);
     }
-    if (report.status !== "running") {
-      throw new ConflictError(`crawl ${crawlId} is ${report.status}`);
-    }
-    if (
-      runtime.mode === "queue" &&
-      performance.now() - lastWatch > (options.watchdogIntervalMs ?? 5000)
-    ) {
+    if (settled) throw new ConflictError(`crawl ${crawlId} is ${report.status}`);
+    if (performance.now() - lastWatch > (options.watchdogIntervalMs ?? 5000)) {
       lastWatch = performance.now();
-      const n = await runtime.watchdogTick({ stallMs: options.stallMs ?? 30_000 });
-      if (n > 0) o.log(`watchdog: re-dispatched ${n} stalled shards`);
+      await runtime.watchdogTick({ stallMs: options.stallMs ?? 30_000 });
     }
     await new Promise((r) => setTimeout(r, options.pollMs ?? 200));
   }

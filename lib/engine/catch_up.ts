@@ -12,8 +12,8 @@
  */
 import { mapPool } from "../base/pool.ts";
 import type { Source } from "../plan/source.ts";
+import { applyDrift, type DriftChange } from "./drift_store.ts";
 import { type CrawlRecord, getCrawl, updateCrawl } from "./store.ts";
-import { applyDrift, type DriftChange } from "./item_store.ts";
 
 /** Options of {@linkcode catchUp}. */
 export interface CatchUpOptions {
@@ -74,16 +74,14 @@ export async function catchUp(
       const since = entry.value.drift!.seq;
       const { rows, lastSeq } = await deps.source.changes(since, batch);
       const changes: DriftChange[] = await mapPool(rows, async (r): Promise<DriftChange> => {
-        if (r.deleted) return { id: r.id, deleted: true };
-        if (!crawl.docs) return { id: r.id, rev: r.rev };
-        const doc = await deps.source.doc(r.id);
-        if (doc.ok) return { id: r.id, rev: r.rev, docJson: doc.json };
-        // Deleted again after this change was listed: the feed will say so in a later row.
-        return { id: r.id, rev: r.rev, error: { status: doc.status, reason: doc.reason } };
+        if (r.deleted) return { seq: r.seq, id: r.id, deleted: true };
+        if (!crawl.docs) return { seq: r.seq, id: r.id, rev: r.rev };
+        // A document deleted again since this change keeps its error; a later row says so.
+        return { seq: r.seq, id: r.id, rev: r.rev, doc: await deps.source.doc(r.id) };
       }, { concurrency: crawl.concurrency });
       const done = rows.length < batch;
       const next = await applyDrift(deps.kv, entry, changes, {
-        seq: lastSeq,
+        lastSeq,
         nowMs: now(),
         caughtUp: done,
       });

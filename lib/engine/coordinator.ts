@@ -1,37 +1,45 @@
 /**
- * The coordinator: start a crawl (plan once, create shards, dispatch one task per shard), resume,
- * pause, cancel, detect completion, re-dispatch stalled shards, and report status.
+ * The coordinator: creates crawls, plans each exactly once, moves them through their states
+ * (planning → running → done; paused, failed, cancelled), resumes, deletes, and hands shard work to
+ * the dispatcher. Completion, the final check and the watchdog live in `completion.ts`.
+ *
+ * Every failure ends in a state that says so: a crawl that cannot be planned (not a CouchDB
+ * database, more shards than items, a registry that stays unreachable) becomes `failed` with a
+ * one-line reason, never stays `planning`; resuming a failed crawl plans it again or resumes its
+ * shards.
  *
  * The engine layer (`lib/engine/`): the store (the only module with KV key layouts), page
- * processing, dispatch by KV queue and by lease, rebalancing, catch-up, status, and the runtime
- * builder that wires them. It imports plan, sources and base; HTTP and CLI import it.
+ * processing, the shard runner, dispatch by KV queue and by lease, rebalancing, catch-up, status,
+ * and the runtime builder that wires them. It imports plan, sources and base; HTTP and CLI import
+ * it.
  *
  * @module
  */
+import { ConflictError, FatalError, InputError, NotFoundError } from "../base/errors.ts";
 import { crawlIdFor, type CrawlSpec } from "../base/spec.ts";
-import { catchUp } from "./catch_up.ts";
-import { ConflictError, NotFoundError, TransientError } from "../base/errors.ts";
 import { type Plan, planShards } from "../plan/planner.ts";
 import type { Source } from "../plan/source.ts";
 import {
   type CrawlRecord,
   type CrawlStatus,
   createCrawlRecord,
+  deleteCrawlData,
   getCrawl,
-  listCrawls,
   listShards,
   newShard,
   type ShardRecord,
   updateCrawl,
   writePlannedShards,
 } from "./store.ts";
+import { commitShard } from "./store.ts";
+import { ownerIsDead } from "./owner.ts";
 
-/** How shard work reaches workers: a queue message, or nothing (lease workers find it). */
+/** How work reaches workers: a queue message, or nothing (lease workers find it by polling). */
 export interface Dispatcher {
-  /** Makes sure the shard's next page will be processed (duplicates are harmless). */
-  dispatch(crawlId: string, shard: ShardRecord): Promise<void>;
-  /** Adds the dispatch to an atomic op instead, where the mechanism allows (a queue message). */
-  attach?(op: Deno.AtomicOperation, crawlId: string, shard: ShardRecord): void;
+  /** Makes sure the shard will be worked on (a wake-up; duplicates are harmless). */
+  dispatch(crawlId: string, shardId: number, options?: { delayMs?: number }): Promise<void>;
+  /** Makes sure a crawl in `planning` gets planned. */
+  plan(crawlId: string, options?: { delayMs?: number }): Promise<void>;
 }
 
 /** Shard records for a fresh plan. */
@@ -41,8 +49,8 @@ export function shardsFromPlan(plan: Plan, nowMs: number): ShardRecord[] {
   );
 }
 
-/** Options of {@linkcode startCrawl} and {@linkcode planCrawl}. */
-export interface StartOptions {
+/** Options of {@linkcode planCrawl} and the functions that plan through it. */
+export interface PlanCrawlOptions {
   /** The crawl id. @default crawlIdFor(spec) */
   id?: string;
   /** A baked plan (from `deno task plan --out`); planned from the source otherwise. */
@@ -53,8 +61,10 @@ export interface StartOptions {
   onPlanned?: (plan: Plan) => void;
   /** Who plans (for the planning lease). @default a random id */
   owner?: string;
-  /** How long a planning claim holds before another process may take over, in ms. @default 600000 */
+  /** The planning lease, renewed while planning runs, in milliseconds. @default 20000 */
   planLeaseMs?: number;
+  /** Planning attempts failing transiently before the crawl fails. @default 5 */
+  maxPlanAttempts?: number;
 }
 
 /** A crawl record in `planning` state for a spec. */
@@ -96,86 +106,159 @@ export async function createCrawl(
   };
 }
 
-/**
- * Plans a crawl in `planning` state exactly once, whoever calls it and however often: the caller
- * claims the record with a planning lease, plans (or takes the baked plan), writes the shards under
- * that claim, then moves the crawl to `running` and dispatches every shard. A crawl that has a plan
- * is never planned again; a claim held by a live planner elsewhere makes this a no-op (returns
- * null), and a planner that dies mid-way is replaced once its lease expires.
- */
-export async function planCrawl(
-  deps: { kv: Deno.Kv; source: Source; dispatcher: Dispatcher },
+/** Claims the planning lease of a crawl in `planning`; null when it is not ours to plan now. */
+async function claimPlanning(
+  kv: Deno.Kv,
   id: string,
-  options: StartOptions = {},
-): Promise<CrawlRecord | null> {
-  const now = options.now ?? Date.now;
-  const owner = options.owner ?? crypto.randomUUID();
+  o: { owner: string; leaseMs: number; nowMs: number },
+): Promise<Deno.KvEntry<CrawlRecord> | CrawlRecord | null> {
   for (let attempt = 0; attempt < 20; attempt++) {
-    const entry = await getCrawl(deps.kv, id);
-    if (!entry.value) throw new NotFoundError(`no crawl with id ${id}`);
+    const entry = await getCrawl(kv, id);
     const cur = entry.value;
+    if (!cur) throw new NotFoundError(`no crawl with id ${id}`);
     if (cur.status !== "planning") return cur;
     const lease = cur.planLease;
-    if (lease && lease.owner !== owner && lease.untilMs > now()) return null;
-    const claimed = await updateCrawl(deps.kv, entry as Deno.KvEntry<CrawlRecord>, {
+    const live = lease && lease.untilMs > o.nowMs && !ownerIsDead(lease.owner);
+    if (lease && lease.owner !== o.owner && live) return null;
+    if ((cur.planRetryAt ?? 0) > o.nowMs) return null;
+    const claimed = await updateCrawl(kv, entry as Deno.KvEntry<CrawlRecord>, {
       ...cur,
-      planLease: { owner, untilMs: now() + (options.planLeaseMs ?? 600_000) },
+      planLease: { owner: o.owner, untilMs: o.nowMs + o.leaseMs },
     });
-    if (!claimed) continue;
-    let startSeq: string | null = null;
-    try {
-      startSeq = await deps.source.updateSeq();
-    } catch {
-      startSeq = null; // no change feed: drift catch-up is unavailable, the crawl itself is not
-    }
-    const plan = options.plan ??
-      await planShards(deps.source, cur.shards, { maxPage: cur.maxPage });
-    options.onPlanned?.(plan);
-    const t = now();
-    const shards = shardsFromPlan(plan, t);
-    if (!await writePlannedShards(deps.kv, claimed, shards)) return null;
-    const running = await updateCrawl(deps.kv, claimed, {
-      ...claimed.value,
-      shards: plan.shards.length,
-      status: "running",
-      total: plan.total,
-      planRequests: plan.requests,
-      planMethod: plan.method,
-      nextShardId: plan.shards.length,
-      startSeq,
-      planLease: null,
-      updatedAt: t,
-    });
-    if (!running) return null;
-    for (const s of shards) await deps.dispatcher.dispatch(id, s);
-    return running.value;
+    if (claimed) return claimed;
   }
   return null;
 }
 
 /**
- * Starts a crawl: creates it and plans it here (see {@linkcode planCrawl}), or returns the existing
- * one with that id untouched.
+ * Plans a crawl in `planning` state exactly once, whoever calls it and however often: the caller
+ * claims the record with a planning lease (renewed while it plans), plans (or takes the baked
+ * plan), writes the shards under that claim, then moves the crawl to `running` and dispatches
+ * every shard. A crawl that has a plan is never planned again; a claim held by a live planner
+ * elsewhere makes this a no-op (returns null), and a planner that dies is replaced once its short
+ * lease runs out. A planning error fails the crawl with its reason (a transient one only after
+ * `maxPlanAttempts` tries, with backoff between them); the record is returned either way.
  */
-export async function startCrawl(
+export async function planCrawl(
   deps: { kv: Deno.Kv; source: Source; dispatcher: Dispatcher },
-  spec: CrawlSpec,
-  options: StartOptions = {},
-): Promise<{ crawl: CrawlRecord; created: boolean }> {
-  const { crawl, created } = await createCrawl(deps.kv, spec, options);
-  if (crawl.status !== "planning") return { crawl, created: false };
-  const planned = await planCrawl(deps, crawl.id, options);
-  return { crawl: planned ?? (await getCrawl(deps.kv, crawl.id)).value!, created };
+  id: string,
+  options: PlanCrawlOptions = {},
+): Promise<CrawlRecord | null> {
+  const now = options.now ?? Date.now;
+  const owner = options.owner ?? crypto.randomUUID();
+  const leaseMs = options.planLeaseMs ?? 20_000;
+  const got = await claimPlanning(deps.kv, id, { owner, leaseMs, nowMs: now() });
+  if (got === null || !("versionstamp" in got)) return got;
+  let claimed = got;
+  let renewing = Promise.resolve();
+  const renew = setInterval(() => {
+    renewing = renewing.then(async () => {
+      const next = await updateCrawl(deps.kv, claimed, {
+        ...claimed.value,
+        planLease: { owner, untilMs: now() + leaseMs },
+      }).catch(() => null);
+      if (next) claimed = next;
+    });
+  }, leaseMs / 4);
+  try {
+    const planned = await makePlan(deps.source, claimed.value, options);
+    clearInterval(renew);
+    await renewing;
+    return await startPlanned(deps, claimed, planned, now);
+  } catch (err) {
+    clearInterval(renew);
+    await renewing;
+    return await planningFailed(deps, claimed, err, { ...options, now });
+  }
+}
+
+/** The plan, the start sequence and the document mode of a crawl about to start. */
+async function makePlan(source: Source, crawl: CrawlRecord, options: PlanCrawlOptions) {
+  // No change feed makes drift catch-up unavailable, not the crawl.
+  const startSeq = await source.updateSeq().catch(() => null);
+  const docMode = crawl.docs ? await source.docMode?.().catch(() => "get" as const) ?? "get" : null;
+  const plan = options.plan ?? await planShards(source, crawl.shards, {
+    maxPage: Math.min(crawl.maxPage, crawl.pageCap ?? Infinity),
+  });
+  options.onPlanned?.(plan);
+  return { plan, startSeq, docMode };
+}
+
+async function startPlanned(
+  deps: { kv: Deno.Kv; dispatcher: Dispatcher },
+  claimed: Deno.KvEntry<CrawlRecord>,
+  p: Awaited<ReturnType<typeof makePlan>>,
+  now: () => number,
+): Promise<CrawlRecord | null> {
+  const t = now();
+  const shards = shardsFromPlan(p.plan, t);
+  if (!await writePlannedShards(deps.kv, claimed, shards)) return null;
+  const running = await updateCrawl(deps.kv, claimed, {
+    ...claimed.value,
+    shards: p.plan.shards.length,
+    status: "running",
+    total: p.plan.total,
+    planRequests: p.plan.requests,
+    planMethod: p.plan.method,
+    nextShardId: p.plan.shards.length,
+    startSeq: p.startSeq,
+    docMode: p.docMode,
+    planLease: null,
+    planFailures: 0,
+    startedAt: t,
+    updatedAt: t,
+  });
+  if (!running) return null;
+  for (const s of shards) await deps.dispatcher.dispatch(claimed.value.id, s.id);
+  return running.value;
+}
+
+/** Records a planning failure: the crawl fails, or (transient) waits and is planned again. */
+async function planningFailed(
+  deps: { kv: Deno.Kv; dispatcher: Dispatcher },
+  claimed: Deno.KvEntry<CrawlRecord>,
+  err: unknown,
+  o: PlanCrawlOptions & { now: () => number },
+): Promise<CrawlRecord | null> {
+  const message = (err instanceof Error ? err.message : String(err)).split("\n")[0];
+  const failures = (claimed.value.planFailures ?? 0) + 1;
+  const permanent = err instanceof FatalError || err instanceof InputError ||
+    err instanceof NotFoundError;
+  const t = o.now();
+  const max = o.maxPlanAttempts ?? 5;
+  const next: CrawlRecord = permanent || failures >= max
+    ? {
+      ...claimed.value,
+      status: "failed",
+      error: permanent ? message : `${message} (planning gave up after ${failures} attempts)`,
+      planLease: null,
+      planFailures: failures,
+      finishedAt: t,
+      updatedAt: t,
+    }
+    : {
+      ...claimed.value,
+      planLease: null,
+      planFailures: failures,
+      planRetryAt: t + Math.min(60_000, 2_000 * 2 ** (failures - 1)),
+      error: message,
+      updatedAt: t,
+    };
+  const saved = await updateCrawl(deps.kv, claimed, next);
+  if (saved && next.status === "planning") {
+    await deps.dispatcher.plan(next.id, { delayMs: next.planRetryAt! - t });
+  }
+  return saved?.value ?? null;
 }
 
 /** What {@linkcode openCrawl} found and did. */
-export type OpenAction = "created" | "planned" | "resumed" | "already-done";
+export type OpenAction = "created" | "planned" | "resumed" | "joined" | "already-done";
 
 /**
  * Resume-or-create, what a repeated command needs: creates and plans the crawl of `spec` (under
  * `options.id`, else the spec's id) when it does not exist; plans it when a planner died before
- * finishing; re-dispatches every unfinished shard of a running crawl (after a kill the dispatch
- * chain may have died with the process; duplicates are dropped); resumes a paused or failed one;
+ * finishing (or joins, when another live process is planning it); re-dispatches every unfinished
+ * shard of a running crawl (after a kill; duplicates are dropped); resumes a paused or failed one;
  * leaves a finished one alone.
  *
  * @throws ConflictError when the stored crawl was started with another source, document base,
@@ -184,13 +267,12 @@ export type OpenAction = "created" | "planned" | "resumed" | "already-done";
 export async function openCrawl(
   deps: { kv: Deno.Kv; source: Source; dispatcher: Dispatcher },
   spec: CrawlSpec,
-  options: StartOptions & { where?: string } = {},
+  options: PlanCrawlOptions & { where?: string } = {},
 ): Promise<{ crawl: CrawlRecord; action: OpenAction }> {
   const id = options.id ?? await crawlIdFor(spec);
-  const existing = (await getCrawl(deps.kv, id)).value;
-  if (!existing) {
-    const { crawl, created } = await startCrawl(deps, spec, { ...options, id });
-    return { crawl, action: created ? "created" : "resumed" };
+  const { crawl: existing, created } = await createCrawl(deps.kv, spec, { id, now: options.now });
+  if (created) {
+    return { crawl: await planCrawl(deps, id, options) ?? existing, action: "created" };
   }
   const differs =
     (["source", "docsUrl", "docs", "maxPage"] as const).find((k) => existing[k] !== spec[k]) ??
@@ -210,11 +292,13 @@ export async function openCrawl(
       return { crawl: existing, action: "already-done" };
     case "planning": {
       const planned = await planCrawl(deps, id, options);
-      return { crawl: planned ?? (await getCrawl(deps.kv, id)).value!, action: "planned" };
+      return planned
+        ? { crawl: planned, action: "planned" }
+        : { crawl: (await getCrawl(deps.kv, id)).value!, action: "joined" };
     }
     case "running":
       for (const e of await listShards(deps.kv, id)) {
-        if (!e.value.done) await deps.dispatcher.dispatch(id, e.value);
+        if (!e.value.done) await deps.dispatcher.dispatch(id, e.value.id);
       }
       return { crawl: existing, action: "resumed" };
     default:
@@ -231,7 +315,7 @@ export async function transition(
   id: string,
   status: CrawlStatus,
   allowed: (current: CrawlStatus) => boolean,
-  options: { now?: () => number; error?: string | null; driftError?: string } = {},
+  options: { now?: () => number; error?: string | null; patch?: Partial<CrawlRecord> } = {},
 ): Promise<CrawlRecord> {
   const now = options.now ?? Date.now;
   for (let i = 0; i < 100; i++) {
@@ -243,13 +327,14 @@ export async function transition(
       throw new ConflictError(`crawl ${id} is ${cur.status}; cannot make it ${status}`);
     }
     const t = now();
+    const final = status === "done" || status === "cancelled" || status === "failed";
     const next: CrawlRecord = {
       ...cur,
+      ...options.patch,
       status,
       updatedAt: t,
-      finishedAt: status === "done" || status === "cancelled" ? t : cur.finishedAt,
+      finishedAt: final ? t : null,
       error: options.error !== undefined ? options.error : cur.error,
-      ...(options.driftError ? { driftError: options.driftError } : {}),
     };
     if (await updateCrawl(kv, entry as Deno.KvEntry<CrawlRecord>, next)) return next;
   }
@@ -261,24 +346,28 @@ export function pauseCrawl(kv: Deno.Kv, id: string, now?: () => number): Promise
   return transition(kv, id, "paused", (s) => s === "running", { now });
 }
 
-/** Cancels a crawl that has not finished; its stored items stay. */
+/** Cancels a crawl that has not finished; its stored items stay (until it is deleted). */
 export function cancelCrawl(kv: Deno.Kv, id: string, now?: () => number): Promise<CrawlRecord> {
   return transition(kv, id, "cancelled", (s) => s !== "done", { now });
 }
 
-/** Marks a crawl failed with a one-line reason (a fatal error); `resumeCrawl` can restart it. */
+/** Marks a crawl failed with a one-line reason; `resumeCrawl` can restart it. */
 export function failCrawl(
   kv: Deno.Kv,
   id: string,
   reason: string,
   now?: () => number,
 ): Promise<CrawlRecord> {
-  return transition(kv, id, "failed", (s) => s === "running", { now, error: reason });
+  return transition(kv, id, "failed", (s) => s === "running" || s === "planning", {
+    now,
+    error: reason.split("\n")[0],
+    patch: { planLease: null },
+  });
 }
 
 /**
- * Resumes a paused or failed crawl (or re-dispatches a running one after a restart): every shard
- * that is not done gets a dispatch with its current token. Done crawls are returned as they are.
+ * Resumes a paused or failed crawl: one that never got its shards is planned again; otherwise every
+ * unfinished shard gets fresh attempts and a dispatch. Done crawls are returned as they are.
  * @throws ConflictError for a cancelled crawl.
  */
 export async function resumeCrawl(
@@ -289,86 +378,56 @@ export async function resumeCrawl(
   const entry = await getCrawl(deps.kv, id);
   if (!entry.value) throw new NotFoundError(`no crawl with id ${id}`);
   if (entry.value.status === "done") return entry.value;
-  const crawl = await transition(
-    deps.kv,
-    id,
-    "running",
-    (s) => s === "paused" || s === "failed",
-    { now: options.now, error: null },
-  );
-  for (const e of await listShards(deps.kv, id)) {
-    if (!e.value.done) await deps.dispatcher.dispatch(id, e.value);
+  const shards = await listShards(deps.kv, id);
+  const allowed = (s: CrawlStatus) => s === "paused" || s === "failed";
+  if (shards.length === 0) {
+    const crawl = await transition(deps.kv, id, "planning", allowed, {
+      now: options.now,
+      error: null,
+      patch: { planFailures: 0, planRetryAt: 0, planLease: null },
+    });
+    await deps.dispatcher.plan(id);
+    return crawl;
+  }
+  const crawl = await transition(deps.kv, id, "running", allowed, {
+    now: options.now,
+    error: null,
+  });
+  for (const e of shards) {
+    if (e.value.done) continue;
+    const fresh = { ...e.value, failures: 0, retryAt: 0 };
+    await commitShard(deps.kv, id, e, fresh);
+    await deps.dispatcher.dispatch(id, e.value.id);
   }
   return crawl;
 }
 
 /**
- * Marks the crawl done when every shard is done. With `openSource` and a registry that has a
- * change feed, `_changes` since the crawl's start is applied first (see `catch_up.ts`), so that the
- * crawl ends equal to the registry at catch-up time. Returns true when the crawl is done.
+ * Deletes a finished, failed or cancelled crawl and everything it stored, in bounded batches.
+ * Returns the number of KV keys deleted. @throws ConflictError for a crawl still planning, running
+ * or paused (cancel it first); NotFoundError for an unknown one.
  */
-export async function checkCompletion(
-  kv: Deno.Kv,
-  id: string,
-  options: { now?: () => number; openSource?: (crawl: CrawlRecord) => Source } = {},
-): Promise<boolean> {
-  const crawl = (await getCrawl(kv, id)).value;
-  if (!crawl) return false;
-  if (crawl.status === "done") return true;
-  if (crawl.status !== "running") return false;
-  const shards = await listShards(kv, id);
-  if (shards.length === 0 || shards.some((s) => !s.value.done)) return false;
-  let feedError: string | undefined;
-  if (options.openSource && crawl.startSeq !== null && !crawl.driftError) {
-    try {
-      const res = await catchUp({ kv, source: options.openSource(crawl) }, id, {
-        now: options.now,
-      });
-      if (!res.ran) return false; // another process is catching up; it will finish the crawl
-    } catch (err) {
-      // Catch-up is a refinement: a registry without a usable `_changes` feed (404, garbage) still
-      // gets its crawl finished, with the reason on record. A transient failure is tried again.
-      if (err instanceof TransientError) throw err;
-      feedError = `change feed unavailable: ${(err as Error).message.split("\n")[0]}`;
+export async function deleteCrawl(kv: Deno.Kv, id: string): Promise<number> {
+  for (let attempt = 0; attempt < 20; attempt++) {
+    const entry = await getCrawl(kv, id);
+    if (!entry.value) throw new NotFoundError(`no crawl with id ${id}`);
+    const s = entry.value.status;
+    if (s === "planning" || s === "running" || s === "paused") {
+      throw new ConflictError(`crawl ${id} is ${s}; cancel it before deleting it`);
     }
+    const n = await deleteCrawlData(kv, entry as Deno.KvEntry<CrawlRecord>);
+    if (n !== null) return n;
   }
-  await transition(kv, id, "done", (s) => s === "running", { ...options, driftError: feedError });
-  return true;
+  throw new ConflictError(`crawl ${id}: too many concurrent updates`);
 }
 
-/**
- * Re-dispatches shards of running crawls that made no progress for `stallMs` (a lost message, a
- * dead-lettered page, a dead worker), finishes crawls whose shards are all done, and applies new
- * `_changes` to finished crawls created with `follow`. Returns how many shards were re-dispatched.
- */
-export async function watchdog(
-  deps: { kv: Deno.Kv; dispatcher: Dispatcher; openSource?: (crawl: CrawlRecord) => Source },
-  options: { stallMs?: number; now?: () => number } = {},
-): Promise<number> {
-  const now = (options.now ?? Date.now)();
-  const stallMs = options.stallMs ?? 60_000;
-  let n = 0;
-  for (const crawl of await listCrawls(deps.kv)) {
-    if (crawl.status === "done" && crawl.follow && deps.openSource && crawl.startSeq !== null) {
-      // Followed crawls stay equal to the registry: each tick applies the changes since the last.
-      await catchUp({ kv: deps.kv, source: deps.openSource(crawl) }, crawl.id, {
-        now: options.now,
-      }).catch(() => {}); // a failing feed is tried again on the next tick
-      continue;
-    }
-    if (crawl.status !== "running") continue;
-    const shards = await listShards(deps.kv, crawl.id);
-    for (const e of shards) {
-      const s = e.value;
-      const leased = s.lease !== null && s.lease.untilMs > now;
-      if (!s.done && !leased && now - s.updatedAt >= stallMs) {
-        await deps.dispatcher.dispatch(crawl.id, s);
-        n++;
-      }
-    }
-    if (shards.length > 0 && shards.every((s) => s.value.done)) {
-      await checkCompletion(deps.kv, crawl.id, { openSource: deps.openSource });
-    }
+/** Records the registry's page cap on the crawl (the smallest seen wins). */
+export async function rememberPageCap(kv: Deno.Kv, id: string, cap: number): Promise<void> {
+  for (let attempt = 0; attempt < 20; attempt++) {
+    const entry = await getCrawl(kv, id);
+    const cur = entry.value;
+    if (!cur || (cur.pageCap ?? Infinity) <= cap) return;
+    const next = { ...cur, pageCap: cap, updatedAt: Date.now() };
+    if (await updateCrawl(kv, entry as Deno.KvEntry<CrawlRecord>, next)) return;
   }
-  return n;
 }

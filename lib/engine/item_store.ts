@@ -1,203 +1,171 @@
 /**
- * Items in the store: idempotent batched writes with chunked documents, drift batches from
- * `_changes`, and streaming reads. Key layouts come from `store.ts` (`keys`), the one module that
- * defines them.
+ * The store's item part: item records and document chunks, written in batches that fit KV's limits
+ * by construction, read back as a stream or page by page, and drift from `_changes` applied with
+ * exact counts. Keys come from `store.ts` (`keys`), records from `item_codec.ts`.
  *
  * @module
  */
-import { FatalError } from "../base/errors.ts";
-import {
-  BATCH_BYTES,
-  BATCH_MUTATIONS,
-  commitOrThrow,
-  type CrawlRecord,
-  type DriftState,
-  type ItemRecord,
-  keys,
-  withLockRetry,
-} from "./store.ts";
+import { InputError } from "../base/errors.ts";
+import type { DocResult } from "../plan/source.ts";
+import { decodeItem, encodeItem, idKeyPart, type ItemRecord } from "./item_codec.ts";
+import { AtomicBudget, keySize, MAX_VALUE_BYTES } from "./kv_limits.ts";
+import { keys, kvOp } from "./store.ts";
 
-/** Largest inline document, in bytes (a KV value holds 65,536 with some room for the record). */
+/** Documents above this many bytes are chunked (with room for the record's other fields). */
 export const INLINE_DOC_BYTES = 60_000;
-/** Chunk size for larger documents, in bytes. */
+/** Chunk size of larger documents, in bytes. */
 export const CHUNK_BYTES = 60_000;
+/** Default largest stored document, in bytes (32 MiB); larger ones are recorded as too large. */
+export const DEFAULT_MAX_DOC_BYTES = 32 * 1024 * 1024;
 
-/** An item to store: listing row plus, optionally, its fetched document. */
+/** An item to store: a listing row and, when documents are fetched, its document's outcome. */
 export interface ItemInput {
   /** The item's id (its key in the listing). */
   id: string;
   /** Its revision when listed. */
   rev: string;
-  /** The document's JSON text. */
-  docJson?: string;
-  /** Why its document could not be fetched (a permanent error). */
-  error?: { status: number; reason: string };
+  /** Its document's outcome, when documents are fetched. */
+  doc?: DocResult;
 }
 
-/** Counts of what {@linkcode writeItems} stored. */
-export interface WriteStats {
-  /** Items written. */
+/** One KV `set` of an item's record or of one chunk of its document. */
+export interface ItemWrite {
+  /** The item it belongs to. */
+  id: string;
+  /** The KV key. */
+  key: Deno.KvKey;
+  /** The value. */
+  value: Uint8Array;
+  /** Encoded size of the key. */
+  keyBytes: number;
+}
+
+/** What a set of items holds, counted the way status reports it. */
+export interface ItemCounts {
+  /** Items. */
   items: number;
-  /** Documents among them. */
+  /** Documents fetched (stored, or recorded as too large). */
   docs: number;
   /** Documents recorded as too large. */
   tooLarge: number;
-  /** Documents that could not be fetched. */
+  /** Documents that could not be had. */
   docErrors: number;
 }
 
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+
+/** Counts documents, errors and oversized documents among `items` (what a commit adds up). */
+export function tallyItems(items: readonly ItemInput[], maxDocBytes: number): ItemCounts {
+  const c: ItemCounts = { items: items.length, docs: 0, tooLarge: 0, docErrors: 0 };
+  for (const it of items) {
+    const d = it.doc;
+    if (!d) continue;
+    if (d.kind === "error") c.docErrors++;
+    else if (
+      d.kind === "tooLarge" || d.json.length > maxDocBytes / 3 && tooBig(d.json, maxDocBytes)
+    ) {
+      c.docs++;
+      c.tooLarge++;
+    } else c.docs++;
+  }
+  return c;
+}
+
+function tooBig(json: string, maxDocBytes: number): boolean {
+  return enc.encode(json).length > maxDocBytes;
+}
+
 /**
- * Writes items idempotently (keyed by crawl and id), in atomic batches that fit KV's limits. A
- * document above {@linkcode INLINE_DOC_BYTES} is written as chunks first and its item last, so a
- * crash in between leaves no item that points at missing chunks; one above `maxDocBytes` is stored
- * as an item marked `tooLarge` (never dropped silently). `batchMutations` (default 1,000, at most
- * 1,000) sets how many writes share one atomic op.
+ * The writes that store `items`: for each item, the chunks of a large document first, then its
+ * record (so a crash in between leaves no record pointing at missing chunks). A document over
+ * `maxDocBytes` becomes a `tooLarge` record; nothing is dropped.
+ */
+export async function prepareWrites(
+  crawl: string,
+  items: readonly ItemInput[],
+  options: { maxDocBytes?: number; inline?: boolean } = {},
+): Promise<ItemWrite[]> {
+  const maxDoc = options.maxDocBytes ?? DEFAULT_MAX_DOC_BYTES;
+  const out: ItemWrite[] = [];
+  for (const it of items) {
+    const part = await idKeyPart(it.id);
+    const rec: ItemRecord = { rev: it.rev };
+    if (typeof part !== "string") rec.id = it.id;
+    const d = it.doc;
+    if (d?.kind === "error") rec.error = { status: d.status, reason: d.reason.slice(0, 500) };
+    else if (d?.kind === "tooLarge") [rec.tooLarge, rec.docBytes] = [true, d.bytes];
+    else if (d?.kind === "doc") {
+      const doc = enc.encode(d.json);
+      rec.docBytes = doc.length;
+      if (doc.length > maxDoc) rec.tooLarge = true;
+      else if (doc.length <= INLINE_DOC_BYTES && options.inline !== false) rec.doc = doc;
+      else {
+        rec.chunks = Math.ceil(doc.length / CHUNK_BYTES);
+        for (let i = 0; i < rec.chunks; i++) {
+          const key = keys.chunk(crawl, part, i);
+          const value = doc.subarray(i * CHUNK_BYTES, (i + 1) * CHUNK_BYTES);
+          out.push({ id: it.id, key, value, keyBytes: keySize(key) });
+        }
+      }
+    }
+    let value = encodeItem(rec);
+    if (value.length > MAX_VALUE_BYTES && rec.doc) {
+      // An inline document plus a long id would not fit one value: chunk it instead.
+      return await prepareWrites(crawl, items, { ...options, inline: false });
+    }
+    const key = keys.item(crawl, part);
+    value = value.length === value.buffer.byteLength ? value : value.slice();
+    out.push({ id: it.id, key, value, keyBytes: keySize(key) });
+  }
+  return out;
+}
+
+/**
+ * Cuts writes into batches that each fit one atomic op together with `reserve` (the caller's own
+ * check and shard record), in order.
+ */
+export function batchWrites(writes: readonly ItemWrite[], reserve: AtomicBudget): ItemWrite[][] {
+  const batches: ItemWrite[][] = [];
+  let batch: ItemWrite[] = [];
+  let budget = new AtomicBudget();
+  for (const w of writes) {
+    if (!budget.fitsSet(w.keyBytes, w.value.length, reserve) && batch.length > 0) {
+      batches.push(batch);
+      batch = [];
+      budget = new AtomicBudget();
+    }
+    budget.set(w.keyBytes, w.value.length);
+    batch.push(w);
+  }
+  if (batch.length > 0) batches.push(batch);
+  return batches;
+}
+
+/**
+ * Writes items without a guard, in batches that fit KV's limits (idempotent: keyed by crawl and
+ * id). For tools and tests; crawls write through the page's guarded batches instead.
  */
 export async function writeItems(
   kv: Deno.Kv,
   crawl: string,
-  items: ItemInput[],
-  options: {
-    maxDocBytes?: number;
-    batchMutations?: number;
-    /** Hand item records to the caller instead of writing them (chunks are still written). */
-    onRecord?: (key: Deno.KvKey, rec: ItemRecord) => void;
-  } = {},
-): Promise<WriteStats> {
-  const maxDoc = options.maxDocBytes ?? 32 * 1024 * 1024;
-  const batchMutations = Math.min(1000, options.batchMutations ?? BATCH_MUTATIONS);
-  const enc = new TextEncoder();
-  const stats: WriteStats = { items: 0, docs: 0, tooLarge: 0, docErrors: 0 };
-  let op = kv.atomic();
-  let count = 0;
-  let bytes = 0;
-  const flush = async () => {
-    if (count === 0) return;
-    await commitOrThrow(op, "writing items");
-    op = kv.atomic();
-    count = 0;
-    bytes = 0;
-  };
-  const add = async (key: Deno.KvKey, value: unknown, size: number) => {
-    if (count + 1 > batchMutations || bytes + size > BATCH_BYTES) await flush();
-    op.set(key, value);
-    count++;
-    bytes += size;
-  };
-  for (const it of items) {
-    const rec: ItemRecord = { id: it.id, rev: it.rev };
-    const keySize = enc.encode(it.id).length + crawl.length + 16;
-    if (it.error) {
-      rec.error = it.error;
-      stats.docErrors++;
-    } else if (it.docJson !== undefined) {
-      const doc = enc.encode(it.docJson);
-      rec.docBytes = doc.length;
-      stats.docs++;
-      if (doc.length > maxDoc) {
-        rec.tooLarge = true;
-        stats.tooLarge++;
-      } else if (doc.length <= INLINE_DOC_BYTES) {
-        rec.doc = doc;
-      } else {
-        const n = Math.ceil(doc.length / CHUNK_BYTES);
-        for (let i = 0; i < n; i++) {
-          const part = doc.subarray(i * CHUNK_BYTES, (i + 1) * CHUNK_BYTES);
-          await add(keys.chunk(crawl, it.id, i), part, part.length + keySize);
-        }
-        rec.chunks = n;
-      }
-    }
-    if (options.onRecord) options.onRecord(keys.item(crawl, it.id), rec);
-    else {await add(
-        keys.item(crawl, it.id),
-        rec,
-        keySize + it.rev.length + (rec.doc?.length ?? 0) + 64,
-      );}
-    stats.items++;
+  items: readonly ItemInput[],
+  options: { maxDocBytes?: number; batchMutations?: number } = {},
+): Promise<ItemCounts> {
+  const writes = await prepareWrites(crawl, items, options);
+  const reserve = new AtomicBudget();
+  reserve.mutations = 1000 - Math.min(1000, options.batchMutations ?? 1000);
+  for (const batch of batchWrites(writes, reserve)) {
+    await kvOp(() => {
+      const op = kv.atomic();
+      for (const w of batch) op.set(w.key, w.value);
+      return op.commit();
+    });
   }
-  await flush();
-  return stats;
+  return tallyItems(items, options.maxDocBytes ?? DEFAULT_MAX_DOC_BYTES);
 }
 
-/** One change to apply: a deletion, or an item (with its document when fetched). */
-export type DriftChange = { id: string; deleted: true } | (ItemInput & { deleted?: false });
-
-/**
- * Applies one batch of `_changes` while the caller holds the crawl record as `claimed`: documents
- * are written first (idempotent), then ONE op guarded by the crawl's versionstamp writes the item
- * records, deletes removed items and their chunks, and moves `drift` on with exact counters
- * (an item counts as inserted only if it was absent, as deleted only if it was present). Returns the
- * new crawl entry, or null when the claim was lost (nothing counted).
- */
-export async function applyDrift(
-  kv: Deno.Kv,
-  claimed: Deno.KvEntry<CrawlRecord>,
-  changes: DriftChange[],
-  next: { seq: string; nowMs: number; maxDocBytes?: number; caughtUp: boolean },
-): Promise<Deno.KvEntry<CrawlRecord> | null> {
-  const crawl = claimed.value.id;
-  const drift: DriftState = claimed.value.drift ?? {
-    seq: claimed.value.startSeq ?? "0",
-    inserted: 0,
-    updated: 0,
-    deleted: 0,
-    lease: null,
-    caughtUpAt: null,
-  };
-  // The latest change per id wins within a batch.
-  const last = new Map<string, DriftChange>();
-  for (const c of changes) last.set(c.id, c);
-  const present = new Map<string, boolean>();
-  await Promise.all([...last.keys()].map(async (id) => {
-    present.set(id, (await kv.get(keys.item(crawl, id))).versionstamp !== null);
-  }));
-  const upserts = [...last.values()].filter((c): c is ItemInput & { deleted?: false } =>
-    !c.deleted
-  );
-  const deletions = [...last.values()].filter((c) => c.deleted).map((c) => c.id);
-  const chunkKeys: Deno.KvKey[] = [];
-  for (const id of deletions) {
-    for await (const e of kv.list({ prefix: keys.chunks(crawl, id) })) chunkKeys.push(e.key);
-  }
-  const counts = { inserted: 0, updated: 0, deleted: 0 };
-  for (const c of upserts) counts[present.get(c.id) ? "updated" : "inserted"]++;
-  for (const id of deletions) if (present.get(id)) counts.deleted++;
-  // Item records go into the guarded op; large documents' chunks are written before it.
-  const records: [Deno.KvKey, ItemRecord][] = [];
-  await writeItems(kv, crawl, upserts, {
-    maxDocBytes: next.maxDocBytes,
-    onRecord: (key, rec) => records.push([key, rec]),
-  });
-  const mutations: ((op: Deno.AtomicOperation) => void)[] = [
-    ...records.map(([k, v]) => (op: Deno.AtomicOperation) => op.set(k, v)),
-    ...deletions.map((id) => (op: Deno.AtomicOperation) => op.delete(keys.item(crawl, id))),
-    ...chunkKeys.map((k) => (op: Deno.AtomicOperation) => op.delete(k)),
-  ];
-  if (mutations.length > 900) {
-    throw new FatalError(`a drift batch of ${mutations.length} mutations is too large for one op`);
-  }
-  const value: CrawlRecord = {
-    ...claimed.value,
-    drift: {
-      ...drift,
-      seq: next.seq,
-      inserted: drift.inserted + counts.inserted,
-      updated: drift.updated + counts.updated,
-      deleted: drift.deleted + counts.deleted,
-      caughtUpAt: next.caughtUp ? next.nowMs : drift.caughtUpAt,
-    },
-    updatedAt: next.nowMs,
-  };
-  const res = await withLockRetry(() => {
-    const op = kv.atomic().check(claimed).set(keys.crawl(crawl), value);
-    for (const m of mutations) m(op);
-    return op.commit();
-  });
-  return res.ok ? { key: claimed.key, value, versionstamp: res.versionstamp } : null;
-}
-
-/** An exported item: the record with its document reassembled as JSON text. */
+/** An exported item: the record with its id and its document reassembled as JSON text. */
 export interface ExportedItem {
   /** The item's id. */
   id: string;
@@ -209,56 +177,71 @@ export interface ExportedItem {
   docBytes?: number;
   /** Present when the document was over the size limit. */
   tooLarge?: boolean;
-  /** Why the document could not be fetched. */
+  /** Why the document could not be had. */
   error?: { status: number; reason: string };
 }
 
-/** An item record with its document reassembled from chunks. */
-async function assemble(kv: Deno.Kv, crawl: string, r: ItemRecord): Promise<ExportedItem> {
-  const dec = new TextDecoder();
-  const out: ExportedItem = { id: r.id, rev: r.rev };
+/** An item entry turned back into an item, its chunks read when it has some. */
+async function toItem(kv: Deno.Kv, crawl: string, e: Deno.KvEntry<Uint8Array>) {
+  const part = e.key[2] as string | Uint8Array;
+  const r = decodeItem(e.value);
+  const out: ExportedItem = { id: typeof part === "string" ? part : r.id!, rev: r.rev };
   if (r.doc) out.doc = dec.decode(r.doc);
-  if (r.chunks) {
-    const parts: Uint8Array[] = [];
-    for await (const c of kv.list<Uint8Array>({ prefix: keys.chunks(crawl, r.id) })) {
-      parts.push(c.value);
-    }
-    if (parts.length !== r.chunks) {
-      throw new FatalError(`item ${JSON.stringify(r.id)}: ${parts.length} of ${r.chunks} chunks`);
-    }
-    const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-    let at = 0;
-    for (const p of parts) (all.set(p, at), at += p.length);
-    out.doc = dec.decode(all);
-  }
+  if (r.chunks) out.doc = await readChunks(kv, crawl, part, r.chunks, out.id);
   if (r.docBytes !== undefined) out.docBytes = r.docBytes;
   if (r.tooLarge) out.tooLarge = true;
   if (r.error) out.error = r.error;
   return out;
 }
 
+async function readChunks(
+  kv: Deno.Kv,
+  crawl: string,
+  part: string | Uint8Array,
+  count: number,
+  id: string,
+): Promise<string> {
+  const parts: Uint8Array[] = [];
+  const range = { start: keys.chunk(crawl, part, 0), end: keys.chunk(crawl, part, count) };
+  for await (const c of kv.list<Uint8Array>(range)) parts.push(c.value);
+  if (parts.length !== count) {
+    throw new Error(`item ${JSON.stringify(id)}: ${parts.length} of ${count} chunks`);
+  }
+  const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) (all.set(p, at), at += p.length);
+  return dec.decode(all);
+}
+
 /** Streams a crawl's items in key order, reassembling chunked documents. Memory stays flat. */
 export async function* iterateItems(kv: Deno.Kv, crawl: string): AsyncGenerator<ExportedItem> {
-  for await (const e of kv.list<ItemRecord>({ prefix: keys.items(crawl) }, { batchSize: 1000 })) {
-    yield await assemble(kv, crawl, e.value);
-  }
+  const iter = kv.list<Uint8Array>({ prefix: keys.items(crawl) }, { batchSize: 1000 });
+  for await (const e of iter) yield await toItem(kv, crawl, e);
 }
 
 /**
- * One page of a crawl's items after `cursor` (an opaque KV list cursor from the previous page).
- * Returns the next cursor, or null at the end.
+ * One page of a crawl's items after `cursor` (an opaque cursor from the previous page). Returns
+ * the next cursor, or null at the end. @throws InputError for a cursor that is not one of ours.
  */
 export async function pageItems(
   kv: Deno.Kv,
   crawl: string,
   options: { limit: number; cursor?: string },
 ): Promise<{ items: ExportedItem[]; cursor: string | null }> {
-  const iter = kv.list<ItemRecord>({ prefix: keys.items(crawl) }, {
-    limit: options.limit,
-    cursor: options.cursor,
-  });
   const items: ExportedItem[] = [];
-  for await (const e of iter) items.push(await assemble(kv, crawl, e.value));
+  let iter: Deno.KvListIterator<Uint8Array>;
+  try {
+    iter = kv.list<Uint8Array>({ prefix: keys.items(crawl) }, {
+      limit: options.limit,
+      cursor: options.cursor,
+    });
+    for await (const e of iter) items.push(await toItem(kv, crawl, e));
+  } catch (err) {
+    if (options.cursor !== undefined && err instanceof TypeError) {
+      throw new InputError("cursor is malformed", { cause: err });
+    }
+    throw err;
+  }
   return { items, cursor: items.length === options.limit && iter.cursor ? iter.cursor : null };
 }
 
@@ -267,4 +250,27 @@ export async function countItems(kv: Deno.Kv, crawl: string): Promise<number> {
   let n = 0;
   for await (const _ of kv.list({ prefix: keys.items(crawl) }, { batchSize: 1000 })) n++;
   return n;
+}
+
+/** Whether each id has an item now, with the versionstamps to check against (10 per read). */
+export async function itemPresence(
+  kv: Deno.Kv,
+  crawl: string,
+  ids: readonly string[],
+): Promise<{ key: Deno.KvKey; versionstamp: string | null }[]> {
+  const keyList = await Promise.all(ids.map(async (id) => keys.item(crawl, await idKeyPart(id))));
+  const out: { key: Deno.KvKey; versionstamp: string | null }[] = [];
+  for (let i = 0; i < keyList.length; i += 10) {
+    const got = await kvOp(() => kv.getMany(keyList.slice(i, i + 10)));
+    for (const e of got) out.push({ key: e.key, versionstamp: e.versionstamp });
+  }
+  return out;
+}
+
+/** The chunk keys of an item (to delete them with it). */
+export async function chunkKeys(kv: Deno.Kv, crawl: string, id: string): Promise<Deno.KvKey[]> {
+  const out: Deno.KvKey[] = [];
+  const prefix = keys.chunks(crawl, await idKeyPart(id));
+  for await (const e of kv.list({ prefix })) out.push(e.key);
+  return out;
 }

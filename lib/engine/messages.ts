@@ -3,24 +3,23 @@
  * can hold messages from older versions or other crawls, so every message is parsed before use and
  * anything unrecognised is dropped (and reported), never trusted.
  *
+ * Messages are wake-ups, not orders: a `shard` message makes a worker try to claim the shard's
+ * lease and run it; a duplicate finds the lease held and is dropped.
+ *
  * @module
  */
 
-/** Process the next page of one shard, if the shard's token still equals `token`. */
-export interface PageMessage {
+/** Work on one shard (if nobody holds its lease). */
+export interface ShardMessage {
   /** Discriminant. */
-  kind: "page";
+  kind: "shard";
   /** The crawl. */
   crawlId: string;
   /** The shard. */
   shardId: number;
-  /** The shard's token when the message was sent. */
-  token: number;
-  /** Deliveries of this page that failed with a transient error so far. @default 0 */
-  attempt?: number;
 }
 
-/** Plan a crawl whose record is in `planning` state (server mode). */
+/** Plan a crawl whose record is in `planning` state. */
 export interface PlanMessage {
   /** Discriminant. */
   kind: "plan";
@@ -29,7 +28,7 @@ export interface PlanMessage {
 }
 
 /** Every message this project enqueues. */
-export type Message = PageMessage | PlanMessage;
+export type Message = ShardMessage | PlanMessage;
 
 function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
@@ -42,21 +41,10 @@ const isCount = (v: unknown): v is number => Number.isSafeInteger(v) && (v as nu
 export function parseMessage(raw: unknown): Message | null {
   if (!isRecord(raw)) return null;
   switch (raw.kind) {
-    case "page":
-      if (
-        isId(raw.crawlId) && isCount(raw.shardId) && isCount(raw.token) &&
-        (raw.attempt === undefined || isCount(raw.attempt))
-      ) {
-        const m: PageMessage = {
-          kind: "page",
-          crawlId: raw.crawlId,
-          shardId: raw.shardId,
-          token: raw.token,
-        };
-        if (raw.attempt) m.attempt = raw.attempt;
-        return m;
-      }
-      return null;
+    case "shard":
+      return isId(raw.crawlId) && isCount(raw.shardId)
+        ? { kind: "shard", crawlId: raw.crawlId, shardId: raw.shardId }
+        : null;
     case "plan":
       return isId(raw.crawlId) ? { kind: "plan", crawlId: raw.crawlId } : null;
     default:

@@ -1,16 +1,18 @@
 /**
- * Opens the source a stored crawl reads from, once per crawl (the source keeps retry counters).
+ * Opens the source a stored crawl reads from, once per crawl (the source learns the registry's
+ * page cap and counts retries, so it is kept), with the page cap the crawl has learned before.
  *
  * @module
  */
-import { CouchSource, type CouchSourceOptions } from "../sources/couch_source.ts";
 import { FatalError } from "../base/errors.ts";
 import type { Source } from "../plan/source.ts";
+import { CouchSource, type CouchSourceOptions } from "../sources/couch_source.ts";
 import type { CrawlRecord } from "./store.ts";
 
 /**
  * Returns an opener for `openSource` dependencies. `demo:` sources live inside the process that
  * started them; `overrides` maps such a source to a reachable URL (the demo CLI passes its own).
+ * HTTP options (timeouts, the redirect policy, an injected fetch) apply to every source opened.
  */
 export function sourceOpener(
   options: CouchSourceOptions & { overrides?: Record<string, string> } = {},
@@ -28,7 +30,11 @@ export function sourceOpener(
       s = new CouchSource(url, {
         ...options,
         docsUrl: crawl.docsUrl ?? undefined,
-        maxPage: Math.min(options.maxPage ?? crawl.maxPage, crawl.maxPage),
+        maxPage: Math.min(
+          options.maxPage ?? crawl.maxPage,
+          crawl.maxPage,
+          crawl.pageCap ?? Infinity,
+        ),
       });
       cache.set(crawl.id, s);
     }

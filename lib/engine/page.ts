@@ -1,207 +1,290 @@
 /**
- * The worker: process one page of one shard. List rows in [cursor, end), optionally fetch each
- * row's document with bounded concurrency, write the items (idempotent, keyed by id), then in ONE
- * atomic op guarded by the shard's versionstamp advance the cursor, add the counters, bump the token
- * and add the dispatcher's own mutation (the next page's message, a lease). A duplicate or stale
- * attempt finds the token moved on and changes nothing; a crash before the commit leaves only
- * idempotent item writes behind, and the page is redone.
+ * One page of one shard, by the worker holding the shard's lease: list rows from the cursor (see
+ * `page_listing.ts`), fetch their documents when asked (`page_docs.ts`), then write the items in
+ * batches that fit KV's limits, each guarded by the shard's versionstamp; the last batch also
+ * carries the shard's new state (cursor, counters, renewed lease), so a page commits in as few
+ * atomic ops as its items need and nothing is re-read that the guard already protects.
+ *
+ * A guard that fails means the shard record changed under us: if it is still ours and only its end
+ * moved (a split), the page is trimmed to the new end and the write goes on; if the lease or the
+ * cursor moved, the attempt is dropped. A crash before the last batch leaves only idempotent item
+ * writes behind, and the page is redone. While documents are fetched, a heartbeat renews the lease
+ * and publishes what is in flight (for the rebalancer), about once a second.
  *
  * @module
  */
 import { compareKeys } from "../plan/keys.ts";
-import { mapPool } from "../base/pool.ts";
-import { OPEN_END, type Row, type Source } from "../plan/source.ts";
-import { commitShard, type CrawlRecord, getCrawl, getShard, type ShardRecord } from "./store.ts";
-import { type ItemInput, writeItems } from "./item_store.ts";
+import type { DocMode, Source } from "../plan/source.ts";
+import { batchWrites, type ItemInput, prepareWrites, tallyItems } from "./item_store.ts";
+import { AtomicBudget, keySize, valueSizeBound } from "./kv_limits.ts";
+import { type AdaptiveLimit, fetchDocs } from "./page_docs.ts";
+import { type ListedPage, listPage, rowsPerPage } from "./page_listing.ts";
+import {
+  commitShard,
+  type CrawlRecord,
+  getShard,
+  type InFlight,
+  keys,
+  kvOp,
+  type ShardRecord,
+} from "./store.ts";
+import { checkShardEnd } from "./verify.ts";
 
-/** What a worker needs from its surroundings (all injected). */
-export interface WorkerDeps {
+/** What one page needs from the worker that holds the shard. */
+export interface PageContext {
   /** The store. */
   kv: Deno.Kv;
-  /** Opens the source a crawl reads from (cached by the caller as it likes). */
-  openSource: (crawl: CrawlRecord) => Source;
-  /** Clock in epoch milliseconds. @default Date.now */
-  now?: () => number;
-  /** Documents above this many bytes are recorded as too large. @default 33554432 */
-  maxDocBytes?: number;
+  /** The crawl's source. */
+  source: Source;
+  /** Who holds the lease. */
+  owner: string;
+  /** Lease length, in milliseconds (each commit and heartbeat renews it). */
+  leaseMs: number;
+  /** Clock, epoch ms. */
+  now: () => number;
+  /** Documents above this many bytes are recorded as too large. */
+  maxDocBytes: number;
+  /** How documents are fetched (resolved from the crawl). */
+  docMode: DocMode;
+  /** The shard's document concurrency (kept across its pages). */
+  docLimit: AdaptiveLimit;
+  /** Called once the registry's page cap is learned. */
+  onCapLearned?: (cap: number) => Promise<void>;
 }
 
-/** Default largest stored document, in bytes (32 MiB). */
-export const DEFAULT_MAX_DOC_BYTES = 32 * 1024 * 1024;
-
-/** The result of one attempt at a page. */
-export type PageOutcome =
-  | { kind: "committed"; crawl: CrawlRecord; shard: ShardRecord; rows: number }
-  | { kind: "skipped"; reason: string };
-
-/** Which page to process: a shard, and the token the caller believes current (if any). */
-export interface PageTarget {
+/** The crawl and the shard entry the worker holds (its versionstamp guards every write). */
+export interface Held {
   /** The crawl. */
-  crawlId: string;
-  /** The shard. */
-  shardId: number;
-  /** Expected token; an attempt with another token is stale. Omit to take the current one. */
-  token?: number;
+  crawl: CrawlRecord;
+  /** The shard, as last committed or read by this worker. */
+  entry: Deno.KvEntry<ShardRecord>;
+}
+
+/** What became of one page. */
+export type PageResult =
+  | { kind: "committed"; entry: Deno.KvEntry<ShardRecord>; rows: number }
+  | { kind: "lost"; reason: string };
+
+/** Rows per page when documents are fetched one by one: about 25 round trips. */
+function docRows(crawl: CrawlRecord, mode: DocMode): number | undefined {
+  if (!crawl.docs) return undefined;
+  if (mode === "include_docs") return 500;
+  if (mode === "bulk_get") return 1000;
+  return Math.max(50, crawl.concurrency * 25);
 }
 
 /**
- * Processes one page of a shard. `extra` is called with the atomic op and the shard's next state so
- * a dispatcher can add its own mutations to the commit. With `lease`, the page is only processed and
- * committed while `lease.owner` holds the shard's lease, and the commit renews it (or drops it when
- * the shard is done). A commit that loses a race re-reads the
- * shard: if a split shrank its end meanwhile, the page is trimmed to the new end and committed
- * again; if the token moved on, the attempt is dropped.
+ * Processes the next page of the held shard. Resolves with the committed entry, or `lost` when
+ * the shard is no longer ours; throws on source failures (the caller retries or fails the crawl).
  */
-export async function processPage(
-  deps: WorkerDeps,
-  target: PageTarget,
-  extra?: (op: Deno.AtomicOperation, next: ShardRecord) => void,
-  lease?: { owner: string; leaseMs: number },
-): Promise<PageOutcome> {
-  const { kv } = deps;
-  const now = deps.now ?? Date.now;
-  const crawlEntry = await getCrawl(kv, target.crawlId);
-  const crawl = crawlEntry.value;
-  if (!crawl) return { kind: "skipped", reason: "unknown crawl" };
-  if (crawl.status !== "running") return { kind: "skipped", reason: `crawl ${crawl.status}` };
-  let entry = await getShard(kv, target.crawlId, target.shardId);
-  if (!entry.value) return { kind: "skipped", reason: "unknown shard" };
-  if (entry.value.done) return { kind: "skipped", reason: "shard done" };
-  const token = target.token ?? entry.value.token;
-  if (entry.value.token !== token) return { kind: "skipped", reason: "stale token" };
-  if (lease && entry.value.lease?.owner !== lease.owner) {
-    return { kind: "skipped", reason: "lease lost" };
-  }
-
-  const source = deps.openSource(crawl);
-  const pageSize = pageSizeFor(crawl, source);
-  const shard0 = entry.value;
-  // One row more than the page: its key is the next cursor, so no `skip` is ever needed.
-  // Sources planned without ranks (pouchdb-like) need an explicit end key to list everything.
-  const end = shard0.end ?? (crawl.planMethod === "rank" ? null : OPEN_END);
-  const page = await source.list({ start: shard0.cursor, end, limit: pageSize + 1 });
-  const rows = page.rows.slice(0, pageSize);
-  const nextCursor = page.rows.length > pageSize ? page.rows[pageSize].id : null;
-  const items = crawl.docs
-    ? await fetchDocs(source, rows, {
-      concurrency: crawl.concurrency,
-      // A split may shrink this shard while its documents are fetched: stop at the new end.
-      currentEnd: async () => (await getShard(kv, crawl.id, target.shardId)).value?.end ?? null,
-      now,
-    })
-    : rows;
-  await writeItems(kv, crawl.id, items, {
-    maxDocBytes: deps.maxDocBytes ?? DEFAULT_MAX_DOC_BYTES,
+export async function processPage(ctx: PageContext, held: Held): Promise<PageResult> {
+  const { crawl } = held;
+  const size = rowsPerPage(crawl, ctx.source, { docRows: docRows(crawl, ctx.docMode) });
+  const listed = await listPage(ctx.source, crawl, held.entry.value, {
+    size,
+    includeDocs: crawl.docs && ctx.docMode === "include_docs",
   });
-
-  for (let attempt = 0; attempt < 100; attempt++) {
-    const cur: ShardRecord = entry.value;
-    if (cur.token !== token || cur.done) return { kind: "skipped", reason: "superseded" };
-    // A lease worker may only commit while it holds the lease; each commit renews it.
-    if (lease && cur.lease?.owner !== lease.owner) return { kind: "skipped", reason: "lease lost" };
-    // A split may have moved the end below what this page read: count only what is still ours.
-    let counted = items;
-    let cursor = nextCursor;
-    if (cur.end !== null) {
-      const cut = items.findIndex((r) => compareKeys(r.id, cur.end!) >= 0);
-      if (cut >= 0) {
-        counted = items.slice(0, cut);
-        cursor = null;
-      } else if (cursor !== null && compareKeys(cursor, cur.end) >= 0) cursor = null;
-    }
-    const c = countDocs(counted, deps.maxDocBytes ?? DEFAULT_MAX_DOC_BYTES);
-    const next: ShardRecord = {
-      ...cur,
-      cursor: cursor ?? cur.cursor,
-      done: cursor === null,
-      items: cur.items + counted.length,
-      pages: cur.pages + 1,
-      docs: cur.docs + c.docs,
-      docErrors: cur.docErrors + c.docErrors,
-      tooLarge: cur.tooLarge + c.tooLarge,
-      token: cur.token + 1,
-      updatedAt: now(),
-      recentRate: movingRate(cur, counted.length, now()),
-      lease: lease && cursor !== null
-        ? { owner: lease.owner, untilMs: now() + lease.leaseMs }
-        : (lease ? null : cur.lease),
-    };
-    if (await commitShard(kv, crawl.id, entry, next, (op) => extra?.(op, next))) {
-      return { kind: "committed", crawl, shard: next, rows: counted.length };
-    }
-    const again = await getShard(kv, crawl.id, target.shardId);
-    if (!again.value) return { kind: "skipped", reason: "shard vanished" };
-    entry = again as Deno.KvEntry<ShardRecord>;
+  if (listed.learnedCap) {
+    ctx.source.capabilities.maxPage = Math.min(ctx.source.capabilities.maxPage, listed.learnedCap);
+    await ctx.onCapLearned?.(listed.learnedCap);
   }
-  return { kind: "skipped", reason: "commit kept conflicting" };
-}
-
-/** Items per second of this page, averaged with the shard's earlier pages (weight 1/2). */
-function movingRate(shard: ShardRecord, items: number, nowMs: number): number {
-  const rate = items / Math.max(0.001, (nowMs - shard.updatedAt) / 1000);
-  return shard.recentRate ? (shard.recentRate + rate) / 2 : rate;
-}
-
-/** Counts documents, misses and oversized documents the way the store classifies them. */
-function countDocs(
-  items: ItemInput[],
-  maxDocBytes: number,
-): { docs: number; docErrors: number; tooLarge: number } {
-  let docs = 0;
-  let docErrors = 0;
-  let tooLarge = 0;
-  const enc = new TextEncoder();
-  for (const it of items) {
-    if (it.error) docErrors++;
-    else if (it.docJson !== undefined) {
-      docs++;
-      // A UTF-16 unit is at most 3 UTF-8 bytes: only measure when the bound is in doubt.
-      if (it.docJson.length * 3 > maxDocBytes && enc.encode(it.docJson).length > maxDocBytes) {
-        tooLarge++;
-      }
-    }
-  }
-  return { docs, docErrors, tooLarge };
-}
-
-/**
- * Rows per page: the listing page, less the row that only carries the next cursor. With documents,
- * a page is cut to about 25 round trips of document fetches, so commits (and splits) stay frequent
- * however slow documents are; listing requests are a small share of the work then.
- */
-export function pageSizeFor(crawl: CrawlRecord, source: Source): number {
-  const page = Math.min(crawl.maxPage, source.capabilities.maxPage) - 1;
-  const size = crawl.docs ? Math.min(page, Math.max(50, crawl.concurrency * 25)) : page;
-  return Math.max(1, size);
-}
-
-/**
- * Fetches each row's document, `concurrency` at a time; permanent misses become item errors. Rows
- * at or past the shard's current end (re-read at most every 200 ms) are dropped unfetched: they
- * belong to a split-off shard now.
- */
-async function fetchDocs(
-  source: Source,
-  rows: Row[],
-  o: { concurrency: number; currentEnd: () => Promise<string | null>; now: () => number },
-): Promise<ItemInput[]> {
-  let end: string | null = rows.length ? await o.currentEnd() : null;
-  let checkedAt = o.now();
-  let refreshing: Promise<void> | null = null;
-  const out = await mapPool(rows, async (row): Promise<ItemInput | null> => {
-    if (o.now() - checkedAt > 200 && !refreshing) {
-      refreshing = o.currentEnd().then((e) => {
-        end = e;
-        checkedAt = o.now();
-        refreshing = null;
+  const guard = new Guard(ctx, held.entry);
+  let items: ItemInput[] = listed.rows;
+  if (crawl.docs && listed.rows.length > 0) {
+    const beat = guard.heartbeat(listed.rows.length);
+    try {
+      items = await fetchDocs(ctx.source, listed.rows, {
+        mode: ctx.docMode,
+        limit: ctx.docLimit,
+        currentEnd: () => guard.lost ? "" : guard.entry.value.end,
+        pageFailures: held.entry.value.failures ?? 0,
+        progress: (nextKey, started) => beat.progress(nextKey, started),
       });
+    } finally {
+      await beat.stop();
     }
-    if (end !== null && compareKeys(row.id, end) >= 0) return null;
-    const res = await source.doc(row.id);
-    if (res.ok) return { id: row.id, rev: row.rev, docJson: res.json };
-    return { id: row.id, rev: row.rev, error: { status: res.status, reason: res.reason } };
-  }, { concurrency: o.concurrency });
-  // Everything from the first dropped row on is outside the shard; keep the prefix only.
-  const cut = out.findIndex((x) => x === null);
-  return (cut < 0 ? out : out.slice(0, cut)) as ItemInput[];
+  }
+  if (guard.lost) return { kind: "lost", reason: guard.lost };
+  return await writePage(ctx, guard, crawl, { listed, items });
+}
+
+/** The shard entry a page writes against, kept fresh through conflicts and heartbeats. */
+class Guard {
+  /** The shard as last committed or adopted. */
+  entry: Deno.KvEntry<ShardRecord>;
+  /** Why the page was given up, once it was. */
+  lost: string | null = null;
+  #ctx: PageContext;
+  #cursor: string | null;
+  #after: boolean;
+  #queue: Promise<unknown> = Promise.resolve();
+
+  constructor(ctx: PageContext, entry: Deno.KvEntry<ShardRecord>) {
+    this.#ctx = ctx;
+    this.entry = entry;
+    this.#cursor = entry.value.cursor;
+    this.#after = entry.value.after;
+  }
+
+  /** Runs KV writes one at a time (heartbeats and batches share the versionstamp). */
+  serial<T>(fn: () => Promise<T>): Promise<T> {
+    const p = this.#queue.then(fn);
+    this.#queue = p.catch(() => {});
+    return p;
+  }
+
+  /**
+   * After a failed guard: re-reads the shard and adopts it when it is still ours at the same
+   * cursor (a split moved its end, or a heartbeat raced); records why not otherwise.
+   */
+  async refresh(): Promise<boolean> {
+    const e = await getShard(this.#ctx.kv, crawlOf(this.entry), this.entry.value.id);
+    const s = e.value;
+    if (!s) this.lost = "shard vanished";
+    else if (s.lease?.owner !== this.#ctx.owner) this.lost = "lease lost";
+    else if (s.done || s.cursor !== this.#cursor || s.after !== this.#after) {
+      this.lost = "superseded";
+    } else this.entry = e as Deno.KvEntry<ShardRecord>;
+    return this.lost === null;
+  }
+
+  /** A lease for this worker from now. */
+  lease(): NonNullable<ShardRecord["lease"]> {
+    return { owner: this.#ctx.owner, untilMs: this.#ctx.now() + this.#ctx.leaseMs };
+  }
+
+  /** Renews the lease and publishes progress about once a second until stopped. */
+  heartbeat(
+    rows: number,
+  ): { progress(key: string | null, n: number): void; stop(): Promise<void> } {
+    const since = this.#ctx.now();
+    let inflight: InFlight = { nextKey: null, started: 0, rows, since };
+    const every = Math.max(50, Math.min(1000, this.#ctx.leaseMs / 3));
+    const beat = () =>
+      this.serial(async () => {
+        for (let i = 0; i < 10 && !this.lost; i++) {
+          const next = { ...this.entry.value, inflight, lease: this.lease() };
+          const done = await commitShard(this.#ctx.kv, crawlOf(this.entry), this.entry, next);
+          if (done) return void (this.entry = done);
+          if (!await this.refresh()) return;
+        }
+      });
+    const timer = setInterval(() => void beat().catch(() => {}), every);
+    return {
+      progress: (nextKey, started) => {
+        inflight = { nextKey, started, rows, since };
+      },
+      stop: async () => {
+        clearInterval(timer);
+        await this.#queue;
+      },
+    };
+  }
+}
+
+function crawlOf(entry: Deno.KvEntry<ShardRecord>): string {
+  return entry.key[1] as string;
+}
+
+/** Items still inside the shard's end, and whether the end cut the page. */
+function trim(items: ItemInput[], end: string | null): { kept: ItemInput[]; cut: boolean } {
+  if (end === null) return { kept: items, cut: false };
+  const at = items.findIndex((r) => compareKeys(r.id, end) >= 0);
+  return at < 0 ? { kept: items, cut: false } : { kept: items.slice(0, at), cut: true };
+}
+
+/** Writes the page's items in guarded batches; the last batch commits the shard's new state. */
+async function writePage(
+  ctx: PageContext,
+  guard: Guard,
+  crawl: CrawlRecord,
+  page: { listed: ListedPage; items: ItemInput[] },
+): Promise<PageResult> {
+  const shardKey = keys.shard(crawl.id, guard.entry.value.id);
+  const reserve = new AtomicBudget().check(keySize(shardKey))
+    .set(keySize(shardKey), valueSizeBound(guard.entry.value) + 8192);
+  let pending = await prepareWrites(crawl.id, page.items, { maxDocBytes: ctx.maxDocBytes });
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const { kept, cut } = trim(page.items, guard.entry.value.end);
+    const ids = new Set(kept.map((k) => k.id));
+    pending = pending.filter((w) => ids.has(w.id));
+    const batches = batchWrites(pending, reserve);
+    let conflict = false;
+    for (let b = 0; b < batches.length - 1 && !conflict; b++) {
+      const res = await guard.serial(() =>
+        kvOp(() => {
+          const op = ctx.kv.atomic().check(guard.entry);
+          for (const w of batches[b]) op.set(w.key, w.value);
+          return op.commit();
+        })
+      );
+      if (res.ok) pending = pending.slice(batches[b].length);
+      else conflict = true;
+    }
+    if (!conflict) {
+      const next = await nextState(ctx, guard, crawl, { listed: page.listed, kept, cut });
+      const last = batches.at(-1) ?? [];
+      const done = await guard.serial(() =>
+        commitShard(ctx.kv, crawl.id, guard.entry, next, (op) => {
+          for (const w of last) op.set(w.key, w.value);
+        })
+      );
+      if (done) return { kind: "committed", entry: done, rows: kept.length };
+    }
+    if (!await guard.refresh()) return { kind: "lost", reason: guard.lost! };
+  }
+  return { kind: "lost", reason: "commits kept conflicting" };
+}
+
+/**
+ * The shard after this page: the cursor moved on, the counters added, the lease renewed; or, when
+ * the page reached the range's end, checked against the registry (`verify.ts`) and done, or reset
+ * to be listed again.
+ */
+async function nextState(
+  ctx: PageContext,
+  guard: Guard,
+  crawl: CrawlRecord,
+  page: { listed: ListedPage; kept: ItemInput[]; cut: boolean },
+): Promise<ShardRecord> {
+  const cur = guard.entry.value;
+  const now = ctx.now();
+  const t = tallyItems(page.kept, ctx.maxDocBytes);
+  const rate = page.kept.length / Math.max(0.001, (now - cur.updatedAt) / 1000);
+  const next = page.listed.next;
+  const base: ShardRecord = {
+    ...cur,
+    items: cur.items + t.items,
+    pages: cur.pages + 1,
+    docs: cur.docs + t.docs,
+    docErrors: cur.docErrors + t.docErrors,
+    tooLarge: cur.tooLarge + t.tooLarge,
+    updatedAt: now,
+    recentRate: cur.recentRate ? (cur.recentRate + rate) / 2 : rate,
+    failures: 0,
+    retryAt: 0,
+    inflight: null,
+    shortOf: page.listed.shortOf ?? null,
+  };
+  const past = next !== null && cur.end !== null && compareKeys(next.cursor, cur.end) >= 0;
+  if (next !== null && !page.cut && !past) {
+    return { ...base, cursor: next.cursor, after: next.after, lease: guard.lease() };
+  }
+  const check = await checkShardEnd(ctx.source, crawl, cur, base.items);
+  if (check.kind === "relist") {
+    return {
+      ...base,
+      cursor: cur.start,
+      after: false,
+      items: 0,
+      docs: 0,
+      docErrors: 0,
+      tooLarge: 0,
+      relists: (cur.relists ?? 0) + 1,
+      shortOf: null,
+      lease: guard.lease(),
+    };
+  }
+  const verified = check.kind === "exact" ? "exact" : check.kind === "drift" ? "drift" : null;
+  return { ...base, done: true, lease: null, verified };
 }

@@ -1,51 +1,26 @@
 /**
- * Queue dispatch: one KV queue message per shard page. The next page's message is enqueued in the
- * same atomic op that commits the current page, so a shard's chain of messages can neither fork nor
- * break. Messages that exhaust their deliveries land under the store's dead-letter keys.
+ * Queue dispatch: KV queue messages wake workers. A `shard` message makes the listener claim the
+ * shard's lease and run it to its end (so every shard of a crawl is in flight at once, as with
+ * lease workers); a duplicate finds the lease held and is dropped; a shard that failed is asked for
+ * again with a delay (its backoff). The queue only carries wake-ups: all state is in the shard
+ * records, so a lost message costs time (the watchdog re-sends it), never data.
  *
  * Local runs only: Deno Deploy and self-hosted denokv have no queues (see `lease_dispatch.ts`), and
  * several processes on one KV file do not share queue messages.
  *
  * @module
  */
-import { checkCompletion, type Dispatcher, failCrawl } from "./coordinator.ts";
-import { FatalError } from "../base/errors.ts";
-import { type Message, type PageMessage, parseMessage, type PlanMessage } from "./messages.ts";
-import { deadLetterKey, recordDeadLetter, type ShardRecord } from "./store.ts";
-import { type PageOutcome, processPage, type WorkerDeps } from "./page.ts";
+import { StorageFullError } from "../base/errors.ts";
+import type { Dispatcher } from "./coordinator.ts";
+import { type Message, parseMessage } from "./messages.ts";
+import { ownerName } from "./owner.ts";
+import { deadLetterKey } from "./store.ts";
+import { type WorkDeps, workPlan, workShard } from "./work.ts";
 
-/** Redelivery delays when a handler crashes, in milliseconds (KV's default ends at 60 s). */
+/** Redelivery delays when a handler throws, in milliseconds (KV's default ends at 60 s). */
 export const BACKOFF_SCHEDULE_MS = [500, 1_000, 2_000, 5_000, 10_000];
 
-/** Delays before re-sending a page that failed with a transient error, in milliseconds. */
-export const RETRY_DELAYS_MS = [1_000, 2_000, 5_000, 10_000, 20_000, 30_000];
-
-/** The page message for a shard's current token. */
-export function pageMessage(crawlId: string, shard: ShardRecord): PageMessage {
-  return { kind: "page", crawlId, shardId: shard.id, token: shard.token };
-}
-
-function enqueueOptions(msg: PageMessage, delayMs = 0) {
-  return {
-    delay: delayMs,
-    keysIfUndelivered: [deadLetterKey(msg)],
-    backoffSchedule: BACKOFF_SCHEDULE_MS,
-  };
-}
-
-/** Asks the queue's listener to plan a crawl created in `planning` state. */
-export async function enqueuePlan(kv: Deno.Kv, crawlId: string): Promise<void> {
-  const msg: PlanMessage = { kind: "plan", crawlId };
-  await kv.enqueue(msg);
-}
-
-/** Adds the shard's page message to an atomic op, so it is sent only if the op commits. */
-export function attachPage(op: Deno.AtomicOperation, crawlId: string, shard: ShardRecord): void {
-  const msg = pageMessage(crawlId, shard);
-  op.enqueue(msg, enqueueOptions(msg));
-}
-
-/** Dispatches by enqueueing page messages on the KV queue. */
+/** Dispatches by enqueueing wake-up messages on the KV queue. */
 export class QueueDispatcher implements Dispatcher {
   #kv: Deno.Kv;
   /** Enqueues on `kv`'s queue. */
@@ -53,89 +28,60 @@ export class QueueDispatcher implements Dispatcher {
     this.#kv = kv;
   }
 
-  async dispatch(crawlId: string, shard: ShardRecord): Promise<void> {
-    const msg = pageMessage(crawlId, shard);
-    await this.#kv.enqueue(msg, enqueueOptions(msg));
+  /** Asks a listener to run the shard (after `delayMs`). */
+  async dispatch(crawlId: string, shardId: number, o: { delayMs?: number } = {}): Promise<void> {
+    const msg: Message = { kind: "shard", crawlId, shardId };
+    await this.#kv.enqueue(msg, {
+      delay: Math.max(0, Math.round(o.delayMs ?? 0)),
+      keysIfUndelivered: [deadLetterKey(crawlId, shardId)],
+      backoffSchedule: BACKOFF_SCHEDULE_MS,
+    });
   }
 
-  attach(op: Deno.AtomicOperation, crawlId: string, shard: ShardRecord): void {
-    attachPage(op, crawlId, shard);
+  /** Asks a listener to plan the crawl (after `delayMs`). */
+  async plan(crawlId: string, o: { delayMs?: number } = {}): Promise<void> {
+    const msg: Message = { kind: "plan", crawlId };
+    await this.#kv.enqueue(msg, { delay: Math.max(0, Math.round(o.delayMs ?? 0)) });
   }
 }
-
-/** Events a queue handler reports (for progress, logs and tests). */
-export type QueueEvent =
-  | { kind: "page"; outcome: PageOutcome; message: Message }
-  | { kind: "retry"; message: PageMessage; error: Error; delayMs: number }
-  | { kind: "dead-letter"; message: PageMessage; error: Error }
-  | { kind: "invalid-message"; raw: unknown }
-  | { kind: "fatal"; crawlId: string; error: Error }
-  | { kind: "crawl-done"; crawlId: string };
 
 /** Options of {@linkcode createQueueHandler}. */
 export interface QueueHandlerOptions {
-  /** Receives each page outcome, retry, dead letter and fatal error. */
-  onEvent?: (e: QueueEvent) => void;
-  /** Called after a shard finishes (rebalancing hooks in here). */
-  onShardDone?: (crawlId: string, shard: ShardRecord) => Promise<void>;
-  /** Handles `plan` messages (server mode). */
-  onPlan?: (crawlId: string) => Promise<void>;
+  /** This process's label in lease owner names. @default "queue" */
+  label?: string;
+  /** Called with a message of unknown shape (it is dropped). */
+  onInvalid?: (raw: unknown) => void;
+  /** Called when the store is full: the process should stop (nothing is lost). */
+  onStorageFull?: (err: StorageFullError) => void;
+  /** True once the process is stopping: running shards let their leases go. */
+  stopping?: () => boolean;
 }
 
 /**
- * The `listenQueue` handler: parses the message, processes one page and chains the next message
- * in the same commit. A fatal error (a source answering garbage) fails the crawl instead of being
- * retried forever. Any other error re-sends the same page later (with backoff and jitter, up to
- * {@linkcode RETRY_DELAYS_MS}), then records a dead letter that status shows and the watchdog
- * revives. Only an error while doing that is thrown, for the queue's own redelivery.
+ * The `listenQueue` handler: parses the message and plans the crawl or runs the shard. Errors of a
+ * run are sorted by the runner; only a KV failure escapes, for the queue's own redelivery.
  */
 export function createQueueHandler(
-  deps: WorkerDeps,
+  deps: WorkDeps,
   options: QueueHandlerOptions = {},
 ): (raw: unknown) => Promise<void> {
   return async (raw: unknown) => {
+    // One owner per run: a duplicate message for a shard this process is running finds it held.
+    const owner = ownerName(options.label ?? "queue");
     const msg = parseMessage(raw);
     if (!msg) {
-      options.onEvent?.({ kind: "invalid-message", raw });
+      options.onInvalid?.(raw);
       return;
     }
     try {
-      if (msg.kind === "plan") {
-        await options.onPlan?.(msg.crawlId);
-        return;
-      }
-      const outcome = await processPage(deps, msg, (op, next) => {
-        if (!next.done) attachPage(op, msg.crawlId, next);
-      });
-      options.onEvent?.({ kind: "page", outcome, message: msg });
-      if (outcome.kind === "committed" && outcome.shard.done) {
-        await options.onShardDone?.(msg.crawlId, outcome.shard);
-        const done = await checkCompletion(deps.kv, msg.crawlId, {
-          now: deps.now,
-          openSource: deps.openSource,
-        });
-        if (done) {
-          options.onEvent?.({ kind: "crawl-done", crawlId: msg.crawlId });
-        }
-      }
+      if (msg.kind === "plan") await workPlan(deps, msg.crawlId, owner);
+      else await workShard(deps, msg.crawlId, msg.shardId, { owner, stop: options.stopping });
     } catch (err) {
-      if (err instanceof FatalError) {
-        await failCrawl(deps.kv, msg.crawlId, err.message, deps.now).catch(() => {});
-        options.onEvent?.({ kind: "fatal", crawlId: msg.crawlId, error: err });
-        return;
+      if (err instanceof StorageFullError) {
+        options.onStorageFull?.(err);
+        return; // redelivering into a full disk helps nobody; the resumed run re-sends it
       }
-      if (msg.kind !== "page") throw err;
-      const error = err instanceof Error ? err : new Error(String(err));
-      const attempt = msg.attempt ?? 0;
-      if (attempt < RETRY_DELAYS_MS.length) {
-        const delayMs = Math.round(RETRY_DELAYS_MS[attempt] * (0.5 + Math.random()));
-        const again: PageMessage = { ...msg, attempt: attempt + 1 };
-        await deps.kv.enqueue(again, enqueueOptions(again, delayMs));
-        options.onEvent?.({ kind: "retry", message: msg, error, delayMs });
-      } else {
-        await recordDeadLetter(deps.kv, msg, error.message, (deps.now ?? Date.now)());
-        options.onEvent?.({ kind: "dead-letter", message: msg, error });
-      }
+      throw err;
     }
   };
 }

@@ -1,23 +1,29 @@
 /**
  * Dynamic rebalancing: when a shard finishes while others still run, split the straggler with the
- * most remaining work at the middle rank of its remaining range (found with the planner's search),
- * so that the last shard never holds the crawl back (Dataflow's dynamic work rebalancing, Beam's
- * `trySplit`, done with the rank oracle).
+ * most remaining time at the middle rank of what it has not started yet (found with the planner's
+ * search), so that the last shard never holds the crawl back (Dataflow's dynamic work
+ * rebalancing, Beam's `trySplit`, done with the rank oracle).
+ *
+ * Remaining time counts documents in flight: a worker publishes the first row of its page it has
+ * not started and how fast it starts them (`ShardRecord.inflight`), so a shard stuck on slow
+ * documents inside one page is seen as the straggler it is, and can be split inside that page, down
+ * to a few documents: its unstarted rows past the split key go to the new shard.
  *
  * The split is ONE atomic op guarded by the victim's versionstamp and the crawl's (which hands out
  * shard ids): the victim's end shrinks to the split key, the child [split, old end) is created with
- * its cursor at the split key, and the child's first page is dispatched. The victim's in-flight page
- * sees the changed versionstamp at commit, re-reads, and counts only rows below its new end.
+ * its cursor at the split key, and the split is logged; then the child is dispatched. The victim's
+ * worker sees its end move at its next heartbeat or write, stops starting rows past it, and counts
+ * only rows below it.
  *
  * @module
  */
-import type { Dispatcher } from "./coordinator.ts";
-import { compareKeys } from "../plan/keys.ts";
 import { findKeysAtRanks } from "../plan/boundary_search.ts";
+import { compareKeys } from "../plan/keys.ts";
 import { lastPoint } from "../plan/planner.ts";
 import type { Point } from "../plan/points.ts";
-import { pageSizeFor } from "./page.ts";
 import type { Source } from "../plan/source.ts";
+import type { Dispatcher } from "./coordinator.ts";
+import { rowsPerPage } from "./page_listing.ts";
 import {
   commitSplit,
   type CrawlRecord,
@@ -30,8 +36,11 @@ import {
 
 /** Options of {@linkcode splitStraggler}. */
 export interface RebalanceOptions {
-  /** Never split a remaining range below twice this many pages. @default 1 */
-  minPages?: number;
+  /**
+   * Never leave either side of a split with fewer items than this. @default with documents,
+   * twice the document concurrency (at least 2); keys only, one page
+   */
+  minItems?: number;
   /** Never grow a crawl past this many shards (plan + splits). @default 4 × planned, at least 64 */
   maxShards?: number;
   /** Clock in epoch milliseconds. @default Date.now */
@@ -50,14 +59,26 @@ export interface SplitResult {
   movedItems: number;
 }
 
+/** Where a shard's unstarted work begins: the first unstarted row of its page, or its cursor. */
+function position(s: ShardRecord): string | null {
+  const next = s.inflight?.nextKey;
+  return next !== undefined && next !== null ? next : s.cursor;
+}
+
 /**
- * Estimated seconds of work left in a shard: remaining items over its recent rate. A shard with no
- * rate yet (just created or split off) is assumed to run at `fallbackRate`, the median of the
- * others, so fresh children are not mistaken for stragglers.
+ * Estimated seconds of work left in a shard: items not yet started over the rate it starts them
+ * (its page in flight when it has run a while, else its recent commits, else `fallbackRate`, the
+ * median of the others, so fresh children are not mistaken for stragglers).
  */
-function remainingSeconds(s: ShardRecord, fallbackRate: number): number {
-  const left = Math.max(0, s.expected - s.items);
-  const rate = s.recentRate && s.recentRate > 0 ? s.recentRate : fallbackRate;
+export function remainingSeconds(s: ShardRecord, fallbackRate: number, nowMs: number): number {
+  const started = s.inflight?.started ?? 0;
+  const left = Math.max(0, s.expected - s.items - started);
+  const runningS = s.inflight ? (nowMs - s.inflight.since) / 1000 : 0;
+  const rate = runningS >= 1 && started > 0
+    ? started / runningS
+    : s.recentRate && s.recentRate > 0
+    ? s.recentRate
+    : fallbackRate;
   return left / Math.max(rate, 1e-6);
 }
 
@@ -67,8 +88,14 @@ function median(xs: number[]): number {
   return s[s.length >> 1];
 }
 
+/** The smallest side a split may leave, in items. */
+function minItemsOf(crawl: CrawlRecord, source: Source, options: RebalanceOptions): number {
+  if (options.minItems !== undefined) return Math.max(1, options.minItems);
+  return crawl.docs ? Math.max(2, 2 * crawl.concurrency) : rowsPerPage(crawl, source);
+}
+
 /**
- * Splits the straggler with the most remaining work, if any is worth splitting. Returns the split,
+ * Splits the straggler with the most remaining time, if any is worth splitting. Returns the split,
  * or null when nothing qualifies (all done, ranges too small, shard bound reached, or a lost race).
  */
 export async function splitStraggler(
@@ -83,16 +110,16 @@ export async function splitStraggler(
     // Splitting needs ranks; a source whose offsets are not ranks was planned another way.
     if (!crawl || crawl.status !== "running" || !crawl.rebalance) return null;
     if (crawl.planMethod !== "rank") return null;
-    const maxShards = options.maxShards ?? Math.max(64, 4 * crawl.shards);
-    if (crawl.nextShardId >= maxShards) return null;
-    const minItems = (options.minPages ?? 1) * pageSizeFor(crawl, deps.source);
+    if (crawl.nextShardId >= (options.maxShards ?? Math.max(64, 4 * crawl.shards))) return null;
+    const minItems = minItemsOf(crawl, deps.source, options);
     const shards = await listShards(deps.kv, crawlId);
-    const rates = shards.map((e) => e.value.recentRate ?? 0).filter((r) => r > 0);
-    const fallback = median(rates);
-    const candidates = shards
-      .filter((e) => !e.value.done && e.value.expected - e.value.items >= 2 * minItems)
-      .sort((a, b) => remainingSeconds(b.value, fallback) - remainingSeconds(a.value, fallback));
-    const victim = candidates[0];
+    const fallback = median(shards.map((e) => e.value.recentRate ?? 0).filter((r) => r > 0));
+    const left = (s: ShardRecord) => s.expected - s.items - (s.inflight?.started ?? 0);
+    const victim = shards
+      .filter((e) => !e.value.done && left(e.value) >= 2 * minItems)
+      .sort((a, b) =>
+        remainingSeconds(b.value, fallback, now) - remainingSeconds(a.value, fallback, now)
+      )[0];
     if (!victim) return null;
     const res = await trySplit(deps, crawlEntry as Deno.KvEntry<CrawlRecord>, victim, {
       minItems,
@@ -111,48 +138,45 @@ async function trySplit(
 ): Promise<SplitResult | null | "conflict"> {
   const v = victim.value;
   const crawl = crawlEntry.value;
-  const from = await deps.source.list({ start: v.cursor, limit: 1 });
+  const from = await deps.source.list({ start: position(v), limit: 1 });
   const r0 = from.offset;
-  let upper: Point;
-  if (v.end === null) {
-    upper = await lastPoint(deps.source, from.total);
-  } else {
-    upper = {
-      key: v.end,
-      rank: (await deps.source.list({ start: v.end, limit: 1 })).offset,
-      real: false,
-    };
-  }
+  const upper: Point = v.end === null ? await lastPoint(deps.source, from.total) : {
+    key: v.end,
+    rank: (await deps.source.list({ start: v.end, limit: 1 })).offset,
+    real: false,
+  };
   const r1 = v.end === null ? from.total : upper.rank;
   if (r1 - r0 < 2 * o.minItems || from.rows.length === 0) return null;
   const mid = Math.floor((r0 + r1) / 2);
   const lower = { key: from.rows[0].id, rank: r0, real: true };
-  const [key] = await findKeysAtRanks(deps.source, [mid], { lower, upper, maxPage: crawl.maxPage });
+  const [key] = mid === r0 ? [lower.key] : await findKeysAtRanks(deps.source, [mid], {
+    lower,
+    upper,
+    maxPage: crawl.maxPage,
+  });
+  const floor = position(v);
+  if (floor !== null && compareKeys(key, floor) <= 0) return "conflict";
   if (v.cursor !== null && compareKeys(key, v.cursor) <= 0) return "conflict";
   if (v.end !== null && compareKeys(key, v.end) >= 0) return "conflict";
   const childId = crawl.nextShardId;
-  const shrunk: ShardRecord = { ...v, end: key, expected: v.items + (mid - r0) };
+  const started = v.inflight?.started ?? 0;
+  const shrunk: ShardRecord = { ...v, end: key, expected: v.items + started + (mid - r0) };
   const child = newShard({ id: childId, start: key, end: v.end, cursor: key }, {
     expected: r1 - mid,
     nowMs: o.now,
     parent: v.id,
   });
   const seq = (await listSplits(deps.kv, crawl.id)).length;
+  const split = { parent: v.id, child: childId, at: key, atMs: o.now, movedItems: r1 - mid };
   const ok = await commitSplit(deps.kv, {
     crawl: crawlEntry,
     victim,
     shrunk,
     child,
-    split: {
-      parent: v.id,
-      child: childId,
-      at: key,
-      atMs: o.now,
-      movedItems: r1 - mid,
-    },
+    split,
     seq,
-  }, deps.dispatcher.attach ? (op) => deps.dispatcher.attach!(op, crawl.id, child) : undefined);
+  });
   if (!ok) return "conflict";
-  if (!deps.dispatcher.attach) await deps.dispatcher.dispatch(crawl.id, child);
+  await deps.dispatcher.dispatch(crawl.id, childId);
   return { parent: v.id, child: childId, key, movedItems: r1 - mid };
 }

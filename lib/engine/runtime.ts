@@ -1,30 +1,29 @@
 /**
  * The one runtime builder: given a KV store and a way to open a crawl's source, it wires the
- * dispatcher (KV queue or leases), the queue listener or the in-process lease workers, the hook
- * that splits stragglers when a shard finishes, planning of new crawls, and the periodic work the
- * watchdog and the Deploy cron do. The local crawl, the server and `deno task worker` all build
- * their engine here, so the wiring exists once.
+ * dispatcher (KV queue or leases), the queue listener or the in-process lease workers, planning of
+ * new crawls, straggler splits, and the periodic work the watchdog and the Deploy cron do. The
+ * local crawl, the server and `deno task worker` all build their engine here, so the wiring exists
+ * once.
  *
  * @module
  */
+import type { StorageFullError } from "../base/errors.ts";
 import type { Source } from "../plan/source.ts";
-import { type Dispatcher, planCrawl, watchdog } from "./coordinator.ts";
+import { watchdog } from "./completion.ts";
+import type { Dispatcher } from "./coordinator.ts";
 import {
   LeaseDispatcher,
   type LeaseWorkerOptions,
   type LeaseWorkerStats,
   runLeaseWorker,
 } from "./lease_dispatch.ts";
-import {
-  createQueueHandler,
-  enqueuePlan,
-  QueueDispatcher,
-  type QueueEvent,
-} from "./queue_dispatch.ts";
-import { type RebalanceOptions, splitStraggler } from "./rebalance.ts";
-import { type CrawlRecord, getCrawl } from "./store.ts";
+import { ownerName } from "./owner.ts";
+import { createQueueHandler, QueueDispatcher } from "./queue_dispatch.ts";
+import type { RebalanceOptions } from "./rebalance.ts";
+import type { CrawlRecord } from "./store.ts";
+import type { WorkDeps, WorkEvent } from "./work.ts";
 
-/** How shard work reaches workers. */
+/** How work reaches workers. */
 export type DispatchMode = "queue" | "lease";
 
 /** Options of {@linkcode createRuntime}. */
@@ -39,30 +38,38 @@ export interface RuntimeOptions {
   workers?: number;
   /** Tuning of straggler splits (crawls opt in with `rebalance`). @default {} */
   rebalance?: RebalanceOptions;
-  /** Prefix of lease owner names. @default a random id */
-  ownerPrefix?: string;
-  /** One-line log messages. @default nothing */
+  /** Label of this process in lease owner names. @default "worker" */
+  label?: string;
+  /** Shard lease length, in milliseconds. @default 30000 */
+  leaseMs?: number;
+  /** Planning attempts failing transiently before a crawl fails. @default 5 */
+  maxPlanAttempts?: number;
+  /** Failed attempts of a shard in a row before the crawl fails. @default 8 */
+  maxShardFailures?: number;
+  /** Log-worthy events (plans, failures, retries, splits, completions). */
+  onEvent?: (event: WorkEvent) => void;
+  /** Called when the store is full: the process should stop (nothing stored is lost). */
+  onStorageFull?: (err: StorageFullError) => void;
+  /** Log lines of lease workers. */
   log?: (line: string) => void;
-  /** Page outcomes, retries, dead letters and fatal errors of queue mode. */
-  onQueueEvent?: (event: QueueEvent) => void;
   /** Clock in epoch milliseconds. @default Date.now */
   now?: () => number;
 }
 
 /** A running engine: its dispatcher and the hooks entry points call. */
 export interface Runtime {
-  /** Where new shard work goes. */
+  /** Where new work goes. */
   readonly dispatcher: Dispatcher;
   /** The mode chosen. */
   readonly mode: DispatchMode;
-  /** Gets a crawl just created in `planning` state planned (queue: a message; lease: workers). */
-  startPlanning(crawlId: string): Promise<void>;
+  /** What workers of this runtime use (for one-off work such as a lease tick). */
+  readonly deps: WorkDeps;
   /** Re-dispatches stalled shards, finishes completed crawls, follows changes; returns shards. */
   watchdogTick(options?: { stallMs?: number }): Promise<number>;
   /** Runs one lease worker for about `ms` (a Deploy cron tick); nothing in queue mode. */
   leaseTick(ms: number): Promise<void>;
   /** Runs one lease worker with this runtime's hooks until `options` say stop. */
-  runWorker(options?: Omit<LeaseWorkerOptions, "onShardDone">): Promise<LeaseWorkerStats>;
+  runWorker(options?: LeaseWorkerOptions): Promise<LeaseWorkerStats>;
   /** Stops the workers started here (the queue listener stops when KV is closed). */
   close(): Promise<void>;
   /** Settles when the listener and the workers have ended (after `close()` and `kv.close()`). */
@@ -77,66 +84,57 @@ export interface Runtime {
  * ```ts
  * const kv = await Deno.openKv(":memory:");
  * const runtime = createRuntime({ kv, openSource: () => source, dispatch: "lease", workers: 4 });
- * // ... create crawls with the coordinator, passing runtime.dispatcher ...
+ * await openCrawl({ kv, source, dispatcher: runtime.dispatcher }, buildSpec({ source: url }));
+ * // ... poll crawlStatus(kv, id) until done ...
  * await runtime.close();
  * kv.close();
  * ```
  */
 export function createRuntime(options: RuntimeOptions): Runtime {
   const { kv, openSource } = options;
-  const log = options.log ?? (() => {});
   const stop = new AbortController();
   const background: Promise<unknown>[] = [];
-  const prefix = options.ownerPrefix ?? crypto.randomUUID().slice(0, 8);
+  const label = options.label ?? "worker";
   const dispatcher: Dispatcher = options.dispatch === "queue"
     ? new QueueDispatcher(kv)
     : new LeaseDispatcher();
-  const onShardDone = async (crawlId: string) => {
-    const crawl = (await getCrawl(kv, crawlId)).value;
-    if (!crawl?.rebalance) return;
-    const split = await splitStraggler({ kv, source: openSource(crawl), dispatcher }, crawlId, {
-      now: options.now,
-      ...options.rebalance,
-    });
-    if (split) log(`split shard ${split.parent}: shard ${split.child} takes ${split.movedItems}`);
+  const deps: WorkDeps = {
+    kv,
+    openSource,
+    dispatcher,
+    now: options.now,
+    rebalance: options.rebalance,
+    leaseMs: options.leaseMs,
+    maxPlanAttempts: options.maxPlanAttempts,
+    maxShardFailures: options.maxShardFailures,
+    onEvent: options.onEvent,
   };
-  const plan = async (crawlId: string) => {
-    const crawl = (await getCrawl(kv, crawlId)).value;
-    if (crawl) await planCrawl({ kv, source: openSource(crawl), dispatcher }, crawlId);
-  };
-  let leaseWorkers = 0;
-  const leaseWorker = (extra: Omit<LeaseWorkerOptions, "onShardDone">) =>
-    runLeaseWorker({ kv, openSource }, {
-      owner: `${prefix}-${leaseWorkers++}`,
-      log,
-      now: options.now,
-      ...extra,
-      onShardDone,
-    });
+  const worker = (o: LeaseWorkerOptions = {}) =>
+    runLeaseWorker(deps, { owner: ownerName(label), log: options.log, signal: stop.signal, ...o })
+      .catch((err) => {
+        if (err?.name !== "StorageFullError") throw err;
+        options.onStorageFull?.(err);
+        return { claims: 0, shardsDone: 0, errors: 1, idleSleeps: 0 };
+      });
   if (options.dispatch === "queue") {
-    background.push(kv.listenQueue(createQueueHandler({ kv, openSource, now: options.now }, {
-      onPlan: plan,
-      onShardDone,
-      onEvent: options.onQueueEvent,
+    background.push(kv.listenQueue(createQueueHandler(deps, {
+      label,
+      onStorageFull: options.onStorageFull,
+      stopping: () => stop.signal.aborted,
     })));
   } else {
-    for (let i = 0; i < (options.workers ?? 0); i++) {
-      background.push(leaseWorker({ signal: stop.signal }));
-    }
+    for (let i = 0; i < (options.workers ?? 0); i++) background.push(worker());
   }
   return {
     dispatcher,
     mode: options.dispatch,
-    startPlanning: async (crawlId) => {
-      // Lease workers plan crawls they find in `planning`; the queue needs a message.
-      if (options.dispatch === "queue") await enqueuePlan(kv, crawlId);
-    },
+    deps,
     watchdogTick: (o = {}) =>
       watchdog({ kv, dispatcher, openSource }, { stallMs: o.stallMs, now: options.now }),
     leaseTick: async (ms) => {
-      if (options.dispatch === "lease") await leaseWorker({ maxRunMs: ms, signal: stop.signal });
+      if (options.dispatch === "lease") await worker({ maxRunMs: ms });
     },
-    runWorker: (o = {}) => leaseWorker({ signal: stop.signal, ...o }),
+    runWorker: (o) => worker(o),
     close: async () => {
       stop.abort();
       // Lease workers end at their next step; the queue listener ends only when KV closes.

@@ -7,17 +7,19 @@
  */
 import { redactUrl } from "../base/redact.ts";
 import { NotFoundError } from "../base/errors.ts";
+import { storedCount } from "./completion.ts";
 import { type ExportedItem, iterateItems, pageItems } from "./item_store.ts";
 import {
   type CrawlRecord,
   type CrawlStatus,
   getCrawl,
+  type InFlight,
   listCrawls,
   listDeadLetters,
   listShards,
   listSplits,
-  type ShardRecord,
   type SplitRecord,
+  type Verification,
 } from "./store.ts";
 
 /** Progress of one shard, as status reports it. */
@@ -36,8 +38,22 @@ export interface ShardStatus {
   done: boolean;
   /** Pages committed. */
   pages: number;
-  /** Items per second since the shard started. */
+  /** Items per second since the shard started (until it finished). */
   rate: number;
+  /** A worker holds it now. */
+  leased: boolean;
+  /** The page in flight, when a worker published one. */
+  inflight: InFlight | null;
+  /** Document errors recorded on its items. */
+  docErrors: number;
+  /** Failed attempts over its life. */
+  retries: number;
+  /** The latest failure, if any. */
+  lastError: string | null;
+  /** When it is tried again after a failure (ISO 8601), if it waits. */
+  retryAt: string | null;
+  /** How its count was checked at its end. */
+  verified: "exact" | "drift" | null;
   /** The shard it was split from, if any. */
   parent: number | null;
 }
@@ -50,8 +66,10 @@ export interface CrawlStatusReport {
   status: CrawlStatus;
   /** The source, without credentials. */
   source: string;
-  /** Whether documents are fetched. */
+  /** Whether documents are fetched, and how (`include_docs`, `bulk_get`, `get`). */
   docs: boolean;
+  /** How documents are fetched, once known. */
+  docMode: string | null;
   /** Items in the registry when planned. */
   total: number;
   /** Items stored (shard counters plus drift inserts minus deletions). */
@@ -60,7 +78,7 @@ export interface CrawlStatusReport {
   pages: number;
   /** Documents fetched. */
   documents: number;
-  /** Documents that could not be fetched (permanent errors). */
+  /** Documents that could not be had (recorded on their items). */
   docErrors: number;
   /** Documents recorded as too large. */
   tooLarge: number;
@@ -68,17 +86,27 @@ export interface CrawlStatusReport {
   shardCount: number;
   /** Shards finished. */
   shardsDone: number;
-  /** Items per second since the crawl started. */
+  /** Failed attempts of shards, over the crawl (each was retried). */
+  retries: number;
+  /** The latest failures still on record, newest first (shard and one line each). */
+  recentErrors: { shard: number; error: string }[];
+  /** Items per second between start and finish (or now). */
   rate: number;
-  /** Seconds to completion at the current rate; null when unknown. */
+  /** Seconds to completion at the current rate; null unless running with a rate. */
   etaSeconds: number | null;
+  /** How ranks were found (`rank`, `skip`, `listing`). */
+  planMethod: string;
+  /** The registry's page cap, once learned. */
+  pageCap: number | null;
   /** When the crawl was created (ISO 8601). */
   createdAt: string;
-  /** When it finished, if it did. */
+  /** When its shards started (ISO 8601), once planned. */
+  startedAt: string | null;
+  /** When it finished, failed or was cancelled. */
   finishedAt: string | null;
-  /** Why it failed, if it did. */
+  /** Why it failed, if it did (or, while planning, the last planning error). */
   error: string | null;
-  /** Page messages that exhausted their retries and are not yet revived. */
+  /** Wake-up messages the KV queue gave up on, not yet revived. */
   deadLetters: number;
   /** Dynamic splits so far. */
   splits: SplitRecord[];
@@ -86,9 +114,13 @@ export interface CrawlStatusReport {
   drift: { seq: string; inserted: number; updated: number; deleted: number } | null;
   /** Why drift catch-up could not run, if it could not. */
   driftError: string | null;
+  /** How the end was checked against the registry, once done. */
+  verification: Verification | null;
   /** Per-shard progress. */
   shards: ShardStatus[];
 }
+
+const iso = (ms: number | null | undefined) => ms ? new Date(ms).toISOString() : null;
 
 /** Builds the status report of a crawl. @throws NotFoundError for an unknown id. */
 export async function crawlStatus(
@@ -97,21 +129,21 @@ export async function crawlStatus(
   options: { now?: () => number } = {},
 ): Promise<CrawlStatusReport> {
   const now = (options.now ?? Date.now)();
-  const crawl = (await getCrawl(kv, id)).value;
-  if (!crawl) throw new NotFoundError(`no crawl with id ${id}`);
+  const crawl = await requireCrawl(kv, id);
   const shards = (await listShards(kv, id)).map((e) => e.value);
-  const sum = (f: (s: ShardRecord) => number) => shards.reduce((n, s) => n + f(s), 0);
+  const sum = (f: (s: (typeof shards)[number]) => number) => shards.reduce((n, s) => n + f(s), 0);
   const d = crawl.drift;
-  const itemsStored = sum((s) => s.items) + (d ? d.inserted - d.deleted : 0);
-  const end = crawl.finishedAt ?? now;
-  const elapsedS = Math.max(0.001, (end - crawl.createdAt) / 1000);
+  const itemsStored = storedCount(crawl, shards);
+  const from = crawl.startedAt ?? crawl.createdAt;
+  const elapsedS = Math.max(0.001, ((crawl.finishedAt ?? now) - from) / 1000);
   const rate = itemsStored / elapsedS;
-  const left = Math.max(0, crawl.total - itemsStored);
+  const running = crawl.status === "running";
   return {
     id,
     status: crawl.status,
     source: shownSource(crawl),
     docs: crawl.docs,
+    docMode: crawl.docMode ?? null,
     total: crawl.total,
     itemsStored,
     pages: sum((s) => s.pages),
@@ -120,15 +152,22 @@ export async function crawlStatus(
     tooLarge: sum((s) => s.tooLarge),
     shardCount: shards.length,
     shardsDone: shards.filter((s) => s.done).length,
+    retries: sum((s) => s.retries ?? 0),
+    recentErrors: shards.filter((s) => s.lastError).sort((a, b) => b.updatedAt - a.updatedAt)
+      .slice(0, 5).map((s) => ({ shard: s.id, error: s.lastError! })),
     rate,
-    etaSeconds: crawl.status === "done" ? 0 : rate > 0 ? left / rate : null,
-    createdAt: new Date(crawl.createdAt).toISOString(),
-    finishedAt: crawl.finishedAt === null ? null : new Date(crawl.finishedAt).toISOString(),
+    etaSeconds: running && rate > 0 ? Math.max(0, crawl.total - itemsStored) / rate : null,
+    planMethod: crawl.planMethod,
+    pageCap: crawl.pageCap ?? null,
+    createdAt: iso(crawl.createdAt)!,
+    startedAt: iso(crawl.startedAt),
+    finishedAt: iso(crawl.finishedAt),
     error: crawl.error,
     deadLetters: (await listDeadLetters(kv, id)).length,
     splits: await listSplits(kv, id),
     drift: d ? { seq: d.seq, inserted: d.inserted, updated: d.updated, deleted: d.deleted } : null,
     driftError: crawl.driftError ?? null,
+    verification: crawl.verification ?? null,
     shards: shards.map((s) => ({
       id: s.id,
       start: s.start,
@@ -138,6 +177,13 @@ export async function crawlStatus(
       done: s.done,
       pages: s.pages,
       rate: s.items / Math.max(0.001, ((s.done ? s.updatedAt : now) - s.startedAt) / 1000),
+      leased: s.lease !== null && s.lease.untilMs > now,
+      inflight: s.inflight ?? null,
+      docErrors: s.docErrors,
+      retries: s.retries ?? 0,
+      lastError: s.lastError ?? null,
+      retryAt: (s.retryAt ?? 0) > now ? iso(s.retryAt) : null,
+      verified: s.verified ?? null,
       parent: s.parent,
     })),
   };
@@ -155,6 +201,8 @@ export interface CrawlSummary {
   total: number;
   /** When the crawl was created (ISO 8601). */
   createdAt: string;
+  /** Why it failed, if it did. */
+  error: string | null;
 }
 
 function shownSource(crawl: CrawlRecord): string {
@@ -169,6 +217,7 @@ export async function listCrawlSummaries(kv: Deno.Kv): Promise<CrawlSummary[]> {
     source: shownSource(r),
     total: r.total,
     createdAt: new Date(r.createdAt).toISOString(),
+    error: r.error,
   }));
 }
 
@@ -180,7 +229,7 @@ async function requireCrawl(kv: Deno.Kv, id: string): Promise<CrawlRecord> {
 
 /**
  * One page of a crawl's items after `cursor` (opaque, from the previous page); the next cursor is
- * null at the end. @throws NotFoundError for an unknown crawl.
+ * null at the end. @throws NotFoundError for an unknown crawl; InputError for a forged cursor.
  */
 export async function crawlItemsPage(
   kv: Deno.Kv,

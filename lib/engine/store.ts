@@ -1,28 +1,39 @@
 /**
- * The store: the only module that knows Deno KV key layouts. Every multi-key update is one atomic
- * operation guarded by versionstamp checks, and every `{ ok: false }` is reported to the caller.
+ * The store: the only module that knows Deno KV key layouts (with its private item part,
+ * `item_store.ts`, which builds every key through {@linkcode keys}). Every multi-key update is one
+ * atomic operation guarded by versionstamp checks, every `{ ok: false }` is reported to the caller,
+ * and every operation stays inside KV's limits by construction (`kv_limits.ts`).
  *
  * Layout (crawl ids and shard ids are the only variable parts besides item ids):
  *
  *     ["crawl", crawlId]                  CrawlRecord
- *     ["shard", crawlId, shardId]         ShardRecord (cursor, counters, token, lease)
- *     ["item", crawlId, itemId]           ItemRecord (document inline, chunked, or marked too large)
- *     ["chunk", crawlId, itemId, n]       Uint8Array, part n of a large document
- *     ["dead", crawlId, shardId, token]   a page message whose deliveries were exhausted
+ *     ["shard", crawlId, shardId]         ShardRecord (range, cursor, counters, lease, failures)
+ *     ["item", crawlId, idKeyPart]        item record bytes (see item_codec.ts)
+ *     ["chunk", crawlId, idKeyPart, n]    Uint8Array, part n of a large document
+ *     ["dead", crawlId, shardId]          a wake-up message the KV queue gave up on
  *     ["split", crawlId, seq]             SplitRecord (dynamic rebalancing log)
  *
- * The store is this module and its private item part, `item_store.ts` (item writes, chunked
- * documents, drift batches, item reads), which builds every key with the builders below. Nothing
- * else in the project reads or writes KV keys: the coordinator, the dispatchers and the status
- * readers call these functions.
+ * Nothing else in the project reads or writes KV keys: the coordinator, the runners and the status
+ * readers call these functions. KV failures are sorted here: `database is locked` (several
+ * processes on one file) is retried; a full disk becomes a {@linkcode StorageFullError}.
  *
  * @module
  */
-import { FatalError } from "../base/errors.ts";
+import { FatalError, StorageFullError } from "../base/errors.ts";
 import type { CrawlSpec } from "../base/spec.ts";
+import type { DocMode } from "../plan/source.ts";
+import { kvFailureKind } from "./kv_limits.ts";
 
 /** Lifecycle of a crawl. */
 export type CrawlStatus = "planning" | "running" | "paused" | "done" | "failed" | "cancelled";
+
+/** How the end of the crawl was checked against the registry. */
+export interface Verification {
+  /** `exact`: every count matched; `drift`: matched up to changes applied from `_changes`. */
+  status: "exact" | "drift" | "unverified";
+  /** One line on what was compared. */
+  detail: string;
+}
 
 /** A crawl, as stored. */
 export interface CrawlRecord extends CrawlSpec {
@@ -40,19 +51,31 @@ export interface CrawlRecord extends CrawlSpec {
   nextShardId: number;
   /** The registry's update sequence when the crawl started (for `_changes` catch-up). */
   startSeq: string | null;
-  /** Held by the process planning the crawl (status `planning`). */
+  /** Held by the process planning the crawl (status `planning`), renewed while it plans. */
   planLease: Lease | null;
+  /** Planning attempts that failed transiently; planning fails for good after a bound. */
+  planFailures?: number;
+  /** Not before this time is planning tried again, epoch ms. */
+  planRetryAt?: number;
+  /** The registry's page cap, once learned (a short page that was not the end). */
+  pageCap?: number | null;
+  /** How documents are fetched, once probed. */
+  docMode?: DocMode | null;
   /** Changes applied after the shards finished (registry drift), once catch-up has run. */
   drift?: DriftState;
   /** Why drift catch-up could not run (the registry has no usable `_changes`), if so. */
   driftError?: string;
+  /** How the end was checked against the registry, once done. */
+  verification?: Verification;
   /** Creation time, epoch ms. */
   createdAt: number;
+  /** When planning finished and shards started, epoch ms. */
+  startedAt?: number | null;
   /** Last update, epoch ms. */
   updatedAt: number;
-  /** When it finished or was cancelled, epoch ms. */
+  /** When it finished, failed or was cancelled, epoch ms. */
   finishedAt: number | null;
-  /** Why it failed, if it did. */
+  /** Why it failed, if it did (one line). */
   error: string | null;
 }
 
@@ -72,12 +95,24 @@ export interface DriftState {
   caughtUpAt: number | null;
 }
 
-/** A lease held by a worker on a shard. */
+/** A lease: who works on something, until when. */
 export interface Lease {
   /** The worker holding it. */
   owner: string;
   /** Expiry, epoch ms (from the holder's injected clock). */
   untilMs: number;
+}
+
+/** What a shard's worker is doing right now (published with its heartbeat). */
+export interface InFlight {
+  /** The first row of the page not yet started; null when every row is started. */
+  nextKey: string | null;
+  /** Rows of the page whose documents are fetched or started. */
+  started: number;
+  /** Rows in the page. */
+  rows: number;
+  /** When the page's documents started, epoch ms. */
+  since: number;
 }
 
 /** A shard, as stored: keys k with start <= k < end, read up to `cursor`. */
@@ -88,9 +123,11 @@ export interface ShardRecord {
   start: string | null;
   /** End key (exclusive); null = open. Shrinks when the shard is split. */
   end: string | null;
-  /** Next key to read (inclusive); null = from the start of the key space. */
+  /** Next key to read; null = from the start of the key space. */
   cursor: string | null;
-  /** All of [start, end) is committed. */
+  /** The cursor's own row is already committed: read strictly after it. */
+  after: boolean;
+  /** All of [start, end) is committed (and, where ranks exist, its count checked). */
   done: boolean;
   /** Items committed (each counted exactly once). */
   items: number;
@@ -98,42 +135,38 @@ export interface ShardRecord {
   pages: number;
   /** Documents fetched. */
   docs: number;
-  /** Documents that could not be fetched. */
+  /** Documents that could not be had (recorded on their items). */
   docErrors: number;
   /** Documents recorded as too large. */
   tooLarge: number;
   /** Items the plan expected (a split moves part of it to the child). */
   expected: number;
-  /** Bumped by every commit; page messages carry it so stale ones are recognised. */
-  token: number;
   /** Creation time, epoch ms. */
   startedAt: number;
   /** Last commit, epoch ms. */
   updatedAt: number;
   /** Items per second over recent pages (moving average); 0 before the first page. */
   recentRate?: number;
-  /** The lease, in lease dispatch. */
+  /** The worker on it, if any. */
   lease: Lease | null;
+  /** The page in flight, if a worker published it. */
+  inflight?: InFlight | null;
+  /** Attempts in a row that failed; reset by a commit. */
+  failures?: number;
+  /** Failed attempts over the shard's life (retries). */
+  retries?: number;
+  /** The latest failure, one line. */
+  lastError?: string | null;
+  /** Not before this time is the shard tried again, epoch ms. */
+  retryAt?: number;
+  /** Times the shard was listed again because its count disagreed with the registry. */
+  relists?: number;
+  /** How its count was checked at its end: `exact`, `drift` (the registry changed), or none. */
+  verified?: "exact" | "drift" | null;
+  /** The last page came back this short without proving the end (a possible page cap). */
+  shortOf?: number | null;
   /** The shard this one was split from, if any. */
   parent: number | null;
-}
-
-/** An item, as stored and exported. */
-export interface ItemRecord {
-  /** The item's id. */
-  id: string;
-  /** Its revision when listed (or when its change was applied). */
-  rev: string;
-  /** The document's JSON text as UTF-8 bytes, when fetched and small enough to sit inline. */
-  doc?: Uint8Array;
-  /** Number of chunks under ["chunk", crawl, id, n] holding the document. */
-  chunks?: number;
-  /** Document size in bytes when fetched. */
-  docBytes?: number;
-  /** The document was larger than allowed: recorded, not stored. */
-  tooLarge?: boolean;
-  /** The document could not be fetched (permanent error). */
-  error?: { status: number; reason: string };
 }
 
 /** One dynamic split, for status. */
@@ -150,86 +183,60 @@ export interface SplitRecord {
   movedItems: number;
 }
 
-/** Mutations per atomic op used for batches (KV allows 1,000). */
-export const BATCH_MUTATIONS = 1000;
-/** Bytes per atomic op used for batches (KV allows 819,200). */
-export const BATCH_BYTES = 600_000;
-
 /** A fresh shard [start, end) with its cursor at `cursor` and zeroed counters. */
 export function newShard(
-  f: { id: number; start: string | null; end: string | null; cursor: string | null },
-  o: { expected: number; nowMs: number; parent?: number | null },
+  range: { id: number; start: string | null; end: string | null; cursor: string | null },
+  options: { expected: number; nowMs: number; parent?: number | null },
 ): ShardRecord {
   return {
-    ...f,
+    ...range,
+    after: false,
     done: false,
     items: 0,
     pages: 0,
     docs: 0,
     docErrors: 0,
     tooLarge: 0,
-    expected: o.expected,
-    token: 0,
-    startedAt: o.nowMs,
-    updatedAt: o.nowMs,
+    expected: options.expected,
+    startedAt: options.nowMs,
+    updatedAt: options.nowMs,
     lease: null,
-    parent: o.parent ?? null,
+    parent: options.parent ?? null,
   };
 }
 
-/** Longest item id used as a key part as it is, in UTF-8 bytes (a whole KV key holds 2,048). */
-const MAX_ID_KEY_BYTES = 1_500;
-
-/**
- * The key part for an item id: the id itself, or for an id too long for a KV key, its first 400
- * characters, a NUL and a 64-bit hash of the whole id (the record keeps the full id). Items stay
- * in id order except among such long ids.
- */
-export function idKeyPart(id: string): string {
-  if (
-    id.length * 3 <= MAX_ID_KEY_BYTES || new TextEncoder().encode(id).length <= MAX_ID_KEY_BYTES
-  ) {
-    return id;
-  }
-  let h1 = 0x811c9dc5;
-  let h2 = 0x01000193;
-  for (let i = 0; i < id.length; i++) {
-    const c = id.charCodeAt(i);
-    h1 = Math.imul(h1 ^ c, 0x01000193);
-    h2 = Math.imul(h2 ^ c, 0x5bd1e995) ^ (h2 >>> 15);
-  }
-  const hex = (x: number) => (x >>> 0).toString(16).padStart(8, "0");
-  return `${id.slice(0, 400)}\u0000${hex(h1)}${hex(h2)}${id.length}`;
-}
-
-/** Key builders, exported for tests that need to look underneath. */
+/** Key builders, exported for the item part and for tests that need to look underneath. */
 export const keys = {
   crawl: (id: string): Deno.KvKey => ["crawl", id],
   crawls: (): Deno.KvKey => ["crawl"],
   shard: (crawl: string, shard: number): Deno.KvKey => ["shard", crawl, shard],
   shards: (crawl: string): Deno.KvKey => ["shard", crawl],
-  item: (crawl: string, id: string): Deno.KvKey => ["item", crawl, idKeyPart(id)],
+  item: (crawl: string, part: Deno.KvKeyPart): Deno.KvKey => ["item", crawl, part],
   items: (crawl: string): Deno.KvKey => ["item", crawl],
-  chunk: (crawl: string, id: string, n: number): Deno.KvKey => ["chunk", crawl, idKeyPart(id), n],
-  chunks: (crawl: string, id: string): Deno.KvKey => ["chunk", crawl, idKeyPart(id)],
-  dead: (crawl: string, shard: number, token: number): Deno.KvKey => ["dead", crawl, shard, token],
+  chunk: (crawl: string, part: Deno.KvKeyPart, n: number): Deno.KvKey => ["chunk", crawl, part, n],
+  chunks: (crawl: string, part?: Deno.KvKeyPart): Deno.KvKey =>
+    part === undefined ? ["chunk", crawl] : ["chunk", crawl, part],
+  dead: (crawl: string, shard: number): Deno.KvKey => ["dead", crawl, shard],
   deads: (crawl: string): Deno.KvKey => ["dead", crawl],
   split: (crawl: string, seq: number): Deno.KvKey => ["split", crawl, seq],
   splits: (crawl: string): Deno.KvKey => ["split", crawl],
 };
 
-/** Retries a KV operation that failed with `database is locked` (several processes, one file). */
-export async function withLockRetry<T>(
-  fn: () => Promise<T>,
-  options: { maxAttempts?: number } = {},
-): Promise<T> {
+/**
+ * Runs a KV operation: `database is locked` (several processes, one file) is retried a bounded
+ * number of times; a full disk becomes a {@linkcode StorageFullError}; anything else is rethrown.
+ */
+export async function kvOp<T>(fn: () => Promise<T>, options: { maxAttempts?: number } = {}) {
   const max = options.maxAttempts ?? 50;
   for (let attempt = 1;; attempt++) {
     try {
       return await fn();
     } catch (err) {
-      const locked = err instanceof Error && /database is locked|SQLITE_BUSY/i.test(err.message);
-      if (!locked || attempt >= max) throw err;
+      const kind = kvFailureKind(err);
+      if (kind === "full") {
+        throw new StorageFullError(`KV: ${(err as Error).message}`, { cause: err });
+      }
+      if (kind !== "locked" || attempt >= max) throw err;
       await new Promise((r) => setTimeout(r, Math.min(200, 5 * attempt) * (0.5 + Math.random())));
     }
   }
@@ -237,14 +244,26 @@ export async function withLockRetry<T>(
 
 /** The crawl record with its versionstamp, or null. */
 export async function getCrawl(kv: Deno.Kv, id: string): Promise<Deno.KvEntryMaybe<CrawlRecord>> {
-  return await withLockRetry(() => kv.get<CrawlRecord>(keys.crawl(id)));
+  return await kvOp(() => kv.get<CrawlRecord>(keys.crawl(id)));
+}
+
+/** The crawl and one of its shards, read together (one round trip). */
+export async function getCrawlAndShard(
+  kv: Deno.Kv,
+  crawl: string,
+  shard: number,
+): Promise<[Deno.KvEntryMaybe<CrawlRecord>, Deno.KvEntryMaybe<ShardRecord>]> {
+  const [c, s] = await kvOp(() => kv.getMany([keys.crawl(crawl), keys.shard(crawl, shard)]));
+  return [c as Deno.KvEntryMaybe<CrawlRecord>, s as Deno.KvEntryMaybe<ShardRecord>];
 }
 
 /** Every crawl in the store. */
 export async function listCrawls(kv: Deno.Kv): Promise<CrawlRecord[]> {
-  const out: CrawlRecord[] = [];
-  for await (const e of kv.list<CrawlRecord>({ prefix: keys.crawls() })) out.push(e.value);
-  return out;
+  return await kvOp(async () => {
+    const out: CrawlRecord[] = [];
+    for await (const e of kv.list<CrawlRecord>({ prefix: keys.crawls() })) out.push(e.value);
+    return out;
+  });
 }
 
 /** One shard with its versionstamp. */
@@ -253,12 +272,12 @@ export async function getShard(
   crawl: string,
   shard: number,
 ): Promise<Deno.KvEntryMaybe<ShardRecord>> {
-  return await withLockRetry(() => kv.get<ShardRecord>(keys.shard(crawl, shard)));
+  return await kvOp(() => kv.get<ShardRecord>(keys.shard(crawl, shard)));
 }
 
 /** Every shard of a crawl, in id order, with versionstamps. */
 export async function listShards(kv: Deno.Kv, crawl: string): Promise<Deno.KvEntry<ShardRecord>[]> {
-  return await withLockRetry(async () => {
+  return await kvOp(async () => {
     const out: Deno.KvEntry<ShardRecord>[] = [];
     for await (const e of kv.list<ShardRecord>({ prefix: keys.shards(crawl) })) out.push(e);
     return out;
@@ -266,24 +285,23 @@ export async function listShards(kv: Deno.Kv, crawl: string): Promise<Deno.KvEnt
 }
 
 /**
- * Creates a crawl record (status `planning`) unless one with that id exists. Returns the entry
- * that now stands under the id: ours, or the one another process created first.
+ * Creates a crawl record unless one with that id exists. Returns the entry that now stands under
+ * the id: ours, or the one another process created first.
  */
 export async function createCrawlRecord(
   kv: Deno.Kv,
   crawl: CrawlRecord,
 ): Promise<Deno.KvEntry<CrawlRecord>> {
-  for (;;) {
-    const res = await withLockRetry(() =>
-      kv.atomic().check({ key: keys.crawl(crawl.id), versionstamp: null }).set(
-        keys.crawl(crawl.id),
-        crawl,
-      ).commit()
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const res = await kvOp(() =>
+      kv.atomic().check({ key: keys.crawl(crawl.id), versionstamp: null })
+        .set(keys.crawl(crawl.id), crawl).commit()
     );
     const entry = await getCrawl(kv, crawl.id);
     if (entry.value) return entry as Deno.KvEntry<CrawlRecord>;
-    if (res.ok) continue; // deleted in between: try again
+    if (!res.ok) continue; // created and deleted in between: try again
   }
+  throw new FatalError(`crawl ${crawl.id} could not be created (it keeps being deleted)`);
 }
 
 /**
@@ -303,10 +321,11 @@ export async function writePlannedShards(
     ...stale.map((sid) => (op: Deno.AtomicOperation) => op.delete(keys.shard(id, sid))),
     ...shards.map((s) => (op: Deno.AtomicOperation) => op.set(keys.shard(id, s.id), s)),
   ];
-  for (let i = 0; i < muts.length; i += BATCH_MUTATIONS) {
-    const res = await withLockRetry(() => {
+  // Shard records hold at most three ids of <= 4 KB each: 50 a batch stays far inside the limits.
+  for (let i = 0; i < muts.length; i += 50) {
+    const res = await kvOp(() => {
       const op = kv.atomic().check(claimed);
-      for (const m of muts.slice(i, i + BATCH_MUTATIONS)) m(op);
+      for (const m of muts.slice(i, i + 50)) m(op);
       return op.commit();
     });
     if (!res.ok) return false;
@@ -323,16 +342,14 @@ export async function updateCrawl(
   entry: Deno.KvEntry<CrawlRecord>,
   next: CrawlRecord,
 ): Promise<Deno.KvEntry<CrawlRecord> | null> {
-  const res = await withLockRetry(() =>
-    kv.atomic().check(entry).set(keys.crawl(next.id), next).commit()
-  );
+  const res = await kvOp(() => kv.atomic().check(entry).set(keys.crawl(next.id), next).commit());
   return res.ok ? { key: entry.key, value: next, versionstamp: res.versionstamp } : null;
 }
 
 /**
  * Commits a shard change if the shard has not changed since `entry` was read; `extra` adds the
- * caller's own mutations (the next page's message, a lease) to the same atomic op. Returns false on
- * a conflict, in which case nothing at all was written.
+ * caller's own mutations (the page's last item batch) to the same atomic op. Returns the new entry,
+ * or null on a conflict, in which case nothing at all was written.
  */
 export async function commitShard(
   kv: Deno.Kv,
@@ -340,21 +357,19 @@ export async function commitShard(
   entry: Deno.KvEntry<ShardRecord>,
   next: ShardRecord,
   extra?: (op: Deno.AtomicOperation) => void,
-): Promise<boolean> {
-  const res = await withLockRetry(() => {
-    // The page this commit completes can no longer be a dead letter.
-    const op = kv.atomic().check(entry).set(keys.shard(crawl, next.id), next)
-      .delete(keys.dead(crawl, next.id, entry.value.token));
+): Promise<Deno.KvEntry<ShardRecord> | null> {
+  const res = await kvOp(() => {
+    const op = kv.atomic().check(entry).set(keys.shard(crawl, next.id), next);
     extra?.(op);
     return op.commit();
   });
-  return res.ok;
+  return res.ok ? { key: entry.key, value: next, versionstamp: res.versionstamp } : null;
 }
 
 /**
  * Splits a shard: in one op guarded by the victim's versionstamp (and the crawl's, which hands out
  * shard ids), the victim's end shrinks, the child is created, the crawl's id counter moves on and
- * the split is logged; `extra` adds the child's dispatch. Returns false on a conflict.
+ * the split is logged. Returns false on a conflict.
  */
 export async function commitSplit(
   kv: Deno.Kv,
@@ -366,12 +381,11 @@ export async function commitSplit(
     split: SplitRecord;
     seq: number;
   },
-  extra?: (op: Deno.AtomicOperation) => void,
 ): Promise<boolean> {
   const id = args.crawl.value.id;
   // The split log's slot is checked too, so two splits can never claim one sequence number.
-  const res = await withLockRetry(() => {
-    const op = kv.atomic()
+  const res = await kvOp(() =>
+    kv.atomic()
       .check(args.crawl)
       .check(args.victim)
       .check({ key: keys.shard(id, args.child.id), versionstamp: null })
@@ -379,53 +393,72 @@ export async function commitSplit(
       .set(keys.crawl(id), { ...args.crawl.value, nextShardId: args.child.id + 1 })
       .set(keys.shard(id, args.shrunk.id), args.shrunk)
       .set(keys.shard(id, args.child.id), args.child)
-      .set(keys.split(id, args.seq), args.split);
-    extra?.(op);
-    return op.commit();
-  });
+      .set(keys.split(id, args.seq), args.split)
+      .commit()
+  );
   return res.ok;
 }
 
 /** The split log of a crawl. */
 export async function listSplits(kv: Deno.Kv, crawl: string): Promise<SplitRecord[]> {
-  const out: SplitRecord[] = [];
-  for await (const e of kv.list<SplitRecord>({ prefix: keys.splits(crawl) })) out.push(e.value);
-  return out;
+  return await kvOp(async () => {
+    const out: SplitRecord[] = [];
+    for await (const e of kv.list<SplitRecord>({ prefix: keys.splits(crawl) })) out.push(e.value);
+    return out;
+  });
 }
 
-/** Commits an unguarded batch; an `ok: false` there is a broken invariant, so it throws. */
-export async function commitOrThrow(op: Deno.AtomicOperation, what: string): Promise<void> {
-  const res = await withLockRetry(() => op.commit());
-  // Unguarded batches only fail on KV errors, which throw; an ok:false here is a broken invariant.
-  if (!res.ok) throw new FatalError(`KV refused an unguarded batch while ${what}`);
+/** The key a wake-up message lands under when the KV queue gives up on it. */
+export function deadLetterKey(crawlId: string, shardId: number): Deno.KvKey {
+  return keys.dead(crawlId, shardId);
 }
 
-/** The key a page message lands under when the queue gives up on it (`keysIfUndelivered`). */
-export function deadLetterKey(
-  msg: { crawlId: string; shardId: number; token: number },
-): Deno.KvKey {
-  return keys.dead(msg.crawlId, msg.shardId, msg.token);
+/** Dead-lettered wake-up messages of a crawl, by shard id. */
+export async function listDeadLetters(kv: Deno.Kv, crawl: string): Promise<number[]> {
+  return await kvOp(async () => {
+    const out: number[] = [];
+    for await (const e of kv.list({ prefix: keys.deads(crawl) })) out.push(e.key[2] as number);
+    return out;
+  });
 }
 
-/** Records a page message that kept failing (the page's commit deletes it again). */
-export async function recordDeadLetter(
+/** Forgets a shard's dead letter (it was dispatched again). */
+export async function clearDeadLetter(kv: Deno.Kv, crawl: string, shard: number): Promise<void> {
+  await kvOp(() => kv.delete(keys.dead(crawl, shard)));
+}
+
+/**
+ * Deletes everything of a crawl in bounded batches (items, chunks, shards, splits, dead letters),
+ * the crawl record last, guarded so that a crawl revived meanwhile is not deleted. Returns the
+ * number of keys deleted, or null when the record changed under us.
+ */
+export async function deleteCrawlData(
   kv: Deno.Kv,
-  msg: { crawlId: string; shardId: number; token: number },
-  error: string,
-  atMs: number,
-): Promise<void> {
-  await withLockRetry(() =>
-    kv.set(keys.dead(msg.crawlId, msg.shardId, msg.token), {
-      message: msg,
-      error,
-      at: new Date(atMs).toISOString(),
-    })
-  );
-}
-
-/** Dead-lettered page messages of a crawl. */
-export async function listDeadLetters(kv: Deno.Kv, crawl: string): Promise<unknown[]> {
-  const out: unknown[] = [];
-  for await (const e of kv.list({ prefix: keys.deads(crawl) })) out.push(e.value);
-  return out;
+  entry: Deno.KvEntry<CrawlRecord>,
+  options: { batch?: number } = {},
+): Promise<number | null> {
+  const id = entry.value.id;
+  // A key is at most 2,048 bytes and a delete counts it once: 350 of them stay under 819,200.
+  const batch = Math.max(1, Math.min(options.batch ?? 300, 350));
+  let deleted = 0;
+  for (const prefix of [keys.items(id), keys.chunks(id), keys.shards(id), keys.splits(id)]) {
+    for (;;) {
+      const found: Deno.KvKey[] = [];
+      for await (const e of kv.list({ prefix }, { limit: batch })) found.push(e.key);
+      if (found.length === 0) break;
+      const res = await kvOp(() => {
+        const op = kv.atomic().check(entry);
+        for (const k of found) op.delete(k);
+        return op.commit();
+      });
+      if (!res.ok) return null;
+      deleted += found.length;
+    }
+  }
+  const res = await kvOp(async () => {
+    const op = kv.atomic().check(entry).delete(keys.crawl(id));
+    for await (const e of kv.list({ prefix: keys.deads(id) })) op.delete(e.key);
+    return await op.commit();
+  });
+  return res.ok ? deleted + 1 : null;
 }

@@ -126,8 +126,9 @@ export async function startServer(
     workers: config.workers,
     log,
     now: options.now,
-    onQueueEvent: (e) => {
-      if (e.kind === "fatal") log(`crawl ${e.crawlId} failed: ${e.error.message}`);
+    label: "server",
+    onEvent: (e) => {
+      if (e.kind === "crawl-failed") log(`crawl ${e.crawlId} failed: ${e.error}`);
     },
   });
   const app = createApp({
@@ -135,7 +136,7 @@ export async function startServer(
     token: config.token,
     allowedSources: config.allowedSources,
     dispatcher: runtime.dispatcher,
-    startPlanning: runtime.startPlanning,
+    startPlanning: (id) => runtime.dispatcher.plan(id),
   });
   const server = Deno.serve({
     port: config.port,
@@ -158,7 +159,7 @@ export async function startServer(
       const day = new Date(now()).toISOString().slice(0, 16).replace(/[-:T]/g, "");
       const spec = buildSpec({ source: s.source, shards: s.shards, docs: s.docs });
       const { crawl, created } = await createCrawl(kv, spec, { id: `scheduled-${day}` });
-      if (created) await runtime.startPlanning(crawl.id);
+      if (created) await runtime.dispatcher.plan(crawl.id);
       log(`scheduled crawl ${crawl.id} (${crawl.status})`);
     },
     close: async () => {

@@ -19,6 +19,8 @@ export interface Row {
   id: string;
   /** Its current revision. */
   rev: string;
+  /** Its document, when the listing was asked for documents (`includeDocs`). */
+  doc?: DocResult;
 }
 
 /** A page of a listing. */
@@ -43,12 +45,22 @@ export interface ListOptions {
   descending?: boolean;
   /** Skip this many rows first (only where `capabilities.skip`). @default 0 */
   skip?: number;
+  /** Each row carries its document (only where `docModes` includes `include_docs`). */
+  includeDocs?: boolean;
 }
 
-/** A fetched document: its raw JSON text (stored byte-for-byte) or a permanent miss. */
+/**
+ * A document's outcome: its JSON text (byte for byte as served when fetched alone), a document
+ * over the size limit (recorded, never held in memory), or a permanent error (404, 401/403, 410,
+ * not JSON, not an object, empty, a refused redirect, or transient failures past their attempts).
+ */
 export type DocResult =
-  | { ok: true; json: string }
-  | { ok: false; status: number; reason: string };
+  | { kind: "doc"; json: string }
+  | { kind: "tooLarge"; bytes: number }
+  | { kind: "error"; status: number; reason: string };
+
+/** How a source serves documents in bulk, best first. */
+export type DocMode = "include_docs" | "bulk_get" | "get";
 
 /** One entry of a change feed. */
 export interface ChangeRow {
@@ -66,7 +78,10 @@ export interface ChangeRow {
 export interface Capabilities {
   /** `skip` is accepted. */
   skip: boolean;
-  /** Largest page size accepted. */
+  /**
+   * Largest page size accepted. Lowered by the source itself when it learns a smaller cap (a 400
+   * `limit` answer, an answer over its byte cap), and by callers that see pages come back capped.
+   */
   maxPage: number;
 }
 
@@ -80,8 +95,12 @@ export interface Source {
   readonly requests: number;
   /** A page of keys in `[start, end)` (or `(end, start]` descending). */
   list(options: ListOptions): Promise<Page>;
-  /** One document by id. */
+  /** One document by id. Transient failures past their attempts throw `TransientError`. */
   doc(id: string): Promise<DocResult>;
+  /** Documents of many ids in one request or a few (`_bulk_get`), in the order asked. */
+  bulkDocs?(ids: string[]): Promise<DocResult[]>;
+  /** The best way the source serves documents (probed once; `get` when nothing better works). */
+  docMode?(): Promise<DocMode>;
   /** The database's current update sequence (opaque), or null when the source has no change feed. */
   updateSeq(): Promise<string | null>;
   /** Changes after `since`, oldest first. */

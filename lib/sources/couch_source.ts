@@ -1,8 +1,13 @@
 /**
- * The CouchDB HTTP source: `_all_docs` listings as a rank oracle, documents from a configurable base
- * URL (the npm replica serves ids only; documents come from another host), `_changes`. Transient
- * failures (5xx, 429 with `Retry-After`, timeouts, dropped connections, cut JSON) are retried with
- * exponential backoff and full jitter; answers of the wrong shape are fatal, never guessed around.
+ * The CouchDB HTTP source: `_all_docs` listings as a rank oracle, documents one by one, in bulk
+ * (`include_docs`, `_bulk_get`) or from a separate document host (the npm replica serves ids only;
+ * documents come from registry.npmjs.org), and `_changes`. Every exchange goes through
+ * `http.ts` (redirect policy, byte caps, timeouts, retries); answers of the wrong shape are fatal,
+ * never guessed around (`couch_answers.ts`).
+ *
+ * The source learns the registry's page cap: a 400 that names `limit`, or a listing over its byte
+ * cap, lowers `capabilities.maxPage` and the request is made again with the smaller limit (the
+ * caller gets a shorter page; it never reads a short page as the end of anything).
  *
  * The sources layer (`lib/sources/`): implementations of the source interface, this HTTP one and
  * an in-memory one over the simulator's data.
@@ -10,202 +15,125 @@
  * @module
  */
 import { FatalError, PermanentError, TransientError } from "../base/errors.ts";
-import { compareKeys } from "../plan/keys.ts";
-import type { ChangeRow, DocResult, ListOptions, Page, Row, Source } from "../plan/source.ts";
 import { redactUrl } from "../base/redact.ts";
+import type { ChangeRow, DocMode, DocResult, ListOptions, Page, Source } from "../plan/source.ts";
+import {
+  checkBulkGet,
+  checkChanges,
+  checkPage,
+  docFromBody,
+  parseJsonAnswer,
+} from "./couch_answers.ts";
+import { type HttpAnswer, HttpClient, type HttpOptions, TooLargeError } from "./http.ts";
 
 /** Options of {@linkcode CouchSource}. */
-export interface CouchSourceOptions {
+export interface CouchSourceOptions extends HttpOptions {
   /** Base URL for documents (`<docsUrl>/<encoded id>`). @default the database URL */
   docsUrl?: string;
-  /** The fetch to use (injected in tests). @default globalThis.fetch */
-  fetch?: typeof fetch;
-  /** Per-request timeout, including the body, in milliseconds. @default 30000 */
-  timeoutMs?: number;
-  /** Attempts per request before a transient failure is thrown. @default 8 */
-  maxAttempts?: number;
-  /** First backoff step, in milliseconds. @default 100 */
-  backoffBaseMs?: number;
-  /** Largest backoff step (and cap on `Retry-After`), in milliseconds. @default 30000 */
-  backoffMaxMs?: number;
-  /** Largest page the source accepts. @default 1000 */
+  /** Largest page the source accepts (lowered when it learns a smaller cap). @default 1000 */
   maxPage?: number;
   /** Whether to use `skip` (only for sources whose offsets are not ranks). @default false */
   skip?: boolean;
-  /** Random numbers in [0, 1) for jitter. @default Math.random */
-  random?: () => number;
-  /** Sleeps; injected so tests need not wait. @default setTimeout */
-  sleep?: (ms: number) => Promise<void>;
-  /** Called before each retry, for logs and counters (never given credentials). */
-  onRetry?: (info: { attempt: number; delayMs: number; error: Error }) => void;
+  /** Documents above this many bytes are `tooLarge` (never held in memory). @default 33554432 */
+  maxDocBytes?: number;
+  /** Attempts for one document before its transient failure is thrown. @default 4 */
+  docMaxAttempts?: number;
+  /** Timeout of one document request, in milliseconds. @default 20000 */
+  docTimeoutMs?: number;
 }
 
-const defaultSleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+/** Bytes a listing may use per row without documents (ids run up to 4 KB, escaped). */
+const ROW_BYTES = 16_384;
+/** Fixed room in every listing answer. */
+const PAGE_BYTES = 65_536;
+/** Largest answer that carries documents (a listing with `include_docs`, a `_bulk_get`). */
+const MAX_BULK_BYTES = 64 * 1024 * 1024;
 
-/** Parses a `Retry-After` header (seconds or HTTP date) into milliseconds. */
-export function parseRetryAfter(value: string | null, nowMs = Date.now()): number | undefined {
-  if (value === null) return undefined;
-  if (/^\s*\d+\s*$/.test(value)) return Number(value) * 1000;
-  const at = Date.parse(value);
-  return Number.isNaN(at) ? undefined : Math.max(0, at - nowMs);
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
-function isCount(v: unknown): v is number {
-  return typeof v === "number" && Number.isInteger(v) && v >= 0;
-}
-
-/**
- * A CouchDB database reached over HTTP.
- *
- * @example
- * ```ts
- * const npm = new CouchSource("https://replicate.npmjs.com/registry", {
- *   docsUrl: "https://registry.npmjs.org",
- *   maxPage: 10_000,
- * });
- * const page = await npm.list({ start: "react", limit: 3 }); // page.offset = rank of "react"
- * ```
- */
+/** A CouchDB database reached over HTTP. */
 export class CouchSource implements Source {
   readonly description: string;
   readonly capabilities: { skip: boolean; maxPage: number };
   #db: string;
   #docs: string;
-  #fetch: typeof fetch;
-  #o: Required<Omit<CouchSourceOptions, "docsUrl" | "fetch" | "onRetry" | "skip">>;
-  #onRetry?: CouchSourceOptions["onRetry"];
+  #http: HttpClient;
+  #maxDocBytes: number;
+  #docAttempts: number;
+  #docTimeoutMs?: number;
   #requests = 0;
-  #retries = 0;
+  #docMode: Promise<DocMode> | null = null;
 
-  /** Opens `dbUrl` (e.g. `http://127.0.0.1:5984/registry`); nothing is requested until used. */
+  /**
+   * Opens `dbUrl` (e.g. `http://127.0.0.1:5984/registry`); nothing is requested until used.
+   *
+   * @example
+   * ```ts
+   * const npm = new CouchSource("https://replicate.npmjs.com/registry", {
+   *   docsUrl: "https://registry.npmjs.org",
+   *   maxPage: 10_000,
+   * });
+   * const page = await npm.list({ start: "react", limit: 3 }); // page.offset = rank of "react"
+   * ```
+   */
   constructor(dbUrl: string, options: CouchSourceOptions = {}) {
     this.#db = dbUrl.replace(/\/+$/, "");
     this.#docs = (options.docsUrl ?? dbUrl).replace(/\/+$/, "");
     this.description = redactUrl(this.#db);
-    this.#fetch = options.fetch ?? globalThis.fetch.bind(globalThis);
-    this.#o = {
-      timeoutMs: options.timeoutMs ?? 30_000,
-      maxAttempts: options.maxAttempts ?? 8,
-      backoffBaseMs: options.backoffBaseMs ?? 100,
-      backoffMaxMs: options.backoffMaxMs ?? 30_000,
-      maxPage: options.maxPage ?? 1000,
-      random: options.random ?? Math.random,
-      sleep: options.sleep ?? defaultSleep,
-    };
-    this.#onRetry = options.onRetry;
-    this.capabilities = { skip: options.skip ?? false, maxPage: this.#o.maxPage };
+    this.#http = new HttpClient(options);
+    this.#maxDocBytes = options.maxDocBytes ?? 32 * 1024 * 1024;
+    this.#docAttempts = options.docMaxAttempts ?? 4;
+    this.#docTimeoutMs = options.docTimeoutMs ?? 20_000;
+    this.capabilities = { skip: options.skip ?? false, maxPage: options.maxPage ?? 1000 };
   }
 
-  /** Logical requests made (retries not counted). */
+  /** Logical listing requests made (retries not counted). */
   get requests(): number {
     return this.#requests;
   }
 
   /** Retries made after transient failures. */
   get retries(): number {
-    return this.#retries;
+    return this.#http.retries;
   }
 
   /**
-   * Runs one logical request with retries. `parse` turns a 2xx body into a value or throws; a
-   * {@linkcode TransientError} from it (cut JSON) is retried like a 5xx.
+   * See {@linkcode Source.list}. Checks the answer's shape and order; garbage is a FatalError. A
+   * limit the registry refuses, or an answer over the byte cap, is retried with a smaller limit
+   * (learned for later requests).
    */
-  async #request<T>(
-    url: string,
-    parse: (res: Response, text: string) => T,
-    onStatus?: (res: Response) => T | undefined,
-  ): Promise<T> {
+  async list(options: ListOptions): Promise<Page> {
     this.#requests++;
-    let last: Error = new TransientError("no attempt made");
-    for (let attempt = 1; attempt <= this.#o.maxAttempts; attempt++) {
+    let limit = options.limit;
+    for (;;) {
       try {
-        return await this.#attempt(url, parse, onStatus);
+        return await this.#listOnce({ ...options, limit });
       } catch (err) {
-        if (!(err instanceof TransientError)) throw err;
-        last = err;
-        if (attempt === this.#o.maxAttempts) break;
-        const cap = Math.min(this.#o.backoffMaxMs, this.#o.backoffBaseMs * 2 ** (attempt - 1));
-        let delayMs = Math.floor(this.#o.random() * cap);
-        if (err.retryAfterMs !== undefined) {
-          delayMs = Math.max(delayMs, Math.min(err.retryAfterMs, this.#o.backoffMaxMs));
+        const smaller = this.#smallerLimit(err, limit, options.includeDocs ?? false);
+        if (smaller === null) {
+          if (!(err instanceof TooLargeError)) throw err;
+          if (options.includeDocs) return await this.#listTooLargeDoc(options, err.bytes);
+          throw new FatalError(
+            `${this.#what("_all_docs")} answers over ${err.bytes} bytes for 2 rows`,
+          );
         }
-        this.#retries++;
-        this.#onRetry?.({ attempt, delayMs, error: err });
-        await this.#o.sleep(delayMs);
+        limit = smaller;
+        this.capabilities.maxPage = Math.min(this.capabilities.maxPage, Math.max(2, smaller));
       }
-    }
-    throw new TransientError(
-      `${this.#o.maxAttempts} attempts failed for ${redactUrl(url)}: ${last.message}`,
-      { cause: last, status: (last as TransientError).status },
-    );
-  }
-
-  async #attempt<T>(
-    url: string,
-    parse: (res: Response, text: string) => T,
-    onStatus?: (res: Response) => T | undefined,
-  ): Promise<T> {
-    let res: Response;
-    let text: string;
-    try {
-      res = await this.#fetch(url, {
-        signal: AbortSignal.timeout(this.#o.timeoutMs),
-        headers: { accept: "application/json" },
-      });
-    } catch (err) {
-      throw new TransientError(`request failed: ${(err as Error).message}`, { cause: err });
-    }
-    if (res.status >= 500 || res.status === 429 || res.status === 408) {
-      await res.body?.cancel();
-      throw new TransientError(`HTTP ${res.status}`, {
-        status: res.status,
-        retryAfterMs: parseRetryAfter(res.headers.get("retry-after")),
-      });
-    }
-    const special = onStatus?.(res);
-    if (special !== undefined) {
-      await res.body?.cancel();
-      return special;
-    }
-    try {
-      text = await res.text();
-    } catch (err) {
-      throw new TransientError(`body read failed: ${(err as Error).message}`, { cause: err });
-    }
-    if (res.status >= 400) {
-      const reason = text.slice(0, 200).replace(/\s+/g, " ");
-      if (res.status === 401 || res.status === 403) {
-        throw new FatalError(`access denied (HTTP ${res.status}) at ${redactUrl(url)}`);
-      }
-      throw new PermanentError(`HTTP ${res.status} at ${redactUrl(url)}: ${reason}`, {
-        status: res.status,
-      });
-    }
-    return parse(res, text);
-  }
-
-  #json(res: Response, text: string, what: string): unknown {
-    try {
-      return JSON.parse(text);
-    } catch (err) {
-      const type = res.headers.get("content-type") ?? "";
-      if (!type.includes("json") && /^\s*</.test(text)) {
-        throw new FatalError(`${what} is not a CouchDB answer (got ${type || "non-JSON"})`);
-      }
-      // A JSON answer that does not parse was cut short on the way: worth another try.
-      throw new TransientError(`invalid JSON from ${what}: ${(err as Error).message}`, {
-        cause: err,
-      });
     }
   }
 
-  /** See {@linkcode Source.list}. Checks the answer's shape and order; garbage is a FatalError. */
-  list(options: ListOptions): Promise<Page> {
-    const desc = options.descending ?? false;
+  /** The limit to try next after `err`, or null when `err` is not about the page's size. */
+  #smallerLimit(err: unknown, limit: number, docs: boolean): number | null {
+    if (err instanceof TooLargeError) return limit > 1 && (docs || limit > 2) ? limit >> 1 : null;
+    if (!(err instanceof PermanentError) || err.status !== 400) return null;
+    // The registry's own words follow the route: "limit must be at most 100", "limit out of range".
+    const reason = err.message.slice(err.message.indexOf("_all_docs: ") + 1);
+    if (!/limit/i.test(reason) || limit <= 1) return null;
+    const stated = [...reason.matchAll(/\b(\d{1,7})\b/g)].map((m) => Number(m[1]))
+      .filter((n) => n >= 1 && n < limit);
+    return stated.length ? Math.max(...stated) : limit >> 1;
+  }
+
+  #listOnce(options: ListOptions): Promise<Page> {
     const params = new URLSearchParams();
     if (options.start !== undefined && options.start !== null) {
       params.set("startkey", JSON.stringify(options.start));
@@ -215,46 +143,155 @@ export class CouchSource implements Source {
       params.set("inclusive_end", "false");
     }
     params.set("limit", String(options.limit));
-    if (desc) params.set("descending", "true");
+    if (options.descending) params.set("descending", "true");
     if (options.skip) params.set("skip", String(options.skip));
+    if (options.includeDocs) params.set("include_docs", "true");
+    const maxBytes = options.includeDocs ? MAX_BULK_BYTES : PAGE_BYTES + options.limit * ROW_BYTES;
     const url = `${this.#db}/_all_docs?${params}`;
-    return this.#request(url, (res, text) => {
-      const body = this.#json(res, text, `${this.description}/_all_docs`);
-      return checkPage(body, options, this.description);
-    }, (res) => {
-      if (res.status === 404) {
+    return this.#http.request({ url, maxBytes }, (a) => {
+      if (a.status === 404) {
         throw new FatalError(`${this.description} is not a CouchDB database (404 at _all_docs)`);
       }
-      return undefined;
+      this.#refuseErrors(a, "_all_docs");
+      const body = parseJsonAnswer(a.body, a.headers.get("content-type"), this.#what("_all_docs"));
+      return checkPage(body, options, this.description);
     });
   }
 
-  /** See {@linkcode Source.doc}. 404 and 410 are misses, not errors. */
-  doc(id: string): Promise<DocResult> {
-    const url = `${this.#docs}/${encodeURIComponent(id)}`;
-    return this.#request<DocResult>(url, (res, text) => {
-      const v = this.#json(res, text, `document ${JSON.stringify(id)}`);
-      if (!isObject(v)) throw new FatalError(`document ${JSON.stringify(id)} is not a JSON object`);
-      return { ok: true, json: text };
-    }, (res) => {
-      if (res.status === 404 || res.status === 410) {
-        return { ok: false, status: res.status, reason: "not found" };
-      }
-      return undefined;
-    }).catch((err) => {
+  /** One row whose document alone is over the byte cap: the row, with its document too large. */
+  async #listTooLargeDoc(options: ListOptions, bytes: number): Promise<Page> {
+    const page = await this.#listOnce({ ...options, includeDocs: false, limit: 1 });
+    return { ...page, rows: page.rows.map((r) => ({ ...r, doc: { kind: "tooLarge", bytes } })) };
+  }
+
+  #what(path: string): string {
+    return `${this.description}/${path}`;
+  }
+
+  /** 4xx answers of database routes: access refused is fatal, the rest permanent. */
+  #refuseErrors(a: HttpAnswer, path: string): void {
+    if (a.status < 400) return;
+    const reason = new TextDecoder().decode(a.body.subarray(0, 300)).replace(/\s+/g, " ");
+    if (a.status === 401 || a.status === 403) {
+      throw new FatalError(`access denied (HTTP ${a.status}) at ${this.#what(path)}`);
+    }
+    throw new PermanentError(`HTTP ${a.status} at ${this.#what(path)}: ${reason}`, {
+      status: a.status,
+    });
+  }
+
+  /**
+   * See {@linkcode Source.doc}. 404, 410, 401, 403 and other 4xx, an answer that is not a JSON
+   * object, an empty body, a refused redirect and an id that cannot be a URL path segment are the
+   * document's own errors; over `maxDocBytes` it is `tooLarge`, and its body is never held.
+   */
+  async doc(id: string): Promise<DocResult> {
+    const url = this.#docUrl(id);
+    if (url === null) {
+      return { kind: "error", status: 0, reason: "an id of '.' or '..' cannot be requested" };
+    }
+    try {
+      return await this.#http.request({
+        url,
+        maxBytes: this.#maxDocBytes,
+        maxAttempts: this.#docAttempts,
+        timeoutMs: this.#docTimeoutMs,
+      }, (a) => {
+        if (a.status >= 400) {
+          const reason = a.status === 404 || a.status === 410
+            ? "not found"
+            : a.status === 401 || a.status === 403
+            ? "access denied"
+            : new TextDecoder().decode(a.body.subarray(0, 200)).replace(/\s+/g, " ");
+          return { kind: "error", status: a.status, reason } as DocResult;
+        }
+        const doc = docFromBody(a.body, a.headers.get("content-type"));
+        // An empty body is most likely cut on the way: worth another attempt first.
+        if (doc.kind === "error" && doc.reason === "empty body") {
+          throw new TransientError(`empty body from ${redactUrl(url)}`, { status: 200 });
+        }
+        return doc;
+      });
+    } catch (err) {
+      if (err instanceof TooLargeError) return { kind: "tooLarge", bytes: err.bytes };
       if (err instanceof PermanentError) {
-        return { ok: false, status: err.status ?? 0, reason: err.message };
+        return { kind: "error", status: err.status ?? 0, reason: err.message };
       }
       throw err;
-    });
+    }
+  }
+
+  /** The document URL of `id`, or null when no encoding keeps it one path segment. */
+  #docUrl(id: string): string | null {
+    if (id === "." || id === "..") return null;
+    const url = `${this.#docs}/${encodeURIComponent(id)}`;
+    const base = new URL(this.#docs + "/");
+    const parsed = new URL(url);
+    return parsed.origin === base.origin && parsed.pathname.startsWith(base.pathname) ? url : null;
+  }
+
+  /**
+   * See {@linkcode Source.bulkDocs}: `POST _bulk_get`; an answer over the byte cap is split in
+   * halves, down to one id, whose document is then `tooLarge`.
+   */
+  async bulkDocs(ids: string[]): Promise<DocResult[]> {
+    if (ids.length === 0) return [];
+    try {
+      return await this.#http.request({
+        url: `${this.#db}/_bulk_get`,
+        method: "POST",
+        body: JSON.stringify({ docs: ids.map((id) => ({ id })) }),
+        maxBytes: MAX_BULK_BYTES,
+      }, (a) => {
+        this.#refuseErrors(a, "_bulk_get");
+        const body = parseJsonAnswer(
+          a.body,
+          a.headers.get("content-type"),
+          this.#what("_bulk_get"),
+        );
+        return checkBulkGet(body, ids, this.description);
+      });
+    } catch (err) {
+      if (!(err instanceof TooLargeError)) throw err;
+      if (ids.length === 1) return [{ kind: "tooLarge", bytes: err.bytes }];
+      const half = ids.length >> 1;
+      return [
+        ...await this.bulkDocs(ids.slice(0, half)),
+        ...await this.bulkDocs(ids.slice(half)),
+      ];
+    }
+  }
+
+  /**
+   * See {@linkcode Source.docMode}: documents from another host are fetched one by one; else
+   * `include_docs` when a listing honours it, `_bulk_get` when it answers, `get` otherwise.
+   */
+  docMode(): Promise<DocMode> {
+    this.#docMode ??= this.#probeDocMode();
+    return this.#docMode;
+  }
+
+  async #probeDocMode(): Promise<DocMode> {
+    if (this.#docs !== this.#db) return "get";
+    const first = await this.#listOnce({ limit: 1, includeDocs: true }).catch(() => null);
+    if (first && (first.rows.length === 0 || first.rows[0].doc?.kind === "doc")) {
+      return "include_docs";
+    }
+    const id = first?.rows[0]?.id ?? (await this.#listOnce({ limit: 1 })).rows[0]?.id;
+    if (id === undefined) return "get";
+    const bulk = await this.bulkDocs([id]).catch(() => null);
+    return bulk?.[0]?.kind === "doc" ? "bulk_get" : "get";
   }
 
   /** See {@linkcode Source.updateSeq}: `update_seq` from the database info. */
   updateSeq(): Promise<string | null> {
-    return this.#request(this.#db, (res, text) => {
-      const v = this.#json(res, text, this.description);
-      if (!isObject(v)) throw new FatalError(`${this.description} info is not a JSON object`);
-      const seq = v.update_seq;
+    return this.#http.request({ url: this.#db, maxBytes: PAGE_BYTES }, (a) => {
+      this.#refuseErrors(a, "");
+      const v = parseJsonAnswer(a.body, a.headers.get("content-type"), this.description);
+      if (typeof v !== "object" || v === null || Array.isArray(v)) {
+        throw new FatalError(`${this.description} info is not a JSON object`);
+      }
+      const seq = (v as Record<string, unknown>).update_seq;
       return seq === undefined || seq === null ? null : String(seq);
     });
   }
@@ -262,67 +299,10 @@ export class CouchSource implements Source {
   /** See {@linkcode Source.changes}. */
   changes(since: string, limit: number): Promise<{ rows: ChangeRow[]; lastSeq: string }> {
     const url = `${this.#db}/_changes?since=${encodeURIComponent(since)}&limit=${limit}`;
-    return this.#request(url, (res, text) => {
-      const v = this.#json(res, text, `${this.description}/_changes`);
-      if (!isObject(v) || !Array.isArray(v.results) || v.last_seq === undefined) {
-        throw new FatalError(`${this.description}/_changes answered garbage`);
-      }
-      const rows: ChangeRow[] = v.results.map((r: unknown) => {
-        if (!isObject(r) || typeof r.id !== "string" || !Array.isArray(r.changes)) {
-          throw new FatalError(`${this.description}/_changes answered a malformed row`);
-        }
-        const rev = isObject(r.changes[0]) ? String(r.changes[0].rev ?? "") : "";
-        return { seq: String(r.seq), id: r.id, rev, deleted: r.deleted === true };
-      });
-      return { rows, lastSeq: String(v.last_seq) };
+    return this.#http.request({ url, maxBytes: PAGE_BYTES + limit * ROW_BYTES }, (a) => {
+      this.#refuseErrors(a, "_changes");
+      const body = parseJsonAnswer(a.body, a.headers.get("content-type"), this.#what("_changes"));
+      return checkChanges(body, this.description);
     });
   }
-}
-
-/**
- * Validates a parsed `_all_docs` answer against what was asked: numbers are counts, `offset` is at
- * most `total_rows`, rows are `{id, key, value: {rev}}` with `id === key`, strictly ordered, within
- * the requested bounds and no more than `limit`. Anything else is a FatalError naming the problem.
- */
-export function checkPage(body: unknown, options: ListOptions, description: string): Page {
-  const bad = (why: string) => new FatalError(`${description} answered garbage: ${why}`);
-  if (!isObject(body)) throw bad("not a JSON object");
-  if (!Array.isArray(body.rows)) throw bad("no rows array (not a CouchDB listing?)");
-  if (!isCount(body.total_rows)) throw bad("total_rows is not a count");
-  if (!isCount(body.offset)) throw bad("offset is not a count");
-  if (body.offset > body.total_rows) {
-    throw bad(`offset ${body.offset} > total_rows ${body.total_rows}`);
-  }
-  if (body.rows.length > options.limit) throw bad(`more rows than limit ${options.limit}`);
-  const desc = options.descending ?? false;
-  const rows: Row[] = [];
-  for (const r of body.rows as unknown[]) {
-    if (!isObject(r) || typeof r.id !== "string" || r.key !== r.id) {
-      throw bad("a row is not {id, key, value} with key === id");
-    }
-    const rev = isObject(r.value) ? r.value.rev : undefined;
-    if (typeof rev !== "string") throw bad(`row ${JSON.stringify(r.id)} has no value.rev`);
-    const prev = rows.at(-1);
-    if (prev) {
-      const c = compareKeys(prev.id, r.id);
-      if (desc ? c <= 0 : c >= 0) {
-        throw bad(`keys out of order: ${JSON.stringify(prev.id)} then ${JSON.stringify(r.id)}`);
-      }
-    }
-    rows.push({ id: r.id, rev });
-  }
-  const first = rows[0]?.id;
-  const last = rows.at(-1)?.id;
-  const { start, end } = options;
-  if (first !== undefined && start !== undefined && start !== null) {
-    if (desc ? compareKeys(first, start) > 0 : compareKeys(first, start) < 0) {
-      throw bad(`row ${JSON.stringify(first)} is outside the requested start`);
-    }
-  }
-  if (last !== undefined && end !== undefined && end !== null) {
-    if (desc ? compareKeys(last, end) <= 0 : compareKeys(last, end) >= 0) {
-      throw bad(`row ${JSON.stringify(last)} is outside the requested end`);
-    }
-  }
-  return { offset: body.offset, total: body.total_rows, rows };
 }

@@ -1,24 +1,38 @@
 /**
  * An in-memory {@linkcode Source} over {@linkcode RegistryData}, for tests and benchmarks that want
- * the planner's logic without HTTP. It answers exactly what the HTTP registry would.
+ * the planner's and the engine's logic without HTTP. It answers what the HTTP registry would, and
+ * can misbehave the same ways (offsets that are not ranks, no descending listings, a silent cap on
+ * page size).
  *
  * @module
  */
-import { compareKeys } from "../plan/keys.ts";
 import { PermanentError } from "../base/errors.ts";
+import { compareKeys } from "../plan/keys.ts";
 import type { RegistryData } from "../sim/registry_data.ts";
-import type { ChangeRow, DocResult, ListOptions, Page, Source } from "../plan/source.ts";
+import type {
+  ChangeRow,
+  DocMode,
+  DocResult,
+  ListOptions,
+  Page,
+  Row,
+  Source,
+} from "../plan/source.ts";
 
 /** Options of {@linkcode MemorySource}. */
 export interface MemorySourceOptions {
-  /** Largest page accepted. @default 1000 */
+  /** Largest page accepted; a larger limit is a 400. @default 1000 */
   maxPage?: number;
+  /** Pages are cut to this many rows without a word, whatever the limit. @default no cap */
+  silentCap?: number;
   /** Whether `skip` is accepted. @default false */
   skip?: boolean;
   /** Answer `offset` like pouchdb-server (0, or = skip) instead of the rank. @default false */
   brokenOffsets?: boolean;
   /** Refuse descending listings (400), as some CouchDB-like servers do. @default false */
   noDescending?: boolean;
+  /** How documents are served in bulk. @default "get" */
+  docMode?: DocMode;
 }
 
 /** A registry listing held in memory. */
@@ -26,75 +40,113 @@ export class MemorySource implements Source {
   readonly description = "memory";
   readonly capabilities: { skip: boolean; maxPage: number };
   #data: RegistryData;
-  #broken: boolean;
-  #noDescending: boolean;
+  #o: MemorySourceOptions;
+  #limit: number;
   #requests = 0;
+  /** Document requests answered (one per `doc`, one per `bulkDocs` call). */
+  docRequests = 0;
 
   /** Serves `data` as the HTTP registry would. */
   constructor(data: RegistryData, options: MemorySourceOptions = {}) {
     this.#data = data;
-    this.#broken = options.brokenOffsets ?? false;
-    this.#noDescending = options.noDescending ?? false;
-    this.capabilities = { skip: options.skip ?? false, maxPage: options.maxPage ?? 1000 };
+    this.#o = options;
+    this.#limit = options.maxPage ?? 1000;
+    this.capabilities = { skip: options.skip ?? false, maxPage: this.#limit };
   }
 
+  /** Listing requests made. */
   get requests(): number {
     return this.#requests;
   }
 
+  /** See {@linkcode Source.list}. */
   list(options: ListOptions): Promise<Page> {
     this.#requests++;
-    const keys = this.#data.keys;
-    const n = keys.length;
     const skip = options.skip ?? 0;
     if (skip && !this.capabilities.skip) {
       return Promise.reject(new PermanentError("skip not supported", { status: 400 }));
     }
-    if (options.descending && this.#noDescending) {
+    if (options.descending && this.#o.noDescending) {
       return Promise.reject(new PermanentError("descending not supported", { status: 400 }));
     }
-    if (options.limit > this.capabilities.maxPage) {
-      return Promise.reject(new Error(`limit above ${this.capabilities.maxPage}`));
+    if (options.limit > this.#limit) {
+      return Promise.reject(
+        new PermanentError(`HTTP 400 at memory/_all_docs: limit above ${this.#limit}`, {
+          status: 400,
+        }),
+      );
     }
-    const ids: string[] = [];
-    let offset: number;
-    if (!options.descending) {
-      const from = options.start == null ? 0 : this.#data.rank(options.start);
-      const to = options.end == null ? n : this.#data.rank(options.end);
-      offset = Math.min(from + skip, n);
-      for (let i = offset; i < to && ids.length < options.limit; i++) ids.push(keys[i]);
-    } else {
-      let from = n - 1;
-      if (options.start != null) {
-        const r = this.#data.rank(options.start);
-        from = r < n && keys[r] === options.start ? r : r - 1;
-      }
-      const first = from - skip;
-      offset = n - 1 - first;
-      for (let i = first; i >= 0 && ids.length < options.limit; i--) {
-        if (options.end != null && compareKeys(keys[i], options.end) <= 0) break;
-        ids.push(keys[i]);
-      }
-    }
-    if (this.#broken) offset = skip;
+    const limit = Math.min(options.limit, this.#o.silentCap ?? Infinity);
+    const { ids, offset } = options.descending
+      ? this.#down(options, skip, limit)
+      : this.#up(options, skip, limit);
     return Promise.resolve({
-      offset,
-      total: n,
-      rows: ids.map((id) => ({ id, rev: this.#data.rev(id)! })),
+      offset: this.#o.brokenOffsets ? skip : offset,
+      total: this.#data.size,
+      rows: ids.map((id): Row => {
+        const row: Row = { id, rev: this.#data.rev(id)! };
+        if (options.includeDocs) row.doc = this.#doc(id);
+        return row;
+      }),
     });
   }
 
-  doc(id: string): Promise<DocResult> {
-    const doc = this.#data.doc(id);
-    return Promise.resolve(
-      doc ? { ok: true, json: JSON.stringify(doc) } : { ok: false, status: 404, reason: "missing" },
-    );
+  #up(options: ListOptions, skip: number, limit: number): { ids: string[]; offset: number } {
+    const keys = this.#data.keys;
+    const from = options.start == null ? 0 : this.#data.rank(options.start);
+    const to = options.end == null ? keys.length : this.#data.rank(options.end);
+    const offset = Math.min(from + skip, keys.length);
+    const ids: string[] = [];
+    for (let i = offset; i < to && ids.length < limit; i++) ids.push(keys[i]);
+    return { ids, offset };
   }
 
+  #down(options: ListOptions, skip: number, limit: number): { ids: string[]; offset: number } {
+    const keys = this.#data.keys;
+    let from = keys.length - 1;
+    if (options.start != null) {
+      const r = this.#data.rank(options.start);
+      from = r < keys.length && keys[r] === options.start ? r : r - 1;
+    }
+    const first = from - skip;
+    const ids: string[] = [];
+    for (let i = first; i >= 0 && ids.length < limit; i--) {
+      if (options.end != null && compareKeys(keys[i], options.end) <= 0) break;
+      ids.push(keys[i]);
+    }
+    return { ids, offset: keys.length - 1 - first };
+  }
+
+  #doc(id: string): DocResult {
+    const doc = this.#data.doc(id);
+    return doc
+      ? { kind: "doc", json: JSON.stringify(doc) }
+      : { kind: "error", status: 404, reason: "not found" };
+  }
+
+  /** See {@linkcode Source.doc}. */
+  doc(id: string): Promise<DocResult> {
+    this.docRequests++;
+    return Promise.resolve(this.#doc(id));
+  }
+
+  /** See {@linkcode Source.bulkDocs}. */
+  bulkDocs(ids: string[]): Promise<DocResult[]> {
+    this.docRequests++;
+    return Promise.resolve(ids.map((id) => this.#doc(id)));
+  }
+
+  /** See {@linkcode Source.docMode}. */
+  docMode(): Promise<DocMode> {
+    return Promise.resolve(this.#o.docMode ?? "get");
+  }
+
+  /** See {@linkcode Source.updateSeq}. */
   updateSeq(): Promise<string | null> {
     return Promise.resolve(String(this.#data.updateSeq));
   }
 
+  /** See {@linkcode Source.changes}. */
   changes(since: string, limit: number): Promise<{ rows: ChangeRow[]; lastSeq: string }> {
     const { results, lastSeq } = this.#data.changes(Number(since), limit);
     return Promise.resolve({

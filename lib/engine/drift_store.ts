@@ -1,0 +1,141 @@
+/**
+ * The store's drift part: applying a batch of `_changes` to a crawl's items with exact counts.
+ *
+ * Changes are applied in groups that each fit one atomic op. Large documents' chunks are written
+ * first (idempotent); then ONE op per group, guarded by the crawl record's versionstamp and by each
+ * changed item's own versionstamp as read just before, writes the item records, deletes removed
+ * items and their chunks, and moves the crawl's `drift` on to the group's last sequence with exact
+ * counters (an item counts as inserted only if it was absent, as deleted only if it was present).
+ * A crash or a competing writer between groups leaves every counted change counted once.
+ *
+ * @module
+ */
+import type { DocResult } from "../plan/source.ts";
+import { chunkKeys, type ItemInput, itemPresence, prepareWrites } from "./item_store.ts";
+import { AtomicBudget, keySize, MAX_CHECKS, valueSizeBound } from "./kv_limits.ts";
+import { type CrawlRecord, type DriftState, keys, kvOp } from "./store.ts";
+
+/** One change to apply, with the sequence that reaches it. */
+export type DriftChange =
+  & { seq: string }
+  & ({ id: string; deleted: true } | { id: string; deleted?: false; rev: string; doc?: DocResult });
+
+function startState(crawl: CrawlRecord): DriftState {
+  return crawl.drift ?? {
+    seq: crawl.startSeq ?? "0",
+    inserted: 0,
+    updated: 0,
+    deleted: 0,
+    lease: null,
+    caughtUpAt: null,
+  };
+}
+
+/**
+ * Applies `changes` (oldest first) while the caller holds the crawl record as `claimed`. Returns
+ * the new crawl entry, or null when the claim was lost (what was committed before stays counted).
+ */
+export async function applyDrift(
+  kv: Deno.Kv,
+  claimed: Deno.KvEntry<CrawlRecord>,
+  changes: readonly DriftChange[],
+  next: { lastSeq: string; nowMs: number; maxDocBytes?: number; caughtUp: boolean },
+): Promise<Deno.KvEntry<CrawlRecord> | null> {
+  let entry = claimed;
+  // Checks are the scarce resource: one per changed item, one for the crawl record.
+  const group = MAX_CHECKS - 2;
+  for (let i = 0; i < changes.length || i === 0; i += group) {
+    const part = changes.slice(i, i + group);
+    const last = i + group >= changes.length;
+    const applied = await applyGroup(kv, entry, part, {
+      seq: last ? next.lastSeq : part.at(-1)!.seq,
+      nowMs: next.nowMs,
+      maxDocBytes: next.maxDocBytes,
+      caughtUp: last && next.caughtUp,
+    });
+    if (!applied) return null;
+    entry = applied;
+  }
+  return entry;
+}
+
+/** Applies one group in as many ops as its size needs (each op moves `drift` on by its part). */
+async function applyGroup(
+  kv: Deno.Kv,
+  claimed: Deno.KvEntry<CrawlRecord>,
+  changes: readonly DriftChange[],
+  next: { seq: string; nowMs: number; maxDocBytes?: number; caughtUp: boolean },
+): Promise<Deno.KvEntry<CrawlRecord> | null> {
+  const crawl = claimed.value.id;
+  const latest = new Map<string, DriftChange>();
+  for (const c of changes) latest.set(c.id, c); // the latest change per id wins
+  const ids = [...latest.keys()];
+  const presence = await itemPresence(kv, crawl, ids);
+  const upserts = ids.map((id) => latest.get(id)!).filter((c) => !c.deleted) as (
+    & ItemInput
+    & { seq: string }
+  )[];
+  // Documents go to chunks (idempotent, written first) so that records stay small in the op.
+  const writes = await prepareWrites(crawl, upserts, {
+    maxDocBytes: next.maxDocBytes,
+    inline: false,
+  });
+  const records = new Map(writes.filter((w) => w.key[0] === "item").map((w) => [w.id, w]));
+  for (const w of writes) {
+    if (w.key[0] !== "item") await kvOp(() => kv.set(w.key, w.value));
+  }
+  const drift = startState(claimed.value);
+  const counts = { inserted: 0, updated: 0, deleted: 0 };
+  const op = kv.atomic().check(claimed);
+  const budget = new AtomicBudget().check(keySize(claimed.key));
+  for (let j = 0; j < ids.length; j++) {
+    const { key, versionstamp } = presence[j];
+    const c = latest.get(ids[j])!;
+    op.check({ key, versionstamp });
+    budget.check(keySize(key));
+    if (c.deleted) {
+      if (versionstamp !== null) counts.deleted++;
+      op.delete(key);
+      budget.delete(keySize(key));
+      for (const k of await chunkKeys(kv, crawl, c.id)) (op.delete(k), budget.delete(keySize(k)));
+    } else {
+      counts[versionstamp === null ? "inserted" : "updated"]++;
+      const w = records.get(c.id)!;
+      op.set(w.key, w.value);
+      budget.set(w.keyBytes, w.value.length);
+      if (versionstamp !== null) {
+        // A shorter document than before leaves chunks past its own count: they go too.
+        const used = writes.filter((x) => x.id === c.id && x.key[0] === "chunk").length;
+        for (const k of await chunkKeys(kv, crawl, c.id)) {
+          if ((k[3] as number) >= used) (op.delete(k), budget.delete(keySize(k)));
+        }
+      }
+    }
+  }
+  const value: CrawlRecord = {
+    ...claimed.value,
+    drift: {
+      ...drift,
+      seq: next.seq,
+      inserted: drift.inserted + counts.inserted,
+      updated: drift.updated + counts.updated,
+      deleted: drift.deleted + counts.deleted,
+      caughtUpAt: next.caughtUp ? next.nowMs : drift.caughtUpAt,
+    },
+    updatedAt: next.nowMs,
+  };
+  const crawlKeyBytes = keySize(keys.crawl(crawl));
+  if (!budget.fitsSet(crawlKeyBytes, valueSizeBound(value))) {
+    // Deleting many chunked documents at once: halve the group (each half counted on its own).
+    if (changes.length === 1) throw new Error(`change of ${ids[0]} does not fit one atomic op`);
+    const half = changes.length >> 1;
+    const first = await applyGroup(kv, claimed, changes.slice(0, half), {
+      ...next,
+      seq: changes[half - 1].seq,
+      caughtUp: false,
+    });
+    return first ? await applyGroup(kv, first, changes.slice(half), next) : null;
+  }
+  const res = await kvOp(() => op.set(keys.crawl(crawl), value).commit());
+  return res.ok ? { key: claimed.key, value, versionstamp: res.versionstamp } : null;
+}

@@ -1,0 +1,139 @@
+/**
+ * Deno KV's limits on one atomic operation, and the exact accounting that keeps every operation
+ * this project commits inside them by construction (a batch is closed before it would cross any
+ * limit, never sent to find out).
+ *
+ * The numbers and the way they are counted follow Deno's `op_kv_atomic_write` (Deno 2.9): every
+ * check key and every mutation key counts once towards the payload; a mutation with a value (a
+ * `set`) counts its key again plus its value, and its key towards the total key size; an enqueue
+ * counts its payload and 4 bytes per backoff step. Key sizes are of the encoded key (the tuple
+ * encoding: a tag byte, the part's bytes with NUL escaped as two bytes, a terminator).
+ * `tests/kv_limits_test.ts` holds these formulas against KV itself, one byte each side of each limit.
+ *
+ * @module
+ */
+
+/** Largest value, in bytes. */
+export const MAX_VALUE_BYTES = 65_536;
+/** Largest key written, encoded, in bytes. */
+export const MAX_KEY_BYTES = 2_048;
+/** Most checks in one atomic op. */
+export const MAX_CHECKS = 100;
+/** Most mutations in one atomic op. */
+export const MAX_MUTATIONS = 1_000;
+/** Largest total of keys and values in one atomic op, in bytes. */
+export const MAX_PAYLOAD_BYTES = 819_200;
+/** Largest total of the keys of `set` mutations in one atomic op, in bytes. */
+export const MAX_TOTAL_KEY_BYTES = 81_920;
+
+const enc = new TextEncoder();
+
+function zeros(bytes: Uint8Array): number {
+  let n = 0;
+  for (let i = 0; i < bytes.length; i++) if (bytes[i] === 0) n++;
+  return n;
+}
+
+/** UTF-8 length of a string without encoding it when it is plain ASCII. */
+function utf8Length(s: string): number {
+  for (let i = 0; i < s.length; i++) {
+    if (s.charCodeAt(i) > 0x7f) return enc.encode(s).length;
+  }
+  return s.length;
+}
+
+/** Size of one encoded key part. */
+export function keyPartSize(part: Deno.KvKeyPart): number {
+  if (typeof part === "string") {
+    let size = 2 + utf8Length(part);
+    for (let i = 0; i < part.length; i++) if (part.charCodeAt(i) === 0) size++;
+    return size;
+  }
+  if (part instanceof Uint8Array) return 2 + part.length + zeros(part);
+  if (typeof part === "number") return 9;
+  if (typeof part === "boolean") return 1;
+  // bigint: tag, length byte and magnitude bytes; an upper bound is enough here.
+  return 3 + Math.ceil(part.toString(16).length / 2);
+}
+
+/** Size of an encoded key. */
+export function keySize(key: Deno.KvKey): number {
+  let n = 0;
+  for (const part of key) n += keyPartSize(part);
+  return n;
+}
+
+/**
+ * An upper bound of the stored size of a value: exact for `Uint8Array` (stored raw); for other
+ * values twice their JSON text plus some headroom, which bounds V8's serialization of the plain
+ * records this project stores (strings are one or two bytes a unit).
+ */
+export function valueSizeBound(value: unknown): number {
+  if (value instanceof Uint8Array) return value.length;
+  return 2 * JSON.stringify(value).length + 256;
+}
+
+/** What one atomic op holds so far, to decide whether one more mutation fits. */
+export class AtomicBudget {
+  /** Checks so far. */
+  checks = 0;
+  /** Mutations so far. */
+  mutations = 0;
+  /** Payload bytes so far. */
+  payload = 0;
+  /** Key bytes of `set` mutations so far. */
+  setKeys = 0;
+
+  /** Counts a check of a key of `keyBytes`. */
+  check(keyBytes: number): this {
+    this.checks++;
+    this.payload += keyBytes;
+    return this;
+  }
+
+  /** Counts a `set` of a key of `keyBytes` to a value of `valueBytes`. */
+  set(keyBytes: number, valueBytes: number): this {
+    this.mutations++;
+    this.payload += 2 * keyBytes + valueBytes;
+    this.setKeys += keyBytes;
+    return this;
+  }
+
+  /** Counts a `delete` of a key of `keyBytes`. */
+  delete(keyBytes: number): this {
+    this.mutations++;
+    this.payload += keyBytes;
+    return this;
+  }
+
+  /** True when one more `set` (or, with `valueBytes` null, a delete) still fits every limit. */
+  fitsSet(keyBytes: number, valueBytes: number | null, reserve?: AtomicBudget): boolean {
+    const r = reserve ?? EMPTY;
+    const isSet = valueBytes !== null;
+    return this.checks + r.checks <= MAX_CHECKS &&
+      this.mutations + r.mutations + 1 <= MAX_MUTATIONS &&
+      this.payload + r.payload + (isSet ? 2 * keyBytes + valueBytes : keyBytes) <=
+        MAX_PAYLOAD_BYTES &&
+      this.setKeys + r.setKeys + (isSet ? keyBytes : 0) <= MAX_TOTAL_KEY_BYTES;
+  }
+
+  /** True when nothing was counted. */
+  get empty(): boolean {
+    return this.mutations === 0 && this.checks === 0;
+  }
+}
+
+const EMPTY = new AtomicBudget();
+
+/**
+ * The kind of a KV failure, by what the caller should do: `locked` (another process holds the
+ * file; retry), `full` (the disk is full: stop, nothing is corrupted, resume later), `limit` (an
+ * operation over a KV limit: a bug, never retried), or `other`.
+ */
+export function kvFailureKind(err: unknown): "locked" | "full" | "limit" | "other" {
+  const msg = err instanceof Error ? err.message : String(err);
+  if (/database is locked|SQLITE_BUSY/i.test(msg)) return "locked";
+  if (/disk is full|SQLITE_FULL|No space left|disk quota/i.test(msg)) return "full";
+  if (/too large|Too many (checks|mutations|keys)|key cannot be empty/i.test(msg)) return "limit";
+  return "other";
+}

@@ -1,0 +1,213 @@
+/**
+ * Documents of a page, the best way the source allows: already in the listing (`include_docs`), in
+ * a few `_bulk_get` requests, or one GET per id at a concurrency that adapts to the registry (it
+ * grows while answers stay fast and shrinks when they slow down or fail).
+ *
+ * Every document gets an outcome; one bad document never stops the crawl. A document whose
+ * requests keep failing transiently is recorded as an error when the rest of the page was served
+ * (the registry is up; that document is bad), but the page fails (and is retried later) when every
+ * document failed (the registry is down). A page whose documents are nearly all refused (401/403:
+ * the document host wants credentials) fails the crawl at once with one line, instead of recording
+ * millions of errors. Rows at or past the shard's current end are never started: a split gave them
+ * to another shard.
+ *
+ * @module
+ */
+import { FatalError, TransientError } from "../base/errors.ts";
+import { compareKeys } from "../plan/keys.ts";
+import type { DocMode, DocResult, Row, Source } from "../plan/source.ts";
+import type { ItemInput } from "./item_store.ts";
+
+/**
+ * Concurrency that follows the registry, AIMD: it starts at the crawl's `concurrency` (which stays
+ * the ceiling), shrinks when answers slow down far beyond the fastest seen (the registry queues
+ * them) or fail, and grows back one step at a time while answers stay fast.
+ */
+export class AdaptiveLimit {
+  #value: number;
+  #max: number;
+  #fastest = Infinity;
+  #streak = 0;
+
+  /** Starts at `max` requests in flight, never more, never fewer than one. */
+  constructor(max: number) {
+    this.#max = Math.max(1, max);
+    this.#value = this.#max;
+  }
+
+  /** Requests allowed in flight now. */
+  get value(): number {
+    return Math.floor(this.#value);
+  }
+
+  /** A request answered in `ms`: grow slowly while answers stay near the fastest seen. */
+  success(ms: number): void {
+    this.#fastest = Math.min(this.#fastest, Math.max(1, ms));
+    if (ms > 4 * this.#fastest + 50) {
+      this.#value = Math.max(1, this.#value * 0.8); // queueing at the registry
+      this.#streak = 0;
+    } else if (++this.#streak >= this.#value) {
+      this.#value = Math.min(this.#max, this.#value + 1);
+      this.#streak = 0;
+    }
+  }
+
+  /** A request failed after its retries (429s, 5xx, timeouts): halve. */
+  failure(): void {
+    this.#value = Math.max(1, this.#value / 2);
+    this.#streak = 0;
+  }
+}
+
+/** What fetching a page's documents needs. */
+export interface DocFetch {
+  /** How the source serves documents. */
+  mode: DocMode;
+  /** Concurrency of GETs (shared by the shard's pages). */
+  limit: AdaptiveLimit;
+  /** `_bulk_get` ids per request. @default 100 */
+  bulkSize?: number;
+  /** The shard's current end (a split may shrink it while documents are fetched). */
+  currentEnd: () => string | null;
+  /** Called as rows are started: the first unstarted row's key and how many are started. */
+  progress?: (nextKey: string | null, started: number) => void;
+  /** The clock, in ms. @default performance.now */
+  now?: () => number;
+  /**
+   * Earlier attempts of this page that failed. A document that keeps failing transiently fails
+   * the page (retried later, with backoff) until the page has failed this many times; then it is
+   * recorded on its item and the crawl goes on. @default 2
+   */
+  pageFailures?: number;
+  /** Page attempts after which a document that keeps failing is recorded. @default 2 */
+  recordAfter?: number;
+}
+
+/** A document request that kept failing transiently (its own error, or the page's). */
+type Attempt = DocResult | { kind: "failed"; status: number; reason: string };
+
+/**
+ * The page's rows with their documents' outcomes, cut before the first row at or past the current
+ * end. @throws TransientError when every document failed transiently; FatalError when nearly all
+ * were refused.
+ */
+export async function fetchDocs(source: Source, rows: Row[], o: DocFetch): Promise<ItemInput[]> {
+  let results: Attempt[];
+  if (o.mode === "include_docs") {
+    results = rows.map((r) =>
+      r.doc ?? { kind: "failed", status: 0, reason: "no document in the listing" }
+    );
+  } else if (o.mode === "bulk_get" && source.bulkDocs) {
+    results = await fetchBulk(source, rows, o);
+  } else {
+    results = await fetchEach(source, rows, o);
+  }
+  const cut = results.findIndex((r) => r === undefined);
+  const kept = cut < 0 ? results : results.slice(0, cut);
+  judge(kept, rows, source, (o.pageFailures ?? 0) >= (o.recordAfter ?? 2));
+  return kept.map((r, i) => ({
+    id: rows[i].id,
+    rev: rows[i].rev,
+    doc: r.kind === "failed"
+      ? { kind: "error", status: r.status, reason: `gave up: ${r.reason}` }
+      : r,
+  }));
+}
+
+/**
+ * Fails the page or the crawl when the outcomes say the registry, not a document, is wrong: every
+ * document failed (the registry is down), or a few keep failing and the page has not been retried
+ * enough to call them bad (`record` false), or nearly all were refused.
+ */
+function judge(results: Attempt[], rows: Row[], source: Source, record: boolean): void {
+  const failed = results.flatMap((r, i) => r.kind === "failed" ? [{ ...r, id: rows[i].id }] : []);
+  if (results.length > 0 && failed.length === results.length) {
+    throw new TransientError(`every document of the page failed (${failed[0].reason})`);
+  }
+  if (failed.length > 0 && !record) {
+    throw new TransientError(
+      `${failed.length} document(s) kept failing, e.g. ${JSON.stringify(failed[0].id)}: ` +
+        failed[0].reason,
+    );
+  }
+  const refused = results.filter((r) =>
+    r.kind === "error" && (r.status === 401 || r.status === 403)
+  );
+  if (refused.length >= 20 && refused.length >= 0.9 * results.length) {
+    const status = (refused[0] as { status: number }).status;
+    throw new FatalError(
+      `the document host of ${source.description} refuses access (HTTP ${status} for ` +
+        `${refused.length} of ${results.length} documents); give it credentials or another --docs-url`,
+    );
+  }
+}
+
+/** One GET per row, in row order, at the adaptive concurrency; rows past the end unstarted. */
+async function fetchEach(source: Source, rows: Row[], o: DocFetch): Promise<Attempt[]> {
+  const now = o.now ?? (() => performance.now());
+  const out = new Array<Attempt>(rows.length);
+  let next = 0;
+  let inFlight = 0;
+  let stopped = false;
+  await new Promise<void>((resolve, reject) => {
+    const pump = () => {
+      while (!stopped && next < rows.length && inFlight < o.limit.value) {
+        const end = o.currentEnd();
+        if (end !== null && compareKeys(rows[next].id, end) >= 0) {
+          stopped = true; // this row and the rest belong to a split-off shard now
+          break;
+        }
+        const i = next++;
+        inFlight++;
+        o.progress?.(rows[next]?.id ?? null, next);
+        const t = now();
+        source.doc(rows[i].id).then((r) => {
+          o.limit.success(now() - t);
+          out[i] = r;
+        }, (err) => {
+          if (!(err instanceof TransientError)) throw err;
+          o.limit.failure();
+          out[i] = { kind: "failed", status: err.status ?? 0, reason: err.message.split("\n")[0] };
+        }).then(() => {
+          inFlight--;
+          pump();
+        }, (err) => {
+          stopped = true;
+          reject(err);
+        });
+      }
+      if (inFlight === 0 && (stopped || next >= rows.length)) resolve();
+    };
+    pump();
+  });
+  return out;
+}
+
+/** `_bulk_get` in groups of `bulkSize` ids, a few groups at once. */
+async function fetchBulk(source: Source, rows: Row[], o: DocFetch): Promise<Attempt[]> {
+  const size = o.bulkSize ?? 100;
+  const out = new Array<Attempt>(rows.length);
+  const groups: number[] = [];
+  for (let i = 0; i < rows.length; i += size) groups.push(i);
+  let g = 0;
+  const worker = async () => {
+    while (g < groups.length) {
+      const from = groups[g++];
+      const end = o.currentEnd();
+      const ids = rows.slice(from, from + size).map((r) => r.id)
+        .filter((id) => end === null || compareKeys(id, end) < 0);
+      if (ids.length === 0) continue;
+      o.progress?.(rows[from + ids.length]?.id ?? null, from + ids.length);
+      try {
+        const docs = await source.bulkDocs!(ids);
+        docs.forEach((d, j) => out[from + j] = d);
+      } catch (err) {
+        if (!(err instanceof TransientError)) throw err;
+        const failed = { kind: "failed" as const, status: err.status ?? 0, reason: err.message };
+        ids.forEach((_, j) => out[from + j] = failed);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(4, o.limit.value)) }, worker));
+  return out;
+}

@@ -1,0 +1,82 @@
+/**
+ * Reading one page of a shard's range, and deciding — only from proof — whether the range is done.
+ *
+ * A page asks for one row more than it commits: that row's key is the next cursor, so no `skip`
+ * is ever needed. A page that comes back short is NOT taken as the end: registries and proxies cap
+ * `limit` without a word. The end is proven only by an empty answer for `[cursor, end)`, or, where
+ * offsets are ranks, by `offset + rows = total_rows` (no key after the last row at all). A short
+ * page that proves nothing is committed and the next page starts strictly after its last row; if
+ * that next page has rows, the registry's cap was the short page's length, and it is learned.
+ *
+ * @module
+ */
+import { OPEN_END, type Row, type Source } from "../plan/source.ts";
+import type { CrawlRecord, ShardRecord } from "./store.ts";
+
+/** What a listing of one page says. */
+export interface ListedPage {
+  /** Rows to commit, in key order, all inside the shard's range. */
+  rows: Row[];
+  /** Where the next page starts, or null when the range is proven done. */
+  next: { cursor: string; after: boolean } | null;
+  /** How the end was proven (`empty` answer, or `ranks`), when `next` is null. */
+  proof?: "empty" | "ranks";
+  /** This page came back short without proving the end: its length, a possible cap. */
+  shortOf?: number;
+  /** The previous page's short length turned out to be the registry's cap. */
+  learnedCap?: number;
+  /** The rank of the page's first key, and the listing's total, when offsets are ranks. */
+  offset: number;
+  /** The listing's total when read. */
+  total: number;
+}
+
+/** Rows committed per page: the listing page less the row that carries the next cursor. */
+export function rowsPerPage(
+  crawl: CrawlRecord,
+  source: Source,
+  options: { docRows?: number } = {},
+): number {
+  const cap = Math.min(crawl.maxPage, source.capabilities.maxPage, crawl.pageCap ?? Infinity);
+  // One row for the next cursor, one for the cursor's own row when reading strictly after it.
+  const page = Math.max(1, cap - 2);
+  return options.docRows === undefined ? page : Math.max(1, Math.min(page, options.docRows));
+}
+
+/**
+ * Lists the next page of `shard`: up to `size` rows to commit from its cursor (strictly after it
+ * when `after`), within its end. Sources planned without ranks get an explicit end key (pouchdb
+ * drops ids above U+00FF from unbounded listings).
+ */
+export async function listPage(
+  source: Source,
+  crawl: CrawlRecord,
+  shard: ShardRecord & { shortOf?: number | null },
+  options: { size: number; includeDocs?: boolean },
+): Promise<ListedPage> {
+  const end = shard.end ?? (crawl.planMethod === "rank" ? null : OPEN_END);
+  const ask = options.size + 1 + (shard.after ? 1 : 0);
+  const page = await source.list({
+    start: shard.cursor,
+    end,
+    limit: ask,
+    ...(options.includeDocs ? { includeDocs: true } : {}),
+  });
+  const got = page.rows.length;
+  let rows = page.rows;
+  if (shard.after && rows[0]?.id === shard.cursor) rows = rows.slice(1);
+  const learnedCap = shard.shortOf && rows.length > 0 ? shard.shortOf : undefined;
+  const base = { offset: page.offset, total: page.total, learnedCap };
+  if (got >= ask) {
+    return {
+      ...base,
+      rows: rows.slice(0, options.size),
+      next: { cursor: rows[options.size].id, after: false },
+    };
+  }
+  if (rows.length === 0) return { ...base, rows, next: null, proof: "empty" };
+  if (crawl.planMethod === "rank" && page.offset + got === page.total) {
+    return { ...base, rows, next: null, proof: "ranks" };
+  }
+  return { ...base, rows, next: { cursor: rows.at(-1)!.id, after: true }, shortOf: got };
+}

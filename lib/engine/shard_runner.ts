@@ -1,0 +1,207 @@
+/**
+ * The shard runner: what every dispatcher does with a shard. It claims the shard's lease (a
+ * versionstamp-guarded write; a live lease elsewhere means someone works on it, and a page whose
+ * worker is alive is never run twice), processes pages while each commit renews the lease, and
+ * lets the lease go when the shard is done, the crawl is paused or cancelled, or it must stop.
+ *
+ * Failures are sorted once, here: a full disk stops the process; a broken contract (a registry
+ * answering garbage, a count that disagrees twice, a KV limit crossed, which would be a bug) fails
+ * the crawl at once with one line; anything else is recorded on the shard (`failures`,
+ * `lastError`, `retryAt` with backoff) and retried later, and after `maxFailures` attempts in a row
+ * the crawl fails with that error's message. Nothing is retried forever.
+ *
+ * @module
+ */
+import { FatalError, InputError, PermanentError, StorageFullError } from "../base/errors.ts";
+import type { Source } from "../plan/source.ts";
+import { failCrawl, rememberPageCap } from "./coordinator.ts";
+import { DEFAULT_MAX_DOC_BYTES } from "./item_store.ts";
+import { kvFailureKind } from "./kv_limits.ts";
+import { ownerIsDead } from "./owner.ts";
+import { type Held, type PageContext, processPage } from "./page.ts";
+import { AdaptiveLimit } from "./page_docs.ts";
+import {
+  commitShard,
+  type CrawlRecord,
+  getCrawl,
+  getCrawlAndShard,
+  getShard,
+  type ShardRecord,
+} from "./store.ts";
+
+/** What a runner needs (all injected). */
+export interface RunnerDeps {
+  /** The store. */
+  kv: Deno.Kv;
+  /** Opens the source a crawl reads from (cached by the caller). */
+  openSource: (crawl: CrawlRecord) => Source;
+  /** Clock, epoch ms. @default Date.now */
+  now?: () => number;
+  /** Documents above this many bytes are recorded as too large. @default 33554432 */
+  maxDocBytes?: number;
+}
+
+/** Options of {@linkcode runShard}. */
+export interface RunOptions {
+  /** This worker's name in leases. */
+  owner: string;
+  /** Lease length; commits and heartbeats renew it, in milliseconds. @default 30000 */
+  leaseMs?: number;
+  /** Failed attempts in a row after which the crawl fails. @default 8 */
+  maxFailures?: number;
+  /** Re-read the crawl's status at most this often (pause, cancel), in ms. @default 1000 */
+  statusEveryMs?: number;
+  /** Asked before every page: true stops the runner (the lease is let go). */
+  stop?: () => boolean;
+}
+
+/** How a run ended. */
+export type RunResult =
+  | { kind: "done"; shard: ShardRecord }
+  | { kind: "stopped"; reason: string }
+  | { kind: "busy" }
+  | { kind: "retry"; atMs: number; error: string }
+  | { kind: "failed"; error: string };
+
+/** Backoff before a shard is tried again, by failures in a row, in milliseconds. */
+export const RETRY_DELAYS_MS = [1_000, 2_000, 5_000, 10_000, 20_000, 30_000, 60_000];
+
+/** True when the shard can be claimed by `owner` now. */
+export function claimable(s: ShardRecord, owner: string, nowMs: number): boolean {
+  if (s.done || (s.retryAt ?? 0) > nowMs) return false;
+  const l = s.lease;
+  return !l || l.owner === owner || l.untilMs <= nowMs || ownerIsDead(l.owner);
+}
+
+/**
+ * Claims the shard for `owner` until `now + leaseMs`, when the crawl runs and nobody else holds
+ * a live lease on it. Returns what the worker holds, or null.
+ */
+export async function claimShard(
+  kv: Deno.Kv,
+  crawlId: string,
+  shardId: number,
+  o: { owner: string; leaseMs: number; nowMs: number },
+): Promise<Held | null> {
+  const [c, e] = await getCrawlAndShard(kv, crawlId, shardId);
+  if (c.value?.status !== "running" || !e.value || !claimable(e.value, o.owner, o.nowMs)) {
+    return null;
+  }
+  const lease = { owner: o.owner, untilMs: o.nowMs + o.leaseMs };
+  const entry = await commitShard(kv, crawlId, e as Deno.KvEntry<ShardRecord>, {
+    ...e.value,
+    lease,
+  });
+  return entry ? { crawl: c.value, entry } : null;
+}
+
+/** Lets a lease go if it is still `owner`'s, so that nobody waits for it to expire. */
+export async function releaseShard(
+  kv: Deno.Kv,
+  crawlId: string,
+  shardId: number,
+  owner: string,
+): Promise<void> {
+  for (let i = 0; i < 5; i++) {
+    const e = await getShard(kv, crawlId, shardId);
+    if (!e.value || e.value.lease?.owner !== owner) return;
+    const next = { ...e.value, lease: null, inflight: null };
+    if (await commitShard(kv, crawlId, e as Deno.KvEntry<ShardRecord>, next)) return;
+  }
+}
+
+/** Runs a shard until it is done, stopped, or has failed (see the module comment). */
+export async function runShard(
+  deps: RunnerDeps,
+  crawlId: string,
+  shardId: number,
+  o: RunOptions,
+): Promise<RunResult> {
+  const now = deps.now ?? Date.now;
+  const leaseMs = o.leaseMs ?? 30_000;
+  const claimed = await claimShard(deps.kv, crawlId, shardId, { ...o, leaseMs, nowMs: now() });
+  if (!claimed) return { kind: "busy" };
+  let held = claimed;
+  try {
+    const source = deps.openSource(held.crawl);
+    const ctx: PageContext = {
+      kv: deps.kv,
+      source,
+      owner: o.owner,
+      leaseMs,
+      now,
+      maxDocBytes: deps.maxDocBytes ?? DEFAULT_MAX_DOC_BYTES,
+      docMode: held.crawl.docs ? held.crawl.docMode ?? await source.docMode?.() ?? "get" : "get",
+      docLimit: new AdaptiveLimit(held.crawl.concurrency),
+      onCapLearned: (cap) => rememberPageCap(deps.kv, crawlId, cap),
+    };
+    let checked = now();
+    for (;;) {
+      if (o.stop?.()) return await stopped(deps, held, o.owner, "stopping");
+      if (now() - checked >= (o.statusEveryMs ?? 1000)) {
+        checked = now();
+        const crawl = (await getCrawl(deps.kv, crawlId)).value;
+        if (crawl?.status !== "running") {
+          return await stopped(deps, held, o.owner, `crawl ${crawl?.status ?? "deleted"}`);
+        }
+        held = { ...held, crawl };
+      }
+      const res = await processPage(ctx, held);
+      if (res.kind === "lost") return { kind: "stopped", reason: res.reason };
+      held = { crawl: held.crawl, entry: res.entry };
+      if (res.entry.value.done) return { kind: "done", shard: res.entry.value };
+    }
+  } catch (err) {
+    return await recordFailure(deps, held, err, o);
+  }
+}
+
+async function stopped(deps: RunnerDeps, held: Held, owner: string, reason: string) {
+  await releaseShard(deps.kv, held.crawl.id, held.entry.value.id, owner);
+  return { kind: "stopped" as const, reason };
+}
+
+/** True for errors that retrying cannot fix. */
+function isPermanent(err: unknown): boolean {
+  return err instanceof FatalError || err instanceof InputError || err instanceof PermanentError ||
+    kvFailureKind(err) === "limit";
+}
+
+/**
+ * Sorts a failure (module comment): fails the crawl, or records it on the shard with a time to
+ * try again. A full disk is rethrown: the process stops, nothing is recorded.
+ */
+async function recordFailure(
+  deps: RunnerDeps,
+  held: Held,
+  err: unknown,
+  o: RunOptions,
+): Promise<RunResult> {
+  if (err instanceof StorageFullError) throw err;
+  const now = (deps.now ?? Date.now)();
+  const message = (err instanceof Error ? err.message : String(err)).split("\n")[0];
+  const { id: crawlId } = held.crawl;
+  const shardId = held.entry.value.id;
+  const fresh = await getShard(deps.kv, crawlId, shardId);
+  const failures = (fresh.value?.failures ?? 0) + 1;
+  if (isPermanent(err) || failures >= (o.maxFailures ?? 8)) {
+    const why = isPermanent(err) ? message : `${message} (gave up after ${failures} attempts)`;
+    await failCrawl(deps.kv, crawlId, why).catch(() => {});
+    await releaseShard(deps.kv, crawlId, shardId, o.owner);
+    return { kind: "failed", error: why };
+  }
+  const delay = RETRY_DELAYS_MS[Math.min(failures, RETRY_DELAYS_MS.length) - 1];
+  const atMs = now + Math.round(delay * (0.5 + Math.random()));
+  if (fresh.value && fresh.value.lease?.owner === o.owner) {
+    await commitShard(deps.kv, crawlId, fresh as Deno.KvEntry<ShardRecord>, {
+      ...fresh.value,
+      failures,
+      retries: (fresh.value.retries ?? 0) + 1,
+      lastError: message,
+      retryAt: atMs,
+      lease: null,
+      inflight: null,
+    });
+  }
+  return { kind: "retry", atMs, error: message };
+}

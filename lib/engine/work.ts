@@ -1,0 +1,116 @@
+/**
+ * What a worker does with a piece of work, whichever way it arrived (a queue message, a claim
+ * found by polling): plan a crawl, or run a shard and then do what follows it — split a straggler
+ * when the shard finished (if the crawl rebalances), finish the crawl when it was the last, or ask
+ * for the shard again after its backoff when it failed.
+ *
+ * @module
+ */
+import { StorageFullError } from "../base/errors.ts";
+import type { Source } from "../plan/source.ts";
+import { checkCompletion } from "./completion.ts";
+import { type Dispatcher, planCrawl } from "./coordinator.ts";
+import { type RebalanceOptions, splitStraggler } from "./rebalance.ts";
+import { type RunResult, runShard } from "./shard_runner.ts";
+import { type CrawlRecord, getCrawl } from "./store.ts";
+
+/** Something worth a log line. */
+export type WorkEvent =
+  | { kind: "planned"; crawlId: string; total: number; shards: number }
+  | { kind: "crawl-failed"; crawlId: string; error: string }
+  | { kind: "retry"; crawlId: string; shardId: number; error: string; delayMs: number }
+  | { kind: "split"; crawlId: string; parent: number; child: number; movedItems: number }
+  | { kind: "crawl-done"; crawlId: string }
+  | { kind: "completion-deferred"; crawlId: string; error: string };
+
+function errorLine(err: unknown): string {
+  return (err instanceof Error ? err.message : String(err)).split("\n")[0];
+}
+
+/** What workers need (all injected). */
+export interface WorkDeps {
+  /** The store. */
+  kv: Deno.Kv;
+  /** Opens the source a crawl reads from (cached by the caller). */
+  openSource: (crawl: CrawlRecord) => Source;
+  /** Where new work goes (child shards, retries, plans). */
+  dispatcher: Dispatcher;
+  /** Clock, epoch ms. @default Date.now */
+  now?: () => number;
+  /** Tuning of straggler splits (crawls opt in with `rebalance`). @default {} */
+  rebalance?: RebalanceOptions;
+  /** Planning attempts failing transiently before the crawl fails. @default 5 */
+  maxPlanAttempts?: number;
+  /** Failed attempts of a shard in a row before the crawl fails. @default 8 */
+  maxShardFailures?: number;
+  /** Lease length of shards, in milliseconds. @default 30000 */
+  leaseMs?: number;
+  /** Log-worthy events. */
+  onEvent?: (event: WorkEvent) => void;
+}
+
+/** Plans a crawl in `planning` if nobody else is planning it. */
+export async function workPlan(deps: WorkDeps, crawlId: string, owner: string): Promise<void> {
+  const crawl = (await getCrawl(deps.kv, crawlId)).value;
+  if (!crawl || crawl.status !== "planning") return;
+  const after = await planCrawl({ ...deps, source: deps.openSource(crawl) }, crawlId, {
+    owner,
+    now: deps.now,
+    maxPlanAttempts: deps.maxPlanAttempts,
+  });
+  if (after?.status === "failed") {
+    deps.onEvent?.({ kind: "crawl-failed", crawlId, error: after.error ?? "failed" });
+  } else if (after?.status === "running") {
+    deps.onEvent?.({ kind: "planned", crawlId, total: after.total, shards: after.shards });
+  }
+}
+
+/**
+ * Runs one shard (see `shard_runner.ts`) and what follows it. Returns how the run ended.
+ */
+export async function workShard(
+  deps: WorkDeps,
+  crawlId: string,
+  shardId: number,
+  o: { owner: string; stop?: () => boolean },
+): Promise<RunResult> {
+  const now = deps.now ?? Date.now;
+  const res = await runShard(deps, crawlId, shardId, {
+    owner: o.owner,
+    stop: o.stop,
+    leaseMs: deps.leaseMs,
+    maxFailures: deps.maxShardFailures,
+  });
+  if (res.kind === "retry") {
+    const delayMs = Math.max(0, res.atMs - now());
+    deps.onEvent?.({ kind: "retry", crawlId, shardId, error: res.error, delayMs });
+    await deps.dispatcher.dispatch(crawlId, shardId, { delayMs });
+  } else if (res.kind === "failed") {
+    deps.onEvent?.({ kind: "crawl-failed", crawlId, error: res.error });
+  } else if (res.kind === "done") {
+    // A split or the crawl's completion that fails now (a registry hiccup) is not the shard's
+    // failure: the shard is done, and the watchdog finishes the crawl later.
+    await afterShardDone(deps, crawlId).catch((err) => {
+      if (err instanceof StorageFullError) throw err;
+      deps.onEvent?.({ kind: "completion-deferred", crawlId, error: errorLine(err) });
+    });
+  }
+  return res;
+}
+
+/** Splits a straggler (when the crawl rebalances), then finishes the crawl if it was the last. */
+async function afterShardDone(deps: WorkDeps, crawlId: string): Promise<void> {
+  const crawl = (await getCrawl(deps.kv, crawlId)).value;
+  if (!crawl) return;
+  const source = deps.openSource(crawl);
+  if (crawl.rebalance && crawl.status === "running") {
+    const split = await splitStraggler({ ...deps, source }, crawlId, {
+      now: deps.now,
+      ...deps.rebalance,
+    });
+    if (split) deps.onEvent?.({ kind: "split", crawlId, ...split });
+  }
+  if (await checkCompletion(deps.kv, crawlId, { now: deps.now, openSource: deps.openSource })) {
+    deps.onEvent?.({ kind: "crawl-done", crawlId });
+  }
+}

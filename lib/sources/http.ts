@@ -1,0 +1,266 @@
+/**
+ * One guarded HTTP exchange with a registry, and the retry loop around it:
+ *
+ * - redirects are never followed blindly (`redirect: "manual"`): each hop is followed only when
+ *   `allowRedirect` accepts its target (the server's ALLOWED_SOURCES, or the CLI's same-origin
+ *   rule), at most `maxRedirects` hops; otherwise a {@linkcode PermanentError} names the target;
+ * - bodies are read as a stream and cut off at `maxBytes` (a declared `content-length` above it is
+ *   refused before anything is read), so a registry cannot make us hold gigabytes;
+ * - every attempt has a timeout covering the body; transient failures (5xx, 429 with
+ *   `Retry-After`, timeouts, refused or dropped connections, cut bodies) are retried with
+ *   exponential backoff and full jitter up to `maxAttempts`, then thrown with their cause named
+ *   (connection refused, DNS, TLS, timeout) and the URL without credentials.
+ *
+ * @module
+ */
+import { PermanentError, TransientError } from "../base/errors.ts";
+import { redactUrl } from "../base/redact.ts";
+
+/** Options shared by every request of a source. */
+export interface HttpOptions {
+  /** The fetch to use (injected in tests). @default globalThis.fetch */
+  fetch?: typeof fetch;
+  /** Per-attempt timeout, including the body, in milliseconds. @default 30000 */
+  timeoutMs?: number;
+  /** Attempts per request before a transient failure is thrown. @default 8 */
+  maxAttempts?: number;
+  /** First backoff step, in milliseconds. @default 100 */
+  backoffBaseMs?: number;
+  /** Largest backoff step (and cap on `Retry-After`), in milliseconds. @default 30000 */
+  backoffMaxMs?: number;
+  /** Whether a redirect to `target` may be followed. @default same origin as the request */
+  allowRedirect?: (target: URL, from: URL) => boolean;
+  /** Redirect hops followed at most. @default 3 */
+  maxRedirects?: number;
+  /** Random numbers in [0, 1) for jitter. @default Math.random */
+  random?: () => number;
+  /** Sleeps; injected so tests need not wait. @default setTimeout */
+  sleep?: (ms: number) => Promise<void>;
+  /** Called before each retry, for logs and counters (never given credentials). */
+  onRetry?: (info: { attempt: number; delayMs: number; error: Error }) => void;
+}
+
+/** One request: what to send and how much may come back. */
+export interface HttpRequest {
+  /** The URL. */
+  url: string;
+  /** Method. @default "GET" */
+  method?: string;
+  /** JSON body (POST). */
+  body?: string;
+  /** Largest body accepted, in bytes. */
+  maxBytes: number;
+  /** Attempts for this request. @default the source's `maxAttempts` */
+  maxAttempts?: number;
+  /** Timeout of one attempt, in milliseconds. @default the source's `timeoutMs` */
+  timeoutMs?: number;
+}
+
+/** An answer: its status, headers and body (bytes, at most `maxBytes`). */
+export interface HttpAnswer {
+  /** HTTP status. */
+  status: number;
+  /** Response headers. */
+  headers: Headers;
+  /** The body. */
+  body: Uint8Array;
+  /** The URL that answered (after allowed redirects). */
+  url: string;
+}
+
+/** A body over `maxBytes`: how much was declared or read before stopping. */
+export class TooLargeError extends PermanentError {
+  /** Error name. */
+  override name = "TooLargeError";
+  /** Bytes declared by `content-length`, or read before the cut. */
+  readonly bytes: number;
+  /** The body of `url` was over `limit` (`bytes` seen so far). */
+  constructor(url: string, bytes: number, limit: number) {
+    super(`answer of ${redactUrl(url)} is over ${limit} bytes`, { status: 0 });
+    this.bytes = bytes;
+  }
+}
+
+const defaultSleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** Parses a `Retry-After` header (seconds or HTTP date) into milliseconds. */
+export function parseRetryAfter(value: string | null, nowMs = Date.now()): number | undefined {
+  if (value === null) return undefined;
+  if (/^\s*\d+\s*$/.test(value)) return Number(value) * 1000;
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - nowMs);
+}
+
+/** A short name for why a connection failed: refused, DNS, TLS, timeout, reset, or the message. */
+export function networkCause(err: unknown, timeoutMs: number): string {
+  const e = err as Error;
+  const text = `${e?.message ?? ""} ${(e?.cause as Error)?.message ?? ""}`;
+  if (e?.name === "TimeoutError" || /timed out|signal timed out/i.test(text)) {
+    return `timed out after ${Math.round(timeoutMs / 100) / 10} s`;
+  }
+  if (/connection refused/i.test(text)) return "connection refused";
+  if (/dns error|failed to lookup|name or service not known|no such host/i.test(text)) {
+    return "DNS lookup failed";
+  }
+  if (/certificate|tls|ssl|handshake|corrupt message/i.test(text)) return "TLS error";
+  if (/reset|broken pipe|connection closed|unexpected eof|incomplete/i.test(text)) {
+    return "connection dropped";
+  }
+  return (e?.message ?? String(err)).split("\n")[0];
+}
+
+/** Reads a body up to `maxBytes`, failing as soon as it is over. */
+async function readCapped(res: Response, url: string, maxBytes: number): Promise<Uint8Array> {
+  const declared = Number(res.headers.get("content-length") ?? NaN);
+  if (declared > maxBytes) {
+    await res.body?.cancel();
+    throw new TooLargeError(url, declared, maxBytes);
+  }
+  if (!res.body) return new Uint8Array(0);
+  const parts: Uint8Array[] = [];
+  let size = 0;
+  const reader = res.body.getReader();
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    size += value.length;
+    if (size > maxBytes) {
+      await reader.cancel();
+      throw new TooLargeError(url, size, maxBytes);
+    }
+    parts.push(value);
+  }
+  if (parts.length === 1) return parts[0];
+  const out = new Uint8Array(size);
+  let at = 0;
+  for (const p of parts) (out.set(p, at), at += p.length);
+  return out;
+}
+
+/** Makes requests for one source with its options; counts retries. */
+export class HttpClient {
+  #o: Required<Omit<HttpOptions, "onRetry">> & Pick<HttpOptions, "onRetry">;
+  #retries = 0;
+
+  /** A client with `options` (see {@linkcode HttpOptions} for defaults). */
+  constructor(options: HttpOptions = {}) {
+    this.#o = {
+      fetch: options.fetch ?? globalThis.fetch.bind(globalThis),
+      timeoutMs: options.timeoutMs ?? 30_000,
+      maxAttempts: options.maxAttempts ?? 8,
+      backoffBaseMs: options.backoffBaseMs ?? 100,
+      backoffMaxMs: options.backoffMaxMs ?? 30_000,
+      allowRedirect: options.allowRedirect ?? ((t, f) => t.origin === f.origin),
+      maxRedirects: options.maxRedirects ?? 3,
+      random: options.random ?? Math.random,
+      sleep: options.sleep ?? defaultSleep,
+      onRetry: options.onRetry,
+    };
+  }
+
+  /** Retries made after transient failures. */
+  get retries(): number {
+    return this.#retries;
+  }
+
+  /**
+   * Runs `req` with retries, then `parse` on a 2xx-4xx answer (a {@linkcode TransientError}
+   * from `parse`, e.g. for cut JSON, is retried like a 5xx). 5xx, 408 and 429 are transient.
+   */
+  async request<T>(req: HttpRequest, parse: (answer: HttpAnswer) => T): Promise<T> {
+    const max = req.maxAttempts ?? this.#o.maxAttempts;
+    let last: TransientError = new TransientError("no attempt made");
+    for (let attempt = 1; attempt <= max; attempt++) {
+      try {
+        return parse(await this.#exchange(req));
+      } catch (err) {
+        if (!(err instanceof TransientError)) throw err;
+        last = err;
+        if (attempt === max) break;
+        const cap = Math.min(this.#o.backoffMaxMs, this.#o.backoffBaseMs * 2 ** (attempt - 1));
+        let delayMs = Math.floor(this.#o.random() * cap);
+        if (err.retryAfterMs !== undefined) {
+          delayMs = Math.max(delayMs, Math.min(err.retryAfterMs, this.#o.backoffMaxMs));
+        }
+        this.#retries++;
+        this.#o.onRetry?.({ attempt, delayMs, error: err });
+        await this.#o.sleep(delayMs);
+      }
+    }
+    throw new TransientError(`${last.message} (${max} attempts)`, {
+      cause: last,
+      status: last.status,
+    });
+  }
+
+  /** One attempt, following allowed redirects. */
+  async #exchange(req: HttpRequest): Promise<HttpAnswer> {
+    let url = new URL(req.url);
+    const timeoutMs = req.timeoutMs ?? this.#o.timeoutMs;
+    const signal = AbortSignal.timeout(timeoutMs);
+    for (let hop = 0;; hop++) {
+      let res: Response;
+      try {
+        res = await this.#o.fetch(url.href, {
+          method: req.method ?? "GET",
+          body: req.body,
+          signal,
+          redirect: "manual",
+          headers: req.body === undefined
+            ? { accept: "application/json" }
+            : { accept: "application/json", "content-type": "application/json" },
+        });
+      } catch (err) {
+        throw new TransientError(`${networkCause(err, timeoutMs)} at ${redactUrl(url.href)}`, {
+          cause: err,
+        });
+      }
+      if (res.status >= 300 && res.status < 400 && res.headers.has("location")) {
+        await res.body?.cancel();
+        url = this.#redirectTarget(url, res.headers.get("location")!, { hop, status: res.status });
+        continue;
+      }
+      if (res.status >= 500 || res.status === 429 || res.status === 408) {
+        await res.body?.cancel();
+        throw new TransientError(`HTTP ${res.status} at ${redactUrl(url.href)}`, {
+          status: res.status,
+          retryAfterMs: parseRetryAfter(res.headers.get("retry-after")),
+        });
+      }
+      let body: Uint8Array;
+      try {
+        body = await readCapped(res, url.href, req.maxBytes);
+      } catch (err) {
+        if (err instanceof TooLargeError) throw err;
+        throw new TransientError(
+          `${networkCause(err, timeoutMs)} while reading ${redactUrl(url.href)}`,
+          { cause: err },
+        );
+      }
+      return { status: res.status, headers: res.headers, body, url: url.href };
+    }
+  }
+
+  #redirectTarget(from: URL, location: string, o: { hop: number; status: number }): URL {
+    let target: URL;
+    try {
+      target = new URL(location, from);
+    } catch {
+      throw new PermanentError(`redirect from ${redactUrl(from.href)} to a malformed location`, {
+        status: o.status,
+      });
+    }
+    if (o.hop >= this.#o.maxRedirects) {
+      throw new PermanentError(`too many redirects from ${redactUrl(from.href)}`, {
+        status: o.status,
+      });
+    }
+    if (!this.#o.allowRedirect(target, from)) {
+      throw new PermanentError(
+        `refused redirect from ${redactUrl(from.href)} to ${redactUrl(target.href)}`,
+        { status: o.status },
+      );
+    }
+    return target;
+  }
+}

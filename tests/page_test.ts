@@ -1,0 +1,157 @@
+/** Pages and shard runners: exactly once under races, crashes, caps and failing sources. */
+import assert from "node:assert/strict";
+import { TransientError } from "../lib/base/errors.ts";
+import { checkCompletion } from "../lib/engine/completion.ts";
+import { DEFAULT_MAX_DOC_BYTES } from "../lib/engine/item_store.ts";
+import { processPage } from "../lib/engine/page.ts";
+import { AdaptiveLimit } from "../lib/engine/page_docs.ts";
+import { claimShard, runShard } from "../lib/engine/shard_runner.ts";
+import { crawlStatus } from "../lib/engine/status.ts";
+import { getCrawl, getShard, listShards } from "../lib/engine/store.ts";
+import { MemorySource } from "../lib/sources/memory_source.ts";
+import { begin, finishAll, runOne, spec } from "./engine_helpers.ts";
+import { assertCrawledExactly, dataOf, randomKeys, wrapSource } from "./helpers.ts";
+
+const UNI = ["a", "b", "-", "@", "/", "é", "中", "\u{1f600}", "\uffff", "z"];
+
+Deno.test("page: every shard exactly once, unicode keys and documents", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const data = dataOf(randomKeys(3000, UNI, 21, 6));
+  const source = new MemorySource(data, { maxPage: 50 });
+  const { id } = await begin(kv, source, spec({ docs: true, shards: 7 }));
+  await finishAll(kv, source, id);
+  assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
+  await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k), partition: true });
+  const report = await crawlStatus(kv, id);
+  assert.equal(report.documents, 3000);
+  assert.equal(report.status, "done");
+  assert.equal(report.verification?.status, "exact");
+  assert.ok(report.shards.every((s) => s.verified === "exact"));
+});
+
+Deno.test("page: pages cut short without a word are never read as the end; the cap is learned", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const data = dataOf(randomKeys(2000, UNI, 22, 6));
+  const source = new MemorySource(data, { maxPage: 1000, silentCap: 30 });
+  const { id } = await begin(kv, source, spec({ shards: 3, maxPage: 1000 }));
+  await finishAll(kv, source, id);
+  assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
+  await assertCrawledExactly(kv, id, data.keys);
+  assert.equal((await getCrawl(kv, id)).value!.pageCap, 30, "the registry's cap is remembered");
+  assert.ok(source.capabilities.maxPage <= 30);
+});
+
+Deno.test("page: one runner per shard; a worker whose lease was taken over cannot commit", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const data = dataOf(randomKeys(500, UNI, 23, 6));
+  const source = new MemorySource(data, { maxPage: 50 });
+  const { id, crawl } = await begin(kv, source, spec({ shards: 2 }));
+  let clock = 1_000_000;
+  const a = await claimShard(kv, id, 0, { owner: "A", leaseMs: 5000, nowMs: clock });
+  assert.ok(a, "A claims the free shard");
+  const b = await runShard({ kv, openSource: () => source, now: () => clock }, id, 0, {
+    owner: "B",
+  });
+  assert.deepEqual(b, { kind: "busy" }, "B finds the shard held");
+  const ctx = {
+    kv,
+    source,
+    leaseMs: 5000,
+    now: () => clock,
+    maxDocBytes: DEFAULT_MAX_DOC_BYTES,
+    docMode: "get" as const,
+    docLimit: new AdaptiveLimit(4),
+  };
+  const p1 = await processPage({ ...ctx, owner: "A" }, a);
+  assert.equal(p1.kind, "committed");
+  assert.equal((await getShard(kv, id, 0)).value!.lease!.untilMs, clock + 5000, "renewed");
+  // A stalls; its lease expires and B takes over.
+  clock += 5001;
+  const taken = await claimShard(kv, id, 0, { owner: "B", leaseMs: 5000, nowMs: clock });
+  assert.ok(taken);
+  if (p1.kind !== "committed") return;
+  const late = await processPage({ ...ctx, owner: "A" }, { crawl, entry: p1.entry });
+  assert.deepEqual(late, { kind: "lost", reason: "lease lost" });
+  const items = (await getShard(kv, id, 0)).value!.items;
+  assert.equal(items, p1.entry.value.items, "A's late page counted nothing");
+  await finishAll(kv, source, id);
+  await assertCrawledExactly(kv, id, data.keys);
+});
+
+/** A KV whose `n`-th atomic commit (counting from 1) throws `error`. */
+function failingCommit(kv: Deno.Kv, n: number, error: Error): Deno.Kv {
+  let commits = 0;
+  return new Proxy(kv, {
+    get(target, prop) {
+      if (prop === "atomic") {
+        return () => {
+          const op = target.atomic();
+          const commit = op.commit.bind(op);
+          op.commit = () => (++commits === n ? Promise.reject(error) : commit());
+          return op;
+        };
+      }
+      const v = Reflect.get(target, prop);
+      return typeof v === "function" ? v.bind(target) : v;
+    },
+  });
+}
+
+Deno.test("page: a crash inside a page's last commit redoes that page, counted once", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const data = dataOf(randomKeys(1000, UNI, 24, 6));
+  const source = new MemorySource(data, { maxPage: 40 });
+  const { id } = await begin(kv, source, spec({ shards: 3 }));
+  // Commit 1 claims the lease; commit 3 is the second page's commit.
+  const crashy = failingCommit(kv, 3, new Error("crash inside the commit"));
+  const res = await runOne(crashy, source, id, 1);
+  assert.equal(res.kind, "retry");
+  const shard = (await getShard(kv, id, 1)).value!;
+  assert.equal(shard.pages, 1, "the first page stands, the second does not");
+  assert.equal(shard.failures, 1);
+  assert.match(shard.lastError!, /crash inside the commit/);
+  await finishAll(kv, source, id);
+  await assertCrawledExactly(kv, id, data.keys);
+});
+
+Deno.test("page: a failing source is recorded on the shard and retried later; nothing counted twice", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const data = dataOf(randomKeys(500, UNI, 25, 6));
+  const source = new MemorySource(data, { maxPage: 40 });
+  const { id } = await begin(kv, source, spec({ shards: 2, docs: true }));
+  let fail = 2;
+  const failing = wrapSource(source, {
+    list: (o) =>
+      fail-- > 0 ? Promise.reject(new TransientError("HTTP 503 at memory")) : source.list(o),
+  });
+  const first = await runOne(kv, failing, id, 0);
+  assert.equal(first.kind, "retry");
+  const s = (await getShard(kv, id, 0)).value!;
+  assert.deepEqual([s.items, s.failures, s.retries, s.lease], [0, 1, 1, null]);
+  assert.ok(s.retryAt! > Date.now(), "it waits out a backoff");
+  await finishAll(kv, failing, id);
+  await assertCrawledExactly(kv, id, data.keys);
+  assert.equal((await crawlStatus(kv, id)).retries, 2);
+});
+
+Deno.test("page: failures are bounded: the crawl fails with the error's message, never retried forever", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const data = dataOf(randomKeys(300, UNI, 26, 6));
+  const source = new MemorySource(data, { maxPage: 40 });
+  const { id } = await begin(kv, source, spec({ shards: 2 }));
+  const down = wrapSource(source, {
+    list: () => Promise.reject(new TransientError("connection refused at http://x/db")),
+  });
+  const runs = await finishAll(kv, down, id, { deps: { maxShardFailures: 3 } }).catch(() => []);
+  const crawl = (await getCrawl(kv, id)).value!;
+  assert.equal(crawl.status, "failed");
+  assert.match(crawl.error!, /connection refused at http:\/\/x\/db \(gave up after 3 attempts\)/);
+  assert.ok(runs.length <= 6);
+  // A KV limit error is a bug: the crawl fails at once, without retries.
+  const { id: id2 } = await begin(kv, source, spec({ shards: 2 }), "t2");
+  const limit = failingCommit(kv, 2, new TypeError("Total key size too large (max 81920 bytes)"));
+  const res = await runOne(limit, source, id2, 0);
+  assert.equal(res.kind, "failed");
+  assert.equal((await getCrawl(kv, id2)).value!.status, "failed");
+  assert.equal((await listShards(kv, id2))[0].value.failures ?? 0, 0);
+});
