@@ -39,6 +39,12 @@ const FLAGS = {
   },
   workers: { type: "string", value: "W", help: "lease workers (lease mode)", default: "shards" },
   follow: { type: "boolean", help: "when done, keep applying the registry's _changes (Ctrl-C)" },
+  redirects: {
+    type: "string",
+    value: "POLICY",
+    help: "follow redirects to the same origin only, or to any http(s) URL",
+    default: "same-origin",
+  },
   "max-attempts": {
     type: "string",
     value: "A",
@@ -81,6 +87,7 @@ runMain(async () => {
     ? undefined
     : intFlag("workers", f.workers, { fallback: 1, min: 1, max: 1000 });
   const maxAttempts = intFlag("max-attempts", f["max-attempts"], { fallback: 8, min: 1, max: 100 });
+  const redirects = choiceFlag("redirects", f.redirects, ["same-origin", "any"], "same-origin");
   const given = f.source === undefined ? undefined : urlFlag("source", f.source);
   const spec = specFromFlags(f, given ?? "demo:npm-names", { shards: plan?.shards.length });
   const kvPath = f.kv ?? "crawl.kv";
@@ -102,7 +109,10 @@ runMain(async () => {
       }),
       dispatch: dispatch === "auto" ? undefined : dispatch,
       follow: f.follow ? stopFollowing.signal : undefined,
-      sourceOptions: { maxAttempts },
+      sourceOptions: {
+        maxAttempts,
+        ...(redirects === "any" ? { allowRedirect: (t: URL) => /^https?:$/.test(t.protocol) } : {}),
+      },
       workers,
     });
     console.log(summary(res.report, res));

@@ -2,13 +2,23 @@
  * `deno task registry`: serves a CouchDB-compatible registry on 127.0.0.1 and prints
  * `listening on <URL>` (the database URL to pass as `--source`).
  */
-import { helpText, intFlag, numberFlag, parseFlags, runMain } from "../lib/cli/flags.ts";
+import {
+  type FlagValues,
+  helpText,
+  intFlag,
+  numberFlag,
+  parseFlags,
+  runMain,
+  urlFlag,
+} from "../lib/cli/flags.ts";
 import { UsageError } from "../lib/base/errors.ts";
-import { FAULT_KINDS, type FaultKind } from "../lib/sim/registry_faults.ts";
+import { FAULT_KINDS, type FaultOptions } from "../lib/sim/registry_faults.ts";
+import { BAD_DOC_KINDS, type HostileOptions } from "../lib/sim/registry_hostile.ts";
+import { collidingIds, prng } from "../lib/sim/names.ts";
+import { sortKeys } from "../lib/plan/keys.ts";
 import { startRegistry } from "../lib/sim/registry_server.ts";
 import { RegistryData } from "../lib/sim/registry_data.ts";
 import { loadKeys } from "../lib/sim/load_keys.ts";
-import { prng } from "../lib/sim/names.ts";
 
 const FLAGS = {
   names: { type: "string", value: "FILE", help: "keys, one a line (.gz read too)" },
@@ -55,6 +65,37 @@ const FLAGS = {
     default: "150000",
   },
   churn: { type: "string", value: "N", help: "random changes per second", default: "0" },
+  "no-bulk-get": { type: "boolean", help: "refuse `POST _bulk_get` (404)" },
+  "silent-cap": {
+    type: "string",
+    value: "N",
+    help: "listings return at most N rows whatever `limit` asks, without a word",
+  },
+  "bad-doc-rate": {
+    type: "string",
+    value: "R",
+    help: "share of documents that misbehave (by a hash of their id)",
+    default: "0",
+  },
+  "bad-docs": {
+    type: "string",
+    value: "LIST",
+    help: "how they misbehave",
+    default: BAD_DOC_KINDS.join(","),
+  },
+  "slow-doc-ms": { type: "string", value: "X", help: "a slow document's delay", default: "40000" },
+  "redirect-to": { type: "string", value: "URL", help: "where redirecting documents point" },
+  "huge-doc-bytes": {
+    type: "string",
+    value: "B",
+    help: "body of a huge document, streamed",
+    default: "41943040",
+  },
+  "huge-listing": { type: "boolean", help: "every listing declares 2 GB and streams padding" },
+  "colliding-ids": {
+    type: "boolean",
+    help: "add ids built to collide (lone surrogates, '..', ids longer than a KV key)",
+  },
   help: { type: "boolean", short: "h", help: "show this help" },
 } as const;
 
@@ -74,12 +115,6 @@ runMain(async () => {
     console.log(helpText(HELP, FLAGS));
     return 0;
   }
-  const faults = f.faults === undefined ? FAULT_KINDS : f.faults.split(",").map((s) => {
-    if (!FAULT_KINDS.includes(s as FaultKind)) {
-      throw new UsageError(`--faults: unknown fault "${s}" (known: ${FAULT_KINDS.join(",")})`);
-    }
-    return s as FaultKind;
-  });
   const seed = intFlag("seed", f.seed, { fallback: 42 });
   const keys = await loadKeys({
     names: f.names,
@@ -88,6 +123,11 @@ runMain(async () => {
       : intFlag("synthetic", f.synthetic, { fallback: 0, min: 1, max: 50_000_000 }),
     seed,
   });
+  if (f["colliding-ids"]) {
+    const have = new Set(keys);
+    keys.push(...collidingIds().filter((id) => !have.has(id)));
+    sortKeys(keys);
+  }
   const data = new RegistryData(keys, {
     largeDocRate: numberFlag("large-doc-rate", f["large-doc-rate"], {
       fallback: 0,
@@ -103,10 +143,6 @@ runMain(async () => {
     docLatencyMs: numberFlag("doc-latency-ms", f["doc-latency-ms"], { fallback: 0, min: 0 }),
     hotPrefix: f["hot-prefix"],
     hotMs: numberFlag("hot-ms", f["hot-ms"], { fallback: 0, min: 0 }),
-    faultRate: numberFlag("fault-rate", f["fault-rate"], { fallback: 0, min: 0, max: 1 }),
-    faults,
-    retryAfterS: intFlag("retry-after-s", f["retry-after-s"], { fallback: 1, min: 0 }),
-    slowMs: intFlag("slow-ms", f["slow-ms"], { fallback: 1000, min: 0 }),
     missingDocRate: numberFlag("missing-doc-rate", f["missing-doc-rate"], {
       fallback: 0,
       min: 0,
@@ -116,6 +152,9 @@ runMain(async () => {
     includeDocs: !f["no-include-docs"],
     maxLimit: intFlag("max-limit", f["max-limit"], { fallback: 10_000, min: 1 }),
     seed,
+    bulkGet: !f["no-bulk-get"],
+    ...faultFlags(f),
+    ...hostileFlags(f),
   });
   const churn = numberFlag("churn", f.churn, { fallback: 0, min: 0 });
   if (churn > 0) {
@@ -126,3 +165,45 @@ runMain(async () => {
   console.log(`${data.size} documents, update_seq ${data.updateSeq}`);
   await new Promise(() => {}); // serve until killed
 });
+
+type Flags = FlagValues<typeof FLAGS>;
+
+/** A comma-separated list of known words. */
+function listFlag<T extends string>(name: string, raw: string, known: readonly T[]): T[] {
+  return raw.split(",").map((w) => {
+    if (!known.includes(w as T)) {
+      throw new UsageError(`--${name}: unknown kind "${w}" (known: ${known.join(",")})`);
+    }
+    return w as T;
+  });
+}
+
+function faultFlags(f: Flags): FaultOptions {
+  return {
+    faultRate: numberFlag("fault-rate", f["fault-rate"], { fallback: 0, min: 0, max: 1 }),
+    faults: f.faults === undefined ? FAULT_KINDS : listFlag("faults", f.faults, FAULT_KINDS),
+    retryAfterS: intFlag("retry-after-s", f["retry-after-s"], { fallback: 1, min: 0 }),
+    slowMs: intFlag("slow-ms", f["slow-ms"], { fallback: 1000, min: 0 }),
+  };
+}
+
+function hostileFlags(f: Flags): HostileOptions {
+  return {
+    silentCap: f["silent-cap"] === undefined
+      ? undefined
+      : intFlag("silent-cap", f["silent-cap"], { fallback: 0, min: 1 }),
+    badDocRate: numberFlag("bad-doc-rate", f["bad-doc-rate"], { fallback: 0, min: 0, max: 1 }),
+    badDocs: f["bad-docs"] === undefined
+      ? BAD_DOC_KINDS
+      : listFlag("bad-docs", f["bad-docs"], BAD_DOC_KINDS),
+    slowDocMs: intFlag("slow-doc-ms", f["slow-doc-ms"], { fallback: 40_000, min: 0 }),
+    redirectTo: f["redirect-to"] === undefined
+      ? undefined
+      : urlFlag("redirect-to", f["redirect-to"]),
+    hugeDocBytes: intFlag("huge-doc-bytes", f["huge-doc-bytes"], {
+      fallback: 40 * 1024 * 1024,
+      min: 0,
+    }),
+    hugeListing: f["huge-listing"] ?? false,
+  };
+}

@@ -97,7 +97,7 @@ Deno.test("cli: bad flags, URLs and registries give one-line errors", async () =
       ["tasks/export.ts", [], /--kv PATH is required/],
       ["tasks/export.ts", ["--kv", `${dir}/none.kv`], /no KV file/],
       ["tasks/registry.ts", ["--fault-rate", "2"], /--fault-rate must be at most 1/],
-      ["tasks/registry.ts", ["--faults", "gremlins"], /unknown fault "gremlins"/],
+      ["tasks/registry.ts", ["--faults", "gremlins"], /--faults: unknown kind "gremlins"/],
       ["tasks/registry.ts", ["--names", `${dir}/missing.txt`], /cannot read names file/],
     ];
     for (const [script, args, re] of cases) {

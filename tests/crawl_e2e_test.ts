@@ -8,8 +8,8 @@ import { startRegistry } from "../lib/sim/registry_server.ts";
 import { RegistryData } from "../lib/sim/registry_data.ts";
 import { listCrawls } from "../lib/engine/store.ts";
 import { countItems, iterateItems } from "../lib/engine/item_store.ts";
-import type { CrawlSpec } from "../lib/base/spec.ts";
-import { randomKeys, spawnRegistry, waitForItems } from "./helpers.ts";
+import { buildSpec, type CrawlSpec } from "../lib/base/spec.ts";
+import { assertCrawledExactly, randomKeys, spawnRegistry, waitForItems } from "./helpers.ts";
 import { bundledNames, syntheticNames } from "../lib/sim/names.ts";
 import { sortKeys } from "../lib/plan/keys.ts";
 
@@ -167,6 +167,29 @@ Deno.test("e2e: `deno task crawl` killed with SIGKILL twice resumes with nothing
     assert.equal(new Set(ids).size, 30000);
     const truth = syntheticNames(await bundledNames(), 30000, { seed: 42 });
     assert.deepEqual(new Set(ids), new Set(truth));
+  } finally {
+    await reg.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("e2e: default options over names of real length (clusters up to 214 characters): exact", async () => {
+  const keys = syntheticNames(await bundledNames(), 150_000, { seed: 8 });
+  const longest = keys.reduce((n, k) => Math.max(n, k.length), 0);
+  assert.equal(longest, 214);
+  const data = new RegistryData(keys);
+  const reg = await startRegistry(data, {});
+  const dir = await Deno.makeTempDir();
+  try {
+    const res = await runLocalCrawl({
+      kvPath: `${dir}/c.kv`,
+      spec: buildSpec({ source: reg.url }),
+      sourceUrl: reg.url,
+    });
+    assert.equal(res.report.status, "done");
+    assert.equal(res.report.verification?.status, "exact");
+    using kv = await Deno.openKv(`${dir}/c.kv`);
+    await assertCrawledExactly(kv, res.report.id, keys);
   } finally {
     await reg.close();
     await Deno.remove(dir, { recursive: true });

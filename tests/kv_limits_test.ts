@@ -83,6 +83,7 @@ Deno.test("kv limits: key and value sizes, NUL escapes and non-ASCII counted as 
   await assert.rejects(() => kv.set(["x".repeat(MAX_KEY_BYTES - 1)], 1), /Key too large/);
   await kv.set(["v"], new Uint8Array(MAX_VALUE_BYTES));
   await assert.rejects(() => kv.set(["v"], new Uint8Array(MAX_VALUE_BYTES + 1)), /too large/);
-  assert.equal(kvFailureKind(new Error("database or disk is full")), "full");
+  assert.equal(kvFailureKind(new Error("database or disk is full")), "storage");
+  assert.equal(kvFailureKind(new Error("disk I/O error")), "storage");
   assert.equal(kvFailureKind(new Error("database is locked")), "locked");
 });

@@ -87,3 +87,64 @@ Deno.test("serve: --insecure-local serves without a token, on 127.0.0.1 only", a
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("serve: redirects that leave ALLOWED_SOURCES are refused; the target never sees a request", async () => {
+  let canaryHits = 0;
+  const canary = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, () => {
+    canaryHits++;
+    return Response.json({ _id: "stolen", secret: "canary-secret-7f3a" });
+  });
+  const canaryUrl = `http://127.0.0.1:${(canary.addr as Deno.NetAddr).port}/steal`;
+  const reg = await spawnRegistry([
+    "--synthetic",
+    "3000",
+    "--no-include-docs",
+    "--no-bulk-get",
+    "--bad-doc-rate",
+    "0.05",
+    "--bad-docs",
+    "redirect",
+    "--redirect-to",
+    canaryUrl,
+  ]);
+  const dir = await Deno.makeTempDir();
+  const token = "ssrf-token";
+  const server = spawnServer({
+    CRAWL_TOKEN: token,
+    KV_PATH: `${dir}/s.kv`,
+    ALLOWED_SOURCES: reg.url,
+  });
+  const auth = { authorization: `Bearer ${token}` };
+  try {
+    await waitHealthy(`${server.base}/healthz`);
+    const created = await fetch(`${server.base}/crawls`, {
+      method: "POST",
+      headers: auth,
+      body: JSON.stringify({ source: reg.url, shards: 3, docs: true }),
+    });
+    const { id } = await created.json();
+    let status: { status: string; docErrors: number; itemsStored: number } | undefined;
+    for (let i = 0; i < 300 && status?.status !== "done" && status?.status !== "failed"; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      status = await (await fetch(`${server.base}/crawls/${id}`, { headers: auth })).json();
+    }
+    assert.equal(status!.status, "done");
+    assert.equal(status!.itemsStored, 3000);
+    assert.ok(status!.docErrors > 50, `${status!.docErrors} redirecting documents`);
+    assert.equal(canaryHits, 0, "no request left the allowlist");
+    const page = await (await fetch(`${server.base}/crawls/${id}/items?limit=1000`, {
+      headers: auth,
+    })).json();
+    const refused = page.items.filter((it: { error?: { reason: string } }) => it.error);
+    assert.ok(refused.length > 0);
+    for (const it of refused) {
+      assert.match(it.error.reason, /refused redirect .* to http:\/\/127\.0\.0\.1:\d+\/steal/);
+    }
+    assert.ok(!JSON.stringify(page).includes("canary-secret-7f3a"), "nothing of the target stored");
+  } finally {
+    await server.stop();
+    await reg.close();
+    await canary.shutdown();
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -57,13 +57,13 @@ export class FatalError extends CrawlerError {
 }
 
 /**
- * The store cannot be written (the disk is full): the process stops, nothing stored is corrupt, and
- * the same command resumes once there is room. Not a property of any one crawl, so no crawl is
- * marked failed for it.
+ * The store cannot be written (the disk is full, or it fails with I/O errors): the process stops,
+ * nothing stored is corrupt (every write is one atomic op), and the same command resumes once there
+ * is room. Not a property of any one crawl, so no crawl is marked failed for it.
  */
-export class StorageFullError extends CrawlerError {
+export class StorageError extends CrawlerError {
   /** Error name. */
-  override name = "StorageFullError";
+  override name = "StorageError";
 }
 
 /** Bad input from a user: a flag, a request body, a parameter. */

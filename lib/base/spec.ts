@@ -20,7 +20,7 @@ export interface CrawlSpec {
   docs: boolean;
   /** Document fetches in flight per shard. */
   concurrency: number;
-  /** Page size for listings. */
+  /** Largest page of a listing (rows); keys-only crawls use it whole, document crawls less. */
   maxPage: number;
   /** Split stragglers while running. */
   rebalance: boolean;
@@ -33,7 +33,8 @@ export const SPEC_DEFAULTS = {
   shards: 16,
   docs: false,
   concurrency: 8,
-  maxPage: 1000,
+  /** The npm replica's cap; registries that cap lower are learned from (see `page_listing.ts`). */
+  maxPage: 10_000,
   rebalance: true,
 } as const;
 
@@ -66,7 +67,7 @@ export type SpecInput = Pick<CrawlSpec, "source"> & Partial<Omit<CrawlSpec, "sou
  * @example
  * ```ts
  * const spec = buildSpec({ source: "http://127.0.0.1:5984/registry/", shards: 56 });
- * // spec.source === "http://127.0.0.1:5984/registry", spec.maxPage === 1000
+ * // spec.source === "http://127.0.0.1:5984/registry", spec.maxPage === 10000
  * ```
  * @throws InputError naming the first field out of bounds.
  */

@@ -10,7 +10,7 @@
  *
  * @module
  */
-import { ConflictError, FatalError, StorageFullError } from "../base/errors.ts";
+import { ConflictError, FatalError, StorageError } from "../base/errors.ts";
 import type { CrawlSpec } from "../base/spec.ts";
 import type { Plan } from "../plan/planner.ts";
 import type { Source } from "../plan/source.ts";
@@ -131,7 +131,7 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
     }
     return source;
   };
-  const full: StorageFullError[] = [];
+  const broken: Error[] = [];
   const runtime = createRuntime({
     kv,
     openSource,
@@ -145,7 +145,7 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
       const line = describe(e);
       if (line) log(line);
     },
-    onStorageFull: (err) => full.push(err),
+    onProcessError: (err) => broken.push(err),
     log,
   });
   try {
@@ -166,7 +166,7 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
       },
     );
     logOpened(crawl, action, log);
-    const end = await waitForEnd(kv, crawl.id, runtime, options, full);
+    const end = await waitForEnd(kv, crawl.id, runtime, options, broken);
     const report = options.follow
       ? (await follow(kv, source, crawl.id, options, log), await crawlStatus(kv, crawl.id))
       : end.report;
@@ -177,6 +177,10 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
       created: action === "created",
       itemsThisRun: report.itemsStored - (action === "created" ? 0 : end.itemsBefore),
     };
+  } catch (err) {
+    throw broken.includes(err as Error) || err instanceof StorageError
+      ? processFailure(err as Error, options.kvPath)
+      : err;
   } finally {
     await runtime.close();
     kv.close();
@@ -217,17 +221,12 @@ async function waitForEnd(
   crawlId: string,
   runtime: Runtime,
   options: LocalCrawlOptions,
-  full: StorageFullError[],
+  broken: Error[],
 ): Promise<{ report: CrawlStatusReport; itemsBefore: number }> {
   let lastWatch = performance.now();
   let itemsBefore: number | null = null;
   for (;;) {
-    if (full.length > 0) {
-      throw new StorageFullError(
-        `the disk under ${options.kvPath} is full (${full[0].message}); nothing stored is ` +
-          `lost: free some space and run the same command again to resume`,
-      );
-    }
+    if (broken.length > 0) throw broken[0];
     const report = await crawlStatus(kv, crawlId);
     itemsBefore ??= report.itemsStored;
     const settled = report.status !== "running" && report.status !== "planning";
@@ -243,6 +242,18 @@ async function waitForEnd(
     }
     await new Promise((r) => setTimeout(r, options.pollMs ?? 200));
   }
+}
+
+/** The one line a process-level failure ends the run with. */
+function processFailure(err: Error, kvPath: string): Error {
+  if (err instanceof StorageError) {
+    return new StorageError(
+      `cannot write ${kvPath}: the disk is full or failing (${err.message}); nothing stored is ` +
+        `lost: free some space and run the same command again to resume`,
+      { cause: err },
+    );
+  }
+  return new FatalError(`a worker stopped: ${err.message.split("\n")[0]}`, { cause: err });
 }
 
 /** Applies `_changes` until `options.follow` aborts, logging each batch that changed something. */

@@ -127,13 +127,15 @@ const EMPTY = new AtomicBudget();
 
 /**
  * The kind of a KV failure, by what the caller should do: `locked` (another process holds the
- * file; retry), `full` (the disk is full: stop, nothing is corrupted, resume later), `limit` (an
- * operation over a KV limit: a bug, never retried), or `other`.
+ * file; retry), `storage` (the disk is full or failing: stop, nothing is corrupted, resume later),
+ * `limit` (an operation over a KV limit: a bug, never retried), or `other`.
  */
-export function kvFailureKind(err: unknown): "locked" | "full" | "limit" | "other" {
+export function kvFailureKind(err: unknown): "locked" | "storage" | "limit" | "other" {
   const msg = err instanceof Error ? err.message : String(err);
   if (/database is locked|SQLITE_BUSY/i.test(msg)) return "locked";
-  if (/disk is full|SQLITE_FULL|No space left|disk quota/i.test(msg)) return "full";
+  if (/disk is full|SQLITE_FULL|No space left|disk quota|disk I\/O error|SQLITE_IOERR/i.test(msg)) {
+    return "storage";
+  }
   if (/too large|Too many (checks|mutations|keys)|key cannot be empty/i.test(msg)) return "limit";
   return "other";
 }

@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { StorageFullError } from "../base/errors.ts";
+import { StorageError } from "../base/errors.ts";
 import { checkCompletion } from "./completion.ts";
 import type { Dispatcher } from "./coordinator.ts";
 import { ownerName } from "./owner.ts";
@@ -44,6 +44,8 @@ export interface LeaseWorkerOptions {
   signal?: AbortSignal;
   /** Sleeps (injected so tests count them). @default setTimeout, cut short by `signal` */
   sleep?: (ms: number) => Promise<void>;
+  /** Rounds in a row that may fail with an unexpected error before the worker gives up. @default 10 */
+  maxErrorsInARow?: number;
   /** Log lines. */
   log?: (line: string) => void;
 }
@@ -70,7 +72,8 @@ function shuffle<T>(xs: T[]): T[] {
 
 /**
  * Runs a lease worker until stopped (signal, `maxRunMs`, or idle with `exitWhenIdle`).
- * @throws StorageFullError when the store is full (the process should stop; nothing is lost).
+ * @throws StorageError when the store cannot be written (the process should stop; nothing is
+ * lost), or the last error when `maxErrorsInARow` rounds failed one after the other.
  */
 export async function runLeaseWorker(
   deps: WorkDeps,
@@ -85,16 +88,18 @@ export async function runLeaseWorker(
     options.signal?.aborted === true ||
     (options.maxRunMs !== undefined && now() - started > options.maxRunMs);
   let idle = options.idleMs ?? 250;
+  let inARow = 0;
   while (!stop()) {
-    const active = (await listCrawls(deps.kv)).filter((c) =>
-      c.status === "running" || c.status === "planning"
-    );
-    if (active.length === 0 && options.exitWhenIdle) break;
     let worked = false;
     try {
+      const active = (await listCrawls(deps.kv)).filter((c) =>
+        c.status === "running" || c.status === "planning"
+      );
+      if (active.length === 0 && options.exitWhenIdle) break;
       worked = await oneRound(deps, shuffle(active), { owner, stop, stats, now });
+      inARow = 0;
     } catch (err) {
-      if (err instanceof StorageFullError) throw err;
+      if (err instanceof StorageError || ++inARow >= (options.maxErrorsInARow ?? 10)) throw err;
       stats.errors++;
       options.log?.(`worker ${owner}: ${(err as Error).message.split("\n")[0]}`);
     }

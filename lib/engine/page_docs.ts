@@ -166,6 +166,7 @@ async function fetchEach(source: Source, rows: Row[], o: DocFetch): Promise<Atte
           out[i] = r;
         }, (err) => {
           if (!(err instanceof TransientError)) throw err;
+          // Network failures (timeouts, 5xx, refused) past their attempts make it a suspect.
           o.limit.failure();
           out[i] = { kind: "failed", status: err.status ?? 0, reason: err.message.split("\n")[0] };
         }).then(() => {

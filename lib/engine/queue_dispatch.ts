@@ -10,7 +10,7 @@
  *
  * @module
  */
-import { StorageFullError } from "../base/errors.ts";
+import { StorageError } from "../base/errors.ts";
 import type { Dispatcher } from "./coordinator.ts";
 import { type Message, parseMessage } from "./messages.ts";
 import { ownerName } from "./owner.ts";
@@ -51,8 +51,8 @@ export interface QueueHandlerOptions {
   label?: string;
   /** Called with a message of unknown shape (it is dropped). */
   onInvalid?: (raw: unknown) => void;
-  /** Called when the store is full: the process should stop (nothing is lost). */
-  onStorageFull?: (err: StorageFullError) => void;
+  /** Called when the store cannot be written: the process should stop (nothing is lost). */
+  onProcessError?: (err: Error) => void;
   /** True once the process is stopping: running shards let their leases go. */
   stopping?: () => boolean;
 }
@@ -77,8 +77,8 @@ export function createQueueHandler(
       if (msg.kind === "plan") await workPlan(deps, msg.crawlId, owner);
       else await workShard(deps, msg.crawlId, msg.shardId, { owner, stop: options.stopping });
     } catch (err) {
-      if (err instanceof StorageFullError) {
-        options.onStorageFull?.(err);
+      if (err instanceof StorageError) {
+        options.onProcessError?.(err);
         return; // redelivering into a full disk helps nobody; the resumed run re-sends it
       }
       throw err;

@@ -7,7 +7,6 @@
  *
  * @module
  */
-import type { StorageFullError } from "../base/errors.ts";
 import type { Source } from "../plan/source.ts";
 import { watchdog } from "./completion.ts";
 import type { Dispatcher } from "./coordinator.ts";
@@ -48,8 +47,11 @@ export interface RuntimeOptions {
   maxShardFailures?: number;
   /** Log-worthy events (plans, failures, retries, splits, completions). */
   onEvent?: (event: WorkEvent) => void;
-  /** Called when the store is full: the process should stop (nothing stored is lost). */
-  onStorageFull?: (err: StorageFullError) => void;
+  /**
+   * Called when this process cannot go on: the store cannot be written (nothing stored is lost),
+   * or a worker kept failing. @default rethrown (an unhandled rejection)
+   */
+  onProcessError?: (err: Error) => void;
   /** Log lines of lease workers. */
   log?: (line: string) => void;
   /** Clock in epoch milliseconds. @default Date.now */
@@ -112,14 +114,14 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   const worker = (o: LeaseWorkerOptions = {}) =>
     runLeaseWorker(deps, { owner: ownerName(label), log: options.log, signal: stop.signal, ...o })
       .catch((err) => {
-        if (err?.name !== "StorageFullError") throw err;
-        options.onStorageFull?.(err);
+        if (!options.onProcessError) throw err;
+        options.onProcessError(err);
         return { claims: 0, shardsDone: 0, errors: 1, idleSleeps: 0 };
       });
   if (options.dispatch === "queue") {
     background.push(kv.listenQueue(createQueueHandler(deps, {
       label,
-      onStorageFull: options.onStorageFull,
+      onProcessError: options.onProcessError,
       stopping: () => stop.signal.aborted,
     })));
   } else {

@@ -12,7 +12,7 @@
  *
  * @module
  */
-import { FatalError, InputError, PermanentError, StorageFullError } from "../base/errors.ts";
+import { FatalError, InputError, PermanentError, StorageError } from "../base/errors.ts";
 import type { Source } from "../plan/source.ts";
 import { failCrawl, rememberPageCap } from "./coordinator.ts";
 import { DEFAULT_MAX_DOC_BYTES } from "./item_store.ts";
@@ -177,7 +177,7 @@ async function recordFailure(
   err: unknown,
   o: RunOptions,
 ): Promise<RunResult> {
-  if (err instanceof StorageFullError) throw err;
+  if (err instanceof StorageError) throw err;
   const now = (deps.now ?? Date.now)();
   const message = (err instanceof Error ? err.message : String(err)).split("\n")[0];
   const { id: crawlId } = held.crawl;

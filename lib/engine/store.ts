@@ -15,11 +15,11 @@
  *
  * Nothing else in the project reads or writes KV keys: the coordinator, the runners and the status
  * readers call these functions. KV failures are sorted here: `database is locked` (several
- * processes on one file) is retried; a full disk becomes a {@linkcode StorageFullError}.
+ * processes on one file) is retried; a full disk becomes a {@linkcode StorageError}.
  *
  * @module
  */
-import { FatalError, StorageFullError } from "../base/errors.ts";
+import { FatalError, StorageError } from "../base/errors.ts";
 import type { CrawlSpec } from "../base/spec.ts";
 import type { DocMode } from "../plan/source.ts";
 import { kvFailureKind } from "./kv_limits.ts";
@@ -224,7 +224,7 @@ export const keys = {
 
 /**
  * Runs a KV operation: `database is locked` (several processes, one file) is retried a bounded
- * number of times; a full disk becomes a {@linkcode StorageFullError}; anything else is rethrown.
+ * number of times; a full disk becomes a {@linkcode StorageError}; anything else is rethrown.
  */
 export async function kvOp<T>(fn: () => Promise<T>, options: { maxAttempts?: number } = {}) {
   const max = options.maxAttempts ?? 50;
@@ -233,8 +233,8 @@ export async function kvOp<T>(fn: () => Promise<T>, options: { maxAttempts?: num
       return await fn();
     } catch (err) {
       const kind = kvFailureKind(err);
-      if (kind === "full") {
-        throw new StorageFullError(`KV: ${(err as Error).message}`, { cause: err });
+      if (kind === "storage") {
+        throw new StorageError(`KV: ${(err as Error).message}`, { cause: err });
       }
       if (kind !== "locked" || attempt >= max) throw err;
       await new Promise((r) => setTimeout(r, Math.min(200, 5 * attempt) * (0.5 + Math.random())));

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { StorageFullError } from "../base/errors.ts";
+import { StorageError } from "../base/errors.ts";
 import type { Source } from "../plan/source.ts";
 import { checkCompletion } from "./completion.ts";
 import { type Dispatcher, planCrawl } from "./coordinator.ts";
@@ -91,7 +91,7 @@ export async function workShard(
     // A split or the crawl's completion that fails now (a registry hiccup) is not the shard's
     // failure: the shard is done, and the watchdog finishes the crawl later.
     await afterShardDone(deps, crawlId).catch((err) => {
-      if (err instanceof StorageFullError) throw err;
+      if (err instanceof StorageError) throw err;
       deps.onEvent?.({ kind: "completion-deferred", crawlId, error: errorLine(err) });
     });
   }

@@ -6,7 +6,7 @@
  * @module
  */
 import { createApp } from "./app.ts";
-import { parseAllowedSources } from "./auth.ts";
+import { isAllowedSource, parseAllowedSources } from "./auth.ts";
 import { UsageError } from "../base/errors.ts";
 import { buildSpec, SPEC_DEFAULTS, SPEC_LIMITS } from "../base/spec.ts";
 import { createCrawl } from "../engine/coordinator.ts";
@@ -121,7 +121,10 @@ export async function startServer(
   const kv = await Deno.openKv(config.kvPath);
   const runtime = createRuntime({
     kv,
-    openSource: sourceOpener(),
+    // A registry may redirect only inside ALLOWED_SOURCES: no hop can leave the allowlist.
+    openSource: sourceOpener({
+      allowRedirect: (target) => isAllowedSource(target.href, config.allowedSources),
+    }),
     dispatch: config.dispatch,
     workers: config.workers,
     log,

@@ -62,10 +62,40 @@ export function prng(seed: number): () => number {
   };
 }
 
+/** Share of synthetic keys that are long generated names in clusters (the real length tail). */
+export const LONG_TAIL_SHARE = 0.015;
+
 /**
- * `count` distinct synthetic keys with the skew of real npm names: each is a bundled name, or a
+ * Clusters of long generated names, as real npm has (preview and sandbox builds published per pull
+ * request under one scope): each cluster shares a prefix, and every name is 120 to 214 characters,
+ * npm's limit. `count` names in all, cluster sizes 50 to 3,000.
+ */
+function longNames(base: readonly string[], count: number, rand: () => number): string[] {
+  const out: string[] = [];
+  const words = ["sandbox", "preview", "canary", "feature", "release", "staging", "build"];
+  while (out.length < count) {
+    const size = Math.min(count - out.length, 50 + Math.floor(rand() * 2950));
+    const stem = base[Math.floor(rand() * base.length)].replace(/^@[^/]*\//, "");
+    const org = `@${words[Math.floor(rand() * words.length)]}-${Math.floor(rand() * 1e4)}`;
+    const prefix = `${org}/${stem}-${words[Math.floor(rand() * words.length)]}-pr-`;
+    for (let j = 0; j < size; j++) {
+      const target = 120 + Math.floor(rand() * 95);
+      let name = `${prefix}${Math.floor(rand() * 1e6)}-${
+        Math.floor(rand() * 2 ** 32).toString(16)
+      }`;
+      while (name.length < target) name += `-${words[Math.floor(rand() * words.length)]}`;
+      out.push(name.slice(0, target));
+    }
+  }
+  return out;
+}
+
+/**
+ * `count` distinct synthetic keys with the shape of real npm names: mostly a bundled name, or a
  * bundled name with a short suffix (`-x7`), so dense prefixes (`@types/`, `eslint-`) stay dense as
- * the registry grows. Deterministic for a given `base`, `count` and `seed`. Returns sorted keys.
+ * the registry grows; and {@linkcode LONG_TAIL_SHARE} of long generated names in clusters (up to
+ * 214 characters), the tail that breaks naive batching. Deterministic for a given `base`, `count`
+ * and `seed`. Returns sorted keys.
  */
 export function syntheticNames(
   base: readonly string[],
@@ -76,15 +106,40 @@ export function syntheticNames(
   const rand = prng(options.seed ?? 1);
   const seen = new Set<string>();
   const out: string[] = [];
+  const add = (key: string) => {
+    if (!seen.has(key)) (seen.add(key), out.push(key));
+  };
+  for (const key of longNames(base, Math.floor(count * LONG_TAIL_SHARE), rand)) add(key);
   for (let i = 0; out.length < count; i++) {
     const name = base[Math.floor(rand() * base.length)];
-    const key = i < base.length && rand() < 0.5
-      ? name
-      : `${name}-${Math.floor(rand() * 1e6).toString(36)}`;
-    if (!seen.has(key)) {
-      seen.add(key);
-      out.push(key);
-    }
+    add(
+      i < base.length && rand() < 0.5 ? name : `${name}-${Math.floor(rand() * 1e6).toString(36)}`,
+    );
   }
   return sortKeys(out);
+}
+
+/**
+ * Ids built to break naive storage: ids that differ only in lone surrogates (UTF-8 cannot tell
+ * them apart), ids that are URL path tricks (`.`, `..`, `a/b`), ids longer than a KV key, and a
+ * short id shaped like a long id's hashed key. Valid JSON strings a registry can send.
+ */
+export function collidingIds(): string[] {
+  const long = "@x/" + "ü".repeat(1500); // 3,003 bytes: over a KV key, under the 4,000 accepted
+  return [
+    "s",
+    "s\ud800",
+    "s\ud801",
+    "s\udc00",
+    "s\ufffd",
+    "\ud800",
+    ".",
+    "..",
+    "a/b",
+    "a%2Fb",
+    "%2e%2e",
+    long,
+    long.slice(0, -1) + "v",
+    `${long.slice(0, 400)}\u0000a1b2c3d4e5f6a7b8${long.length}`,
+  ];
 }

@@ -11,22 +11,16 @@
  */
 import { Hono } from "hono";
 import type { Context } from "hono";
-import { hash32, type RegistryData } from "./registry_data.ts";
+import type { RegistryData } from "./registry_data.ts";
 import { faultMiddleware, type FaultOptions } from "./registry_faults.ts";
 import { intParam, listIds, parseListingQuery } from "./registry_listing.ts";
+import { addDocumentRoutes, type DocServeOptions } from "./registry_docs.ts";
+import { paddingStream } from "./registry_hostile.ts";
 
 /** How the registry behaves. */
-export interface RegistryOptions extends FaultOptions {
+export interface RegistryOptions extends FaultOptions, DocServeOptions {
   /** Database name in the URL path. @default "registry" */
   db?: string;
-  /** Added latency for every document GET, in milliseconds. @default 0 */
-  docLatencyMs?: number;
-  /** Documents whose id starts with this prefix cost `hotMs` more. @default undefined */
-  hotPrefix?: string;
-  /** Extra latency of a hot-prefix document, in milliseconds. @default 0 */
-  hotMs?: number;
-  /** Share of listed documents whose GET answers 404 (deleted between listing and fetch). @default 0 */
-  missingDocRate?: number;
   /** Whether `skip` is honoured (the npm replica rejects it). @default true */
   skip?: boolean;
   /** Whether `include_docs` is honoured (the npm replica rejects it). @default true */
@@ -43,13 +37,13 @@ export interface RegistryStats {
   allDocs: number;
   /** Document GETs. */
   docs: number;
+  /** `_bulk_get` requests. */
+  bulkGets: number;
   /** `_changes` requests. */
   changes: number;
   /** Faults injected. */
   faults: number;
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function couchError(c: Context, status: 400 | 404, error: string, reason: string) {
   return c.json({ error, reason }, status);
@@ -64,7 +58,8 @@ export function createRegistryApp(
   options: RegistryOptions & { stats?: RegistryStats } = {},
 ): Hono {
   const db = options.db ?? "registry";
-  const stats = options.stats ?? { requests: 0, allDocs: 0, docs: 0, changes: 0, faults: 0 };
+  const stats = options.stats ??
+    { requests: 0, allDocs: 0, docs: 0, bulkGets: 0, changes: 0, faults: 0 };
   const ctx: RouteContext = { db, data, options, stats, maxLimit: options.maxLimit ?? 10_000 };
   const app = new Hono();
 
@@ -85,7 +80,7 @@ export function createRegistryApp(
     }));
 
   addListingRoutes(app, ctx);
-  addDocumentRoutes(app, ctx);
+  addDocumentRoutes(app, db, data, options, stats);
   app.notFound((c) => couchError(c, 404, "not_found", "Database does not exist."));
   return app;
 }
@@ -115,7 +110,15 @@ function addListingRoutes(app: Hono, ctx: RouteContext): void {
     if (q.limitGiven && q.limit > ctx.maxLimit) {
       return couchError(c, 400, "query_parse_error", `limit must be at most ${ctx.maxLimit}`);
     }
-    const { ids, offset } = listIds(data, q);
+    if (ctx.options.hugeListing) {
+      return new Response(paddingStream(2 ** 31), {
+        headers: { "content-type": "application/json", "content-length": String(2 ** 31) },
+      });
+    }
+    const { ids, offset } = listIds(data, {
+      ...q,
+      limit: Math.min(q.limit, ctx.options.silentCap ?? Infinity),
+    });
     const rows = ids.map((id) => {
       const row: Record<string, unknown> = { id, key: id, value: { rev: data.rev(id) } };
       if (q.includeDocs) row.doc = data.doc(id);
@@ -145,34 +148,6 @@ function addListingRoutes(app: Hono, ctx: RouteContext): void {
   });
 }
 
-/** Documents: GET (with latency, hot prefix and missing documents), PUT, DELETE. */
-function addDocumentRoutes(app: Hono, ctx: RouteContext): void {
-  const { db, data, stats, options: o } = ctx;
-  app.get(`/${db}/:id`, async (c) => {
-    stats.docs++;
-    const id = c.req.param("id");
-    if (o.docLatencyMs) await sleep(o.docLatencyMs);
-    if (o.hotPrefix && o.hotMs && id.startsWith(o.hotPrefix)) {
-      await sleep(o.hotMs);
-    }
-    const doc = data.doc(id);
-    const missing = (o.missingDocRate ?? 0) > 0 &&
-      hash32(`missing:${id}`) / 4294967296 < o.missingDocRate!;
-    if (!doc || missing) return couchError(c, 404, "not_found", "missing");
-    return c.json(doc);
-  });
-
-  app.put(`/${db}/:id`, (c) => {
-    const rev = data.put(c.req.param("id"));
-    return c.json({ ok: true, id: c.req.param("id"), rev }, 201);
-  });
-
-  app.delete(`/${db}/:id`, (c) => {
-    if (!data.delete(c.req.param("id"))) return couchError(c, 404, "not_found", "missing");
-    return c.json({ ok: true, id: c.req.param("id") });
-  });
-}
-
 /** A running registry server. */
 export interface RunningRegistry {
   /** The database URL to pass as `--source`. */
@@ -192,7 +167,14 @@ export function startRegistry(
   data: RegistryData,
   options: RegistryOptions & { port?: number } = {},
 ): Promise<RunningRegistry> {
-  const stats: RegistryStats = { requests: 0, allDocs: 0, docs: 0, changes: 0, faults: 0 };
+  const stats: RegistryStats = {
+    requests: 0,
+    allDocs: 0,
+    docs: 0,
+    bulkGets: 0,
+    changes: 0,
+    faults: 0,
+  };
   const app = createRegistryApp(data, { ...options, stats });
   const db = options.db ?? "registry";
   return new Promise((resolve) => {

@@ -49,6 +49,16 @@ const PAGE_BYTES = 65_536;
 /** Largest answer that carries documents (a listing with `include_docs`, a `_bulk_get`). */
 const MAX_BULK_BYTES = 64 * 1024 * 1024;
 
+/** A document's own error from a 4xx answer. */
+function docError(a: HttpAnswer): DocResult {
+  const reason = a.status === 404 || a.status === 410
+    ? "not found"
+    : a.status === 401 || a.status === 403
+    ? "access denied"
+    : new TextDecoder().decode(a.body.subarray(0, 200)).replace(/\s+/g, " ");
+  return { kind: "error", status: a.status, reason };
+}
+
 /** A CouchDB database reached over HTTP. */
 export class CouchSource implements Source {
   readonly description: string;
@@ -188,8 +198,15 @@ export class CouchSource implements Source {
   async doc(id: string): Promise<DocResult> {
     const url = this.#docUrl(id);
     if (url === null) {
-      return { kind: "error", status: 0, reason: "an id of '.' or '..' cannot be requested" };
+      return {
+        kind: "error",
+        status: 0,
+        reason: "this id cannot be requested by URL ('.', '..', or a lone surrogate)",
+      };
     }
+    // A 200 whose body is empty or cut is most likely damaged on the way: worth another attempt.
+    // Only when every attempt answered that way is it the document's own answer.
+    let damaged = 0;
     try {
       return await this.#http.request({
         url,
@@ -197,33 +214,44 @@ export class CouchSource implements Source {
         maxAttempts: this.#docAttempts,
         timeoutMs: this.#docTimeoutMs,
       }, (a) => {
-        if (a.status >= 400) {
-          const reason = a.status === 404 || a.status === 410
-            ? "not found"
-            : a.status === 401 || a.status === 403
-            ? "access denied"
-            : new TextDecoder().decode(a.body.subarray(0, 200)).replace(/\s+/g, " ");
-          return { kind: "error", status: a.status, reason } as DocResult;
+        if (a.status >= 400) return docError(a);
+        try {
+          const doc = docFromBody(a.body, a.headers.get("content-type"));
+          if (doc.kind === "error" && doc.reason === "empty body") {
+            throw new TransientError(`empty body from ${redactUrl(url)}`, { status: 200 });
+          }
+          return doc;
+        } catch (err) {
+          if (err instanceof TransientError) damaged++;
+          throw err;
         }
-        const doc = docFromBody(a.body, a.headers.get("content-type"));
-        // An empty body is most likely cut on the way: worth another attempt first.
-        if (doc.kind === "error" && doc.reason === "empty body") {
-          throw new TransientError(`empty body from ${redactUrl(url)}`, { status: 200 });
-        }
-        return doc;
       });
     } catch (err) {
       if (err instanceof TooLargeError) return { kind: "tooLarge", bytes: err.bytes };
       if (err instanceof PermanentError) {
         return { kind: "error", status: err.status ?? 0, reason: err.message };
       }
-      throw err;
+      if (!(err instanceof TransientError)) throw err;
+      if (damaged === this.#docAttempts) {
+        return {
+          kind: "error",
+          status: 200,
+          reason: err.message.replace(/ \(\d+ attempts\)$/, ""),
+        };
+      }
+      throw new TransientError(err.message, {
+        cause: err,
+        status: err.status === 200 ? 0 : err.status,
+      });
     }
   }
 
-  /** The document URL of `id`, or null when no encoding keeps it one path segment. */
+  /**
+   * The document URL of `id`, or null when no URL names it: `.` and `..` are path steps whatever
+   * their encoding, and a lone surrogate has no UTF-8 to percent-encode.
+   */
   #docUrl(id: string): string | null {
-    if (id === "." || id === "..") return null;
+    if (id === "." || id === ".." || !id.isWellFormed()) return null;
     const url = `${this.#docs}/${encodeURIComponent(id)}`;
     const base = new URL(this.#docs + "/");
     const parsed = new URL(url);

@@ -1,0 +1,108 @@
+/**
+ * Misbehaviour on purpose, the way real registries and proxies misbehave, so that tests can
+ * reproduce each failure the crawler must survive: listings cut to a few rows without a word,
+ * listings that claim gigabytes, and documents that answer 401/403/410, an HTML page, a JSON array,
+ * an empty body, nothing for a long time, a redirect elsewhere, or a body of tens of megabytes.
+ * Which documents misbehave is decided by a hash of their id, so a test knows exactly which.
+ *
+ * @module
+ */
+import type { Context } from "hono";
+import { hash32 } from "./registry_data.ts";
+
+/** Ways a document can misbehave. */
+export type BadDocKind =
+  | "401"
+  | "403"
+  | "410"
+  | "html"
+  | "array"
+  | "empty"
+  | "slow"
+  | "redirect"
+  | "huge";
+
+/** Every kind, the default set for `badDocRate`. */
+export const BAD_DOC_KINDS: readonly BadDocKind[] = [
+  "401",
+  "403",
+  "410",
+  "html",
+  "array",
+  "empty",
+  "slow",
+  "redirect",
+  "huge",
+];
+
+/** How the registry misbehaves. */
+export interface HostileOptions {
+  /** Listings return at most this many rows, whatever `limit` asked, without a word. */
+  silentCap?: number;
+  /** Share of documents that misbehave, 0..1 (by a hash of the id). @default 0 */
+  badDocRate?: number;
+  /** How they misbehave (one kind per document, by a hash of the id). @default BAD_DOC_KINDS */
+  badDocs?: readonly BadDocKind[];
+  /** How long a `slow` document takes to answer, in milliseconds. @default 40000 */
+  slowDocMs?: number;
+  /** Where a `redirect` document points (`<redirectTo>/<encoded id>`). @default another path */
+  redirectTo?: string;
+  /** Size of a `huge` document's body, streamed without a length, in bytes. @default 41943040 */
+  hugeDocBytes?: number;
+  /** Every listing declares a body of 2 GB and streams padding. @default false */
+  hugeListing?: boolean;
+}
+
+/** The way the document `id` misbehaves, or null when it behaves. */
+export function badKindOf(id: string, o: HostileOptions): BadDocKind | null {
+  const rate = o.badDocRate ?? 0;
+  if (rate <= 0 || hash32(`bad:${id}`) / 4294967296 >= rate) return null;
+  const kinds = o.badDocs ?? BAD_DOC_KINDS;
+  return kinds[hash32(`kind:${id}`) % kinds.length];
+}
+
+/** A body of `bytes` bytes of padding, streamed in 64 KiB pieces. */
+export function paddingStream(bytes: number): ReadableStream<Uint8Array> {
+  const piece = new Uint8Array(65_536).fill(0x20);
+  let left = bytes;
+  return new ReadableStream({
+    pull(ctl) {
+      if (left <= 0) return ctl.close();
+      const n = Math.min(left, piece.length);
+      ctl.enqueue(n === piece.length ? piece : piece.subarray(0, n));
+      left -= n;
+    },
+  });
+}
+
+/** The misbehaving answer for document `id`. */
+export async function badDocResponse(
+  c: Context,
+  kind: BadDocKind,
+  id: string,
+  o: HostileOptions,
+): Promise<Response> {
+  switch (kind) {
+    case "401":
+    case "403":
+    case "410":
+      return c.json({ error: "forbidden", reason: `injected ${kind}` }, Number(kind) as 403);
+    case "html":
+      return c.html("<!doctype html><html><body>Please log in</body></html>");
+    case "array":
+      return c.json([1, 2, 3]);
+    case "empty":
+      return new Response("", { headers: { "content-type": "application/json" } });
+    case "slow":
+      await new Promise((r) => setTimeout(r, o.slowDocMs ?? 40_000));
+      return c.json({ _id: id, late: true });
+    case "redirect": {
+      const base = o.redirectTo ?? new URL("/elsewhere", c.req.url).href;
+      return c.redirect(`${base.replace(/\/+$/, "")}/${encodeURIComponent(id)}`, 302);
+    }
+    case "huge":
+      return new Response(paddingStream(o.hugeDocBytes ?? 40 * 1024 * 1024), {
+        headers: { "content-type": "application/json" },
+      });
+  }
+}
