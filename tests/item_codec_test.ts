@@ -42,3 +42,19 @@ Deno.test("item codec: key parts are the id when UTF-8 holds it exactly, bytes o
   assert.equal(long[0], 1, "hashed, tag 1");
   assert.ok(needsBytesKey("x".repeat(5000)) && !needsBytesKey("x".repeat(1000)));
 });
+
+Deno.test("item codec: the fast path agrees with the general one", async () => {
+  const { encodeRevOnly, plainPartSize } = await import("../lib/engine/item_codec.ts");
+  const { keySize } = await import("../lib/engine/kv_limits.ts");
+  for (const id of ["a", "é中😀", "a\u0000b", "x".repeat(1900), "x".repeat(1901), "s\ud800"]) {
+    const part = await idKeyPart(id);
+    assert.equal(
+      plainPartSize(id),
+      typeof part === "string" ? keySize([part]) : -1,
+      JSON.stringify(id.slice(0, 8)),
+    );
+  }
+  const rev = "12-0123456789abcdef0123456789abcdef";
+  assert.deepEqual(encodeRevOnly(rev), encodeItem({ rev }));
+  assert.equal(encodeRevOnly("1-é"), null, "non-ASCII revisions take the general path");
+});

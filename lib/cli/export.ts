@@ -1,14 +1,25 @@
 /**
  * NDJSON export of a crawl's items: one JSON object a line (`id`, `rev`, and `doc` when fetched,
- * or `error` / `tooLarge`), written through a buffered stream so memory stays flat.
+ * or `error` / `tooLarge`), the shards' ranges read ahead in parallel and written in key order
+ * through a buffered writer, so memory stays flat.
  *
  * @module
  */
-import { crawlItems } from "../engine/status.ts";
+import type { ExportedItem } from "../engine/item_store.ts";
+import { crawlItemBatches } from "../engine/status.ts";
+
+/** One NDJSON line of an item (without the newline). */
+export function itemLine(it: ExportedItem): string {
+  let line = `{"id":${JSON.stringify(it.id)},"rev":${JSON.stringify(it.rev)}`;
+  if (it.doc !== undefined) line += `,"doc":${it.doc}`;
+  if (it.tooLarge) line += `,"tooLarge":true,"docBytes":${it.docBytes}`;
+  if (it.error) line += `,"error":${JSON.stringify(it.error)}`;
+  return line + "}";
+}
 
 /**
- * Writes every item of crawl `id` to `out` as NDJSON; returns the number of lines written. The
- * document is embedded as the raw JSON text the registry served (byte for byte).
+ * Writes every item of crawl `id` to `out` as NDJSON; returns the number of lines written. A
+ * document fetched alone is embedded as the JSON text the registry served, byte for byte.
  * @throws NotFoundError for an unknown crawl.
  *
  * @example
@@ -24,22 +35,14 @@ export async function exportNdjson(
 ): Promise<number> {
   const writer = out.getWriter();
   const enc = new TextEncoder();
-  let buf = "";
   let n = 0;
   try {
-    for await (const it of crawlItems(kv, id)) {
-      let line = `{"id":${JSON.stringify(it.id)},"rev":${JSON.stringify(it.rev)}`;
-      if (it.doc !== undefined) line += `,"doc":${it.doc}`;
-      if (it.tooLarge) line += `,"tooLarge":true,"docBytes":${it.docBytes}`;
-      if (it.error) line += `,"error":${JSON.stringify(it.error)}`;
-      buf += line + "}\n";
-      n++;
-      if (buf.length > 1 << 16) {
-        await writer.write(enc.encode(buf));
-        buf = "";
-      }
+    for await (const batch of crawlItemBatches(kv, id)) {
+      let text = "";
+      for (const it of batch) text += itemLine(it) + "\n";
+      n += batch.length;
+      await writer.write(enc.encode(text));
     }
-    if (buf) await writer.write(enc.encode(buf));
   } finally {
     writer.releaseLock();
   }

@@ -62,6 +62,40 @@ export function needsBytesKey(id: string): boolean {
 }
 
 /**
+ * The encoded size of the id as a plain string key part, or -1 when its key part must be bytes
+ * (see {@linkcode idKeyPart}); one pass over the id, for the hot path.
+ */
+export function plainPartSize(id: string): number {
+  let n = 2;
+  for (let i = 0; i < id.length; i++) {
+    const c = id.charCodeAt(i);
+    if (c < 0x80) n += c === 0 ? 2 : 1;
+    else if (c < 0x800) n += 2;
+    else if (c >= 0xd800 && c <= 0xdbff) {
+      const d = id.charCodeAt(i + 1);
+      if (!(d >= 0xdc00 && d <= 0xdfff)) return -1;
+      n += 4;
+      i++;
+    } else if (c >= 0xdc00 && c <= 0xdfff) return -1;
+    else n += 3;
+  }
+  return n - 2 > MAX_PLAIN_ID_KEY_BYTES ? -1 : n;
+}
+
+/** The record of a keys-only item whose key part is its id: a flags byte, then the revision. */
+export function encodeRevOnly(rev: string): Uint8Array | null {
+  if (rev.length > 127) return null;
+  const out = new Uint8Array(2 + rev.length);
+  out[1] = rev.length;
+  for (let i = 0; i < rev.length; i++) {
+    const c = rev.charCodeAt(i);
+    if (c > 0x7f) return null;
+    out[2 + i] = c;
+  }
+  return out;
+}
+
+/**
  * The KV key part of an item id (see the module comment). Injective over all strings, up to a
  * SHA-256 collision between two ids longer than ~1,900 bytes.
  */
@@ -189,7 +223,8 @@ export function encodeItem(r: ItemRecord): Uint8Array {
     w.raw(reason!);
   }
   if (r.doc) w.raw(r.doc);
-  return w.bytes.subarray(0, w.at);
+  // The exact length, so that KV stores no slack (a subarray would carry its whole buffer).
+  return w.at === w.bytes.length ? w.bytes : w.bytes.slice(0, w.at);
 }
 
 /** The record back from bytes. @throws RangeError for bytes that are not a record. */

@@ -6,8 +6,16 @@
  * @module
  */
 import { InputError } from "../base/errors.ts";
+import { readAhead } from "../base/read_ahead.ts";
 import type { DocResult } from "../plan/source.ts";
-import { decodeItem, encodeItem, idKeyPart, type ItemRecord } from "./item_codec.ts";
+import {
+  decodeItem,
+  encodeItem,
+  encodeRevOnly,
+  idKeyPart,
+  type ItemRecord,
+  plainPartSize,
+} from "./item_codec.ts";
 import { AtomicBudget, keySize, MAX_VALUE_BYTES } from "./kv_limits.ts";
 import { keys, kvOp } from "./store.ts";
 
@@ -88,7 +96,15 @@ export async function prepareWrites(
 ): Promise<ItemWrite[]> {
   const maxDoc = options.maxDocBytes ?? DEFAULT_MAX_DOC_BYTES;
   const out: ItemWrite[] = [];
+  const prefix = keySize(keys.items(crawl));
   for (const it of items) {
+    // The hot path: a keys-only item under its own id, in one pass over the id and the revision.
+    const plain = it.doc === undefined ? plainPartSize(it.id) : -1;
+    const fast = plain > 0 ? encodeRevOnly(it.rev) : null;
+    if (fast) {
+      out.push({ id: it.id, key: keys.item(crawl, it.id), value: fast, keyBytes: prefix + plain });
+      continue;
+    }
     const part = await idKeyPart(it.id);
     const rec: ItemRecord = { rev: it.rev };
     if (typeof part !== "string") rec.id = it.id;
@@ -109,13 +125,12 @@ export async function prepareWrites(
         }
       }
     }
-    let value = encodeItem(rec);
+    const value = encodeItem(rec);
     if (value.length > MAX_VALUE_BYTES && rec.doc) {
       // An inline document plus a long id would not fit one value: chunk it instead.
       return await prepareWrites(crawl, items, { ...options, inline: false });
     }
     const key = keys.item(crawl, part);
-    value = value.length === value.buffer.byteLength ? value : value.slice();
     out.push({ id: it.id, key, value, keyBytes: keySize(key) });
   }
   return out;
@@ -181,17 +196,71 @@ export interface ExportedItem {
   error?: { status: number; reason: string };
 }
 
-/** An item entry turned back into an item, its chunks read when it has some. */
-async function toItem(kv: Deno.Kv, crawl: string, e: Deno.KvEntry<Uint8Array>) {
+/** An item entry turned back into an item; a chunked document is left for `withChunks`. */
+function toItem(e: Deno.KvEntry<Uint8Array>): ExportedItem & { chunks?: number } {
   const part = e.key[2] as string | Uint8Array;
   const r = decodeItem(e.value);
-  const out: ExportedItem = { id: typeof part === "string" ? part : r.id!, rev: r.rev };
+  const out: ExportedItem & { chunks?: number } = {
+    id: typeof part === "string" ? part : r.id!,
+    rev: r.rev,
+  };
   if (r.doc) out.doc = dec.decode(r.doc);
-  if (r.chunks) out.doc = await readChunks(kv, crawl, part, r.chunks, out.id);
+  if (r.chunks) out.chunks = r.chunks;
   if (r.docBytes !== undefined) out.docBytes = r.docBytes;
   if (r.tooLarge) out.tooLarge = true;
   if (r.error) out.error = r.error;
   return out;
+}
+
+/** The item with its chunked document read back, if it has one. */
+async function withChunks(
+  kv: Deno.Kv,
+  crawl: string,
+  item: ExportedItem & { chunks?: number },
+): Promise<ExportedItem> {
+  const { chunks, ...rest } = item;
+  if (!chunks) return rest;
+  const part = await idKeyPart(item.id);
+  return { ...rest, doc: await readChunks(kv, crawl, part, chunks, item.id) };
+}
+
+/**
+ * A crawl's items in key order, a batch (up to 1,000) at a time. With `bounds` (sorted keys, e.g.
+ * the shards' starts), the ranges between them are read ahead in parallel (KV answers several
+ * range reads faster than one) and still come out in order. Memory stays bounded.
+ */
+export async function* itemBatches(
+  kv: Deno.Kv,
+  crawl: string,
+  options: { bounds?: readonly string[]; concurrency?: number } = {},
+): AsyncGenerator<ExportedItem[]> {
+  const prefix = keys.items(crawl);
+  const bounds = [...new Set(options.bounds ?? [])];
+  const selectors: Deno.KvListSelector[] = bounds.length === 0 ? [{ prefix }] : [
+    { prefix, end: keys.item(crawl, bounds[0]) },
+    ...bounds.slice(1).map((b, i) => ({
+      start: keys.item(crawl, bounds[i]),
+      end: keys.item(crawl, b),
+    })),
+    { prefix, start: keys.item(crawl, bounds.at(-1)!) },
+  ];
+  const range = async function* (selector: Deno.KvListSelector) {
+    let batch: (ExportedItem & { chunks?: number })[] = [];
+    for await (const e of kv.list<Uint8Array>(selector, { batchSize: 1000 })) {
+      batch.push(toItem(e));
+      if (batch.length === 1000) yield batch, batch = [];
+    }
+    if (batch.length > 0) yield batch;
+  };
+  for await (
+    const batch of readAhead(selectors.map((s) => () => range(s)), {
+      concurrency: options.concurrency ?? 4,
+    })
+  ) {
+    yield batch.some((it) => it.chunks)
+      ? await Promise.all(batch.map((it) => withChunks(kv, crawl, it)))
+      : batch;
+  }
 }
 
 async function readChunks(
@@ -215,8 +284,7 @@ async function readChunks(
 
 /** Streams a crawl's items in key order, reassembling chunked documents. Memory stays flat. */
 export async function* iterateItems(kv: Deno.Kv, crawl: string): AsyncGenerator<ExportedItem> {
-  const iter = kv.list<Uint8Array>({ prefix: keys.items(crawl) }, { batchSize: 1000 });
-  for await (const e of iter) yield await toItem(kv, crawl, e);
+  for await (const batch of itemBatches(kv, crawl)) yield* batch;
 }
 
 /**
@@ -235,7 +303,7 @@ export async function pageItems(
       limit: options.limit,
       cursor: options.cursor,
     });
-    for await (const e of iter) items.push(await toItem(kv, crawl, e));
+    for await (const e of iter) items.push(await withChunks(kv, crawl, toItem(e)));
   } catch (err) {
     if (options.cursor !== undefined && err instanceof TypeError) {
       throw new InputError("cursor is malformed", { cause: err });

@@ -62,8 +62,27 @@ export interface Held {
 
 /** What became of one page. */
 export type PageResult =
-  | { kind: "committed"; entry: Deno.KvEntry<ShardRecord>; rows: number }
+  | {
+    kind: "committed";
+    entry: Deno.KvEntry<ShardRecord>;
+    rows: number;
+    /** The next page, already being listed from where this one ended (when there is one). */
+    next?: { from: { cursor: string; after: boolean }; listing: Promise<ListedPage> };
+  }
   | { kind: "lost"; reason: string };
+
+/** Lists the next page of `shard` (its cursor, end and short-page memory) for this crawl. */
+export function startListing(
+  ctx: PageContext,
+  crawl: CrawlRecord,
+  shard: ShardRecord,
+): Promise<ListedPage> {
+  const size = rowsPerPage(crawl, ctx.source, { docRows: docRows(crawl, ctx.docMode) });
+  return listPage(ctx.source, crawl, shard, {
+    size,
+    includeDocs: crawl.docs && ctx.docMode === "include_docs",
+  });
+}
 
 /** Rows per page when documents are fetched one by one: about 25 round trips. */
 function docRows(crawl: CrawlRecord, mode: DocMode): number | undefined {
@@ -74,20 +93,30 @@ function docRows(crawl: CrawlRecord, mode: DocMode): number | undefined {
 }
 
 /**
- * Processes the next page of the held shard. Resolves with the committed entry, or `lost` when
- * the shard is no longer ours; throws on source failures (the caller retries or fails the crawl).
+ * Processes the next page of the held shard (listed now, or already being listed: `listing`).
+ * While it writes, the page after it is listed (so registry latency hides behind KV writes).
+ * Resolves with the committed entry, or `lost` when the shard is no longer ours; throws on source
+ * failures (the caller retries or fails the crawl).
  */
-export async function processPage(ctx: PageContext, held: Held): Promise<PageResult> {
+export async function processPage(
+  ctx: PageContext,
+  held: Held,
+  options: { listing?: Promise<ListedPage> } = {},
+): Promise<PageResult> {
   const { crawl } = held;
-  const size = rowsPerPage(crawl, ctx.source, { docRows: docRows(crawl, ctx.docMode) });
-  const listed = await listPage(ctx.source, crawl, held.entry.value, {
-    size,
-    includeDocs: crawl.docs && ctx.docMode === "include_docs",
-  });
+  const listed = await (options.listing ?? startListing(ctx, crawl, held.entry.value));
   if (listed.learnedCap) {
     ctx.source.capabilities.maxPage = Math.min(ctx.source.capabilities.maxPage, listed.learnedCap);
     await ctx.onCapLearned?.(listed.learnedCap);
   }
+  const from = listed.next;
+  const next = from
+    ? {
+      from,
+      listing: startListing(ctx, crawl, { ...held.entry.value, ...from, shortOf: listed.shortOf }),
+    }
+    : undefined;
+  next?.listing.catch(() => {}); // unused when the page is lost; its error resurfaces if used
   const guard = new Guard(ctx, held.entry);
   let items: ItemInput[] = listed.rows;
   if (crawl.docs && listed.rows.length > 0) {
@@ -105,7 +134,8 @@ export async function processPage(ctx: PageContext, held: Held): Promise<PageRes
     }
   }
   if (guard.lost) return { kind: "lost", reason: guard.lost };
-  return await writePage(ctx, guard, crawl, { listed, items });
+  const res = await writePage(ctx, guard, crawl, { listed, items });
+  return res.kind === "committed" && next ? { ...res, next } : res;
 }
 
 /** The shard entry a page writes against, kept fresh through conflicts and heartbeats. */
@@ -206,8 +236,10 @@ async function writePage(
   let pending = await prepareWrites(crawl.id, page.items, { maxDocBytes: ctx.maxDocBytes });
   for (let attempt = 0; attempt < 100; attempt++) {
     const { kept, cut } = trim(page.items, guard.entry.value.end);
-    const ids = new Set(kept.map((k) => k.id));
-    pending = pending.filter((w) => ids.has(w.id));
+    if (cut) {
+      const ids = new Set(kept.map((k) => k.id));
+      pending = pending.filter((w) => ids.has(w.id));
+    }
     const batches = batchWrites(pending, reserve);
     let conflict = false;
     for (let b = 0; b < batches.length - 1 && !conflict; b++) {

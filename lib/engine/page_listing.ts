@@ -31,7 +31,15 @@ export interface ListedPage {
   total: number;
 }
 
-/** Rows committed per page: the listing page less the row that carries the next cursor. */
+/** Rows a process keeps in flight over all its shards' pages (each shard lists one page ahead). */
+export const ROWS_IN_FLIGHT = 32_000;
+
+/**
+ * Rows committed per page: the listing page less the row that carries the next cursor, within the
+ * registry's cap, and for keys-only crawls within an even share of {@linkcode ROWS_IN_FLIGHT}
+ * (at least 500): with every shard listing one page ahead, latency hides behind KV writes anyway,
+ * and memory stays bounded however many rows a page may hold.
+ */
 export function rowsPerPage(
   crawl: CrawlRecord,
   source: Source,
@@ -40,7 +48,9 @@ export function rowsPerPage(
   const cap = Math.min(crawl.maxPage, source.capabilities.maxPage, crawl.pageCap ?? Infinity);
   // One row for the next cursor, one for the cursor's own row when reading strictly after it.
   const page = Math.max(1, cap - 2);
-  return options.docRows === undefined ? page : Math.max(1, Math.min(page, options.docRows));
+  const share = Math.max(500, Math.floor(ROWS_IN_FLIGHT / Math.max(1, crawl.shards)));
+  const want = options.docRows ?? share;
+  return Math.max(1, Math.min(page, want));
 }
 
 /**

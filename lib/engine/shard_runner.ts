@@ -19,6 +19,7 @@ import { DEFAULT_MAX_DOC_BYTES } from "./item_store.ts";
 import { kvFailureKind } from "./kv_limits.ts";
 import { ownerIsDead } from "./owner.ts";
 import { type Held, type PageContext, processPage } from "./page.ts";
+import type { ListedPage } from "./page_listing.ts";
 import { AdaptiveLimit } from "./page_docs.ts";
 import {
   commitShard,
@@ -136,6 +137,7 @@ export async function runShard(
       onCapLearned: (cap) => rememberPageCap(deps.kv, crawlId, cap),
     };
     let checked = now();
+    let listing: Promise<ListedPage> | undefined;
     for (;;) {
       if (o.stop?.()) return await stopped(deps, held, o.owner, "stopping");
       if (now() - checked >= (o.statusEveryMs ?? 1000)) {
@@ -146,10 +148,16 @@ export async function runShard(
         }
         held = { ...held, crawl };
       }
-      const res = await processPage(ctx, held);
+      const res = await processPage(ctx, held, { listing });
       if (res.kind === "lost") return { kind: "stopped", reason: res.reason };
       held = { crawl: held.crawl, entry: res.entry };
       if (res.entry.value.done) return { kind: "done", shard: res.entry.value };
+      // The next page is already being listed from where this one ended, unless the commit moved
+      // the cursor elsewhere (the shard was reset to be listed again).
+      const s = res.entry.value;
+      listing = res.next && s.cursor === res.next.from.cursor && s.after === res.next.from.after
+        ? res.next.listing
+        : undefined;
     }
   } catch (err) {
     return await recordFailure(deps, held, err, o);

@@ -8,7 +8,8 @@
 import { redactUrl } from "../base/redact.ts";
 import { NotFoundError } from "../base/errors.ts";
 import { storedCount } from "./completion.ts";
-import { type ExportedItem, iterateItems, pageItems } from "./item_store.ts";
+import { compareKeys } from "../plan/keys.ts";
+import { type ExportedItem, itemBatches, iterateItems, pageItems } from "./item_store.ts";
 import {
   type CrawlRecord,
   type CrawlStatus,
@@ -244,4 +245,18 @@ export async function crawlItemsPage(
 export async function* crawlItems(kv: Deno.Kv, id: string): AsyncGenerator<ExportedItem> {
   await requireCrawl(kv, id);
   yield* iterateItems(kv, id);
+}
+
+/**
+ * Every item of a crawl in key order, in batches, the shards' ranges read ahead in parallel (the
+ * fastest way out). @throws NotFoundError for an unknown crawl.
+ */
+export async function* crawlItemBatches(
+  kv: Deno.Kv,
+  id: string,
+): AsyncGenerator<ExportedItem[]> {
+  await requireCrawl(kv, id);
+  const starts = (await listShards(kv, id)).map((e) => e.value.start)
+    .filter((s): s is string => s !== null).sort(compareKeys);
+  yield* itemBatches(kv, id, { bounds: starts });
 }
