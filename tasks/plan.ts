@@ -3,11 +3,11 @@
  * shards of exactly balanced item counts, as a table with a comparison to the naive even split, or
  * as JSON (`--json`); `--out` also writes the JSON for `deno task crawl --plan FILE`.
  */
-import { SPEC_DEFAULTS, SPEC_LIMITS } from "../lib/base/spec.ts";
+import { SPEC_LIMITS } from "../lib/base/spec.ts";
 import { helpText, intFlag, parseFlags, runMain, urlFlag } from "../lib/cli/flags.ts";
 import { UsageError } from "../lib/base/errors.ts";
 import { CouchSource } from "../lib/sources/couch_source.ts";
-import { planShards } from "../lib/plan/planner.ts";
+import { PLAN_PAGE, planShards } from "../lib/plan/planner.ts";
 import { evenSplitKeys, maxShare, shardsAt } from "../lib/plan/baselines.ts";
 import { formatPlanTable } from "../lib/plan/plan_table.ts";
 
@@ -20,7 +20,7 @@ const FLAGS = {
     type: "string",
     value: "L",
     help: "rows per listing request",
-    default: String(SPEC_DEFAULTS.maxPage),
+    default: String(PLAN_PAGE),
   },
   concurrency: { type: "string", value: "C", help: "listing requests in flight", default: "8" },
   "no-compare": { type: "boolean", help: "skip the comparison with the naive even split" },
@@ -53,7 +53,7 @@ runMain(async () => {
   const url = urlFlag("source", f.source);
   const shards = intFlag("shards", f.shards, { fallback: 0, ...SPEC_LIMITS.shards });
   const maxPage = intFlag("max-page", f["max-page"], {
-    fallback: SPEC_DEFAULTS.maxPage,
+    fallback: PLAN_PAGE,
     ...SPEC_LIMITS.maxPage,
   });
   const source = new CouchSource(url, {

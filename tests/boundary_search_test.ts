@@ -31,7 +31,7 @@ Deno.test("nextStep: found, forward read, descending read, wide and narrow probe
   const o = { ...tuning, alphabet: new Alphabet(["apple", "zebra"]) };
   const p = pointsOf(["apple", 1000, true], ["zebra", 100_000, true]);
   assert.deepEqual(nextStep(1000, p, fresh(), o), { kind: "found", key: "apple" });
-  assert.deepEqual(nextStep(1050, p, fresh(), o), { kind: "read", start: "apple", limit: 100 });
+  assert.deepEqual(nextStep(1050, p, fresh(), o), { kind: "read", start: "apple", limit: 51 });
   // 60 below the real upper point: one descending read of 61 rows holds it.
   const down = nextStep(99_940, p, fresh(), o);
   assert.equal(down.kind, "read-down");

@@ -4,7 +4,7 @@ import { TransientError } from "../lib/base/errors.ts";
 import { checkCompletion } from "../lib/engine/completion.ts";
 import { DEFAULT_MAX_DOC_BYTES } from "../lib/engine/item_store.ts";
 import { processPage } from "../lib/engine/page.ts";
-import { AdaptiveLimit } from "../lib/engine/page_docs.ts";
+import { AdaptiveLimit } from "../lib/base/adaptive_limit.ts";
 import { claimShard, runShard } from "../lib/engine/shard_runner.ts";
 import { crawlStatus } from "../lib/engine/status.ts";
 import { getCrawl, getShard, listShards } from "../lib/engine/store.ts";

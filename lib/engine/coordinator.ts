@@ -17,7 +17,7 @@
  */
 import { ConflictError, FatalError, InputError, NotFoundError } from "../base/errors.ts";
 import { crawlIdFor, type CrawlSpec } from "../base/spec.ts";
-import { type Plan, planShards } from "../plan/planner.ts";
+import { type Plan, PLAN_PAGE, planShards } from "../plan/planner.ts";
 import type { Source } from "../plan/source.ts";
 import {
   type CrawlRecord,
@@ -178,7 +178,7 @@ async function makePlan(source: Source, crawl: CrawlRecord, options: PlanCrawlOp
   const startSeq = await source.updateSeq().catch(() => null);
   const docMode = crawl.docs ? await source.docMode?.().catch(() => "get" as const) ?? "get" : null;
   const plan = options.plan ?? await planShards(source, crawl.shards, {
-    maxPage: Math.min(crawl.maxPage, crawl.pageCap ?? Infinity),
+    maxPage: Math.min(PLAN_PAGE, crawl.maxPage, crawl.pageCap ?? Infinity),
   });
   options.onPlanned?.(plan);
   return { plan, startSeq, docMode };

@@ -17,7 +17,8 @@ import { compareKeys } from "../plan/keys.ts";
 import type { DocMode, Source } from "../plan/source.ts";
 import { batchWrites, type ItemInput, prepareWrites, tallyItems } from "./item_store.ts";
 import { AtomicBudget, keySize, valueSizeBound } from "./kv_limits.ts";
-import { type AdaptiveLimit, fetchDocs } from "./page_docs.ts";
+import type { AdaptiveLimit } from "../base/adaptive_limit.ts";
+import { fetchDocs } from "./page_docs.ts";
 import { type ListedPage, listPage, rowsPerPage } from "./page_listing.ts";
 import {
   commitShard,

@@ -14,50 +14,10 @@
  * @module
  */
 import { FatalError, TransientError } from "../base/errors.ts";
+import type { AdaptiveLimit } from "../base/adaptive_limit.ts";
 import { compareKeys } from "../plan/keys.ts";
 import type { DocMode, DocResult, Row, Source } from "../plan/source.ts";
 import type { ItemInput } from "./item_store.ts";
-
-/**
- * Concurrency that follows the registry, AIMD: it starts at the crawl's `concurrency` (which stays
- * the ceiling), shrinks when answers slow down far beyond the fastest seen (the registry queues
- * them) or fail, and grows back one step at a time while answers stay fast.
- */
-export class AdaptiveLimit {
-  #value: number;
-  #max: number;
-  #fastest = Infinity;
-  #streak = 0;
-
-  /** Starts at `max` requests in flight, never more, never fewer than one. */
-  constructor(max: number) {
-    this.#max = Math.max(1, max);
-    this.#value = this.#max;
-  }
-
-  /** Requests allowed in flight now. */
-  get value(): number {
-    return Math.floor(this.#value);
-  }
-
-  /** A request answered in `ms`: grow slowly while answers stay near the fastest seen. */
-  success(ms: number): void {
-    this.#fastest = Math.min(this.#fastest, Math.max(1, ms));
-    if (ms > 4 * this.#fastest + 50) {
-      this.#value = Math.max(1, this.#value * 0.8); // queueing at the registry
-      this.#streak = 0;
-    } else if (++this.#streak >= this.#value) {
-      this.#value = Math.min(this.#max, this.#value + 1);
-      this.#streak = 0;
-    }
-  }
-
-  /** A request failed after its retries (429s, 5xx, timeouts): halve. */
-  failure(): void {
-    this.#value = Math.max(1, this.#value / 2);
-    this.#streak = 0;
-  }
-}
 
 /** What fetching a page's documents needs. */
 export interface DocFetch {
@@ -71,8 +31,6 @@ export interface DocFetch {
   currentEnd: () => string | null;
   /** Called as rows are started: the first unstarted row's key and how many are started. */
   progress?: (nextKey: string | null, started: number) => void;
-  /** The clock, in ms. @default performance.now */
-  now?: () => number;
   /**
    * Earlier attempts of this page that failed. A document that keeps failing transiently fails
    * the page (retried later, with backoff) until the page has failed this many times; then it is
@@ -144,7 +102,6 @@ function judge(results: Attempt[], rows: Row[], source: Source, record: boolean)
 
 /** One GET per row, in row order, at the adaptive concurrency; rows past the end unstarted. */
 async function fetchEach(source: Source, rows: Row[], o: DocFetch): Promise<Attempt[]> {
-  const now = o.now ?? (() => performance.now());
   const out = new Array<Attempt>(rows.length);
   let next = 0;
   let inFlight = 0;
@@ -160,9 +117,11 @@ async function fetchEach(source: Source, rows: Row[], o: DocFetch): Promise<Atte
         const i = next++;
         inFlight++;
         o.progress?.(rows[next]?.id ?? null, next);
-        const t = now();
+        const retries = source.retries ?? 0;
         source.doc(rows[i].id).then((r) => {
-          o.limit.success(now() - t);
+          // Retries on the way (429s, 503s) mean the registry pushes back, even if it then served.
+          if ((source.retries ?? 0) > retries) o.limit.failure();
+          else o.limit.success();
           out[i] = r;
         }, (err) => {
           if (!(err instanceof TransientError)) throw err;

@@ -20,7 +20,7 @@ import { kvFailureKind } from "./kv_limits.ts";
 import { ownerIsDead } from "./owner.ts";
 import { type Held, type PageContext, processPage } from "./page.ts";
 import type { ListedPage } from "./page_listing.ts";
-import { AdaptiveLimit } from "./page_docs.ts";
+import { AdaptiveLimit } from "../base/adaptive_limit.ts";
 import {
   commitShard,
   type CrawlRecord,

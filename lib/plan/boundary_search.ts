@@ -13,7 +13,7 @@
  * @module
  */
 import { FatalError, PermanentError } from "../base/errors.ts";
-import { Semaphore } from "../base/pool.ts";
+import { AdaptiveLimit } from "../base/adaptive_limit.ts";
 import { Alphabet, keyBetween } from "./keys.ts";
 import { inconsistent, type Point, PointSet } from "./points.ts";
 import type { Page, Source } from "./source.ts";
@@ -65,12 +65,18 @@ export function nextStep(
   if (a.real && a.rank === t) return { kind: "found", key: a.key };
   if (!b) return { kind: "relearn-end" };
   const width = b.rank - a.rank;
+  // Within a page above the lower point: read just far enough to hold t.
   if (t - a.rank < o.maxPage) {
-    return { kind: "read", start: a.key, limit: Math.min(o.maxPage, width) };
+    return { kind: "read", start: a.key, limit: Math.min(o.maxPage, width, t - a.rank + 1) };
   }
   // Within a page below the upper point: one descending page read finishes it.
   const below = b.real ? b.rank - t + 1 : b.rank - t;
   if (o.descending && below <= o.maxPage) return { kind: "read-down", from: b, limit: below };
+  // Within a few pages of the lower point after probes that keep missing (a crowd of keys the
+  // model cannot see into, like `eslint-config-…`): reading on is bounded, probing may not be.
+  if (a.real && t - a.rank < 3 * o.maxPage && memory.high + memory.low >= 2) {
+    return { kind: "read", start: a.key, limit: o.maxPage };
+  }
   // Aim below t when a full page will be read, so the page likely covers t.
   const wide = width <= o.widePageSpan * o.maxPage;
   const aim = wide ? Math.max(a.rank + 1, t - Math.floor(o.maxPage / 2)) : t;
@@ -91,8 +97,10 @@ export interface BoundarySearchOptions {
   points: Point[];
   /** Answers already in hand (the planner's first page). */
   pages?: { start: string | null; page: Page }[];
-  /** Listing requests in flight at once. */
+  /** Listing requests in flight at first (more while answers stay fast, fewer when they slow). */
   concurrency: number;
+  /** Listing requests in flight at most. @default 64 */
+  maxConcurrency?: number;
   /** Probe with a full page once a bracket is at most this many pages wide. @default 100 */
   widePageSpan?: number;
 }
@@ -105,7 +113,7 @@ export class BoundarySearch {
   #found = new Map<number, string>();
   #points: PointSet;
   #alphabet = new Alphabet();
-  #pool: Semaphore;
+  #pool: AdaptiveLimit;
   #inflight = new Map<string, Promise<Page>>();
   #tuning: SearchTuning;
   #failed = false;
@@ -116,7 +124,11 @@ export class BoundarySearch {
     this.#targets = targets;
     this.#targetSet = new Set(targets);
     this.#points = new PointSet({ maxConflicts: 50 + 4 * targets.length });
-    this.#pool = new Semaphore(Math.max(1, options.concurrency));
+    this.#pool = new AdaptiveLimit({
+      start: Math.max(1, options.concurrency),
+      max: Math.max(options.concurrency, options.maxConcurrency ?? 64),
+      slowStart: true,
+    });
     this.#tuning = {
       maxPage: options.maxPage,
       widePageSpan: options.widePageSpan ?? 100,

@@ -93,6 +93,8 @@ export interface Source {
   readonly capabilities: Capabilities;
   /** Listing requests made so far (each logical request once, retries not counted). */
   readonly requests: number;
+  /** Retries made so far after transient failures, where the source retries. */
+  readonly retries?: number;
   /** A page of keys in `[start, end)` (or `(end, start]` descending). */
   list(options: ListOptions): Promise<Page>;
   /** One document by id. Transient failures past their attempts throw `TransientError`. */

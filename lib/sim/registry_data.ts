@@ -84,6 +84,12 @@ export class RegistryData {
     return lowerBound(this.#keys, key);
   }
 
+  /** The current revision of the live document listed at rank `i` (no search). */
+  revAt(i: number): string {
+    const id = this.#keys[i];
+    return revOf(id, this.#gens.get(id) ?? 1);
+  }
+
   /** The current revision of a live document, or undefined. */
   rev(id: string): string | undefined {
     const i = lowerBound(this.#keys, id);

@@ -30,6 +30,20 @@ export function isMissing(id: string, o: DocServeOptions): boolean {
   return (o.missingDocRate ?? 0) > 0 && hash32(`missing:${id}`) / 4294967296 < o.missingDocRate!;
 }
 
+/**
+ * A request's JSON body, gunzipped when it says `content-encoding: gzip` (IBM's Cloudant SDK,
+ * which couchbackup uses, compresses what it posts). Null when it is not JSON.
+ */
+export async function jsonBody(c: Context): Promise<unknown> {
+  try {
+    if (c.req.header("content-encoding") !== "gzip") return await c.req.json();
+    const stream = c.req.raw.body!.pipeThrough(new DecompressionStream("gzip"));
+    return JSON.parse(await new Response(stream).text());
+  } catch {
+    return null;
+  }
+}
+
 function notFound(c: Context, reason = "missing") {
   return c.json({ error: "not_found", reason }, 404);
 }
@@ -45,12 +59,8 @@ export function addDocumentRoutes(
   app.post(`/${db}/_bulk_get`, async (c) => {
     if (o.bulkGet === false) return notFound(c, "Database does not exist.");
     count.bulkGets++;
-    let body: unknown;
-    try {
-      body = await c.req.json();
-    } catch {
-      return c.json({ error: "bad_request", reason: "invalid JSON" }, 400);
-    }
+    const body = await jsonBody(c);
+    if (body === null) return c.json({ error: "bad_request", reason: "invalid JSON" }, 400);
     const docs = (body as { docs?: unknown }).docs;
     if (!Array.isArray(docs)) return c.json({ error: "bad_request", reason: "no docs" }, 400);
     if (o.docLatencyMs) await sleep(o.docLatencyMs);

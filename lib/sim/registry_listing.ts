@@ -57,8 +57,8 @@ export function intParam(raw: string | undefined, dflt: number): number | Error 
 
 /** Parses `_all_docs` query parameters; the first malformed one is returned as an Error. */
 export function parseListingQuery(q: Record<string, string>): ListingQuery | Error {
-  const start = jsonKey(q.startkey ?? q.start_key);
-  const end = jsonKey(q.endkey ?? q.end_key);
+  const start = jsonKey(q.startkey ?? q.start_key ?? q.startKey);
+  const end = jsonKey(q.endkey ?? q.end_key ?? q.endKey);
   const limit = intParam(q.limit, Number.MAX_SAFE_INTEGER);
   const skip = intParam(q.skip, 0);
   const descending = boolParam(q.descending, false);
@@ -78,6 +78,44 @@ export function parseListingQuery(q: Record<string, string>): ListingQuery | Err
     limitGiven: q.limit !== undefined,
     skipGiven: q.skip !== undefined,
   };
+}
+
+/** `_all_docs` with `keys`: one row per key asked, in that order, `not_found` for missing ones. */
+export function rowsForKeys(
+  data: RegistryData,
+  keys: unknown,
+  includeDocs: boolean,
+): { total_rows: number; offset: null; rows: unknown[] } {
+  const list = Array.isArray(keys) ? keys : [];
+  const rows = list.map((key) => {
+    const rev = typeof key === "string" ? data.rev(key) : undefined;
+    if (rev === undefined) return { key, error: "not_found" };
+    return { id: key, key, value: { rev }, ...(includeDocs ? { doc: data.doc(key) } : {}) };
+  });
+  return { total_rows: data.size, offset: null, rows };
+}
+
+/**
+ * The rows of a listing as JSON text, built by hand (revisions by rank, ids escaped once): the
+ * simulated registry must not be the slowest part of a benchmark.
+ */
+export function rowsJson(
+  data: RegistryData,
+  q: ListingQuery,
+  offset: number,
+  ids: string[],
+): string {
+  const parts: string[] = [];
+  for (let j = 0; j < ids.length; j++) {
+    const id = JSON.stringify(ids[j]);
+    // The row's index in the key list: ascending rows start at `offset`; descending ones at the
+    // row with `offset` rows above it.
+    const rev = data.revAt(q.descending ? data.size - 1 - offset - j : offset + j);
+    let row = `{"id":${id},"key":${id},"value":{"rev":"${rev}"}`;
+    if (q.includeDocs) row += `,"doc":${JSON.stringify(data.doc(ids[j]))}`;
+    parts.push(row + "}");
+  }
+  return parts.join(",");
 }
 
 /** The ids a listing answers and the rank of the first (`offset`), as CouchDB computes them. */

@@ -13,8 +13,8 @@ import { Hono } from "hono";
 import type { Context } from "hono";
 import type { RegistryData } from "./registry_data.ts";
 import { faultMiddleware, type FaultOptions } from "./registry_faults.ts";
-import { intParam, listIds, parseListingQuery } from "./registry_listing.ts";
-import { addDocumentRoutes, type DocServeOptions } from "./registry_docs.ts";
+import { intParam, listIds, parseListingQuery, rowsForKeys, rowsJson } from "./registry_listing.ts";
+import { addDocumentRoutes, type DocServeOptions, jsonBody } from "./registry_docs.ts";
 import { paddingStream } from "./registry_hostile.ts";
 
 /** How the registry behaves. */
@@ -97,9 +97,9 @@ interface RouteContext {
 /** `_all_docs` and `_changes`. */
 function addListingRoutes(app: Hono, ctx: RouteContext): void {
   const { db, data, stats } = ctx;
-  app.get(`/${db}/_all_docs`, (c) => {
+  const allDocs = (c: Context, params: Record<string, string>, keys?: unknown) => {
     stats.allDocs++;
-    const q = parseListingQuery(c.req.query());
+    const q = parseListingQuery(params);
     if (q instanceof Error) return couchError(c, 400, "query_parse_error", q.message);
     if (q.skipGiven && ctx.options.skip === false) {
       return couchError(c, 400, "query_parse_error", "skip is not supported by this database");
@@ -115,16 +115,31 @@ function addListingRoutes(app: Hono, ctx: RouteContext): void {
         headers: { "content-type": "application/json", "content-length": String(2 ** 31) },
       });
     }
+    if (keys !== undefined) return c.json(rowsForKeys(data, keys, q.includeDocs));
     const { ids, offset } = listIds(data, {
       ...q,
       limit: Math.min(q.limit, ctx.options.silentCap ?? Infinity),
     });
-    const rows = ids.map((id) => {
-      const row: Record<string, unknown> = { id, key: id, value: { rev: data.rev(id) } };
-      if (q.includeDocs) row.doc = data.doc(id);
-      return row;
-    });
-    return c.json({ total_rows: data.size, offset, rows });
+    return c.body(
+      `{"total_rows":${data.size},"offset":${offset},"rows":[${rowsJson(data, q, offset, ids)}]}`,
+      200,
+      { "content-type": "application/json" },
+    );
+  };
+  app.get(`/${db}/_all_docs`, (c) => allDocs(c, c.req.query()));
+  // POST takes the parameters as a JSON body (and `keys`), as CouchDB and its SDKs send them.
+  app.post(`/${db}/_all_docs`, async (c) => {
+    const body = await jsonBody(c);
+    if (typeof body !== "object" || body === null || Array.isArray(body)) {
+      return couchError(c, 400, "bad_request", "Request body must be a JSON object");
+    }
+    const { keys, ...rest } = body as Record<string, unknown>;
+    const params = Object.fromEntries(
+      Object.entries(rest).map((
+        [k, v],
+      ) => [k, typeof v === "string" && /key$/.test(k) ? JSON.stringify(v) : String(v)]),
+    );
+    return allDocs(c, params, keys);
   });
 
   app.get(`/${db}/_changes`, (c) => {
