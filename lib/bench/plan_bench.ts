@@ -1,59 +1,110 @@
 /**
- * Planning benchmark: our planner vs the seed's 40-step bisection vs the naive even split, on the
- * bundled npm names and a synthetic registry, for N = 16, 56, 256 (limit 1,000, no skip).
+ * Planning: our planner vs the seed's 40-step bisection vs the naive even split, on the bundled
+ * npm names and a synthetic registry of real-length names, for N = 16, 56, 256 (pages of 1,000
+ * rows, no skip); then the same planner over HTTP with the registry 50 ms away (requests, wall
+ * time, and how many requests it kept in flight).
  *
  * @module
  */
 import { evenSplitKeys, seedBisection } from "../plan/baselines.ts";
-import { MemorySource } from "../sources/memory_source.ts";
-import { bundledNames, syntheticNames } from "../sim/names.ts";
 import { planShards } from "../plan/planner.ts";
+import { bundledNames, syntheticNames } from "../sim/names.ts";
 import { RegistryData } from "../sim/registry_data.ts";
+import { MemorySource } from "../sources/memory_source.ts";
+import { CouchSource } from "../sources/couch_source.ts";
+import { n, registry, s, table, x } from "./harness.ts";
 
-/** Largest and smallest shard as a multiple of total/N, from boundary ranks. */
-function spread(ranks: number[], total: number, n: number): { max: number; min: number } {
+/** Largest shard as a multiple of total/N, from boundary ranks. */
+function largest(ranks: number[], total: number, shards: number): number {
   const rs = [0, ...ranks, total];
-  const sizes = rs.slice(1).map((r, i) => r - rs[i]);
-  return { max: Math.max(...sizes) / (total / n), min: Math.min(...sizes) / (total / n) };
+  return Math.max(...rs.slice(1).map((r, i) => r - rs[i])) / (total / shards);
 }
 
-/** Prints the planning table. */
-export async function benchPlan(o: { synthetic: number; log: (s: string) => void }): Promise<void> {
-  const base = await bundledNames();
-  const sets: [string, string[]][] = [
-    ["npm names (226,995)", base],
-    [`synthetic ${o.synthetic.toLocaleString("en-US")}`, syntheticNames(base, o.synthetic)],
-  ];
-  o.log("\n## Planning (listing requests; limit 1,000; no skip)\n");
-  o.log(
-    "| registry | N | ours: req/boundary | ours: exact | seed: req/boundary | seed: max err (items) " +
-      "| seed: largest/ideal | even split: largest shard share | even split: speedup ceiling |",
-  );
-  o.log("|---|---|---|---|---|---|---|---|---|");
+async function inMemory(sets: [string, string[]][], log: (s: string) => void) {
+  const rows: (string | number)[][] = [];
   for (const [name, keys] of sets) {
     const data = new RegistryData(keys);
     const total = data.size;
-    for (const n of [16, 56, 256]) {
-      const plan = await planShards(new MemorySource(data, { maxPage: 1000 }), n);
-      const exact = plan.shards.every((s, i) => {
-        const a = s.start === null ? 0 : data.rank(s.start);
-        const b = s.end === null ? total : data.rank(s.end);
-        return b - a === s.items && (s.items === Math.floor(total / n) ||
-          s.items === Math.ceil(total / n)) &&
-          (i === 0 || s.start === plan.shards[i - 1].end);
-      });
-      const seedSrc = new MemorySource(data);
-      const seed = await seedBisection(seedSrc, total, n);
-      const seedSpread = spread(seed.ranks, total, n);
-      const even = [0, ...evenSplitKeys(n).map((k) => data.rank(k)), total];
-      const evenMax = Math.max(...even.slice(1).map((r, i) => r - even[i])) / total;
-      o.log(
-        `| ${name} | ${n} | ${(plan.requests / (n - 1)).toFixed(2)} | ${exact ? "yes" : "NO"} | ` +
-          `${(seedSrc.requests / (n - 1)).toFixed(1)} | ${seed.maxError} | ${
-            seedSpread.max.toFixed(3)
-          } | ` +
-          `${(evenMax * 100).toFixed(1)}% | ${(1 / evenMax).toFixed(1)}x of ${n} |`,
+    for (const shards of [16, 56, 256]) {
+      const plan = await planShards(new MemorySource(data, { maxPage: 1000 }), shards);
+      const exact = plan.shards.every((sh) =>
+        sh.items === Math.floor(total / shards) || sh.items === Math.ceil(total / shards)
+      ) && plan.shards.every((sh) =>
+        (sh.end === null ? total : data.rank(sh.end)) -
+            (sh.start === null ? 0 : data.rank(sh.start)) ===
+          sh.items
       );
+      const seedSrc = new MemorySource(data);
+      const seed = await seedBisection(seedSrc, total, shards);
+      const even = [
+        0,
+        ...evenSplitKeys(shards).map((k) =>
+          data.rank(k)
+        ),
+        total,
+      ];
+      const evenMax = Math.max(...even.slice(1).map((r, i) => r - even[i])) / total;
+      rows.push([
+        name,
+        shards,
+        x(plan.requests / (shards - 1)),
+        exact ? "yes" : "NO",
+        (seedSrc.requests / (shards - 1)).toFixed(1),
+        n(seed.maxError),
+        x(largest(seed.ranks, total, shards)),
+        `${(evenMax * 100).toFixed(1)}%`,
+        `${(1 / evenMax).toFixed(1)}x of ${shards}`,
+      ]);
     }
   }
+  log(table([
+    "registry",
+    "N",
+    "ours: req/boundary",
+    "ours: exact",
+    "seed: req/boundary",
+    "seed: max error (items)",
+    "seed: largest/ideal",
+    "even split: largest shard",
+    "even split: speedup ceiling",
+  ], rows));
+}
+
+async function overHttp(size: number, log: (s: string) => void) {
+  const reg = await registry(["--synthetic", String(size), "--latency-ms", "50"]);
+  const rows: (string | number)[][] = [];
+  try {
+    for (const page of [1000, 10_000]) {
+      let inFlight = 0;
+      let most = 0;
+      const counting: typeof fetch = async (input, init) => {
+        most = Math.max(most, ++inFlight);
+        try {
+          return await fetch(input, init);
+        } finally {
+          inFlight--;
+        }
+      };
+      const src = new CouchSource(reg.url, { maxPage: 10_000, fetch: counting });
+      const t = performance.now();
+      const plan = await planShards(src, 56, { maxPage: page });
+      const ms = performance.now() - t;
+      rows.push([n(page), plan.requests, x(plan.requests / 55), s(ms), most]);
+    }
+  } finally {
+    await reg.close();
+  }
+  log(`\nOver HTTP, ${n(size)} synthetic names 50 ms away, N = 56:\n`);
+  log(table(["rows per page", "requests", "per boundary", "seconds", "most in flight"], rows));
+}
+
+/** Prints the planning tables. */
+export async function benchPlan(o: { synthetic: number; log: (s: string) => void }) {
+  const base = await bundledNames();
+  o.log("\n## Planning (listing requests; pages of 1,000 rows; no skip)\n");
+  await inMemory([
+    [`npm names (${n(base.length)})`, base],
+    [`synthetic ${n(o.synthetic)}`, syntheticNames(base, o.synthetic)],
+  ], o.log);
+  await overHttp(o.synthetic, o.log);
 }

@@ -1,0 +1,93 @@
+/**
+ * Crawling with documents against `@cloudant/couchbackup --mode shallow` and a plain
+ * `include_docs` pager, with the registry on loopback and 20 ms away; and one GET per document
+ * (the npm replica's case) against the same registry refusing bulk reads.
+ *
+ * @module
+ */
+import { median, medianOf, n, registry, s, table, timeIt, timeTask, x } from "./harness.ts";
+import { couchbackupShallow, sequentialPager } from "./peers.ts";
+
+/** Prints the documents table. */
+export async function benchDocs(o: { size: number; runs: number; log: (s: string) => void }) {
+  const dir = await Deno.makeTempDir();
+  const rows: (string | number)[][] = [];
+  try {
+    for (const latency of [0, 20]) {
+      const reg = await registry(["--synthetic", String(o.size), "--latency-ms", String(latency)]);
+      try {
+        const at = latency ? `${latency} ms away` : "loopback";
+        let backup = NaN;
+        try {
+          backup = await medianOf(
+            o.runs,
+            () => timeIt(() => couchbackupShallow(reg.url, `${dir}/backup.jsonl`)),
+          );
+        } catch (err) {
+          o.log(`couchbackup could not run: ${(err as Error).message.split("\n")[0]}`);
+        }
+        const pager = await medianOf(
+          o.runs,
+          () =>
+            timeIt(() =>
+              sequentialPager(reg.url, `${dir}/pager.ndjson`, { limit: 1000, includeDocs: true })
+            ),
+        );
+        const crawls: number[] = [];
+        const totals: number[] = [];
+        for (let r = 0; r < o.runs; r++) {
+          const kv = `${dir}/docs-${latency}-${r}.kv`;
+          const c = await timeTask("tasks/crawl.ts", ["--source", reg.url, "--kv", kv, "--docs"]);
+          const e = await timeTask("tasks/export.ts", ["--kv", kv], {
+            stdoutTo: `${dir}/o.ndjson`,
+          });
+          crawls.push(c.ms);
+          totals.push(c.ms + e.ms);
+        }
+        const crawl = median(crawls);
+        const total = median(totals);
+        rows.push(
+          [at, "couchbackup --mode shallow", s(backup), ""],
+          [at, "include_docs pager, limit 1,000", s(pager), ""],
+          [at, "rankcrawl --docs (include_docs pages, 16 shards)", s(crawl), x(crawl / backup)],
+          [at, "rankcrawl --docs + export", s(total), x(total / backup)],
+        );
+      } finally {
+        await reg.close();
+      }
+    }
+    // The npm replica's case: no bulk reads, one GET per document.
+    const per = Math.min(o.size, 20_000);
+    const reg = await registry([
+      "--synthetic",
+      String(per),
+      "--no-include-docs",
+      "--no-bulk-get",
+      "--doc-latency-ms",
+      "2",
+    ]);
+    try {
+      const c = await timeTask("tasks/crawl.ts", [
+        "--source",
+        reg.url,
+        "--kv",
+        `${dir}/get.kv`,
+        "--docs",
+        "--concurrency",
+        "16",
+      ]);
+      rows.push([
+        "loopback, 2 ms a document",
+        `rankcrawl --docs, one GET each (${n(per)} documents)`,
+        s(c.ms),
+        `${n(per / (c.ms / 1000))} documents/s`,
+      ]);
+    } finally {
+      await reg.close();
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+  o.log(`\n## Documents: ${n(o.size)} documents (median of ${o.runs})\n`);
+  o.log(table(["registry", "what", "seconds", "rankcrawl / couchbackup"], rows));
+}

@@ -1,0 +1,118 @@
+/**
+ * The bench layer (`lib/bench/`): `deno task bench` measures rankcrawl against what a user would
+ * pick instead (a plain pager, even-split pagers, couchbackup) and against KV's own ceiling, side
+ * by side in one run, and prints every figure as a ratio. Never part of the tests: these machines
+ * are shared and noisy.
+ *
+ * This module: timing whole processes (wall time and peak memory), medians, table output.
+ *
+ * @module
+ */
+import { type SpawnedTask, spawnTask } from "../sim/spawn_task.ts";
+
+/** What a timed process did. */
+export interface Timed {
+  /** Wall time, in milliseconds. */
+  ms: number;
+  /** Peak resident memory, in MiB (Linux; 0 elsewhere). */
+  peakMiB: number;
+  /** Exit code. */
+  code: number;
+  /** What it wrote on stdout (unless redirected to a file). */
+  stdout: string;
+  /** What it wrote on stderr. */
+  stderr: string;
+}
+
+function peakOf(pid: number): number {
+  try {
+    const status = Deno.readTextFileSync(`/proc/${pid}/status`);
+    const m = /VmHWM:\s+(\d+) kB/.exec(status);
+    return m ? Number(m[1]) / 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * Runs `deno run -A <script> <args>` to its end; with `stdoutTo`, its stdout goes to that file.
+ * @throws Error with its stderr when it exits non-zero.
+ */
+export async function timeTask(
+  script: string,
+  args: string[],
+  options: { stdoutTo?: string } = {},
+): Promise<Timed> {
+  const file = options.stdoutTo
+    ? await Deno.open(options.stdoutTo, { write: true, create: true, truncate: true })
+    : null;
+  const t = performance.now();
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", script, ...args],
+    stdout: "piped",
+    stderr: "piped",
+    env: { NO_COLOR: "1" },
+  }).spawn();
+  let peak = 0;
+  const poll = setInterval(() => peak = Math.max(peak, peakOf(child.pid)), 100);
+  const [out, err, status] = await Promise.all([
+    file ? child.stdout.pipeTo(file.writable).then(() => "") : new Response(child.stdout).text(),
+    new Response(child.stderr).text(),
+    child.status,
+  ]);
+  clearInterval(poll);
+  const ms = performance.now() - t;
+  if (status.code !== 0) throw new Error(`${script} ${args.join(" ")} failed: ${err.trim()}`);
+  return { ms, peakMiB: Math.round(peak), code: status.code, stdout: out, stderr: err };
+}
+
+/** Times an async function, in milliseconds. */
+export async function timeIt(fn: () => Promise<unknown>): Promise<number> {
+  const t = performance.now();
+  await fn();
+  return performance.now() - t;
+}
+
+/** The median of a few numbers. */
+export function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+}
+
+/** Runs `fn` `runs` times and keeps the median of what it measures. */
+export async function medianOf(runs: number, fn: () => Promise<number>): Promise<number> {
+  const xs: number[] = [];
+  for (let i = 0; i < runs; i++) xs.push(await fn());
+  return median(xs);
+}
+
+/** `deno task registry` in its own process with `args`. */
+export function registry(args: string[]): Promise<SpawnedTask> {
+  return spawnTask("tasks/registry.ts", args);
+}
+
+const num = new Intl.NumberFormat("en-US", { maximumFractionDigits: 0 });
+
+/** Formats a count, a rate or milliseconds as an integer with separators. */
+export function n(x: number): string {
+  return num.format(Math.round(x));
+}
+
+/** Seconds with one decimal. */
+export function s(ms: number): string {
+  return (ms / 1000).toFixed(1);
+}
+
+/** A ratio with two decimals. */
+export function x(ratio: number): string {
+  return ratio.toFixed(2);
+}
+
+/** A markdown table. */
+export function table(head: string[], rows: (string | number)[][]): string {
+  return [
+    `| ${head.join(" | ")} |`,
+    `|${head.map(() => "---").join("|")}|`,
+    ...rows.map((r) => `| ${r.join(" | ")} |`),
+  ].join("\n");
+}

@@ -1,0 +1,121 @@
+/**
+ * Keys-only crawling against the peers a user would pick: one sequential pager (limits 1,000 and
+ * 10,000) and 16 even-split pagers, with the registry on loopback and 50 ms away; rankcrawl's
+ * crawl, its export, and both together; KV's own write and read ceilings measured in the same run;
+ * and the crawl's peak memory.
+ *
+ * @module
+ */
+import { writeItems } from "../engine/item_store.ts";
+import { bundledNames, syntheticNames } from "../sim/names.ts";
+import { median, medianOf, n, registry, s, table, timeIt, timeTask, x } from "./harness.ts";
+import { evenSplitPagers, sequentialPager } from "./peers.ts";
+
+/** KV's ceilings on this machine now: item writes (16 writers, as a crawl) and a list scan. */
+export async function kvCeilings(
+  dir: string,
+  ids: string[],
+): Promise<{ write: number; list: number }> {
+  const kv = await Deno.openKv(`${dir}/ceiling.kv`);
+  try {
+    const items = ids.map((id) => ({ id, rev: "1-0123456789abcdef0123456789abcdef" }));
+    const parts = 16;
+    const ms = await timeIt(() =>
+      Promise.all(Array.from({ length: parts }, (_, i) =>
+        writeItems(
+          kv,
+          "ceiling",
+          items.slice(
+            Math.floor((i * items.length) / parts),
+            Math.floor(((i + 1) * items.length) / parts),
+          ),
+        )))
+    );
+    let count = 0;
+    const listMs = await timeIt(async () => {
+      for await (const _ of kv.list({ prefix: ["item", "ceiling"] }, { batchSize: 1000 })) count++;
+    });
+    return { write: items.length / (ms / 1000), list: count / (listMs / 1000) };
+  } finally {
+    kv.close();
+  }
+}
+
+/** Prints the keys-only table. */
+export async function benchKeys(o: { size: number; runs: number; log: (s: string) => void }) {
+  const dir = await Deno.makeTempDir();
+  const ids = syntheticNames(await bundledNames(), o.size, { seed: 42 });
+  const rows: (string | number)[][] = [];
+  let ceilings = { write: 0, list: 0 };
+  let crawlRate = 0;
+  let exportRate = 0;
+  let peak = 0;
+  try {
+    for (const latency of [0, 50]) {
+      const reg = await registry(["--synthetic", String(o.size), "--latency-ms", String(latency)]);
+      try {
+        const at = latency ? `${latency} ms away` : "loopback";
+        const seq1k = await medianOf(
+          o.runs,
+          () => timeIt(() => sequentialPager(reg.url, `${dir}/seq.ndjson`, { limit: 1000 })),
+        );
+        const seq10k = await medianOf(
+          o.runs,
+          () => timeIt(() => sequentialPager(reg.url, `${dir}/seq.ndjson`, { limit: 10_000 })),
+        );
+        const even = await medianOf(
+          o.runs,
+          () => timeIt(() => evenSplitPagers(reg.url, dir, { shards: 16, limit: 10_000 })),
+        );
+        const crawls: number[] = [];
+        const exports: number[] = [];
+        for (let r = 0; r < o.runs; r++) {
+          const kv = `${dir}/keys-${latency}-${r}.kv`;
+          const c = await timeTask("tasks/crawl.ts", ["--source", reg.url, "--kv", kv]);
+          const e = await timeTask("tasks/export.ts", ["--kv", kv], {
+            stdoutTo: `${dir}/out.ndjson`,
+          });
+          crawls.push(c.ms);
+          exports.push(e.ms);
+          peak = Math.max(peak, c.peakMiB);
+        }
+        const crawl = median(crawls);
+        const exp = median(exports);
+        const best = Math.min(seq1k, seq10k);
+        if (latency === 0) {
+          crawlRate = o.size / (crawl / 1000);
+          exportRate = o.size / (exp / 1000);
+        }
+        rows.push(
+          [at, "sequential pager, limit 1,000", s(seq1k), ""],
+          [at, "sequential pager, limit 10,000", s(seq10k), ""],
+          [at, "16 even-split pagers, limit 10,000", s(even), ""],
+          [at, "rankcrawl crawl (16 shards, into KV)", s(crawl), x(crawl / best)],
+          [at, "rankcrawl export (KV to NDJSON)", s(exp), ""],
+          [at, "rankcrawl crawl + export", s(crawl + exp), x((crawl + exp) / best)],
+        );
+      } finally {
+        await reg.close();
+      }
+    }
+    ceilings = await kvCeilings(dir, ids);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+  o.log(`\n## Keys only: ${n(o.size)} names of real length (median of ${o.runs})\n`);
+  o.log(table(["registry", "what", "seconds", "rankcrawl / best sequential pager"], rows));
+  o.log("");
+  o.log(table(["KV on this machine, same run", "items/s", "rankcrawl's share"], [
+    [
+      "item writes, 16 writers (batches sized by KV's limits)",
+      n(ceilings.write),
+      `crawl ${x(crawlRate / ceilings.write)}`,
+    ],
+    ["item list scan", n(ceilings.list), `export ${x(exportRate / ceilings.list)}`],
+  ]));
+  o.log(
+    `\ncrawl peak memory: ${peak} MiB; crawl ${n(crawlRate)} items/s, export ${
+      n(exportRate)
+    } items/s (loopback)`,
+  );
+}
