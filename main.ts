@@ -1,36 +1,80 @@
 /**
- * The deployable entry point: Hono app + Deno.cron jobs + queue listener (or lease workers).
- * `deno task serve` runs it locally; Deno Deploy runs it as the entrypoint. Configuration comes from
- * the environment (see README): PORT, KV_PATH, CRAWL_TOKEN, ALLOWED_SOURCES, DISPATCH, WORKERS,
- * CRAWL_SCHEDULE + CRAWL_SOURCE (+ CRAWL_SHARDS, CRAWL_DOCS).
+ * The deployable entry point: the HTTP API and status page, the Deno.cron jobs, and the queue
+ * listener or lease workers. `deno task serve` runs it locally; Deno Deploy runs it as the app's
+ * entrypoint. Configuration comes from the environment (see README): PORT, KV_PATH, CRAWL_TOKEN,
+ * METRICS_TOKEN, ALLOWED_SOURCES, DISPATCH, WORKERS, CRAWL_SCHEDULE + CRAWL_SOURCE (+ CRAWL_SHARDS,
+ * CRAWL_DOCS, CRAWL_KEEP).
+ *
+ * Locally, a configuration or start-up problem is one `error:` line and exit 1. On Deploy the
+ * process is kept: the crons are registered all the same and log the problem every minute, and
+ * every route answers 503 with it, so a misconfigured app is visible in its logs and cron list.
  */
-import { configFromEnv, type ServerRuntime, startServer } from "./lib/http/server.ts";
+import {
+  configFromEnv,
+  type ServerConfig,
+  type ServerRuntime,
+  startServer,
+} from "./lib/http/server.ts";
 
 const onDeploy = Deno.env.get("DENO_DEPLOYMENT_ID") !== undefined;
-let config;
+
+function line(err: unknown): string {
+  return (err instanceof Error ? err.message : String(err)).split("\n")[0];
+}
+
+let config: ServerConfig | null = null;
+let problem: string | null = null;
 try {
   config = configFromEnv((k) => Deno.env.get(k), Deno.args, { onDeploy });
 } catch (err) {
-  console.error(`error: ${(err as Error).message}`);
+  problem = line(err);
+}
+
+if (problem !== null && !onDeploy) {
+  console.error(`error: ${problem}`);
   Deno.exit(1);
 }
 
+/** On Deploy a broken configuration is kept visible: every request answers 503 with it. */
+function serveProblem() {
+  Deno.serve(() => Response.json({ error: `misconfigured: ${problem}` }, { status: 503 }));
+}
+
 // Started (not awaited) first, so that the crons below are still registered synchronously.
-const runtime: Promise<ServerRuntime> = startServer(config);
-const ready = () => runtime;
+const runtime: Promise<ServerRuntime | null> = config
+  ? startServer(config).catch((err) => {
+    problem = line(err);
+    if (!onDeploy) {
+      console.error(`error: ${problem}`);
+      Deno.exit(1);
+    }
+    serveProblem();
+    return null;
+  })
+  : Promise.resolve(null);
+
+if (onDeploy && problem !== null) serveProblem();
+
+/** Runs a cron's work, or logs why it cannot (the configuration is wrong). */
+async function tick(name: string, work: (rt: ServerRuntime) => Promise<void>) {
+  const rt = await runtime;
+  if (!rt) {
+    console.error(`error: cron "${name}" cannot run: ${problem}`);
+    return;
+  }
+  await work(rt);
+}
 
 // Deno.cron must be registered at module top level, before anything is awaited.
-Deno.cron("watchdog", "* * * * *", async () => {
-  await (await ready()).watchdogTick();
-});
-Deno.cron("lease tick", "* * * * *", async () => {
-  // On Deploy no process lives between requests: each tick drives lease workers for ~50 s.
-  await (await ready()).leaseTick(50_000);
-});
-if (config.schedule) {
-  Deno.cron("scheduled recrawl", config.schedule.cron, async () => {
-    await (await ready()).recrawl();
-  });
+Deno.cron("watchdog", "* * * * *", () => tick("watchdog", (rt) => rt.watchdogTick()));
+// On Deploy no process lives between requests: each tick drives a lease worker for ~50 s.
+Deno.cron("lease tick", "* * * * *", () => tick("lease tick", (rt) => rt.leaseTick(50_000)));
+if (config?.schedule) {
+  Deno.cron(
+    "scheduled recrawl",
+    config.schedule.cron,
+    () => tick("scheduled recrawl", (rt) => rt.recrawl()),
+  );
 }
 
 await runtime;

@@ -14,16 +14,14 @@ async function setup() {
   const dispatcher = new RecordingDispatcher();
   const data = dataOf(randomKeys(1500, "abcdefghij-".split(""), 51, 6));
   const source = new MemorySource(data, { maxPage: 100 });
-  const planned: string[] = [];
+  const planned = dispatcher.plans;
   const app = createApp({
     kv,
     token: TOKEN,
+    metricsToken: "scraper-token",
     allowedSources: [SRC],
     dispatcher,
-    startPlanning: (id) => {
-      planned.push(id);
-      return Promise.resolve();
-    },
+    eventsEveryMs: 20,
   });
   const call = (method: string, path: string, body?: unknown, token: string | null = TOKEN) =>
     app.request(path, {
@@ -72,7 +70,11 @@ Deno.test("api: validation of bodies and parameters answers 4xx with a JSON reas
       [{ source: SRC, shards: -3 }, 400, /shards/],
       [{ source: SRC, shards: "4" }, 400, /shards/],
       [{ source: SRC, shards: 2.5 }, 400, /shards/],
-      [{ source: "not a url", shards: 4 }, 400, /source/],
+      [{ source: "not a url", shards: 4 }, 400, /source is not a URL/],
+      [{ source: "ftp://127.0.0.1:5999/registry", shards: 4 }, 400, /http\(s\)/],
+      [{ source: "http://u:pw@127.0.0.1:5999/registry", shards: 4 }, 400, /credentials/],
+      [{ source: `${SRC}?limit=5`, shards: 4 }, 400, /without \? or #/],
+      [{ source: SRC, docsUrl: "file:///etc/passwd", shards: 4 }, 400, /docsUrl/],
       [{ source: SRC, shards: 4, extra: true }, 400, /extra|Unrecognized/],
       [{ source: SRC, shards: 4, docs: "yes" }, 400, /docs/],
       [{ source: SRC, shards: 4, follow: 1 }, 400, /follow/],
@@ -92,6 +94,10 @@ Deno.test("api: validation of bodies and parameters answers 4xx with a JSON reas
     assert.equal((await call("GET", "/crawls/bad%20id")).status, 400);
     assert.equal((await call("POST", "/crawls/no-such/pause")).status, 404);
     assert.equal((await call("GET", "/nope")).status, 404);
+    assert.equal((await call("DELETE", "/crawls/no-such")).status, 404);
+    assert.equal((await call("GET", "/crawls/no-such/plan.svg")).status, 404);
+    const forged = await call("GET", "/crawls/no-such/items?cursor=AAAA");
+    assert.ok(forged.status === 400 || forged.status === 404, String(forged.status));
   } finally {
     kv.close();
   }
@@ -155,6 +161,129 @@ Deno.test("api: lifecycle: create, plan, run, pause, resume, finish, items, canc
     assert.equal((await call("POST", `/crawls/second/resume`)).status, 409);
     const list = await (await call("GET", "/crawls")).json();
     assert.deepEqual(list.crawls.map((c: { id: string }) => c.id).sort(), [id, "second"].sort());
+  } finally {
+    kv.close();
+  }
+});
+
+Deno.test("api: sources are normalized before the allowlist: spaces, case, trailing slash", async () => {
+  const { kv, call, planned } = await setup();
+  try {
+    const forms = [` ${SRC} `, SRC.toUpperCase().replace("REGISTRY", "registry"), `${SRC}/`];
+    const ids = new Set<string>();
+    for (const source of forms) {
+      const res = await call("POST", "/crawls", { source, shards: 3 });
+      assert.ok(res.status === 202 || res.status === 200, `${source}: ${res.status}`);
+      ids.add((await res.json()).id);
+    }
+    assert.equal(ids.size, 1, "every spelling is the same crawl");
+    assert.equal(planned.length, 1, "planned once");
+    const [crawl] = (await (await call("GET", "/crawls")).json()).crawls;
+    assert.equal(crawl.source, SRC);
+  } finally {
+    kv.close();
+  }
+});
+
+Deno.test("api: a forged items cursor is a 400 or stays inside its crawl, never a 500", async () => {
+  const { kv, call, source, data } = await setup();
+  try {
+    for (const id of ["mine", "other"]) {
+      await call("POST", "/crawls", { source: SRC, shards: 2, id });
+      await planCrawl({ kv, source, dispatcher: new RecordingDispatcher() }, id);
+      await finishAll(kv, source, id, { deps: {} });
+    }
+    const first = await (await call("GET", `/crawls/mine/items?limit=5`)).json();
+    assert.equal(first.items.length, 5);
+    const forged = ["AAAA", "not+base64/but=ok", "____", first.cursor.slice(0, -4) + "QUJD", "x"];
+    for (const cursor of forged) {
+      const res = await call("GET", `/crawls/mine/items?cursor=${encodeURIComponent(cursor)}`);
+      const body = await res.json();
+      assert.ok(res.status === 200 || res.status === 400, `${cursor}: ${res.status}`);
+      if (res.status === 400) assert.match(body.error, /cursor/);
+      else {for (const it of body.items) {
+          assert.ok(data.rev(it.id) !== undefined, `${it.id} is one of mine`);
+        }}
+    }
+    for (const cursor of ["A".repeat(5000), "%00", "a b"]) {
+      const res = await call("GET", `/crawls/mine/items?cursor=${cursor}`);
+      assert.equal(res.status, 400, cursor);
+    }
+  } finally {
+    kv.close();
+  }
+});
+
+Deno.test("api: DELETE removes a crawl and everything it stored; only it", async () => {
+  const { kv, call, source, data } = await setup();
+  try {
+    for (const id of ["one", "two"]) {
+      await call("POST", "/crawls", { source: SRC, shards: 2, id });
+      await planCrawl({ kv, source, dispatcher: new RecordingDispatcher() }, id);
+      await finishAll(kv, source, id);
+    }
+    const res = await call("DELETE", "/crawls/one");
+    assert.equal(res.status, 200);
+    const body = await res.json();
+    assert.equal(body.deleted, true);
+    assert.ok(body.keys >= data.size, `${body.keys} keys removed`);
+    assert.equal((await call("GET", "/crawls/one")).status, 404);
+    let left = 0;
+    for await (const e of kv.list({ prefix: [] })) if (e.key.includes("one")) left++;
+    assert.equal(left, 0, "no key of the deleted crawl is left");
+    const two = await (await call("GET", "/crawls/two")).json();
+    assert.equal(two.itemsStored, data.size, "the other crawl is untouched");
+  } finally {
+    kv.close();
+  }
+});
+
+Deno.test("api: /metrics takes the API token or the scraper's, and counts what the store holds", async () => {
+  const { kv, call, source, data } = await setup();
+  try {
+    const { id } = await (await call("POST", "/crawls", { source: SRC, shards: 2 })).json();
+    await planCrawl({ kv, source, dispatcher: new RecordingDispatcher() }, id);
+    await finishAll(kv, source, id);
+    assert.equal((await call("GET", "/metrics", undefined, null)).status, 401);
+    assert.equal((await call("GET", "/metrics", undefined, "wrong")).status, 401);
+    assert.equal((await call("GET", "/crawls", undefined, "scraper-token")).status, 401);
+    for (const token of [TOKEN, "scraper-token"]) {
+      const res = await call("GET", "/metrics", undefined, token);
+      assert.equal(res.status, 200);
+      const text = await res.text();
+      assert.match(text, /^rankcrawl_crawls\{state="done"\} 1$/m);
+      assert.match(
+        text,
+        new RegExp(`^rankcrawl_items_stored\\{crawl="${id}"\\} ${data.size}$`, "m"),
+      );
+      assert.ok(!text.includes(TOKEN));
+    }
+  } finally {
+    kv.close();
+  }
+});
+
+Deno.test("api: plan.svg draws the plan; /events streams crawl states", async () => {
+  const { kv, call, source } = await setup();
+  try {
+    const { id } = await (await call("POST", "/crawls", { source: SRC, shards: 5 })).json();
+    await planCrawl({ kv, source, dispatcher: new RecordingDispatcher() }, id);
+    const svg = await call("GET", `/crawls/${id}/plan.svg`);
+    assert.equal(svg.status, 200);
+    assert.equal(svg.headers.get("content-type"), "image/svg+xml");
+    const text = await svg.text();
+    assert.match(text, /^<svg /);
+    assert.equal((text.match(/class="balanced-cut"/g) ?? []).length, 4, "N-1 cuts for N shards");
+    const events = await call("GET", "/events");
+    assert.equal(events.status, 200);
+    assert.match(events.headers.get("content-type") ?? "", /text\/event-stream/);
+    const reader = events.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let seen = "";
+    while (!seen.includes("\n\n")) seen += (await reader.read()).value ?? "";
+    await reader.cancel();
+    assert.match(seen, /^event: crawl$/m);
+    assert.match(seen, new RegExp(`"id":"${id}"`));
+    assert.match(seen, /"status":"running"/);
   } finally {
     kv.close();
   }

@@ -100,6 +100,8 @@ export function spawnServer(env: Record<string, string>, args: string[] = []) {
   const logs = Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text()]);
   return {
     base: `http://127.0.0.1:${port}`,
+    /** The server's process id. */
+    pid: child.pid,
     /** Stops the server; resolves with what it printed. */
     stop: async (): Promise<string> => {
       try {
@@ -111,6 +113,14 @@ export function spawnServer(env: Record<string, string>, args: string[] = []) {
       return (await logs).join("");
     },
   };
+}
+
+/** CPU time (user + system) a process has used so far, in milliseconds (Linux `/proc`). */
+export function cpuMs(pid: number): number {
+  const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  // Fields 14 and 15 (utime, stime) in clock ticks; they are the 12th and 13th after the name.
+  return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
 /**

@@ -2,6 +2,7 @@
 import assert from "node:assert/strict";
 import { TransientError } from "../lib/base/errors.ts";
 import { checkCompletion } from "../lib/engine/completion.ts";
+import { pauseCrawl, resumeCrawl } from "../lib/engine/coordinator.ts";
 import { DEFAULT_MAX_DOC_BYTES } from "../lib/engine/item_store.ts";
 import { processPage } from "../lib/engine/page.ts";
 import { AdaptiveLimit } from "../lib/base/adaptive_limit.ts";
@@ -9,7 +10,7 @@ import { claimShard, runShard } from "../lib/engine/shard_runner.ts";
 import { crawlStatus } from "../lib/engine/status.ts";
 import { getCrawl, getShard, listShards } from "../lib/engine/store.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
-import { begin, finishAll, runOne, spec } from "./engine_helpers.ts";
+import { begin, finishAll, RecordingDispatcher, runOne, spec } from "./engine_helpers.ts";
 import { assertCrawledExactly, dataOf, randomKeys, wrapSource } from "./helpers.ts";
 
 const UNI = ["a", "b", "-", "@", "/", "é", "中", "\u{1f600}", "\uffff", "z"];
@@ -154,4 +155,32 @@ Deno.test("page: failures are bounded: the crawl fails with the error's message,
   assert.equal(res.kind, "failed");
   assert.equal((await getCrawl(kv, id2)).value!.status, "failed");
   assert.equal((await listShards(kv, id2))[0].value.failures ?? 0, 0);
+});
+
+Deno.test("page: pausing drops a page of slow documents at the next heartbeat, and lets the lease go", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const data = dataOf(randomKeys(400, UNI, 27, 6));
+  const source = new MemorySource(data, { maxPage: 400 });
+  const { id } = await begin(kv, source, spec({ shards: 1, docs: true, concurrency: 2 }));
+  let started = 0;
+  const slow = wrapSource(source, {
+    doc: async (docId) => {
+      if (++started === 10) await pauseCrawl(kv, id, Date.now);
+      await new Promise((r) => setTimeout(r, 20));
+      return await source.doc(docId);
+    },
+  });
+  // A page of 50 rows at 2 in flight and 20 ms each takes 500 ms; the 100 ms heartbeat stops it.
+  const res = await runShard({ kv, openSource: () => slow }, id, 0, {
+    owner: "w",
+    leaseMs: 300,
+  });
+  assert.deepEqual(res, { kind: "stopped", reason: "crawl paused" });
+  assert.ok(started < 40, `${started} documents started of 200`);
+  const s = (await getShard(kv, id, 0)).value!;
+  assert.deepEqual([s.items, s.cursor, s.lease, s.inflight], [0, null, null, null]);
+  // Resumed, the shard is redone from the same cursor and the crawl completes exactly.
+  await resumeCrawl({ kv, dispatcher: new RecordingDispatcher() }, id);
+  await finishAll(kv, source, id);
+  await assertCrawledExactly(kv, id, data.keys);
 });

@@ -1,6 +1,6 @@
 /** `deno task serve` (main.ts) as a subprocess, driven over HTTP to a finished crawl. */
 import assert from "node:assert/strict";
-import { freePort, spawnRegistry, spawnServer, waitHealthy } from "./helpers.ts";
+import { cpuMs, freePort, spawnRegistry, spawnServer, waitHealthy } from "./helpers.ts";
 
 Deno.test("serve: refuses to start without CRAWL_TOKEN unless --insecure-local", async () => {
   const out = await new Deno.Command(Deno.execPath(), {
@@ -145,6 +145,61 @@ Deno.test("serve: redirects that leave ALLOWED_SOURCES are refused; the target n
     await server.stop();
     await reg.close();
     await canary.shutdown();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("serve: a crawl that cannot be planned fails visibly, resume plans it again, the server idles", async () => {
+  const reg = await spawnRegistry(["--synthetic", "2000"]);
+  const root = new URL(reg.url).origin;
+  const dir = await Deno.makeTempDir();
+  const token = "plan-fail-token";
+  const server = spawnServer({ CRAWL_TOKEN: token, KV_PATH: `${dir}/p.kv`, ALLOWED_SOURCES: root });
+  const call = async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(`${server.base}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}` },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    return { status: res.status, json: await res.json() };
+  };
+  const waitFor = async (id: string, done: (s: { status: string }) => boolean) => {
+    for (let i = 0; i < 200; i++) {
+      const { json } = await call("GET", `/crawls/${id}`);
+      if (done(json)) return json;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error(`crawl ${id} never got there`);
+  };
+  try {
+    await waitHealthy(`${server.base}/healthz`);
+    const created = await call("POST", "/crawls", { source: `${root}/no-such-db`, shards: 4 });
+    assert.equal(created.status, 202);
+    const id = created.json.id;
+    const failed = await waitFor(id, (s) => s.status !== "planning");
+    assert.equal(failed.status, "failed");
+    assert.match(failed.error, /not a CouchDB database \(404 at _all_docs\)/);
+    const listed = (await call("GET", "/crawls")).json.crawls.find((c: { id: string }) =>
+      c.id === id
+    );
+    assert.equal(listed.status, "failed");
+    assert.match(listed.error, /404/);
+    // Idle: nothing is retried in a loop once the crawl failed.
+    const before = cpuMs(server.pid);
+    await new Promise((r) => setTimeout(r, 2000));
+    const idle = cpuMs(server.pid) - before;
+    assert.ok(idle < 400, `server used ${idle} ms of CPU in 2 s while idle`);
+    // Resume: planned again (and fails again, the database is still missing).
+    const resumed = await call("POST", `/crawls/${id}/resume`);
+    assert.equal(resumed.status, 200);
+    assert.equal(resumed.json.status, "planning");
+    const again = await waitFor(id, (s) => s.status !== "planning");
+    assert.equal(again.status, "failed");
+  } finally {
+    const logs = await server.stop();
+    assert.ok(!logs.includes(token));
+    assert.match(logs, /crawl [a-z0-9-]+ failed: .*404/);
+    await reg.close();
     await Deno.remove(dir, { recursive: true });
   }
 });

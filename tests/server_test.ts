@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { configFromEnv, startServer } from "../lib/http/server.ts";
-import { listCrawls } from "../lib/engine/store.ts";
+import { checkCron, configFromEnv, startServer } from "../lib/http/server.ts";
+import { getCrawl, listCrawls, updateCrawl } from "../lib/engine/store.ts";
 
 const env = (vars: Record<string, string>) => (k: string) => vars[k];
 
@@ -37,6 +37,16 @@ Deno.test("server config: token required, allowlist parsed, dispatch chosen, bad
         CRAWL_SOURCE: "http://a/db",
         CRAWL_SHARDS: "0",
       }, /CRAWL_SHARDS/],
+      [{ CRAWL_TOKEN: "t", CRAWL_SCHEDULE: "0 3 * * *", CRAWL_SOURCE: "notaurl" }, /not a URL/],
+      [{ CRAWL_TOKEN: "t", CRAWL_SCHEDULE: "0 3 * * *", CRAWL_SOURCE: "http://a/db" }, /outside/],
+      [{ CRAWL_TOKEN: "t", CRAWL_SCHEDULE: "0 25 * * *", CRAWL_SOURCE: "http://a/db" }, /hour/],
+      [{
+        CRAWL_TOKEN: "t",
+        ALLOWED_SOURCES: "http://a/db",
+        CRAWL_SCHEDULE: "0 3 * * *",
+        CRAWL_SOURCE: "http://a/db",
+        CRAWL_KEEP: "0",
+      }, /CRAWL_KEEP/],
     ] as [Record<string, string>, RegExp][]
   ) assert.throws(() => configFromEnv(env(vars), [], { onDeploy: false }), re);
   assert.throws(
@@ -56,7 +66,13 @@ Deno.test("server: the scheduled recrawl hook creates (once) the crawl of the co
     allowedSources: [],
     dispatch: "lease",
     workers: 0,
-    schedule: { cron: "0 3 * * *", source: "http://127.0.0.1:9/none", shards: 4, docs: false },
+    schedule: {
+      cron: "0 3 * * *",
+      source: "http://127.0.0.1:9/none",
+      shards: 4,
+      docs: false,
+      keep: 7,
+    },
   }, { log: (l) => logs.push(l), now: () => Date.UTC(2026, 10, 30, 3, 0, 12) });
   try {
     await rt.recrawl();
@@ -77,4 +93,98 @@ Deno.test("server: the scheduled recrawl hook creates (once) the crawl of the co
     await Deno.remove(dir, { recursive: true });
   }
   assert.ok(logs.some((l) => /scheduled crawl scheduled-\d+ \(planning\)/.test(l)));
+});
+
+Deno.test("server: cron expressions are checked field by field", () => {
+  for (const ok of ["* * * * *", "0 3 * * *", "*/15 0-6 1,15 * 1-5", " 5 4 * * 7 "]) {
+    assert.equal(checkCron(ok), ok.trim());
+  }
+  for (
+    const [bad, re] of [
+      ["* * * *", /5 fields/],
+      ["60 * * * *", /minute/],
+      ["* 24 * * *", /hour/],
+      ["* * 0 * *", /day of month/],
+      ["* * * 13 *", /month/],
+      ["* * * * 8", /day of week/],
+      ["*/0 * * * *", /minute/],
+      ["@daily * * * *", /minute/],
+    ] as [string, RegExp][]
+  ) assert.throws(() => checkCron(bad), re, bad);
+});
+
+Deno.test("server: scheduled recrawls keep the newest K finished crawls and never a running one", async () => {
+  const dir = await Deno.makeTempDir();
+  let clock = Date.UTC(2026, 10, 1, 3, 0, 0);
+  const logs: string[] = [];
+  const rt = await startServer({
+    port: 0,
+    hostname: "127.0.0.1",
+    kvPath: `${dir}/s.kv`,
+    token: "t",
+    allowedSources: [],
+    dispatch: "lease",
+    workers: 0,
+    schedule: {
+      cron: "0 3 * * *",
+      source: "http://127.0.0.1:9/none",
+      shards: 2,
+      docs: false,
+      keep: 2,
+    },
+  }, { log: (l) => logs.push(l), now: () => clock });
+  const kv = await Deno.openKv(`${dir}/s.kv`);
+  try {
+    const day = 86_400_000;
+    for (let d = 0; d < 5; d++, clock += day) {
+      await rt.recrawl();
+      // Every run but the second finishes before the next one; the second is still running.
+      const id = `scheduled-202611${String(d + 1).padStart(2, "0")}0300`;
+      const entry = await getCrawl(kv, id);
+      assert.ok(entry.value, id);
+      const status = d === 1 ? "running" : "done";
+      const next = { ...entry.value, status } as const;
+      assert.ok(await updateCrawl(kv, entry as Deno.KvEntry<typeof next>, next));
+    }
+    const ids = (await listCrawls(kv)).map((c) => c.id).sort();
+    assert.deepEqual(ids, [
+      "scheduled-202611020300",
+      "scheduled-202611040300",
+      "scheduled-202611050300",
+    ], "the two newest, and the running one");
+  } finally {
+    kv.close();
+    await rt.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+  assert.ok(logs.some((l) => /scheduled-202611010300 deleted \(keeping the last 2\)/.test(l)));
+});
+
+async function runMain(env: Record<string, string>, ms: number) {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", "main.ts"],
+    env: { ...env, NO_COLOR: "1" },
+    clearEnv: true,
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const timer = setTimeout(() => child.kill(), ms);
+  const out = await child.output();
+  clearTimeout(timer);
+  return { code: out.code, stderr: new TextDecoder().decode(out.stderr) };
+}
+
+Deno.test("main: a bad configuration is one error line and exit 1 locally", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const r = await runMain({ CRAWL_TOKEN: "t", PORT: "x", KV_PATH: `${dir}/k.kv` }, 20_000);
+    assert.equal(r.code, 1);
+    assert.deepEqual(r.stderr.trim().split("\n"), ["error: PORT is not a port: x"]);
+    const notKv = await runMain({ CRAWL_TOKEN: "t", PORT: "0", KV_PATH: dir }, 20_000);
+    assert.equal(notKv.code, 1);
+    assert.match(notKv.stderr.trim(), /^error: cannot open KV at .*$/);
+    assert.equal(notKv.stderr.trim().split("\n").length, 1);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });

@@ -1,10 +1,15 @@
 /**
- * The status page in a real headless browser (Debian's chromium driven by playwright-core): it
- * loads, shows a running crawl's shards, and updates live. CI installs chromium (.ci/run); on a
- * machine without it the test is skipped locally, never in CI.
+ * The status page in a real headless browser (Debian's chromium driven by playwright-core), on a
+ * crawl the size of a real one's plan: 56 shards, documents of which some answer 403, a hot key
+ * range that makes the rebalancer split shards. The page must show the shards with their key
+ * ranges, the splits and the document errors as they happen, and its Pause and Resume buttons must
+ * work. CI installs chromium (.ci/run); elsewhere without it the test is reported as skipped.
+ * Set SCREENSHOT_DIR to keep screenshots of the running and the finished crawl.
  */
 import assert from "node:assert/strict";
-import { chromium } from "playwright-core";
+import { chromium, type Page } from "playwright-core";
+import { prefixNear, syntheticNames } from "../lib/sim/names.ts";
+import { bundledNames } from "../lib/sim/names.ts";
 import { spawnRegistry, spawnServer, waitHealthy } from "./helpers.ts";
 
 const CHROMIUM = Deno.env.get("CHROMIUM_PATH") ?? "/usr/bin/chromium";
@@ -16,12 +21,54 @@ const haveChromium = (() => {
   }
 })();
 if (!haveChromium && Deno.env.get("CI")) throw new Error(`CI needs ${CHROMIUM} (see .ci/run)`);
+if (!haveChromium) {
+  console.error(
+    `skipping the status page browser test: no chromium at ${CHROMIUM} ` +
+      `(bash .ci/run installs it; or set CHROMIUM_PATH)`,
+  );
+}
+
+const ITEMS = 6000;
+const SHARDS = 56;
+
+async function until(what: string, check: () => Promise<boolean>, timeoutMs = 60_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function fact(page: Page, id: string, cls: string): Promise<string> {
+  return await page.locator(`.crawl[data-crawl="${id}"] .facts .${cls} b`).innerText();
+}
+
+async function shot(page: Page, name: string) {
+  const dir = Deno.env.get("SCREENSHOT_DIR");
+  if (dir) await page.screenshot({ path: `${dir}/${name}.png`, fullPage: true });
+}
 
 Deno.test({
-  name: "status page: loads, shows a running crawl's shards, and updates (headless chromium)",
+  name: "status page: 56 shards, doc errors, splits, key ranges, pause and resume (chromium)",
   ignore: !haveChromium,
   fn: async () => {
-    const reg = await spawnRegistry(["--synthetic", "20000", "--latency-ms", "60"]);
+    const hot = prefixNear(syntheticNames(await bundledNames(), ITEMS, { seed: 42 }), 150);
+    const reg = await spawnRegistry([
+      "--synthetic",
+      String(ITEMS),
+      "--no-include-docs",
+      "--no-bulk-get",
+      "--doc-latency-ms",
+      "4",
+      "--hot-prefix",
+      hot.prefix,
+      "--hot-ms",
+      "1000",
+      "--bad-doc-rate",
+      "0.01",
+      "--bad-docs",
+      "403",
+    ]);
     const dir = await Deno.makeTempDir();
     const token = "browser-token-456";
     const server = spawnServer({
@@ -47,32 +94,75 @@ Deno.test({
       const created = await fetch(`${base}/crawls`, {
         method: "POST",
         headers: { authorization: `Bearer ${token}` },
-        body: JSON.stringify({ source: reg.url, shards: 4, maxPage: 50, rebalance: false }),
+        body: JSON.stringify({ source: reg.url, shards: SHARDS, docs: true, concurrency: 4 }),
       });
       assert.equal(created.status, 202);
       const { id } = await created.json();
-      const page = await browser.newPage();
+      const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
       await page.goto(base);
       assert.equal(await page.title(), "rankcrawl status");
       await page.fill("#token", token);
       await page.click("#auth button");
       const crawl = page.locator(`.crawl[data-crawl="${id}"]`);
       await crawl.waitFor({ timeout: 15_000 });
-      await page.locator(`.crawl[data-crawl="${id}"][data-status="running"]`).waitFor({
-        timeout: 15_000,
-      });
-      assert.equal(await crawl.locator(".shard").count(), 4, "one bar per shard");
-      const first = Number(await crawl.getAttribute("data-items"));
-      let later = first;
-      for (let i = 0; i < 150 && later <= first; i++) {
-        await new Promise((r) => setTimeout(r, 100));
-        later = Number(await crawl.getAttribute("data-items"));
-      }
-      assert.ok(later > first, `the page updated by itself (${first} -> ${later} items)`);
-      await page.locator(`.crawl[data-crawl="${id}"][data-status="done"]`).waitFor({
-        timeout: 60_000,
-      });
-      assert.equal(Number(await crawl.getAttribute("data-items")), 20000);
+      await until("conn live", async () => (await page.locator("#conn").innerText()) === "live");
+
+      // Running: a row per shard with its key range; the first starts and the last ends open.
+      await until("running", async () => (await crawl.getAttribute("data-status")) === "running");
+      const rows = crawl.locator("tr.shard");
+      assert.ok((await rows.count()) >= SHARDS, `${await rows.count()} shard rows`);
+      const ranges = await crawl.locator("td.range").allInnerTexts();
+      assert.match(ranges[0], /^\(open\) → ".+"$/);
+      assert.ok(ranges.some((r) => /→ \(open\)$/.test(r)), "the last shard ends open");
+      assert.equal(new Set(ranges).size, ranges.length, "every range is different");
+
+      // The hot range is split while it runs; document errors appear as they are recorded.
+      await until("a split", async () => Number(await fact(page, id, "splits")) > 0);
+      await until(
+        "document errors",
+        async () => Number((await fact(page, id, "doc-errors")).replace(/,/g, "")) > 0,
+      );
+      assert.ok((await crawl.locator("tr.shard", { hasText: "⤷" }).count()) > 0, "split rows");
+      assert.ok((await crawl.locator("tr.shard", { hasText: "doc errors" }).count()) > 0);
+      await shot(page, "status-running");
+
+      // Pause from the page: the crawl stops taking work.
+      await crawl.locator('button[data-act="pause"]').click();
+      await until("paused", async () => (await crawl.getAttribute("data-status")) === "paused");
+      assert.equal(await crawl.locator('button[data-act="pause"]').isDisabled(), true);
+      const auth = { authorization: `Bearer ${token}` };
+      await new Promise((r) => setTimeout(r, 1500)); // shards finish the page they hold
+      const a = (await (await fetch(`${base}/crawls/${id}`, { headers: auth })).json()).itemsStored;
+      await new Promise((r) => setTimeout(r, 1500));
+      const b = (await (await fetch(`${base}/crawls/${id}`, { headers: auth })).json()).itemsStored;
+      assert.equal(b, a, "no item is stored while paused");
+      assert.ok(a < ITEMS, `paused with ${a} of ${ITEMS} items`);
+
+      // Resume from the page, then watch it finish with every item.
+      await crawl.locator('button[data-act="resume"]').click();
+      await until(
+        "done",
+        async () => (await crawl.getAttribute("data-status")) === "done",
+        120_000,
+      );
+      assert.equal(Number(await crawl.getAttribute("data-items")), ITEMS);
+      const report = await (await fetch(`${base}/crawls/${id}`, { headers: auth })).json();
+      assert.equal(report.itemsStored, ITEMS);
+      assert.equal(
+        Number((await fact(page, id, "doc-errors")).replace(/,/g, "")),
+        report.docErrors,
+        "the page shows the store's figure",
+      );
+      assert.ok(report.docErrors > 20 && report.docErrors < 200, `${report.docErrors} errors`);
+
+      // The plan picture: a cut at each shard's start (55 planned, one more per split).
+      await crawl.locator("details.plan summary").click();
+      await crawl.locator("details.plan svg").waitFor({ timeout: 10_000 });
+      assert.equal(
+        await crawl.locator("details.plan line.balanced-cut").count(),
+        SHARDS - 1 + report.splits.length,
+      );
+      await shot(page, "status-done");
       const html = await page.content();
       assert.ok(!html.includes(token), "the token is not written into the page");
     } finally {

@@ -12,25 +12,12 @@ import { buildSpec } from "../base/spec.ts";
 import { runLocalCrawl } from "../cli/local_crawl.ts";
 import { evenSplitKeys, shardsAt } from "../plan/baselines.ts";
 import { type Plan, planShards } from "../plan/planner.ts";
-import { bundledNames, syntheticNames } from "../sim/names.ts";
+import { bundledNames, prefixNear, syntheticNames } from "../sim/names.ts";
 import { CouchSource } from "../sources/couch_source.ts";
 import { median, n, registry, s, table, x } from "./harness.ts";
 import { pageThrough } from "./peers.ts";
 
 const NO_BULK = ["--no-include-docs", "--no-bulk-get"];
-
-/** The 2-3 character prefix whose keys number closest to `want`. */
-function prefixNear(keys: string[], want: number): { prefix: string; count: number } {
-  const counts = new Map<string, number>();
-  for (const k of keys) {
-    for (const len of [2, 3]) counts.set(k.slice(0, len), (counts.get(k.slice(0, len)) ?? 0) + 1);
-  }
-  let best = { prefix: "", count: 0 };
-  for (const [prefix, count] of counts) {
-    if (Math.abs(count - want) < Math.abs(best.count - want)) best = { prefix, count };
-  }
-  return best;
-}
 
 async function crawl(
   url: string,

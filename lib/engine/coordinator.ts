@@ -15,8 +15,15 @@
  *
  * @module
  */
-import { ConflictError, FatalError, InputError, NotFoundError } from "../base/errors.ts";
+import {
+  ConflictError,
+  FatalError,
+  InputError,
+  NotFoundError,
+  PermanentError,
+} from "../base/errors.ts";
 import { crawlIdFor, type CrawlSpec } from "../base/spec.ts";
+import { evenSplitRanks } from "../plan/baselines.ts";
 import { type Plan, PLAN_PAGE, planShards } from "../plan/planner.ts";
 import type { Source } from "../plan/source.ts";
 import {
@@ -181,7 +188,11 @@ async function makePlan(source: Source, crawl: CrawlRecord, options: PlanCrawlOp
     maxPage: Math.min(PLAN_PAGE, crawl.maxPage, crawl.pageCap ?? Infinity),
   });
   options.onPlanned?.(plan);
-  return { plan, startSeq, docMode };
+  // What the naive even split would have done, for the plan picture (a few rank requests).
+  const evenSplit = plan.method === "rank" && plan.shards.length > 1
+    ? await evenSplitRanks(source, Math.min(64, plan.shards.length)).catch(() => null)
+    : null;
+  return { plan, startSeq, docMode, evenSplit };
 }
 
 async function startPlanned(
@@ -203,6 +214,7 @@ async function startPlanned(
     nextShardId: p.plan.shards.length,
     startSeq: p.startSeq,
     docMode: p.docMode,
+    evenSplit: p.evenSplit,
     planLease: null,
     planFailures: 0,
     startedAt: t,
@@ -222,8 +234,9 @@ async function planningFailed(
 ): Promise<CrawlRecord | null> {
   const message = (err instanceof Error ? err.message : String(err)).split("\n")[0];
   const failures = (claimed.value.planFailures ?? 0) + 1;
+  // A registry that answers 4xx to a listing, or garbage, will not answer better in a minute.
   const permanent = err instanceof FatalError || err instanceof InputError ||
-    err instanceof NotFoundError;
+    err instanceof NotFoundError || err instanceof PermanentError;
   const t = o.now();
   const max = o.maxPlanAttempts ?? 5;
   const next: CrawlRecord = permanent || failures >= max

@@ -9,7 +9,8 @@
  * moved (a split), the page is trimmed to the new end and the write goes on; if the lease or the
  * cursor moved, the attempt is dropped. A crash before the last batch leaves only idempotent item
  * writes behind, and the page is redone. While documents are fetched, a heartbeat renews the lease
- * and publishes what is in flight (for the rebalancer), about once a second.
+ * and publishes what is in flight (for the rebalancer), about once a second; it also notices a
+ * paused or cancelled crawl, which drops the page at once rather than after its slowest document.
  *
  * @module
  */
@@ -193,6 +194,12 @@ class Guard {
     const every = Math.max(50, Math.min(1000, this.#ctx.leaseMs / 3));
     const beat = () =>
       this.serial(async () => {
+        // A paused or cancelled crawl stops here, not after a page of slow documents: no new
+        // document is started and the page is dropped (redone on resume from the same cursor).
+        const crawl = (await this.#ctx.kv.get<CrawlRecord>(keys.crawl(crawlOf(this.entry)))).value;
+        if (crawl?.status !== "running") {
+          return void (this.lost = `crawl ${crawl?.status ?? "gone"}`);
+        }
         for (let i = 0; i < 10 && !this.lost; i++) {
           const next = { ...this.entry.value, inflight, lease: this.lease() };
           const done = await commitShard(this.#ctx.kv, crawlOf(this.entry), this.entry, next);

@@ -149,7 +149,8 @@ export async function runShard(
         held = { ...held, crawl };
       }
       const res = await processPage(ctx, held, { listing });
-      if (res.kind === "lost") return { kind: "stopped", reason: res.reason };
+      // Let the lease go (when it is still ours) so that a resume can claim the shard at once.
+      if (res.kind === "lost") return await stopped(deps, held, o.owner, res.reason);
       held = { crawl: held.crawl, entry: res.entry };
       if (res.entry.value.done) return { kind: "done", shard: res.entry.value };
       // The next page is already being listed from where this one ended, unless the commit moved

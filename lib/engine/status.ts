@@ -9,6 +9,7 @@ import { redactUrl } from "../base/redact.ts";
 import { NotFoundError } from "../base/errors.ts";
 import { storedCount } from "./completion.ts";
 import { compareKeys } from "../plan/keys.ts";
+import type { PlanPicture } from "../plan/plan_svg.ts";
 import { type ExportedItem, itemBatches, iterateItems, pageItems } from "./item_store.ts";
 import {
   type CrawlRecord,
@@ -259,4 +260,21 @@ export async function* crawlItemBatches(
   const starts = (await listShards(kv, id)).map((e) => e.value.start)
     .filter((s): s is string => s !== null).sort(compareKeys);
   yield* itemBatches(kv, id, { bounds: starts });
+}
+
+/**
+ * What the plan picture of a crawl shows: the even split's cuts with their ranks (recorded when it
+ * was planned; none for crawls planned without ranks) and the current balanced cuts, splits
+ * included. @throws NotFoundError for an unknown crawl.
+ */
+export async function crawlPicture(kv: Deno.Kv, id: string): Promise<PlanPicture> {
+  const crawl = await requireCrawl(kv, id);
+  const cuts = (await listShards(kv, id)).map((e) => e.value.start)
+    .filter((s): s is string => s !== null).sort(compareKeys);
+  return {
+    total: crawl.total,
+    even: crawl.evenSplit ?? [],
+    cuts,
+    title: `${id}: ${cuts.length + 1} shards over ${crawl.total.toLocaleString("en-US")} items`,
+  };
 }

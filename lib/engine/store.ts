@@ -67,6 +67,8 @@ export interface CrawlRecord extends CrawlSpec {
   driftError?: string;
   /** How the end was checked against the registry, once done. */
   verification?: Verification;
+  /** The naive even split's cuts with their ranks, for the plan picture (rank plans only). */
+  evenSplit?: { key: string; rank: number }[] | null;
   /** Creation time, epoch ms. */
   createdAt: number;
   /** When planning finished and shards started, epoch ms. */

@@ -1,7 +1,8 @@
 /**
  * The server runtime behind `main.ts`: configuration from the environment, KV, the app, the
  * dispatch mode (queue where KV queues exist, lease workers elsewhere), and the work the cron jobs
- * do. `main.ts` only registers the crons and calls {@linkcode startServer}.
+ * do, scheduled recrawls and their retention included. `main.ts` only registers the crons and calls
+ * {@linkcode startServer}. Every configuration or start-up problem is one line naming its cause.
  *
  * @module
  */
@@ -9,7 +10,11 @@ import { createApp } from "./app.ts";
 import { isAllowedSource, parseAllowedSources } from "./auth.ts";
 import { UsageError } from "../base/errors.ts";
 import { buildSpec, SPEC_DEFAULTS, SPEC_LIMITS } from "../base/spec.ts";
-import { createCrawl } from "../engine/coordinator.ts";
+import { redactUrl } from "../base/redact.ts";
+import { createCrawl, deleteCrawl, type Dispatcher } from "../engine/coordinator.ts";
+import { listCrawlSummaries } from "../engine/status.ts";
+import { normalizeSource } from "./crawl_routes.ts";
+import { Metrics } from "./metrics.ts";
 import { sourceOpener } from "../engine/open_source.ts";
 import { createRuntime } from "../engine/runtime.ts";
 
@@ -30,7 +35,70 @@ export interface ServerConfig {
   /** Background lease workers in this process (lease mode, not on Deploy). */
   workers: number;
   /** A scheduled recrawl (`CRAWL_SCHEDULE` and friends), if configured. */
-  schedule?: { cron: string; source: string; shards: number; docs: boolean };
+  schedule?: { cron: string; source: string; shards: number; docs: boolean; keep: number };
+  /** A token that may only read `/metrics`. */
+  metricsToken?: string | null;
+}
+
+const CRON_FIELDS: [string, number, number][] = [
+  ["minute", 0, 59],
+  ["hour", 0, 23],
+  ["day of month", 1, 31],
+  ["month", 1, 12],
+  ["day of week", 0, 7],
+];
+
+/**
+ * Checks a cron expression the way `Deno.cron` takes it (five fields of `*`, numbers, ranges,
+ * lists and steps), so that a typo is one line at start-up rather than an exception later.
+ * @throws UsageError naming the field.
+ */
+export function checkCron(expr: string): string {
+  const fields = expr.trim().split(/\s+/);
+  if (fields.length !== 5) {
+    throw new UsageError(
+      `CRAWL_SCHEDULE must have 5 fields (minute hour day month weekday): "${expr}"`,
+    );
+  }
+  fields.forEach((field, i) => {
+    const [name, min, max] = CRON_FIELDS[i];
+    for (const part of field.split(",")) {
+      const m = /^(\*|(\d+)(?:-(\d+))?)(?:\/(\d+))?$/.exec(part);
+      const nums = m ? [m[2], m[3]].filter((v) => v !== undefined).map(Number) : [];
+      if (!m || nums.some((v) => v < min || v > max) || m[4] === "0") {
+        throw new UsageError(`CRAWL_SCHEDULE: bad ${name} field "${field}" (${min}-${max})`);
+      }
+    }
+  });
+  return expr.trim();
+}
+
+function scheduleFromEnv(env: (name: string) => string | undefined): ServerConfig["schedule"] {
+  const cron = env("CRAWL_SCHEDULE");
+  if (!cron) return undefined;
+  const raw = env("CRAWL_SOURCE");
+  if (!raw) throw new UsageError("CRAWL_SCHEDULE needs CRAWL_SOURCE");
+  let source: string;
+  try {
+    source = normalizeSource(raw, "CRAWL_SOURCE");
+  } catch (err) {
+    throw new UsageError(`${(err as Error).message}: "${raw}"`);
+  }
+  const count = (name: string, fallback: number, min: number, max: number) => {
+    const v = Number(env(name) ?? String(fallback));
+    if (!Number.isInteger(v) || v < min || v > max) {
+      throw new UsageError(`${name} must be a whole number from ${min} to ${max}`);
+    }
+    return v;
+  };
+  const { min, max } = SPEC_LIMITS.shards;
+  return {
+    cron: checkCron(cron),
+    source,
+    shards: count("CRAWL_SHARDS", SPEC_DEFAULTS.shards, min, max),
+    docs: env("CRAWL_DOCS") === "true",
+    keep: count("CRAWL_KEEP", 7, 1, 10_000),
+  };
 }
 
 /**
@@ -73,17 +141,9 @@ export function configFromEnv(
     : dispatchRaw as "queue" | "lease";
   const workersRaw = env("WORKERS") ?? (options.onDeploy ? "0" : "4");
   if (!/^\d+$/.test(workersRaw)) throw new UsageError(`WORKERS is not a count: ${workersRaw}`);
-  let schedule: ServerConfig["schedule"];
-  const cron = env("CRAWL_SCHEDULE");
-  if (cron) {
-    const source = env("CRAWL_SOURCE");
-    if (!source) throw new UsageError("CRAWL_SCHEDULE needs CRAWL_SOURCE");
-    const shards = Number(env("CRAWL_SHARDS") ?? String(SPEC_DEFAULTS.shards));
-    const { min, max } = SPEC_LIMITS.shards;
-    if (!Number.isInteger(shards) || shards < min || shards > max) {
-      throw new UsageError(`CRAWL_SHARDS must be a whole number from ${min} to ${max}`);
-    }
-    schedule = { cron, source, shards, docs: env("CRAWL_DOCS") === "true" };
+  const schedule = scheduleFromEnv(env);
+  if (schedule && !isAllowedSource(schedule.source, allowedSources)) {
+    throw new UsageError(`CRAWL_SOURCE ${redactUrl(schedule.source)} is outside ALLOWED_SOURCES`);
   }
   return {
     port: Number(portRaw),
@@ -94,6 +154,7 @@ export function configFromEnv(
     dispatch,
     workers: Number(workersRaw),
     schedule,
+    metricsToken: env("METRICS_TOKEN") || null,
   };
 }
 
@@ -105,10 +166,35 @@ export interface ServerRuntime {
   watchdogTick(): Promise<void>;
   /** Lease mode: run a lease worker for about `ms` (a Deploy cron tick). */
   leaseTick(ms: number): Promise<void>;
-  /** Scheduled recrawl: create today's crawl of the configured source. */
+  /** Scheduled recrawl: create this run's crawl, and delete finished ones beyond the last K. */
   recrawl(): Promise<void>;
   /** Stops serving, stops workers and closes KV. */
   close(): Promise<void>;
+}
+
+/** Opens KV, or says in one line why it cannot (a directory, not a database, no permission). */
+async function openStore(path: string | undefined): Promise<Deno.Kv> {
+  try {
+    return await Deno.openKv(path);
+  } catch (err) {
+    throw new UsageError(
+      `cannot open KV at ${path ?? "the default location"}: ${
+        (err as Error).message.split("\n")[0]
+      }`,
+    );
+  }
+}
+
+/** Serves `app`, or says in one line why the port cannot be had. */
+function serve(config: ServerConfig, fetch: (req: Request) => Response | Promise<Response>) {
+  try {
+    return Deno.serve({ port: config.port, hostname: config.hostname, onListen: () => {} }, fetch);
+  } catch (err) {
+    const why = err instanceof Deno.errors.AddrInUse
+      ? "is in use by another process"
+      : `cannot be opened: ${(err as Error).message.split("\n")[0]}`;
+    throw new UsageError(`port ${config.port} on ${config.hostname} ${why}`);
+  }
 }
 
 /** Opens KV, builds the app and the engine (`createRuntime`), and serves. */
@@ -118,12 +204,14 @@ export async function startServer(
 ): Promise<ServerRuntime> {
   const now = options.now ?? Date.now;
   const log = options.log ?? ((l: string) => console.error(l));
-  const kv = await Deno.openKv(config.kvPath);
+  const kv = await openStore(config.kvPath);
+  const metrics = new Metrics();
   const runtime = createRuntime({
     kv,
     // A registry may redirect only inside ALLOWED_SOURCES: no hop can leave the allowlist.
     openSource: sourceOpener({
       allowRedirect: (target) => isAllowedSource(target.href, config.allowedSources),
+      onExchange: (info) => metrics.observe(info),
     }),
     dispatch: config.dispatch,
     workers: config.workers,
@@ -132,20 +220,29 @@ export async function startServer(
     label: "server",
     onEvent: (e) => {
       if (e.kind === "crawl-failed") log(`crawl ${e.crawlId} failed: ${e.error}`);
+      if (e.kind === "crawl-done") log(`crawl ${e.crawlId} done`);
     },
+    onProcessError: (err) => log(`error: ${err.message.split("\n")[0]}`),
   });
-  const app = createApp({
-    kv,
-    token: config.token,
-    allowedSources: config.allowedSources,
-    dispatcher: runtime.dispatcher,
-    startPlanning: (id) => runtime.dispatcher.plan(id),
-  });
-  const server = Deno.serve({
-    port: config.port,
-    hostname: config.hostname,
-    onListen: () => {},
-  }, app.fetch);
+  let server: Deno.HttpServer;
+  try {
+    server = serve(
+      config,
+      createApp({
+        kv,
+        token: config.token,
+        metricsToken: config.metricsToken,
+        allowedSources: config.allowedSources,
+        dispatcher: runtime.dispatcher,
+        metrics,
+        now: options.now,
+      }).fetch,
+    );
+  } catch (err) {
+    await runtime.close();
+    kv.close();
+    throw err;
+  }
   const addr = server.addr as Deno.NetAddr;
   const url = `http://${addr.hostname}:${addr.port}`;
   log(`listening on ${url} (dispatch ${config.dispatch}${config.token ? "" : ", no token"})`);
@@ -156,15 +253,7 @@ export async function startServer(
       if (n) log(`watchdog: re-dispatched ${n} stalled shards`);
     },
     leaseTick: (ms) => runtime.leaseTick(ms),
-    recrawl: async () => {
-      const s = config.schedule;
-      if (!s) return;
-      const day = new Date(now()).toISOString().slice(0, 16).replace(/[-:T]/g, "");
-      const spec = buildSpec({ source: s.source, shards: s.shards, docs: s.docs });
-      const { crawl, created } = await createCrawl(kv, spec, { id: `scheduled-${day}` });
-      if (created) await runtime.dispatcher.plan(crawl.id);
-      log(`scheduled crawl ${crawl.id} (${crawl.status})`);
-    },
+    recrawl: () => recrawl(kv, runtime.dispatcher, config, { now, log }),
     close: async () => {
       await runtime.close();
       await server.shutdown();
@@ -172,4 +261,31 @@ export async function startServer(
       await runtime.finished;
     },
   };
+}
+
+/**
+ * One scheduled run: creates this minute's crawl of the configured source (once, however often
+ * the cron fires), then deletes finished scheduled crawls beyond the newest `keep`, so that a
+ * daily schedule does not grow KV without bound. Running crawls are never deleted.
+ */
+async function recrawl(
+  kv: Deno.Kv,
+  dispatcher: Dispatcher,
+  config: ServerConfig,
+  o: { now: () => number; log: (line: string) => void },
+): Promise<void> {
+  const s = config.schedule;
+  if (!s) return;
+  const minute = new Date(o.now()).toISOString().slice(0, 16).replace(/[-:T]/g, "");
+  const spec = buildSpec({ source: s.source, shards: s.shards, docs: s.docs });
+  const { crawl, created } = await createCrawl(kv, spec, { id: `scheduled-${minute}`, now: o.now });
+  if (created) await dispatcher.plan(crawl.id);
+  o.log(`scheduled crawl ${crawl.id} (${crawl.status})`);
+  const scheduled = (await listCrawlSummaries(kv)).filter((c) => c.id.startsWith("scheduled-"))
+    .sort((a, b) => b.createdAt.localeCompare(a.createdAt));
+  for (const old of scheduled.slice(s.keep)) {
+    if (old.status !== "done" && old.status !== "failed" && old.status !== "cancelled") continue;
+    await deleteCrawl(kv, old.id);
+    o.log(`scheduled crawl ${old.id} deleted (keeping the last ${s.keep})`);
+  }
 }

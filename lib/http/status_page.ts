@@ -1,10 +1,206 @@
 /**
- * The status page served at `GET /`: plain HTML and a little script, no build step. It asks for the
- * API token once (kept in the browser's sessionStorage, never in the URL or the page), then polls
- * the API every second and draws every crawl with a progress bar per shard, items/s and ETA.
+ * The status page served at `GET /`: plain HTML and a script, no build step. It asks for the API
+ * token once (kept in the browser's sessionStorage, never in the URL or the page), follows
+ * `/events` (server-sent events read with `fetch`, so the token stays in a header) and falls back
+ * to polling when the stream breaks. Per crawl: source, state, start and finish, items, rate and
+ * ETA while running, splits, retries, document errors and dead letters with the latest reasons,
+ * how the end was verified, pause/resume/cancel/delete buttons, the plan picture, and per shard its
+ * key range, progress, rate and state.
  *
  * @module
  */
+
+const STYLE = `
+  body { font: 14px/1.45 system-ui, sans-serif; margin: 0; color: #1d2733; background: #f5f7fa; }
+  header { display: flex; gap: 1rem; align-items: center; padding: .8rem 1.5rem; background: #1d2733; color: #fff; }
+  header h1 { font-size: 1.2rem; margin: 0 1rem 0 0; }
+  header input { width: 16rem; }
+  #conn { margin-left: auto; font-size: .85rem; opacity: .85; }
+  main { padding: 1rem 1.5rem; }
+  .crawl { background: #fff; border: 1px solid #d5dce5; border-radius: 8px; padding: 1rem; margin: 0 0 1rem; }
+  .head { display: flex; gap: .8rem; align-items: baseline; flex-wrap: wrap; }
+  .head h2 { font-size: 1.1rem; margin: 0; }
+  .state { padding: .1rem .5rem; border-radius: 99px; font-size: .8rem; font-weight: 600; background: #e3e8ef; }
+  .state.running { background: #d8f3e3; color: #17643a; } .state.done { background: #dbe9fb; color: #1f4f8f; }
+  .state.failed { background: #fbdada; color: #8f1f1f; } .state.paused { background: #fff1cc; color: #7a5a00; }
+  .state.planning { background: #ece3fb; color: #4f2f8f; } .state.cancelled { background: #eee; color: #555; }
+  .source { color: #5a6675; word-break: break-all; }
+  .facts { display: grid; grid-template-columns: repeat(auto-fill, minmax(11rem, 1fr)); gap: .3rem 1rem; margin: .7rem 0; }
+  .facts div { font-size: .85rem; } .facts b { display: block; font-size: 1rem; }
+  .actions button { margin-right: .4rem; }
+  .errors { margin: .5rem 0; padding: .5rem .7rem; background: #fff5f5; border-left: 3px solid #c0392b; }
+  .errors li { font-family: ui-monospace, monospace; font-size: .8rem; }
+  .shards { width: 100%; border-collapse: collapse; margin-top: .6rem; font-size: .8rem; }
+  .shards td, .shards th { padding: .15rem .4rem; border-bottom: 1px solid #eef1f5; text-align: left; }
+  .range { font-family: ui-monospace, monospace; max-width: 28rem; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+  .bar { width: 12rem; background: #e8edf3; height: .6rem; border-radius: 3px; overflow: hidden; }
+  .fill { background: #2e9e5b; height: 100%; } tr.done .fill { background: #3a78c3; }
+  tr.retrying .fill { background: #d98e04; }
+  .plan svg { max-width: 100%; height: auto; }
+  .msg { color: #8f1f1f; }
+`;
+
+const SCRIPT = `
+const $ = (s, el = document) => el.querySelector(s);
+const fmt = (n) => Math.round(n).toLocaleString("en-US");
+const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => "&#" + c.charCodeAt(0) + ";");
+const dur = (s) => s == null ? "?" : s >= 3600 ? (s / 3600).toFixed(1) + " h" : s >= 60 ? (s / 60).toFixed(1) + " min" : Math.round(s) + " s";
+const time = (iso) => iso ? new Date(iso).toLocaleString() : "–";
+const key = (k) => k === null ? "(open)" : JSON.stringify(k);
+let token = sessionStorage.getItem("crawlToken") || "";
+const crawls = new Map();
+const pictures = new Map();
+const auth = () => ({ authorization: "Bearer " + token });
+
+async function api(method, path) {
+  const res = await fetch(path, { method, headers: auth() });
+  const body = await res.json().catch(() => ({}));
+  if (!res.ok) throw new Error(body.error || res.statusText);
+  return body;
+}
+
+function actions(c) {
+  const b = (act, label, on) => '<button data-act="' + act + '"' + (on ? "" : " disabled") + ">" + label + "</button>";
+  return b("pause", "Pause", c.status === "running") + b("resume", "Resume", c.status === "paused" || c.status === "failed") +
+    b("cancel", "Cancel", c.status !== "done" && c.status !== "cancelled") +
+    b("delete", "Delete", c.status === "done" || c.status === "failed" || c.status === "cancelled");
+}
+
+function facts(c) {
+  const pct = c.total ? (100 * c.itemsStored / c.total).toFixed(1) + "%" : "";
+  const running = c.status === "running";
+  const f = (label, value, cls) => '<div class="' + (cls || "") + '">' + label + "<b>" + value + "</b></div>";
+  return f("items", fmt(c.itemsStored) + " / " + fmt(c.total) + " " + pct, "items") +
+    (running ? f("rate", fmt(c.rate) + " items/s", "rate") + f("ETA", dur(c.etaSeconds), "eta") : "") +
+    f("started", time(c.startedAt || c.createdAt)) + f("finished", time(c.finishedAt)) +
+    f("shards", c.shardsDone + " / " + c.shardCount + " done", "shard-count") + f("splits", c.splits.length, "splits") +
+    f("retries", fmt(c.retries), "retries") + f("document errors", fmt(c.docErrors), "doc-errors") +
+    f("dead letters", c.deadLetters, "dead") + (c.docs ? f("documents", fmt(c.documents) + " (" + esc(c.docMode || "") + ")") : "") +
+    (c.verification ? f("verified", esc(c.verification.status), "verified") : "");
+}
+
+function errors(c) {
+  const lines = [];
+  if (c.error) lines.push("crawl: " + c.error);
+  for (const e of c.recentErrors) lines.push("shard " + e.shard + ": " + e.error);
+  if (c.driftError) lines.push(c.driftError);
+  return lines.length ? '<ul class="errors">' + lines.map((l) => "<li>" + esc(l) + "</li>").join("") + "</ul>" : "";
+}
+
+function shards(c) {
+  const rows = c.shards.map((s) => {
+    const f = s.done ? 1 : s.expected ? Math.min(1, s.items / s.expected) : 0;
+    const state = s.done ? "done" : s.retryAt ? "retrying" : s.leased ? "running" : "waiting";
+    return '<tr class="shard ' + state + '" data-shard="' + s.id + '"><td>#' + s.id + (s.parent !== null ? " ⤷" + s.parent : "") +
+      '</td><td class="range" title="' + esc(key(s.start) + " → " + key(s.end)) + '">' + esc(key(s.start)) + " → " + esc(key(s.end)) +
+      '</td><td><div class="bar"><div class="fill" style="width:' + (100 * f).toFixed(1) + '%"></div></div></td><td>' +
+      fmt(s.items) + " / " + fmt(s.expected) + "</td><td>" + (s.done ? "" : fmt(s.rate) + "/s") + "</td><td>" + state +
+      (s.docErrors ? " · " + s.docErrors + " doc errors" : "") + "</td></tr>";
+  }).join("");
+  return '<table class="shards"><thead><tr><th>shard</th><th>keys</th><th></th><th>items</th><th>rate</th><th>state</th></tr></thead><tbody>' + rows + "</tbody></table>";
+}
+
+function render(c) {
+  let el = document.querySelector('.crawl[data-crawl="' + CSS.escape(c.id) + '"]');
+  if (!el) {
+    el = document.createElement("section");
+    el.className = "crawl";
+    el.dataset.crawl = c.id;
+    el.innerHTML = '<div class="head"></div><div class="facts"></div><div class="actions"></div><div class="errs"></div>' +
+      '<details class="plan"><summary>plan: items by key range, even split vs balanced cuts</summary><div class="svg"></div></details><div class="tbl"></div>';
+    el.addEventListener("click", (e) => act(c.id, e.target.dataset && e.target.dataset.act));
+    $(".plan", el).addEventListener("toggle", () => picture(c.id, true));
+    $("#crawls").prepend(el);
+  }
+  el.dataset.status = c.status;
+  el.dataset.items = c.itemsStored;
+  $(".head", el).innerHTML = "<h2>" + esc(c.id) + '</h2><span class="state ' + c.status + '">' + c.status + '</span><span class="source">' + esc(c.source) + "</span>";
+  $(".facts", el).innerHTML = facts(c);
+  $(".actions", el).innerHTML = actions(c);
+  $(".errs", el).innerHTML = errors(c);
+  $(".tbl", el).innerHTML = shards(c);
+  if (pictures.get(c.id) !== c.shardCount) picture(c.id, false);
+  $("#empty").hidden = true;
+}
+
+async function picture(id, force) {
+  const el = document.querySelector('.crawl[data-crawl="' + CSS.escape(id) + '"] .plan');
+  const c = crawls.get(id);
+  if (!el || !c || c.status === "planning" || (!el.open && !force && pictures.has(id))) return;
+  pictures.set(id, c.shardCount);
+  const res = await fetch("/crawls/" + encodeURIComponent(id) + "/plan.svg", { headers: auth() });
+  if (res.ok) $(".svg", el).innerHTML = await res.text();
+}
+
+async function act(id, action) {
+  if (!action) return;
+  try {
+    if (action === "delete") {
+      if (!confirm("Delete crawl " + id + " and everything it stored?")) return;
+      await api("DELETE", "/crawls/" + encodeURIComponent(id));
+      document.querySelector('.crawl[data-crawl="' + CSS.escape(id) + '"]')?.remove();
+      crawls.delete(id);
+    } else {
+      await api("POST", "/crawls/" + encodeURIComponent(id) + "/" + action);
+      update(await api("GET", "/crawls/" + encodeURIComponent(id)));
+    }
+    $("#msg").textContent = "";
+  } catch (err) {
+    $("#msg").textContent = action + " " + id + ": " + err.message;
+  }
+}
+
+function update(c) {
+  crawls.set(c.id, c);
+  render(c);
+}
+
+async function poll() {
+  const list = await api("GET", "/crawls");
+  for (const s of list.crawls) update(await api("GET", "/crawls/" + encodeURIComponent(s.id)));
+}
+
+let polling = null;
+async function follow() {
+  if (!token) { $("#conn").textContent = "enter the API token"; return; }
+  try {
+    const res = await fetch("/events", { headers: auth() });
+    if (!res.ok) throw new Error((await res.json().catch(() => ({}))).error || res.statusText);
+    clearInterval(polling);
+    polling = null;
+    $("#conn").textContent = "live";
+    const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += value;
+      let i;
+      while ((i = buf.indexOf("\\n\\n")) >= 0) {
+        const block = buf.slice(0, i);
+        buf = buf.slice(i + 2);
+        const event = /^event: (.*)$/m.exec(block)?.[1];
+        const data = block.split("\\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\\n");
+        if (event === "crawl") update(JSON.parse(data));
+        if (event === "gone") document.querySelector('.crawl[data-crawl="' + CSS.escape(JSON.parse(data).id) + '"]')?.remove();
+      }
+    }
+    throw new Error("stream ended");
+  } catch (err) {
+    $("#conn").textContent = "polling (" + err.message + ")";
+    if (!polling) polling = setInterval(() => poll().catch((e) => $("#conn").textContent = e.message), 2000);
+    setTimeout(follow, 10000);
+  }
+}
+
+$("#auth").addEventListener("submit", (e) => {
+  e.preventDefault();
+  token = $("#token").value;
+  sessionStorage.setItem("crawlToken", token);
+  follow();
+});
+follow();
+`;
 
 /** The page. */
 export const STATUS_PAGE = `<!doctype html>
@@ -13,68 +209,15 @@ export const STATUS_PAGE = `<!doctype html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>rankcrawl status</title>
-<style>
-  body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5rem; color: #222; }
-  h1 { font-size: 1.3rem; }
-  .crawl { border: 1px solid #ccc; border-radius: 6px; padding: .8rem; margin: .8rem 0; }
-  .head { font-weight: 600; }
-  .shard { display: grid; grid-template-columns: 4rem 1fr 12rem; gap: .5rem; align-items: center; }
-  .bar { background: #eee; height: .7rem; border-radius: 3px; overflow: hidden; }
-  .fill { background: #3a7; height: 100%; }
-  .done .fill { background: #38c; }
-  #auth { margin-bottom: 1rem; }
-  .err { color: #b00; }
-</style>
+<style>${STYLE}</style>
 </head>
 <body>
-<h1>rankcrawl</h1>
+<header><h1>rankcrawl</h1>
 <form id="auth"><label>API token <input id="token" type="password" autocomplete="off"></label>
-<button>Use</button> <span id="msg"></span></form>
-<div id="crawls"></div>
-<script>
-const $ = (s) => document.querySelector(s);
-let token = sessionStorage.getItem("crawlToken") || "";
-$("#auth").addEventListener("submit", (e) => {
-  e.preventDefault();
-  token = $("#token").value;
-  sessionStorage.setItem("crawlToken", token);
-  tick();
-});
-const fmt = (n) => Math.round(n).toLocaleString("en-US");
-const eta = (s) => s == null ? "?" : s >= 3600 ? (s / 3600).toFixed(1) + " h" : s >= 60 ? (s / 60).toFixed(1) + " min" : Math.round(s) + " s";
-const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
-async function api(path) {
-  const res = await fetch(path, { headers: { authorization: "Bearer " + token } });
-  if (!res.ok) throw new Error((await res.json().catch(() => ({}))).error || res.statusText);
-  return res.json();
-}
-function render(c) {
-  const shards = c.shards.map((s) => {
-    const f = s.done ? 1 : s.expected ? Math.min(1, s.items / s.expected) : 0;
-    return '<div class="shard' + (s.done ? " done" : "") + '" data-shard="' + s.id + '"><span>#' + s.id +
-      '</span><div class="bar"><div class="fill" style="width:' + (100 * f).toFixed(1) + '%"></div></div><span>' +
-      fmt(s.items) + " / " + fmt(s.expected) + (s.done ? " done" : " · " + fmt(s.rate) + "/s") + "</span></div>";
-  }).join("");
-  return '<div class="crawl" data-crawl="' + esc(c.id) + '" data-status="' + c.status + '" data-items="' + c.itemsStored +
-    '"><div class="head">' + esc(c.id) + " · " + c.status + " · " + fmt(c.itemsStored) + " / " + fmt(c.total) +
-    " items · " + fmt(c.rate) + " items/s · ETA " + eta(c.etaSeconds) + " · " + c.shardsDone + "/" + c.shardCount +
-    " shards" + (c.deadLetters ? " · dead letters " + c.deadLetters : "") + (c.error ? ' · <span class="err">' + esc(c.error) + "</span>" : "") +
-    "</div>" + shards + "</div>";
-}
-async function tick() {
-  if (!token) { $("#msg").textContent = "enter the token"; return; }
-  try {
-    const list = await api("/crawls");
-    const details = await Promise.all(list.crawls.map((c) => api("/crawls/" + encodeURIComponent(c.id))));
-    $("#crawls").innerHTML = details.map(render).join("") || "<p>No crawls yet.</p>";
-    $("#msg").textContent = "updated " + new Date().toLocaleTimeString();
-  } catch (err) {
-    $("#msg").innerHTML = '<span class="err">' + esc(err.message) + "</span>";
-  }
-}
-setInterval(tick, 1000);
-tick();
-</script>
+<button>Use</button></form><span id="msg" class="msg"></span><span id="conn"></span></header>
+<main><p id="empty">No crawls yet, or no token: create one with <code>POST /crawls</code>.</p>
+<div id="crawls"></div></main>
+<script>${SCRIPT}</script>
 </body>
 </html>
 `;

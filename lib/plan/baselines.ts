@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { mapPool } from "../base/pool.ts";
 import { rank, type Source } from "./source.ts";
 import { type ShardSpec, targetRanks } from "./planner.ts";
 
@@ -25,6 +26,19 @@ export function evenSplitKeys(shards: number): string[] {
     keys.push(String.fromCharCode(LOW + hi) + (lo ? String.fromCharCode(LOW + lo) : ""));
   }
   return [...new Set(keys)];
+}
+
+/**
+ * The even split's cuts for `shards` pieces with their ranks (one listing request each, a few at a
+ * time): the picture a plan is compared with.
+ */
+export async function evenSplitRanks(
+  source: Source,
+  shards: number,
+): Promise<{ key: string; rank: number }[]> {
+  const keys = evenSplitKeys(shards);
+  const ranks = await mapPool(keys, (k) => rank(source, k), { concurrency: 8 });
+  return keys.map((key, i) => ({ key, rank: ranks[i] }));
 }
 
 /** Shards between boundary keys, with item counts from the source's ranks (one request each). */

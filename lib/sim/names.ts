@@ -143,3 +143,16 @@ export function collidingIds(): string[] {
     `${long.slice(0, 400)}\u0000a1b2c3d4e5f6a7b8${long.length}`,
   ];
 }
+
+/** The 2-3 character prefix whose keys number closest to `want` (to make a hot spot of that size). */
+export function prefixNear(keys: string[], want: number): { prefix: string; count: number } {
+  const counts = new Map<string, number>();
+  for (const k of keys) {
+    for (const len of [2, 3]) counts.set(k.slice(0, len), (counts.get(k.slice(0, len)) ?? 0) + 1);
+  }
+  let best = { prefix: "", count: 0 };
+  for (const [prefix, count] of counts) {
+    if (Math.abs(count - want) < Math.abs(best.count - want)) best = { prefix, count };
+  }
+  return best;
+}

@@ -38,6 +38,14 @@ export interface HttpOptions {
   sleep?: (ms: number) => Promise<void>;
   /** Called before each retry, for logs and counters (never given credentials). */
   onRetry?: (info: { attempt: number; delayMs: number; error: Error }) => void;
+  /** Called after every attempt, for metrics: the route, the status (0: no answer), the time. */
+  onExchange?: (info: { route: string; status: number; ms: number }) => void;
+}
+
+/** The kind of registry route a URL is, for metrics: `_all_docs`, `_changes`, `_bulk_get`, `doc`. */
+export function routeOf(url: URL): string {
+  const last = url.pathname.split("/").pop() ?? "";
+  return last.startsWith("_") ? last : "doc";
 }
 
 /** One request: what to send and how much may come back. */
@@ -139,7 +147,9 @@ async function readCapped(res: Response, url: string, maxBytes: number): Promise
 
 /** Makes requests for one source with its options; counts retries. */
 export class HttpClient {
-  #o: Required<Omit<HttpOptions, "onRetry">> & Pick<HttpOptions, "onRetry">;
+  #o:
+    & Required<Omit<HttpOptions, "onRetry" | "onExchange">>
+    & Pick<HttpOptions, "onRetry" | "onExchange">;
   #retries = 0;
 
   /** A client with `options` (see {@linkcode HttpOptions} for defaults). */
@@ -155,6 +165,7 @@ export class HttpClient {
       random: options.random ?? Math.random,
       sleep: options.sleep ?? defaultSleep,
       onRetry: options.onRetry,
+      onExchange: options.onExchange,
     };
   }
 
@@ -193,8 +204,24 @@ export class HttpClient {
     });
   }
 
-  /** One attempt, following allowed redirects. */
+  /** One attempt, timed for `onExchange`. */
   async #exchange(req: HttpRequest): Promise<HttpAnswer> {
+    const t = performance.now();
+    let status = 0;
+    try {
+      const answer = await this.#attempt(req);
+      status = answer.status;
+      return answer;
+    } catch (err) {
+      status = (err as TransientError).status ?? 0;
+      throw err;
+    } finally {
+      this.#o.onExchange?.({ route: routeOf(new URL(req.url)), status, ms: performance.now() - t });
+    }
+  }
+
+  /** One attempt, following allowed redirects. */
+  async #attempt(req: HttpRequest): Promise<HttpAnswer> {
     let url = new URL(req.url);
     const timeoutMs = req.timeoutMs ?? this.#o.timeoutMs;
     const signal = AbortSignal.timeout(timeoutMs);

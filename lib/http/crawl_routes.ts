@@ -1,0 +1,162 @@
+/**
+ * The `/crawls` routes: create (sources normalized and checked against the allowlist first),
+ * list, status, pause, resume (a failed crawl is planned again or resumed), cancel, delete (with
+ * everything it stored), items page by page, and the plan picture.
+ *
+ * @module
+ */
+import type { Context, Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { z } from "zod";
+import { InputError } from "../base/errors.ts";
+import { redactUrl } from "../base/redact.ts";
+import {
+  buildSpec,
+  CRAWL_ID_PATTERN,
+  CRAWL_ID_RULE,
+  crawlIdFor,
+  isCrawlId,
+  SPEC_LIMITS,
+} from "../base/spec.ts";
+import {
+  cancelCrawl,
+  createCrawl,
+  deleteCrawl,
+  type Dispatcher,
+  pauseCrawl,
+  resumeCrawl,
+} from "../engine/coordinator.ts";
+import { crawlItemsPage, crawlPicture, crawlStatus, listCrawlSummaries } from "../engine/status.ts";
+import { planSvg } from "../plan/plan_svg.ts";
+import { isAllowedSource } from "./auth.ts";
+
+/** What the crawl routes need. */
+export interface CrawlRouteDeps {
+  /** The store. */
+  kv: Deno.Kv;
+  /** URL prefixes a crawl may target. */
+  allowedSources: readonly string[];
+  /** Where work goes (planning, resumed shards). */
+  dispatcher: Dispatcher;
+  /** Clock in epoch milliseconds. */
+  now: () => number;
+  /** Largest request body, in bytes. */
+  maxBodyBytes: number;
+}
+
+const L = SPEC_LIMITS;
+const CreateBody = z.object({
+  source: z.string().max(2000),
+  shards: z.number().int().min(L.shards.min).max(L.shards.max),
+  docs: z.boolean().optional(),
+  docsUrl: z.string().max(2000).optional(),
+  concurrency: z.number().int().min(L.concurrency.min).max(L.concurrency.max).optional(),
+  maxPage: z.number().int().min(L.maxPage.min).max(L.maxPage.max).optional(),
+  rebalance: z.boolean().optional(),
+  follow: z.boolean().optional(),
+  id: z.string().regex(CRAWL_ID_PATTERN, `id must be ${CRAWL_ID_RULE}`).optional(),
+}).strict();
+
+/**
+ * A database URL as the crawler will use it: trimmed, parsed and written back in canonical form
+ * (lower-case scheme and host: `HTTP://X/db` is `http://x/db`), without a trailing slash.
+ * @throws InputError (400) for anything that can never be crawled: not a URL, not http(s),
+ * credentials, a query or a fragment.
+ */
+export function normalizeSource(raw: string, field: string): string {
+  let u: URL;
+  try {
+    u = new URL(raw.trim());
+  } catch {
+    throw new InputError(`${field} is not a URL`);
+  }
+  if (u.protocol !== "http:" && u.protocol !== "https:") {
+    throw new InputError(`${field} must be an http(s) URL`);
+  }
+  if (u.username || u.password) {
+    throw new InputError(`${field} must not carry credentials (they would be stored and shown)`);
+  }
+  if (u.search || u.hash) throw new InputError(`${field} must be a database URL, without ? or #`);
+  return u.href.replace(/\/+$/, "");
+}
+
+function crawlId(c: Context): string {
+  const id = c.req.param("id") ?? "";
+  if (!isCrawlId(id)) throw new InputError("crawl id is malformed");
+  return id;
+}
+
+/** Adds the `/crawls` routes to `app` (authentication is the caller's middleware). */
+export function addCrawlRoutes(app: Hono, deps: CrawlRouteDeps): void {
+  const { kv, now } = deps;
+  const limit = bodyLimit({
+    maxSize: deps.maxBodyBytes,
+    onError: (c) => c.json({ error: "request body too large" }, 413),
+  });
+
+  app.post("/crawls", limit, async (c) => {
+    const body = await c.req.json().catch(() => {
+      throw new InputError("body is not valid JSON");
+    });
+    const parsed = CreateBody.safeParse(body);
+    if (!parsed.success) {
+      const i = parsed.error.issues[0];
+      throw new InputError(`${i.path.join(".") || "body"}: ${i.message}`);
+    }
+    const { id: givenId, ...input } = parsed.data;
+    input.source = normalizeSource(input.source, "source");
+    if (input.docsUrl !== undefined) input.docsUrl = normalizeSource(input.docsUrl, "docsUrl");
+    for (const url of [input.source, input.docsUrl]) {
+      if (url !== undefined && !isAllowedSource(url, deps.allowedSources)) {
+        return c.json(
+          { error: `source not allowed: ${redactUrl(url)} is outside ALLOWED_SOURCES` },
+          403,
+        );
+      }
+    }
+    const spec = buildSpec(input);
+    const id = givenId ?? await crawlIdFor(spec);
+    const { crawl, created } = await createCrawl(kv, spec, { id, now });
+    if (created) await deps.dispatcher.plan(id);
+    return c.json({ id: crawl.id, status: crawl.status, created }, created ? 202 : 200);
+  });
+
+  app.get("/crawls", async (c) => c.json({ crawls: await listCrawlSummaries(kv) }));
+  app.get("/crawls/:id", async (c) => c.json(await crawlStatus(kv, crawlId(c), { now })));
+
+  app.post("/crawls/:id/pause", async (c) => {
+    const r = await pauseCrawl(kv, crawlId(c), now);
+    return c.json({ id: r.id, status: r.status });
+  });
+  app.post("/crawls/:id/resume", async (c) => {
+    const r = await resumeCrawl({ kv, dispatcher: deps.dispatcher }, crawlId(c), { now });
+    return c.json({ id: r.id, status: r.status });
+  });
+  app.post("/crawls/:id/cancel", async (c) => {
+    const r = await cancelCrawl(kv, crawlId(c), now);
+    return c.json({ id: r.id, status: r.status });
+  });
+  app.delete("/crawls/:id", async (c) => {
+    const id = crawlId(c);
+    return c.json({ id, deleted: true, keys: await deleteCrawl(kv, id) });
+  });
+
+  app.get("/crawls/:id/items", async (c) => {
+    const rawLimit = c.req.query("limit") ?? "100";
+    if (!/^\d+$/.test(rawLimit) || Number(rawLimit) < 1 || Number(rawLimit) > 1000) {
+      throw new InputError("limit must be a whole number from 1 to 1000");
+    }
+    const cursor = c.req.query("cursor");
+    if (cursor !== undefined && !/^[A-Za-z0-9_+/=-]{1,4096}$/.test(cursor)) {
+      throw new InputError("cursor is malformed");
+    }
+    const page = await crawlItemsPage(kv, crawlId(c), { limit: Number(rawLimit), cursor });
+    const items = page.items.map((it) => ({ ...it, doc: it.doc ? JSON.parse(it.doc) : undefined }));
+    return c.json({ items, cursor: page.cursor });
+  });
+
+  app.get("/crawls/:id/plan.svg", async (c) => {
+    const picture = await crawlPicture(kv, crawlId(c));
+    return c.body(planSvg(picture), 200, { "content-type": "image/svg+xml" });
+  });
+}

@@ -1,0 +1,108 @@
+/**
+ * `GET /metrics` in Prometheus' text format: crawls by state; per crawl the items stored, the
+ * documents fetched, document errors, retries, splits, shards by state; and the latency of the
+ * registry requests this process made, by route, as a histogram. The registry figures come from
+ * the HTTP client's `onExchange` hook; everything else is read from the store at scrape time.
+ *
+ * @module
+ */
+import { crawlStatus, listCrawlSummaries } from "../engine/status.ts";
+
+/** Upper bounds of the latency buckets, in seconds. */
+const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+/** What this process saw of the registries it talked to. */
+export class Metrics {
+  #series = new Map<string, { buckets: number[]; sum: number; count: number }>();
+  #outcomes = new Map<string, number>();
+
+  /** Records one registry exchange (see `HttpOptions.onExchange`). */
+  observe(info: { route: string; status: number; ms: number }): void {
+    let s = this.#series.get(info.route);
+    if (!s) this.#series.set(info.route, s = { buckets: BUCKETS.map(() => 0), sum: 0, count: 0 });
+    const seconds = info.ms / 1000;
+    BUCKETS.forEach((b, i) => seconds <= b && s!.buckets[i]++);
+    s.sum += seconds;
+    s.count++;
+    const cls = info.status === 0 ? "network" : `${Math.floor(info.status / 100)}xx`;
+    const key = `${info.route}\u0000${cls}`;
+    this.#outcomes.set(key, (this.#outcomes.get(key) ?? 0) + 1);
+  }
+
+  /** The registry part of the exposition. */
+  lines(): string[] {
+    const out = [
+      "# HELP rankcrawl_registry_request_seconds Latency of requests to registries, by route.",
+      "# TYPE rankcrawl_registry_request_seconds histogram",
+    ];
+    for (const [route, s] of this.#series) {
+      BUCKETS.forEach((b, i) =>
+        out.push(
+          `rankcrawl_registry_request_seconds_bucket{route="${route}",le="${b}"} ${s.buckets[i]}`,
+        )
+      );
+      out.push(`rankcrawl_registry_request_seconds_bucket{route="${route}",le="+Inf"} ${s.count}`);
+      out.push(`rankcrawl_registry_request_seconds_sum{route="${route}"} ${s.sum.toFixed(6)}`);
+      out.push(`rankcrawl_registry_request_seconds_count{route="${route}"} ${s.count}`);
+    }
+    out.push(
+      "# HELP rankcrawl_registry_responses_total Requests to registries by route and outcome.",
+      "# TYPE rankcrawl_registry_responses_total counter",
+    );
+    for (const [key, n] of this.#outcomes) {
+      const [route, cls] = key.split("\u0000");
+      out.push(`rankcrawl_registry_responses_total{route="${route}",class="${cls}"} ${n}`);
+    }
+    return out;
+  }
+}
+
+function label(v: string): string {
+  return v.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
+}
+
+/** The whole exposition: the store's figures per crawl, then `metrics`' own. */
+export async function renderMetrics(kv: Deno.Kv, metrics: Metrics): Promise<string> {
+  const crawls = await listCrawlSummaries(kv);
+  const byState = new Map<string, number>();
+  for (const c of crawls) byState.set(c.status, (byState.get(c.status) ?? 0) + 1);
+  const out = ["# HELP rankcrawl_crawls Crawls by state.", "# TYPE rankcrawl_crawls gauge"];
+  for (const state of ["planning", "running", "paused", "done", "failed", "cancelled"]) {
+    out.push(`rankcrawl_crawls{state="${state}"} ${byState.get(state) ?? 0}`);
+  }
+  const per: [string, string, string, (r: Awaited<ReturnType<typeof crawlStatus>>) => number][] = [
+    ["rankcrawl_items_stored", "gauge", "Items stored.", (r) => r.itemsStored],
+    ["rankcrawl_items_total", "gauge", "Items in the registry when planned.", (r) => r.total],
+    ["rankcrawl_documents_fetched_total", "counter", "Documents fetched.", (r) => r.documents],
+    [
+      "rankcrawl_document_errors_total",
+      "counter",
+      "Documents recorded with an error.",
+      (r) => r.docErrors,
+    ],
+    [
+      "rankcrawl_documents_too_large_total",
+      "counter",
+      "Documents over the size limit.",
+      (r) => r.tooLarge,
+    ],
+    ["rankcrawl_retries_total", "counter", "Failed shard attempts, retried.", (r) => r.retries],
+    ["rankcrawl_splits_total", "counter", "Straggler splits.", (r) => r.splits.length],
+    ["rankcrawl_dead_letters", "gauge", "Queue messages given up on.", (r) => r.deadLetters],
+  ];
+  const reports = await Promise.all(crawls.map((c) => crawlStatus(kv, c.id)));
+  for (const [name, type, help, f] of per) {
+    out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
+    for (const r of reports) out.push(`${name}{crawl="${label(r.id)}"} ${f(r)}`);
+  }
+  out.push("# HELP rankcrawl_shards Shards by state.", "# TYPE rankcrawl_shards gauge");
+  for (const r of reports) {
+    const done = r.shards.filter((s) => s.done).length;
+    const active = r.shards.filter((s) => !s.done && s.leased).length;
+    const waiting = r.shards.length - done - active;
+    for (const [state, v] of [["done", done], ["active", active], ["waiting", waiting]] as const) {
+      out.push(`rankcrawl_shards{crawl="${label(r.id)}",state="${state}"} ${v}`);
+    }
+  }
+  return [...out, ...metrics.lines(), ""].join("\n");
+}
