@@ -11,12 +11,18 @@
  */
 import {
   configFromEnv,
+  SERVE_HELP,
   type ServerConfig,
   type ServerRuntime,
   startServer,
 } from "./lib/http/server.ts";
 
 const onDeploy = Deno.env.get("DENO_DEPLOYMENT_ID") !== undefined;
+
+if (Deno.args.includes("--help") || Deno.args.includes("-h")) {
+  console.log(SERVE_HELP);
+  Deno.exit(0);
+}
 
 function line(err: unknown): string {
   return (err instanceof Error ? err.message : String(err)).split("\n")[0];

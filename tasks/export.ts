@@ -53,8 +53,14 @@ runMain(async () => {
       }
       id = crawls[0].id;
     }
-    const n = await exportNdjson(kv, id, Deno.stdout.writable);
-    console.error(`exported ${n} items of crawl ${id}`);
+    try {
+      const n = await exportNdjson(kv, id, Deno.stdout.writable);
+      console.error(`exported ${n} items of crawl ${id}`);
+    } catch (err) {
+      // `export | head` closes the pipe early: the reader has what it wanted, not an error.
+      if (err instanceof Deno.errors.BrokenPipe) return 0;
+      throw err;
+    }
   } finally {
     kv.close();
   }

@@ -159,3 +159,29 @@ Deno.test("cli: a KV holding another crawl is refused, and its data is untouched
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("cli: `export | head` ends quietly with 0 when the reader closes the pipe", async () => {
+  const reg = await spawnRegistry(["--synthetic", "20000"]);
+  const dir = await Deno.makeTempDir();
+  try {
+    const kv = `${dir}/p.kv`;
+    const crawled = await run("tasks/crawl.ts", ["--source", reg.url, "--shards", "2", "--kv", kv]);
+    assert.equal(crawled.code, 0, crawled.stderr);
+    // 20,000 lines are over a megabyte: far more than a pipe buffers, so export is still writing.
+    const child = new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", "tasks/export.ts", "--kv", kv],
+      stdout: "piped",
+      stderr: "piped",
+      env: { NO_COLOR: "1" },
+    }).spawn();
+    const reader = child.stdout.getReader();
+    assert.ok((await reader.read()).value!.length > 0);
+    await reader.cancel();
+    const [status, stderr] = await Promise.all([child.status, new Response(child.stderr).text()]);
+    assert.equal(status.code, 0, stderr);
+    assert.equal(stderr, "", "nothing on stderr");
+  } finally {
+    await reg.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});

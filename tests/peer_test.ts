@@ -23,6 +23,12 @@ const have = (() => {
   }
 })();
 if (!have && Deno.env.get("CI")) throw new Error(`CI needs pouchdb-server at ${BIN} (see .ci/run)`);
+if (!have) {
+  console.error(
+    `skipping the real-peer test: no pouchdb-server at ${BIN} ` +
+      `(bash .ci/run installs it; or set POUCHDB_SERVER)`,
+  );
+}
 
 // BMP letters beyond U+00FF and astral ones; pouchdb collates ids by UTF-16 code units, which
 // agrees with CouchDB's code point order unless U+E000..U+FFFF and astral ids meet (left out).

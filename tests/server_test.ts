@@ -174,6 +174,23 @@ async function runMain(env: Record<string, string>, ms: number) {
   return { code: out.code, stderr: new TextDecoder().decode(out.stderr) };
 }
 
+Deno.test("main: --help explains the environment", async () => {
+  const r = await runMain({}, 20_000);
+  assert.equal(r.code, 1, "no token: refused");
+  const child = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", "main.ts", "--help"],
+    env: { NO_COLOR: "1" },
+    clearEnv: true,
+    stdout: "piped",
+  }).output();
+  assert.equal(child.code, 0);
+  const help = new TextDecoder().decode(child.stdout);
+  for (const name of ["CRAWL_TOKEN", "ALLOWED_SOURCES", "CRAWL_KEEP", "METRICS_TOKEN"]) {
+    assert.match(help, new RegExp(`^  ${name} .*\\S`, "m"));
+  }
+  assert.match(help, /default: 8000/);
+});
+
 Deno.test("main: a bad configuration is one error line and exit 1 locally", async () => {
   const dir = await Deno.makeTempDir();
   try {

@@ -18,6 +18,33 @@ import { Metrics } from "./metrics.ts";
 import { sourceOpener } from "../engine/open_source.ts";
 import { createRuntime } from "../engine/runtime.ts";
 
+/** `deno task serve --help`: the server is configured by its environment. */
+export const SERVE_HELP = `usage: deno task serve [--insecure-local]
+
+Serves the HTTP API and status page, runs crawls (KV queue locally, lease workers on Deno Deploy)
+and the cron jobs (watchdog, lease tick, scheduled recrawl).
+
+environment:
+  CRAWL_TOKEN        API bearer token (required unless --insecure-local)
+  METRICS_TOKEN      a token that may only read /metrics (default: none, the API token only)
+  ALLOWED_SOURCES    comma-separated URL prefixes crawls may target (default: none)
+  PORT               port to listen on (default: 8000)
+  KV_PATH            KV file or KV Connect URL (default: the platform's KV)
+  DISPATCH           auto, queue or lease (default: auto: lease on Deploy and KV Connect)
+  WORKERS            lease workers in this process (default: 4; 0 on Deploy)
+  CRAWL_SCHEDULE     cron expression of a scheduled recrawl (default: none)
+  CRAWL_SOURCE       the scheduled crawl's database URL (needed with CRAWL_SCHEDULE)
+  CRAWL_SHARDS       its shards (default: ${SPEC_DEFAULTS.shards})
+  CRAWL_DOCS         true to fetch documents too (default: false)
+  CRAWL_KEEP         finished scheduled crawls kept; older ones are deleted (default: 7)
+
+flags:
+  --insecure-local   no token, bound to 127.0.0.1 only
+  --help, -h         show this help
+
+example:
+  CRAWL_TOKEN=s3cret ALLOWED_SOURCES=http://127.0.0.1:5984/ deno task serve`;
+
 /** Server configuration. */
 export interface ServerConfig {
   /** Port to listen on (0 = any free one). */
