@@ -22,6 +22,10 @@ async function setup() {
     allowedSources: [SRC],
     dispatcher,
     eventsEveryMs: 20,
+    openSource: (url) => {
+      assert.equal(url, SRC, "only the allowed source is opened");
+      return source;
+    },
   });
   const call = (method: string, path: string, body?: unknown, token: string | null = TOKEN) =>
     app.request(path, {
@@ -284,6 +288,51 @@ Deno.test("api: plan.svg draws the plan; /events streams crawl states", async ()
     assert.match(seen, /^event: crawl$/m);
     assert.match(seen, new RegExp(`"id":"${id}"`));
     assert.match(seen, /"status":"running"/);
+  } finally {
+    kv.close();
+  }
+});
+
+Deno.test("api: /locate answers keys at percentiles and ranks exactly, and a key's rank", async () => {
+  const { kv, call, data } = await setup();
+  try {
+    const q = (params: string) =>
+      call("GET", `/locate?source=${encodeURIComponent(SRC)}&${params}`);
+    const res = await q("percentile=0,50,100");
+    assert.equal(res.status, 200);
+    const body = await res.json();
+    assert.equal(body.total, data.size);
+    assert.deepEqual(
+      body.located.map((l: { key: string }) => l.key),
+      [data.keys[0], data.keys[Math.floor(data.size / 2)], data.keys[data.size - 1]],
+    );
+    assert.equal(body.method, "rank");
+    const byRank = await (await q("rank=7,1234")).json();
+    assert.deepEqual(byRank.located.map((l: { key: string }) => l.key), [
+      data.keys[7],
+      data.keys[1234],
+    ]);
+    const place = await (await q(`key=${encodeURIComponent(data.keys[321])}`)).json();
+    assert.deepEqual([place.rank, place.present, place.total], [321, true, data.size]);
+    for (
+      const [params, code, re] of [
+        ["percentile=101", 400, /percentile/],
+        ["percentile=50&rank=3", 400, /exactly one/],
+        ["rank=-1", 400, /rank/],
+        [`rank=${data.size}`, 400, /outside/],
+        ["percentile=", 400, /empty/],
+      ] as [string, number, RegExp][]
+    ) {
+      const r = await q(params);
+      assert.equal(r.status, code, params);
+      assert.match((await r.json()).error, re);
+    }
+    const outside = await call("GET", "/locate?source=http://169.254.169.254/x&percentile=50");
+    assert.equal(outside.status, 403);
+    await outside.body?.cancel();
+    const anon = await call("GET", `/locate?source=${SRC}&percentile=50`, undefined, null);
+    assert.equal(anon.status, 401);
+    await anon.body?.cancel();
   } finally {
     kv.close();
   }

@@ -19,7 +19,7 @@
  */
 import { findKeysAtRanks } from "../plan/boundary_search.ts";
 import { compareKeys } from "../plan/keys.ts";
-import { lastPoint } from "../plan/planner.ts";
+import { lastPoint } from "../plan/locate.ts";
 import type { Point } from "../plan/points.ts";
 import type { Source } from "../plan/source.ts";
 import type { Dispatcher } from "./coordinator.ts";

@@ -10,6 +10,7 @@
  *     GET    /crawls/:id/items            items page by page (?limit=&cursor=)
  *     GET    /crawls/:id/plan.svg         the plan picture
  *     GET    /events                      server-sent events: crawls as they change
+ *     GET    /locate?source=&percentile=  the key at a rank or percentile, or a key's rank
  *     GET    /metrics                     Prometheus text (token, or METRICS_TOKEN)
  *
  * Every route but `/healthz` and `/` needs `Authorization: Bearer <token>` (compared in constant
@@ -25,11 +26,21 @@
 import { Hono } from "hono";
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
-import { ConflictError, FatalError, InputError, NotFoundError } from "../base/errors.ts";
+import {
+  ConflictError,
+  FatalError,
+  InputError,
+  NotFoundError,
+  PermanentError,
+  TransientError,
+} from "../base/errors.ts";
+import type { Source } from "../plan/source.ts";
+import { CouchSource } from "../sources/couch_source.ts";
 import type { Dispatcher } from "../engine/coordinator.ts";
 import { safeEqual } from "./auth.ts";
 import { addCrawlRoutes } from "./crawl_routes.ts";
 import { addEventRoutes } from "./events.ts";
+import { addLocateRoute } from "./locate_route.ts";
 import { Metrics, renderMetrics } from "./metrics.ts";
 import { STATUS_PAGE } from "./status_page.ts";
 
@@ -45,6 +56,8 @@ export interface AppDeps {
   allowedSources: readonly string[];
   /** Where work goes: planning new crawls, resumed shards. */
   dispatcher: Dispatcher;
+  /** Opens a source for `/locate` (an allowed, normalized URL). @default a CouchSource */
+  openSource?: (url: string) => Source;
   /** What this process saw of registries (for `/metrics`). @default an empty one */
   metrics?: Metrics;
   /** Clock in epoch milliseconds. @default Date.now */
@@ -55,11 +68,13 @@ export interface AppDeps {
   eventsEveryMs?: number;
 }
 
-function errorStatus(err: Error): 400 | 404 | 409 | 502 | 500 {
+function errorStatus(err: Error): 400 | 404 | 409 | 502 | 503 | 500 {
   if (err instanceof InputError) return 400;
   if (err instanceof NotFoundError) return 404;
   if (err instanceof ConflictError) return 409;
-  if (err instanceof FatalError) return 502;
+  // The registry behind a request failed: a bad gateway, or (for now) an unavailable one.
+  if (err instanceof FatalError || err instanceof PermanentError) return 502;
+  if (err instanceof TransientError) return 503;
   return 500;
 }
 
@@ -100,7 +115,9 @@ export function createApp(deps: AppDeps): Hono {
         "content-type": "text/plain; version=0.0.4",
       }),
   );
-  for (const path of ["/crawls", "/crawls/*", "/events"]) app.use(path, authenticate([deps.token]));
+  for (const path of ["/crawls", "/crawls/*", "/events", "/locate"]) {
+    app.use(path, authenticate([deps.token]));
+  }
   addCrawlRoutes(app, {
     kv: deps.kv,
     allowedSources: deps.allowedSources,
@@ -109,6 +126,10 @@ export function createApp(deps: AppDeps): Hono {
     maxBodyBytes: deps.maxBodyBytes ?? 16_384,
   });
   addEventRoutes(app, { kv: deps.kv, now, everyMs: deps.eventsEveryMs });
+  addLocateRoute(app, {
+    allowedSources: deps.allowedSources,
+    openSource: deps.openSource ?? ((url) => new CouchSource(url)),
+  });
   return app;
 }
 

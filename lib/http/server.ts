@@ -17,6 +17,7 @@ import { normalizeSource } from "./crawl_routes.ts";
 import { Metrics } from "./metrics.ts";
 import { sourceOpener } from "../engine/open_source.ts";
 import { createRuntime } from "../engine/runtime.ts";
+import { CouchSource } from "../sources/couch_source.ts";
 
 /** `deno task serve --help`: the server is configured by its environment. */
 export const SERVE_HELP = `usage: deno task serve [--insecure-local]
@@ -261,6 +262,11 @@ export async function startServer(
         metricsToken: config.metricsToken,
         allowedSources: config.allowedSources,
         dispatcher: runtime.dispatcher,
+        openSource: (url) =>
+          new CouchSource(url, {
+            allowRedirect: (target) => isAllowedSource(target.href, config.allowedSources),
+            onExchange: (info) => metrics.observe(info),
+          }),
         metrics,
         now: options.now,
       }).fetch,

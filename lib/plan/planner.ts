@@ -14,11 +14,9 @@
  *
  * @module
  */
-import { FatalError, InputError, PermanentError } from "../base/errors.ts";
-import { BoundarySearch } from "./boundary_search.ts";
-import { planByListing, planBySkip, skipWorks } from "./fallback_plans.ts";
-import { OPEN_END, type Source } from "./source.ts";
-import type { Point } from "./points.ts";
+import { InputError } from "../base/errors.ts";
+import { keysAtRanks } from "./locate.ts";
+import type { Source } from "./source.ts";
 
 /** The page size planning uses by default (see {@linkcode PlanOptions.maxPage}). */
 export const PLAN_PAGE = 1000;
@@ -83,7 +81,7 @@ export function shardsFromBoundaries(total: number, keys: string[], ranks: numbe
  * Edge cases: an empty source, `shards < 1` or `shards > total` throw {@linkcode InputError}; a
  * source whose `offset` is not a rank (pouchdb-server answers 0) is detected before any boundary is
  * searched and planned by `skip` where the source allows it, else by one pass over the listing;
- * offsets that contradict each other during the search throw {@linkcode FatalError}.
+ * offsets that contradict each other during the search throw `FatalError`.
  *
  * @example
  * ```ts
@@ -101,61 +99,20 @@ export async function planShards(
     throw new InputError(`shard count must be a whole number >= 1, got ${shards}`);
   }
   const maxPage = Math.min(options.maxPage ?? PLAN_PAGE, source.capabilities.maxPage);
-  const before = source.requests;
-  const first = await source.list({ limit: maxPage });
-  const total = first.total;
-  if (total === 0 || first.rows.length === 0) throw new InputError("the registry holds no items");
-  if (shards > total) {
-    throw new InputError(
-      `cannot cut ${total} items into ${shards} shards (more shards than items)`,
-    );
-  }
-  const done = (keys: string[], ranks: number[], method: Plan["method"]): Plan => ({
-    total,
-    shards: shardsFromBoundaries(total, keys, ranks),
-    requests: source.requests - before,
-    method,
-    maxPage,
-  });
-  const targets = targetRanks(total, shards);
-  // The last key bounds the search from above. A source that refuses descending listings gets a
-  // virtual point above every key instead, and its rank oracle is checked on the first page.
-  const upper = await lastPoint(source, total);
-  const probeKey = upper.real ? upper.key : first.rows[1]?.id;
-  const probeRank = upper.real ? total - 1 : 1;
-  const check = total > 1 && probeKey !== undefined
-    ? await source.list({ start: probeKey, limit: 1 })
-    : first;
-  const rankOk = total <= 1 ||
-    (check.offset === probeRank && check.rows[0]?.id === probeKey);
-  if (first.offset !== 0 || !rankOk) {
-    // The offset is not a rank: binary search would produce a wrong plan.
-    if (source.capabilities.skip || await skipWorks(source, first)) {
-      const keys = await planBySkip(source, targets, maxPage, options.concurrency ?? 8);
-      return done(keys, targets, "skip");
+  let targets: number[] = [];
+  const found = await keysAtRanks(source, (total) => {
+    if (shards > total) {
+      throw new InputError(
+        `cannot cut ${total} items into ${shards} shards (more shards than items)`,
+      );
     }
-    const keys = await planByListing(source, targets, maxPage);
-    return done(keys, targets, "listing");
-  }
-  const keys = await new BoundarySearch(source, targets, {
+    return targets = targetRanks(total, shards);
+  }, { ...options, maxPage });
+  return {
+    total: found.total,
+    shards: shardsFromBoundaries(found.total, found.keys, targets),
+    requests: found.requests,
+    method: found.method,
     maxPage,
-    pages: [{ start: null, page: first }],
-    points: [upper],
-    concurrency: options.concurrency ?? 8,
-    widePageSpan: options.widePageSpan,
-  }).run();
-  return done(keys, targets, "rank");
-}
-
-/** The last key at rank total-1, or (descending refused) a virtual point above every key. */
-export async function lastPoint(source: Source, total: number): Promise<Point> {
-  try {
-    const last = await source.list({ descending: true, limit: 1 });
-    const key = last.rows[0]?.id;
-    if (key === undefined) throw new FatalError("the registry's descending listing is empty");
-    return { key, rank: total - 1, real: true };
-  } catch (err) {
-    if (!(err instanceof PermanentError)) throw err;
-    return { key: OPEN_END, rank: total, real: false };
-  }
+  };
 }

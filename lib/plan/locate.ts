@@ -1,0 +1,199 @@
+/**
+ * The rank oracle as a tool: the key at any rank or percentile, exactly, and any key's rank. The
+ * planner is one use of it (the keys at ranks floor(i·total/N)); `deno task locate` and
+ * `GET /locate` are another. Several ranks asked at once share every probe, as the planner's
+ * boundaries do.
+ *
+ * @module
+ */
+import { FatalError, InputError, PermanentError } from "../base/errors.ts";
+import { BoundarySearch } from "./boundary_search.ts";
+import { planByListing, planBySkip, skipWorks } from "./fallback_plans.ts";
+import { OPEN_END, type Source } from "./source.ts";
+import type { Point } from "./points.ts";
+
+/** The page size rank searches use by default. */
+export const SEARCH_PAGE = 1000;
+
+/** Options of {@linkcode keysAtRanks}. */
+export interface RankSearchOptions {
+  /** Largest page to request. @default SEARCH_PAGE (or the source's cap, when lower) */
+  maxPage?: number;
+  /** Listing requests in flight at first. @default 8 */
+  concurrency?: number;
+  /** Probe with a full page once a bracket is at most this many pages wide. @default 100 */
+  widePageSpan?: number;
+}
+
+/** Keys found at ranks, and what it took. */
+export interface RanksFound {
+  /** Keys in the source when searched. */
+  total: number;
+  /** The key at each rank asked, in the order asked. */
+  keys: string[];
+  /** Listing requests made. */
+  requests: number;
+  /** How: `rank` (the offset oracle), `skip`, or `listing` (one pass, for sources without ranks). */
+  method: "rank" | "skip" | "listing";
+  /** Page size used. */
+  maxPage: number;
+}
+
+/**
+ * The key at each of `ranks` (0-based: the key with exactly `r` keys before it), exactly. `ranks`
+ * may be a function of the source's total (known after the first request), as the planner's are.
+ *
+ * Edge cases: an empty source and a rank outside `[0, total)` throw {@linkcode InputError}; a
+ * source whose `offset` is not a rank (pouchdb-server answers 0) is detected first and searched by
+ * `skip` where it is honoured, else by one pass over the listing; offsets that contradict each
+ * other throw {@linkcode FatalError}. Equal ranks are searched once.
+ *
+ * @example
+ * ```ts
+ * const source = new CouchSource("http://127.0.0.1:5984/registry");
+ * const { keys, total } = await keysAtRanks(source, [0, 1000, 2000]);
+ * ```
+ */
+export async function keysAtRanks(
+  source: Source,
+  wanted: readonly number[] | ((total: number) => readonly number[]),
+  options: RankSearchOptions = {},
+): Promise<RanksFound> {
+  const maxPage = Math.min(options.maxPage ?? SEARCH_PAGE, source.capabilities.maxPage);
+  const before = source.requests;
+  const first = await source.list({ limit: maxPage });
+  const total = first.total;
+  if (total === 0 || first.rows.length === 0) throw new InputError("the registry holds no items");
+  const ranks = typeof wanted === "function" ? wanted(total) : wanted;
+  for (const r of ranks) {
+    if (!Number.isInteger(r) || r < 0 || r >= total) {
+      throw new InputError(`rank ${r} is outside 0..${total - 1} (the registry holds ${total})`);
+    }
+  }
+  const found = new Map<number, string>();
+  const result = (method: RanksFound["method"]): RanksFound => ({
+    total,
+    keys: ranks.map((r) => found.get(r)!),
+    requests: source.requests - before,
+    method,
+    maxPage,
+  });
+  // The last key bounds the search from above. A source that refuses descending listings gets a
+  // virtual point above every key instead, and its rank oracle is checked on the first page.
+  const upper = await lastPoint(source, total);
+  const probeKey = upper.real ? upper.key : first.rows[1]?.id;
+  const probeRank = upper.real ? total - 1 : 1;
+  const check = total > 1 && probeKey !== undefined
+    ? await source.list({ start: probeKey, limit: 1 })
+    : first;
+  const rankOk = total <= 1 || (check.offset === probeRank && check.rows[0]?.id === probeKey);
+  const todo = [...new Set(ranks)].sort((a, b) => a - b);
+  if (first.offset !== 0 || !rankOk) {
+    // The offset is not a rank: a binary search would find wrong keys.
+    const byRank = source.capabilities.skip || await skipWorks(source, first)
+      ? { keys: await planBySkip(source, todo, maxPage, options.concurrency ?? 8), how: "skip" }
+      : { keys: await planByListing(source, todo, maxPage), how: "listing" };
+    todo.forEach((r, i) => found.set(r, byRank.keys[i]));
+    return result(byRank.how as RanksFound["method"]);
+  }
+  // Ranks on the first page, and the last key, are known already.
+  const search: number[] = [];
+  for (const r of todo) {
+    if (r < first.rows.length) found.set(r, first.rows[r].id);
+    else if (upper.real && r === upper.rank) found.set(r, upper.key);
+    else search.push(r);
+  }
+  if (search.length) {
+    const keys = await new BoundarySearch(source, search, {
+      maxPage,
+      pages: [{ start: null, page: first }],
+      points: [upper],
+      concurrency: options.concurrency ?? 8,
+      widePageSpan: options.widePageSpan,
+    }).run();
+    search.forEach((r, i) => found.set(r, keys[i]));
+  }
+  return result("rank");
+}
+
+/** The last key at rank total-1, or (descending refused) a virtual point above every key. */
+export async function lastPoint(source: Source, total: number): Promise<Point> {
+  try {
+    const last = await source.list({ descending: true, limit: 1 });
+    const key = last.rows[0]?.id;
+    if (key === undefined) throw new FatalError("the registry's descending listing is empty");
+    return { key, rank: total - 1, real: true };
+  } catch (err) {
+    if (!(err instanceof PermanentError)) throw err;
+    return { key: OPEN_END, rank: total, real: false };
+  }
+}
+
+/**
+ * The rank of percentile `p` (0 to 100) among `total` keys: floor(p·total/100), and `total - 1`
+ * for 100. With an odd total, 50 is the exact median; with an even one, the upper of the two
+ * middle keys. @throws InputError for p outside [0, 100].
+ */
+export function percentileRank(p: number, total: number): number {
+  if (!Number.isFinite(p) || p < 0 || p > 100) {
+    throw new InputError(`percentile must be a number from 0 to 100, got ${p}`);
+  }
+  return Math.min(total - 1, Math.floor((p * total) / 100));
+}
+
+/** Where a key sits. */
+export interface KeyPlace {
+  /** The key asked about. */
+  key: string;
+  /** Keys sorting before it. */
+  rank: number;
+  /** `100 · rank / total`. */
+  percentile: number;
+  /** True when the key itself is in the source. */
+  present: boolean;
+  /** Keys in the source. */
+  total: number;
+}
+
+/**
+ * The rank and percentile of each key: one listing request each when the source's offsets are
+ * ranks. A source whose offsets are not (checked first) is counted by paging from the start.
+ */
+export async function locateKeys(source: Source, keys: readonly string[]): Promise<KeyPlace[]> {
+  const first = await source.list({ limit: 2 });
+  if (first.total === 0 || first.rows.length === 0) {
+    throw new InputError("the registry holds no items");
+  }
+  const second = first.rows[1]?.id;
+  const rankOk = first.offset === 0 &&
+    (second === undefined || (await source.list({ start: second, limit: 1 })).offset === 1);
+  const out: KeyPlace[] = [];
+  for (const key of keys) {
+    const page = await source.list({ start: key, end: rankOk ? null : OPEN_END, limit: 1 });
+    const rank = rankOk ? page.offset : await countBefore(source, key);
+    const total = page.total;
+    out.push({
+      key,
+      rank,
+      percentile: (100 * rank) / total,
+      present: page.rows[0]?.id === key,
+      total,
+    });
+  }
+  return out;
+}
+
+/** Keys before `key`, counted by paging (for sources without a rank oracle). */
+async function countBefore(source: Source, key: string): Promise<number> {
+  // Each request's last row is only the next start, so `limit` stays within the source's cap.
+  const limit = Math.max(1, Math.min(SEARCH_PAGE, source.capabilities.maxPage) - 1);
+  let n = 0;
+  let start: string | null = null;
+  for (;;) {
+    const page = await source.list({ start, end: key, limit: limit + 1 });
+    const rows = page.rows.slice(0, limit);
+    n += rows.length;
+    if (page.rows.length <= limit) return n;
+    start = page.rows[limit].id;
+  }
+}

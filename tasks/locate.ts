@@ -1,0 +1,117 @@
+/**
+ * `deno task locate --source URL (--rank R | --percentile P | --key K) [--json]`: the key at a rank
+ * or percentile, exactly, with the listing requests it took; or a key's rank and percentile.
+ * Several ranks or percentiles (comma-separated) share their probes.
+ */
+import { UsageError } from "../lib/base/errors.ts";
+import { helpText, intFlag, parseFlags, runMain, urlFlag } from "../lib/cli/flags.ts";
+import { keysAtRanks, locateKeys, percentileRank, SEARCH_PAGE } from "../lib/plan/locate.ts";
+import { CouchSource } from "../lib/sources/couch_source.ts";
+
+const FLAGS = {
+  source: { type: "string", value: "URL", help: "database URL of the registry (required)" },
+  rank: { type: "string", value: "R[,R...]", help: "the key with exactly R keys before it" },
+  percentile: {
+    type: "string",
+    value: "P[,P...]",
+    help: "the key at rank floor(P/100 x total), P from 0 to 100 (50 = the median)",
+  },
+  key: { type: "string", value: "K", help: "where K sits: its rank, percentile, and if present" },
+  json: { type: "boolean", help: "print one JSON object" },
+  "max-page": {
+    type: "string",
+    value: "L",
+    help: "rows per listing request",
+    default: String(SEARCH_PAGE),
+  },
+  help: { type: "boolean", short: "h", help: "show this help" },
+} as const;
+
+const HELP = {
+  usage: "deno task locate --source URL (--rank R | --percentile P | --key K)",
+  summary: "Finds the exact key at a rank or percentile of a registry, or a key's rank.",
+  examples: [
+    "deno task locate --source http://127.0.0.1:5984/registry --percentile 50",
+    "deno task locate --source http://127.0.0.1:5984/registry --percentile 1,25,50,75,99 --json",
+    "deno task locate --source http://127.0.0.1:5984/registry --key react",
+  ],
+};
+
+function list(name: string, raw: string): string[] {
+  const parts = raw.split(",").map((s) => s.trim());
+  if (parts.some((p) => p === "")) throw new UsageError(`--${name} has an empty value: "${raw}"`);
+  return parts;
+}
+
+runMain(async () => {
+  const f = parseFlags(Deno.args, FLAGS);
+  if (f.help) {
+    console.log(helpText(HELP, FLAGS));
+    return 0;
+  }
+  if (f.source === undefined) throw new UsageError("--source URL is required");
+  const asked = [f.rank, f.percentile, f.key].filter((v) => v !== undefined).length;
+  if (asked !== 1) throw new UsageError("give exactly one of --rank, --percentile or --key");
+  const source = new CouchSource(urlFlag("source", f.source), {
+    maxPage: intFlag("max-page", f["max-page"], { fallback: SEARCH_PAGE, min: 2, max: 10_000 }),
+  });
+  const started = performance.now();
+  if (f.key !== undefined) {
+    const [place] = await locateKeys(source, [f.key]);
+    const out = {
+      ...place,
+      requests: source.requests,
+      ms: Math.round(performance.now() - started),
+    };
+    if (f.json) console.log(JSON.stringify(out));
+    else {
+      console.log(
+        `${JSON.stringify(place.key)} ${place.present ? "is" : "would be"} at rank ${place.rank} ` +
+          `of ${place.total} (percentile ${place.percentile.toFixed(4)}), ${out.requests} requests`,
+      );
+    }
+    return 0;
+  }
+  const percentiles = f.percentile === undefined
+    ? null
+    : list("percentile", f.percentile).map((p) => {
+      const n = Number(p);
+      if (!Number.isFinite(n) || n < 0 || n > 100) {
+        throw new UsageError(`--percentile must be from 0 to 100, got "${p}"`);
+      }
+      return n;
+    });
+  const ranks = f.rank === undefined
+    ? null
+    : list("rank", f.rank).map((r) => intFlag("rank", r, { fallback: 0, min: 0 }));
+  const found = await keysAtRanks(
+    source,
+    (total) => ranks ?? percentiles!.map((p) => percentileRank(p, total)),
+  );
+  const rows = found.keys.map((key, i) => {
+    const rank = ranks ? ranks[i] : percentileRank(percentiles![i], found.total);
+    return {
+      ...(percentiles ? { percentile: percentiles[i] } : {}),
+      rank,
+      key,
+    };
+  });
+  const ms = Math.round(performance.now() - started);
+  if (f.json) {
+    console.log(JSON.stringify({
+      total: found.total,
+      located: rows,
+      requests: found.requests,
+      method: found.method,
+      ms,
+    }));
+    return 0;
+  }
+  for (const r of rows) {
+    const p = "percentile" in r ? `percentile ${r.percentile}  ` : "";
+    console.log(`${p}rank ${r.rank}  ${JSON.stringify(r.key)}`);
+  }
+  console.log(
+    `${found.total} keys; ${found.requests} listing requests (method ${found.method}) in ${ms} ms`,
+  );
+});
