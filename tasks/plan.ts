@@ -8,7 +8,8 @@ import { helpText, intFlag, parseFlags, runMain, urlFlag } from "../lib/cli/flag
 import { UsageError } from "../lib/base/errors.ts";
 import { CouchSource } from "../lib/sources/couch_source.ts";
 import { PLAN_PAGE, planShards } from "../lib/plan/planner.ts";
-import { evenSplitKeys, maxShare, shardsAt } from "../lib/plan/baselines.ts";
+import { evenSplitRanks, maxShare } from "../lib/plan/baselines.ts";
+import { planSvg } from "../lib/plan/plan_svg.ts";
 import { formatPlanTable } from "../lib/plan/plan_table.ts";
 
 const FLAGS = {
@@ -16,6 +17,11 @@ const FLAGS = {
   shards: { type: "string", value: "N", help: "shards to cut the key space into (required)" },
   json: { type: "boolean", help: "print the plan as one JSON object" },
   out: { type: "string", value: "FILE", help: "also write the plan for `crawl --plan FILE`" },
+  svg: {
+    type: "string",
+    value: "FILE",
+    help: "draw the plan: items by key range, even cuts beside the balanced ones",
+  },
   "max-page": {
     type: "string",
     value: "L",
@@ -39,6 +45,7 @@ const HELP = {
   examples: [
     "deno task plan --source http://127.0.0.1:5984/registry --shards 56",
     "deno task plan --source https://replicate.npmjs.com/registry --shards 56 --out plan.json",
+    "deno task plan --source http://127.0.0.1:5984/registry --shards 56 --svg plan.svg",
   ],
 };
 
@@ -67,6 +74,15 @@ runMain(async () => {
   const elapsedMs = Math.round(performance.now() - started);
   const out = { ...plan, source: source.description, elapsedMs };
   if (f.out) await Deno.writeTextFile(f.out, JSON.stringify(out, null, 2) + "\n");
+  const compare = !f.json && !f["no-compare"] && shards > 1;
+  // The even split's cuts with their ranks: one request each, for the comparison and the picture.
+  const even = compare || f.svg ? await evenSplitRanks(source, shards) : [];
+  if (f.svg) {
+    const cuts = plan.shards.slice(1).map((s) => s.start!);
+    const title = `${shards} shards over ${plan.total.toLocaleString("en-US")} items`;
+    await Deno.writeTextFile(f.svg, planSvg({ total: plan.total, even, cuts, title }) + "\n");
+    if (!f.json) console.log(`wrote ${f.svg}`);
+  }
   if (f.json) {
     console.log(JSON.stringify(out));
     return 0;
@@ -79,9 +95,10 @@ runMain(async () => {
       } per boundary, method ${plan.method}) ` +
       `in ${elapsedMs} ms`,
   );
-  if (!f["no-compare"] && shards > 1) {
-    const even = await shardsAt(source, evenSplitKeys(shards), plan.total);
-    const evenMax = maxShare(even, plan.total);
+  if (compare) {
+    const ranks = [0, ...even.map((e) => e.rank), plan.total];
+    const pieces = ranks.slice(1).map((r, i) => ({ start: null, end: null, items: r - ranks[i] }));
+    const evenMax = maxShare(pieces, plan.total);
     const balancedMax = maxShare(plan.shards, plan.total);
     console.log(
       `naive even split of the key space: largest shard ${(evenMax * 100).toFixed(1)}% of items ` +

@@ -76,7 +76,7 @@ export function planSvg(p: PlanPicture, options: { width?: number; height?: numb
     parts.push(
       `<rect class="even-piece" data-items="${items}" x="${x0.toFixed(1)}" ` +
         `y="${(pad.t + plotH - bh).toFixed(1)}" width="${Math.max(0.5, x1 - x0 - 1).toFixed(1)}" ` +
-        `height="${bh.toFixed(1)}" fill="#cfd8e3"/>`,
+        `height="${bh.toFixed(1)}" fill="#9fb3c8"/>`,
     );
   });
   for (const e of p.even) {
