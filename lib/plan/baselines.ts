@@ -5,7 +5,7 @@
  * @module
  */
 import { mapPool } from "../base/pool.ts";
-import { rank, type Source } from "./source.ts";
+import { type Listing, rank } from "./source.ts";
 import { type ShardSpec, targetRanks } from "./planner.ts";
 
 const LOW = 0x20;
@@ -33,7 +33,7 @@ export function evenSplitKeys(shards: number): string[] {
  * time): the picture a plan is compared with.
  */
 export async function evenSplitRanks(
-  source: Source,
+  source: Listing,
   shards: number,
 ): Promise<{ key: string; rank: number }[]> {
   const keys = evenSplitKeys(shards);
@@ -43,7 +43,7 @@ export async function evenSplitRanks(
 
 /** Shards between boundary keys, with item counts from the source's ranks (one request each). */
 export async function shardsAt(
-  source: Source,
+  source: Listing,
   keys: string[],
   total: number,
 ): Promise<ShardSpec[]> {
@@ -80,7 +80,7 @@ export function plainMidpoint(a: string, b: string): string {
  * {@linkcode plainMidpoint} and the rank oracle. Returns the boundaries found and their error.
  */
 export async function seedBisection(
-  source: Source,
+  source: Listing,
   total: number,
   shards: number,
   options: { steps?: number } = {},

@@ -16,7 +16,7 @@ import { FatalError, PermanentError } from "../base/errors.ts";
 import { AdaptiveLimit } from "../base/adaptive_limit.ts";
 import { Alphabet, keyBetween } from "./keys.ts";
 import { inconsistent, type Point, PointSet } from "./points.ts";
-import type { Page, Source } from "./source.ts";
+import type { Listing, Page } from "./source.ts";
 
 /** What a target does next. */
 export type Step =
@@ -107,7 +107,7 @@ export interface BoundarySearchOptions {
 
 /** One search over one source for a set of target ranks; {@linkcode run} resolves their keys. */
 export class BoundarySearch {
-  #source: Source;
+  #source: Listing;
   #targets: number[];
   #targetSet: Set<number>;
   #found = new Map<number, string>();
@@ -119,7 +119,7 @@ export class BoundarySearch {
   #failed = false;
 
   /** A search for the keys at `targets` (each strictly inside the known points' rank range). */
-  constructor(source: Source, targets: number[], options: BoundarySearchOptions) {
+  constructor(source: Listing, targets: number[], options: BoundarySearchOptions) {
     this.#source = source;
     this.#targets = targets;
     this.#targetSet = new Set(targets);
@@ -272,7 +272,7 @@ export function spreadOrder(n: number): number[] {
  * every target). Used by rebalancing to split a running shard's remaining range at its middle.
  */
 export function findKeysAtRanks(
-  source: Source,
+  source: Listing,
   targets: number[],
   options: { lower: Point; upper: Point; maxPage?: number; concurrency?: number },
 ): Promise<string[]> {

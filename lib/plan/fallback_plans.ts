@@ -6,10 +6,10 @@
  */
 import { FatalError } from "../base/errors.ts";
 import { Semaphore } from "../base/pool.ts";
-import { OPEN_END, type Page, type Source } from "./source.ts";
+import { type Listing, OPEN_END, type Page } from "./source.ts";
 
 /** True when `skip` is accepted and means what it should (probed on the first page). */
-export async function skipWorks(source: Source, first: Page): Promise<boolean> {
+export async function skipWorks(source: Listing, first: Page): Promise<boolean> {
   if (first.rows.length < 2) return false;
   try {
     const page = await source.list({ limit: 1, skip: 1, end: OPEN_END });
@@ -22,7 +22,7 @@ export async function skipWorks(source: Source, first: Page): Promise<boolean> {
 
 /** Key at each target rank by `skip` (one request per boundary, O(rank) work on the server). */
 export async function planBySkip(
-  source: Source,
+  source: Listing,
   targets: number[],
   _maxPage: number,
   concurrency: number,
@@ -46,7 +46,7 @@ export async function planBySkip(
  * the limit never exceeds what the source accepts.
  */
 export async function planByListing(
-  source: Source,
+  source: Listing,
   targets: number[],
   maxPage: number,
 ): Promise<string[]> {

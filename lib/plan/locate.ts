@@ -9,7 +9,7 @@
 import { FatalError, InputError, PermanentError } from "../base/errors.ts";
 import { BoundarySearch } from "./boundary_search.ts";
 import { planByListing, planBySkip, skipWorks } from "./fallback_plans.ts";
-import { OPEN_END, type Source } from "./source.ts";
+import { type Listing, OPEN_END } from "./source.ts";
 import type { Point } from "./points.ts";
 
 /** The page size rank searches use by default. */
@@ -55,7 +55,7 @@ export interface RanksFound {
  * ```
  */
 export async function keysAtRanks(
-  source: Source,
+  source: Listing,
   wanted: readonly number[] | ((total: number) => readonly number[]),
   options: RankSearchOptions = {},
 ): Promise<RanksFound> {
@@ -117,7 +117,7 @@ export async function keysAtRanks(
 }
 
 /** The last key at rank total-1, or (descending refused) a virtual point above every key. */
-export async function lastPoint(source: Source, total: number): Promise<Point> {
+export async function lastPoint(source: Listing, total: number): Promise<Point> {
   try {
     const last = await source.list({ descending: true, limit: 1 });
     const key = last.rows[0]?.id;
@@ -159,7 +159,7 @@ export interface KeyPlace {
  * The rank and percentile of each key: one listing request each when the source's offsets are
  * ranks. A source whose offsets are not (checked first) is counted by paging from the start.
  */
-export async function locateKeys(source: Source, keys: readonly string[]): Promise<KeyPlace[]> {
+export async function locateKeys(source: Listing, keys: readonly string[]): Promise<KeyPlace[]> {
   const first = await source.list({ limit: 2 });
   if (first.total === 0 || first.rows.length === 0) {
     throw new InputError("the registry holds no items");
@@ -184,7 +184,7 @@ export async function locateKeys(source: Source, keys: readonly string[]): Promi
 }
 
 /** Keys before `key`, counted by paging (for sources without a rank oracle). */
-async function countBefore(source: Source, key: string): Promise<number> {
+async function countBefore(source: Listing, key: string): Promise<number> {
   // Each request's last row is only the next start, so `limit` stays within the source's cap.
   const limit = Math.max(1, Math.min(SEARCH_PAGE, source.capabilities.maxPage) - 1);
   let n = 0;

@@ -16,7 +16,7 @@
  */
 import { InputError } from "../base/errors.ts";
 import { keysAtRanks } from "./locate.ts";
-import type { Source } from "./source.ts";
+import type { Listing } from "./source.ts";
 
 /** The page size planning uses by default (see {@linkcode PlanOptions.maxPage}). */
 export const PLAN_PAGE = 1000;
@@ -91,7 +91,7 @@ export function shardsFromBoundaries(total: number, keys: string[], ranks: numbe
  * ```
  */
 export async function planShards(
-  source: Source,
+  source: Listing,
   shards: number,
   options: PlanOptions = {},
 ): Promise<Plan> {

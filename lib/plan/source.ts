@@ -85,18 +85,27 @@ export interface Capabilities {
   maxPage: number;
 }
 
-/** A sorted, rank-aware registry listing. */
-export interface Source {
+/**
+ * What planning and locating need: a sorted listing whose answers carry ranks. Any rank oracle
+ * fits, e.g. an SQL table with an index on its key, where a page from `k` is
+ * `select key from t where key >= k order by key limit n` and its `offset` is
+ * `select count(*) from t where key < k`.
+ */
+export interface Listing {
   /** A human description (never contains credentials). */
   readonly description: string;
   /** Feature flags; `maxPage` may be lowered by the user. */
   readonly capabilities: Capabilities;
   /** Listing requests made so far (each logical request once, retries not counted). */
   readonly requests: number;
-  /** Retries made so far after transient failures, where the source retries. */
-  readonly retries?: number;
   /** A page of keys in `[start, end)` (or `(end, start]` descending). */
   list(options: ListOptions): Promise<Page>;
+}
+
+/** A sorted, rank-aware registry listing with documents and changes: what a crawl needs. */
+export interface Source extends Listing {
+  /** Retries made so far after transient failures, where the source retries. */
+  readonly retries?: number;
   /** One document by id. Transient failures past their attempts throw `TransientError`. */
   doc(id: string): Promise<DocResult>;
   /** Documents of many ids in one request or a few (`_bulk_get`), in the order asked. */
@@ -117,6 +126,6 @@ export interface Source {
  * const median = await rank(new CouchSource("http://127.0.0.1:5984/registry"), "m");
  * ```
  */
-export async function rank(source: Source, key: string): Promise<number> {
+export async function rank(source: Listing, key: string): Promise<number> {
   return (await source.list({ start: key, limit: 1 })).offset;
 }

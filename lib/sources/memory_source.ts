@@ -7,8 +7,8 @@
  * @module
  */
 import { PermanentError } from "../base/errors.ts";
-import { compareKeys } from "../plan/keys.ts";
-import type { RegistryData } from "../sim/registry_data.ts";
+import { compareKeys, sortKeys } from "../plan/keys.ts";
+import { RegistryData } from "../sim/registry_data.ts";
 import type {
   ChangeRow,
   DocMode,
@@ -45,6 +45,18 @@ export class MemorySource implements Source {
   #requests = 0;
   /** Document requests answered (one per `doc`, one per `bulkDocs` call). */
   docRequests = 0;
+
+  /**
+   * A source over any keys (sorted by code point and deduplicated here).
+   *
+   * @example
+   * ```ts
+   * const plan = await planShards(MemorySource.fromKeys(["b", "a", "c", "d"]), 2);
+   * ```
+   */
+  static fromKeys(keys: Iterable<string>, options: MemorySourceOptions = {}): MemorySource {
+    return new MemorySource(new RegistryData(sortKeys([...new Set(keys)])), options);
+  }
 
   /** Serves `data` as the HTTP registry would. */
   constructor(data: RegistryData, options: MemorySourceOptions = {}) {

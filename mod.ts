@@ -1,0 +1,64 @@
+/**
+ * rankcrawl as a library: the rank oracle of a sorted listing, and what it makes possible.
+ *
+ * A CouchDB listing answers `offset` = the number of keys before any key you start from: a
+ * monotonic `rank()`. With it, the key at any rank is found by search, without reading what lies
+ * between: cut points for shards of exactly equal item count ({@linkcode planShards}), the key at a
+ * percentile ({@linkcode keysAtRanks}, {@linkcode percentileRank}), a key's position
+ * ({@linkcode locateKeys}). Any other rank oracle works too: implement {@linkcode Listing}, four
+ * members, e.g. over an SQL table with an index, where `rank(k) = count(*) where key < k`.
+ *
+ * @example
+ * ```ts
+ * import { CouchSource, keysAtRanks, percentileRank, planShards } from "./mod.ts";
+ *
+ * const source = new CouchSource("https://replicate.npmjs.com/registry");
+ * const plan = await planShards(source, 56); // 56 shards, each floor or ceil of total / 56
+ * const { keys } = await keysAtRanks(source, (total) => [percentileRank(50, total)]);
+ * console.log(plan.shards[1].start, "median:", keys[0]);
+ * ```
+ *
+ * @module
+ */
+export {
+  type Capabilities,
+  type ChangeRow,
+  type DocMode,
+  type DocResult,
+  type Listing,
+  type ListOptions,
+  OPEN_END,
+  type Page,
+  rank,
+  type Row,
+  type Source,
+} from "./lib/plan/source.ts";
+export { compareKeys, sortKeys } from "./lib/plan/keys.ts";
+export {
+  type Plan,
+  PLAN_PAGE,
+  type PlanOptions,
+  planShards,
+  type ShardSpec,
+  targetRanks,
+} from "./lib/plan/planner.ts";
+export {
+  type KeyPlace,
+  keysAtRanks,
+  locateKeys,
+  percentileRank,
+  type RankSearchOptions,
+  type RanksFound,
+  SEARCH_PAGE,
+} from "./lib/plan/locate.ts";
+export { type PlanPicture, planSvg } from "./lib/plan/plan_svg.ts";
+export { CouchSource, type CouchSourceOptions } from "./lib/sources/couch_source.ts";
+export type { HttpOptions } from "./lib/sources/http.ts";
+export { MemorySource, type MemorySourceOptions } from "./lib/sources/memory_source.ts";
+export {
+  CrawlerError,
+  FatalError,
+  InputError,
+  PermanentError,
+  TransientError,
+} from "./lib/base/errors.ts";
