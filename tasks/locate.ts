@@ -4,7 +4,8 @@
  * Several ranks or percentiles (comma-separated) share their probes.
  */
 import { UsageError } from "../lib/base/errors.ts";
-import { helpText, intFlag, parseFlags, runMain, urlFlag } from "../lib/cli/flags.ts";
+import { helpText, intFlag, parseFlags, runMain, urlFlag, viewFlag } from "../lib/cli/flags.ts";
+import { compareJson, decodeViewRow, encodeViewRow, type Json } from "../lib/plan/view_keys.ts";
 import { keysAtRanks, locateKeys, percentileRank, SEARCH_PAGE } from "../lib/plan/locate.ts";
 import { CouchSource } from "../lib/sources/couch_source.ts";
 
@@ -24,6 +25,12 @@ const FLAGS = {
     help: "rows per listing request",
     default: String(SEARCH_PAGE),
   },
+  view: {
+    type: "string",
+    value: "DDOC/VIEW",
+    help: "a view's rows instead of _all_docs (keys print as {key, id})",
+    default: "_all_docs",
+  },
   help: { type: "boolean", short: "h", help: "show this help" },
 } as const;
 
@@ -36,6 +43,14 @@ const HELP = {
     "deno task locate --source http://127.0.0.1:5984/registry --key react",
   ],
 };
+
+function jsonFlag(raw: string): Json {
+  try {
+    return JSON.parse(raw);
+  } catch {
+    throw new UsageError(`--key over a view is JSON (e.g. '"react"' or '["a", 3]'), got ${raw}`);
+  }
+}
 
 function list(name: string, raw: string): string[] {
   const parts = raw.split(",").map((s) => s.trim());
@@ -52,12 +67,25 @@ runMain(async () => {
   if (f.source === undefined) throw new UsageError("--source URL is required");
   const asked = [f.rank, f.percentile, f.key].filter((v) => v !== undefined).length;
   if (asked !== 1) throw new UsageError("give exactly one of --rank, --percentile or --key");
+  const view = viewFlag(f.view);
   const source = new CouchSource(urlFlag("source", f.source), {
+    view,
     maxPage: intFlag("max-page", f["max-page"], { fallback: SEARCH_PAGE, min: 2, max: 10_000 }),
   });
   const started = performance.now();
+  // Over a view, a key is JSON (`--key '["a", 3]'`), and keys found print as {key, id}; a key's
+  // rank is that of its first row, and "present" says whether a row has that key.
+  const shown = (k: string) => view === undefined ? k : decodeViewRow(k);
   if (f.key !== undefined) {
-    const [place] = await locateKeys(source, [f.key]);
+    const json = view === undefined ? null : jsonFlag(f.key);
+    const asked = view === undefined ? f.key : encodeViewRow({ key: json, docid: "" });
+    const [found] = await locateKeys(source, [asked]);
+    const place = view === undefined ? found : {
+      ...found,
+      key: json,
+      next: found.next === null ? null : decodeViewRow(found.next),
+      present: found.next !== null && compareJson(decodeViewRow(found.next).key, json) === 0,
+    };
     const out = {
       ...place,
       requests: source.requests,
@@ -93,7 +121,7 @@ runMain(async () => {
     return {
       ...(percentiles ? { percentile: percentiles[i] } : {}),
       rank,
-      key,
+      key: shown(key),
     };
   });
   const ms = Math.round(performance.now() - started);

@@ -4,12 +4,13 @@
  * as JSON (`--json`); `--out` also writes the JSON for `deno task crawl --plan FILE`.
  */
 import { SPEC_LIMITS } from "../lib/base/spec.ts";
-import { helpText, intFlag, parseFlags, runMain, urlFlag } from "../lib/cli/flags.ts";
+import { helpText, intFlag, parseFlags, runMain, urlFlag, viewFlag } from "../lib/cli/flags.ts";
 import { UsageError } from "../lib/base/errors.ts";
 import { CouchSource } from "../lib/sources/couch_source.ts";
 import { PLAN_PAGE, planShards } from "../lib/plan/planner.ts";
 import { evenSplitRanks, maxShare } from "../lib/plan/baselines.ts";
 import { planSvg } from "../lib/plan/plan_svg.ts";
+import { decodeViewRow } from "../lib/plan/view_keys.ts";
 import { formatPlanTable } from "../lib/plan/plan_table.ts";
 
 const FLAGS = {
@@ -35,6 +36,12 @@ const FLAGS = {
     value: "A",
     help: "attempts per request before giving up",
     default: "5",
+  },
+  view: {
+    type: "string",
+    value: "DDOC/VIEW",
+    help: "a view's rows instead of _all_docs (keys print as {key, id})",
+    default: "_all_docs",
   },
   help: { type: "boolean", short: "h", help: "show this help" },
 } as const;
@@ -63,7 +70,9 @@ runMain(async () => {
     fallback: PLAN_PAGE,
     ...SPEC_LIMITS.maxPage,
   });
+  const view = viewFlag(f.view);
   const source = new CouchSource(url, {
+    view,
     maxPage,
     maxAttempts: intFlag("max-attempts", f["max-attempts"], { fallback: 5, min: 1, max: 100 }),
   });
@@ -72,11 +81,21 @@ runMain(async () => {
     concurrency: intFlag("concurrency", f.concurrency, { fallback: 8, min: 1, max: 256 }),
   });
   const elapsedMs = Math.round(performance.now() - started);
-  const out = { ...plan, source: source.description, elapsedMs };
+  // A view's shard bounds are encoded rows (what `crawl --plan` needs); `rows` says what they are.
+  const row = (k: string | null) => k === null ? null : decodeViewRow(k);
+  const out = {
+    ...plan,
+    source: source.description,
+    elapsedMs,
+    ...(view === undefined
+      ? {}
+      : { view, rows: plan.shards.map((s) => ({ start: row(s.start), end: row(s.end) })) }),
+  };
   if (f.out) await Deno.writeTextFile(f.out, JSON.stringify(out, null, 2) + "\n");
-  const compare = !f.json && !f["no-compare"] && shards > 1;
+  // A view's keys are JSON values: an even split of the text alphabet means nothing there.
+  const compare = !f.json && !f["no-compare"] && shards > 1 && view === undefined;
   // The even split's cuts with their ranks: one request each, for the comparison and the picture.
-  const even = compare || f.svg ? await evenSplitRanks(source, shards) : [];
+  const even = compare || (f.svg && view === undefined) ? await evenSplitRanks(source, shards) : [];
   if (f.svg) {
     const cuts = plan.shards.slice(1).map((s) => s.start!);
     const title = `${shards} shards over ${plan.total.toLocaleString("en-US")} items`;
@@ -87,7 +106,7 @@ runMain(async () => {
     console.log(JSON.stringify(out));
     return 0;
   }
-  console.log(formatPlanTable(plan));
+  console.log(formatPlanTable(plan, { view: view !== undefined }));
   console.log(
     `planned ${plan.total} items into ${shards} shards with ${plan.requests} listing requests ` +
       `(${

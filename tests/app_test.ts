@@ -82,6 +82,7 @@ Deno.test("api: validation of bodies and parameters answers 4xx with a JSON reas
       [{ source: SRC, shards: 4, extra: true }, 400, /extra|Unrecognized/],
       [{ source: SRC, shards: 4, docs: "yes" }, 400, /docs/],
       [{ source: SRC, shards: 4, follow: 1 }, 400, /follow/],
+      [{ source: SRC, shards: 4, view: "no-slash" }, 400, /view must be ddoc\/view/],
       [{ source: "http://169.254.169.254/latest", shards: 4 }, 403, /not allowed/],
       [{ source: "http://10.0.0.1/registry", shards: 4 }, 403, /not allowed/],
       [{ source: SRC, docsUrl: "http://evil.example/", shards: 4 }, 403, /not allowed/],

@@ -26,6 +26,11 @@ export interface CrawlSpec {
   rebalance: boolean;
   /** Keep applying `_changes` after the crawl is done (the server's cron does it). @default false */
   follow?: boolean;
+  /**
+   * Crawl a view (`ddoc/view`) instead of `_all_docs`: one item per row, documents are the rows'.
+   * @default none
+   */
+  view?: string;
 }
 
 /** Defaults of the optional parts of a spec. */
@@ -47,6 +52,10 @@ export const SPEC_LIMITS = {
 } as const;
 
 /** Crawl ids: 1-64 letters, digits, `.`, `_` or `-` (safe in URLs, KV keys and file names). */
+/** What a view name looks like: `ddoc/view`, each 1-100 letters, digits, `_`, `.` or `-`. */
+export const VIEW_PATTERN: RegExp =
+  /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}\/[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$/;
+
 export const CRAWL_ID_PATTERN: RegExp = /^[A-Za-z0-9_.-]{1,64}$/;
 
 /** What {@linkcode isCrawlId} failures say. */
@@ -82,6 +91,12 @@ export function buildSpec(input: SpecInput): CrawlSpec {
     rebalance: input.rebalance ?? SPEC_DEFAULTS.rebalance,
   };
   if (input.follow) spec.follow = true;
+  if (input.view !== undefined) {
+    if (!VIEW_PATTERN.test(input.view)) {
+      throw new InputError(`view must be ddoc/view (letters, digits, _ . -), got "${input.view}"`);
+    }
+    spec.view = input.view;
+  }
   for (const field of ["shards", "concurrency", "maxPage"] as const) {
     const { min, max } = SPEC_LIMITS[field];
     const v = spec[field];
@@ -100,6 +115,8 @@ export async function crawlIdFor(spec: CrawlSpec): Promise<string> {
     spec.shards,
     spec.docs,
     spec.maxPage,
+    // Only view crawls carry it: ids of `_all_docs` crawls stay what they were.
+    ...(spec.view ? [spec.view] : []),
   ]);
   const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(canon));
   return [...new Uint8Array(digest).slice(0, 6)].map((b) => b.toString(16).padStart(2, "0"))

@@ -7,10 +7,19 @@
  */
 import type { ExportedItem } from "../engine/item_store.ts";
 import { crawlItemBatches } from "../engine/status.ts";
+import { getCrawl } from "../engine/store.ts";
+import { decodeViewRow } from "../plan/view_keys.ts";
 
-/** One NDJSON line of an item (without the newline). */
-export function itemLine(it: ExportedItem): string {
-  let line = `{"id":${JSON.stringify(it.id)},"rev":${JSON.stringify(it.rev)}`;
+/**
+ * One NDJSON line of an item (without the newline). A view's row (`view`) is written as
+ * `{"key", "id", "value"}`: its stored id is the encoded row and its `rev` the value's JSON.
+ */
+export function itemLine(it: ExportedItem, options: { view?: boolean } = {}): string {
+  let line: string;
+  if (options.view) {
+    const row = decodeViewRow(it.id);
+    line = `{"key":${JSON.stringify(row.key)},"id":${JSON.stringify(row.docid)},"value":${it.rev}`;
+  } else line = `{"id":${JSON.stringify(it.id)},"rev":${JSON.stringify(it.rev)}`;
   if (it.doc !== undefined) line += `,"doc":${it.doc}`;
   if (it.tooLarge) line += `,"tooLarge":true,"docBytes":${it.docBytes}`;
   if (it.error) line += `,"error":${JSON.stringify(it.error)}`;
@@ -33,13 +42,14 @@ export async function exportNdjson(
   id: string,
   out: WritableStream<Uint8Array>,
 ): Promise<number> {
+  const view = (await getCrawl(kv, id)).value?.view !== undefined;
   const writer = out.getWriter();
   const enc = new TextEncoder();
   let n = 0;
   try {
     for await (const batch of crawlItemBatches(kv, id)) {
       let text = "";
-      for (const it of batch) text += itemLine(it) + "\n";
+      for (const it of batch) text += itemLine(it, { view }) + "\n";
       n += batch.length;
       await writer.write(enc.encode(text));
     }

@@ -7,6 +7,7 @@
  */
 import { parseArgs } from "node:util";
 import { InputError, UsageError } from "../base/errors.ts";
+import { VIEW_PATTERN } from "../base/spec.ts";
 
 /** One flag: its type and what `--help` says about it. */
 export interface Flag {
@@ -143,6 +144,14 @@ export function urlFlag(name: string, raw: string): string {
     throw new UsageError(`--${name} must be an http(s) URL, got "${raw}"`);
   }
   return raw.replace(/\/+$/, "");
+}
+
+/** Checks a `--view` flag: `ddoc/view`. */
+export function viewFlag(raw: string | undefined): string | undefined {
+  if (raw !== undefined && !VIEW_PATTERN.test(raw)) {
+    throw new UsageError(`--view must be ddoc/view (letters, digits, _ . -), got "${raw}"`);
+  }
+  return raw;
 }
 
 /** Parses one of a fixed set of words, or throws a {@linkcode UsageError} listing them. */

@@ -194,6 +194,7 @@ function localSource(options: LocalCrawlOptions, log: (line: string) => void): C
   return new CouchSource(options.sourceUrl, {
     docsUrl: options.spec.docsUrl ?? undefined,
     maxPage: options.spec.maxPage,
+    view: options.spec.view,
     ...options.sourceOptions,
     onRetry: (info) => {
       options.sourceOptions?.onRetry?.(info);

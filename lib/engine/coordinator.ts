@@ -188,8 +188,9 @@ async function makePlan(source: Source, crawl: CrawlRecord, options: PlanCrawlOp
     maxPage: Math.min(PLAN_PAGE, crawl.maxPage, crawl.pageCap ?? Infinity),
   });
   options.onPlanned?.(plan);
-  // What the naive even split would have done, for the plan picture (a few rank requests).
-  const evenSplit = plan.method === "rank" && plan.shards.length > 1
+  // What the naive even split would have done, for the plan picture (a few rank requests); a
+  // view's keys are JSON, where an even split of the text alphabet means nothing.
+  const evenSplit = plan.method === "rank" && plan.shards.length > 1 && !crawl.view
     ? await evenSplitRanks(source, Math.min(64, plan.shards.length)).catch(() => null)
     : null;
   return { plan, startSeq, docMode, evenSplit };
@@ -288,7 +289,9 @@ export async function openCrawl(
     return { crawl: await planCrawl(deps, id, options) ?? existing, action: "created" };
   }
   const differs =
-    (["source", "docsUrl", "docs", "maxPage"] as const).find((k) => existing[k] !== spec[k]) ??
+    (["source", "docsUrl", "docs", "maxPage", "view"] as const).find((k) =>
+      existing[k] !== spec[k]
+    ) ??
       (!options.plan && existing.shards !== spec.shards && existing.status !== "planning"
         ? "shards"
         : undefined);

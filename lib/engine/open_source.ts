@@ -30,6 +30,7 @@ export function sourceOpener(
       s = new CouchSource(url, {
         ...options,
         docsUrl: crawl.docsUrl ?? undefined,
+        view: crawl.view,
         maxPage: Math.min(
           options.maxPage ?? crawl.maxPage,
           crawl.maxPage,

@@ -28,6 +28,8 @@ import {
 } from "../engine/coordinator.ts";
 import { crawlItemsPage, crawlPicture, crawlStatus, listCrawlSummaries } from "../engine/status.ts";
 import { planSvg } from "../plan/plan_svg.ts";
+import { decodeViewRow } from "../plan/view_keys.ts";
+import { getCrawl } from "../engine/store.ts";
 import { isAllowedSource } from "./auth.ts";
 
 /** What the crawl routes need. */
@@ -54,6 +56,7 @@ const CreateBody = z.object({
   maxPage: z.number().int().min(L.maxPage.min).max(L.maxPage.max).optional(),
   rebalance: z.boolean().optional(),
   follow: z.boolean().optional(),
+  view: z.string().max(201).optional(),
   id: z.string().regex(CRAWL_ID_PATTERN, `id must be ${CRAWL_ID_RULE}`).optional(),
 }).strict();
 
@@ -150,8 +153,17 @@ export function addCrawlRoutes(app: Hono, deps: CrawlRouteDeps): void {
     if (cursor !== undefined && !/^[A-Za-z0-9_+/=-]{1,4096}$/.test(cursor)) {
       throw new InputError("cursor is malformed");
     }
-    const page = await crawlItemsPage(kv, crawlId(c), { limit: Number(rawLimit), cursor });
-    const items = page.items.map((it) => ({ ...it, doc: it.doc ? JSON.parse(it.doc) : undefined }));
+    const id = crawlId(c);
+    const page = await crawlItemsPage(kv, id, { limit: Number(rawLimit), cursor });
+    const view = (await getCrawl(kv, id)).value?.view !== undefined;
+    const items = page.items.map(({ id, rev, ...it }) => ({
+      // A view's row: its stored id is the encoded (key, docid) and its rev the value's JSON.
+      ...(view
+        ? { key: decodeViewRow(id).key, id: decodeViewRow(id).docid, value: JSON.parse(rev) }
+        : { id, rev }),
+      ...it,
+      doc: it.doc ? JSON.parse(it.doc) : undefined,
+    }));
     return c.json({ items, cursor: page.cursor });
   });
 

@@ -151,6 +151,8 @@ export interface KeyPlace {
   percentile: number;
   /** True when the key itself is in the source. */
   present: boolean;
+  /** The first key at or after it, null when none is. */
+  next: string | null;
   /** Keys in the source. */
   total: number;
 }
@@ -172,13 +174,8 @@ export async function locateKeys(source: Listing, keys: readonly string[]): Prom
     const page = await source.list({ start: key, end: rankOk ? null : OPEN_END, limit: 1 });
     const rank = rankOk ? page.offset : await countBefore(source, key);
     const total = page.total;
-    out.push({
-      key,
-      rank,
-      percentile: (100 * rank) / total,
-      present: page.rows[0]?.id === key,
-      total,
-    });
+    const next = page.rows[0]?.id ?? null;
+    out.push({ key, rank, percentile: (100 * rank) / total, present: next === key, next, total });
   }
   return out;
 }

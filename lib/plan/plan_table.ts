@@ -4,14 +4,21 @@
  * @module
  */
 import type { Plan } from "./planner.ts";
+import { decodeViewRow } from "./view_keys.ts";
 
-function show(key: string | null, width: number): string {
-  const s = key === null ? "(open)" : JSON.stringify(key);
-  return s.length > width ? s.slice(0, width - 1) + "…" : s;
+/** A key as a plan table shows it: JSON, or for a view's encoded row, `key · docid`. */
+export function keyLabel(key: string, options: { view?: boolean } = {}): string {
+  if (!options.view) return JSON.stringify(key);
+  const row = decodeViewRow(key);
+  return `${JSON.stringify(row.key)} · ${JSON.stringify(row.docid)}`;
 }
 
-/** A table: shard, start, end, items, share. */
-export function formatPlanTable(plan: Plan): string {
+/** A table: shard, start, end, items, share (`view`: keys are encoded view rows). */
+export function formatPlanTable(plan: Plan, options: { view?: boolean } = {}): string {
+  const show = (key: string | null, width: number) => {
+    const s = key === null ? "(open)" : keyLabel(key, options);
+    return s.length > width ? s.slice(0, width - 1) + "…" : s;
+  };
   const lines = [
     `${"shard".padStart(5)}  ${"start".padEnd(32)}  ${"end".padEnd(32)}  ${
       "items".padStart(9)

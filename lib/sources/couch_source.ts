@@ -17,14 +17,9 @@
 import { FatalError, PermanentError, TransientError } from "../base/errors.ts";
 import { redactUrl } from "../base/redact.ts";
 import type { ChangeRow, DocMode, DocResult, ListOptions, Page, Source } from "../plan/source.ts";
-import {
-  checkBulkGet,
-  checkChanges,
-  checkPage,
-  docFromBody,
-  parseJsonAnswer,
-} from "./couch_answers.ts";
+import { checkBulkGet, checkChanges, docFromBody, parseJsonAnswer } from "./couch_answers.ts";
 import { type HttpAnswer, HttpClient, type HttpOptions, TooLargeError } from "./http.ts";
+import { ALL_DOCS, type ListingDialect, viewDialect } from "./listing_dialect.ts";
 
 /** Options of {@linkcode CouchSource}. */
 export interface CouchSourceOptions extends HttpOptions {
@@ -40,6 +35,12 @@ export interface CouchSourceOptions extends HttpOptions {
   docMaxAttempts?: number;
   /** Timeout of one document request, in milliseconds. @default 20000 */
   docTimeoutMs?: number;
+  /**
+   * List a view (`ddoc/view`) instead of `_all_docs`: keys are then encoded `(key, docid)` rows
+   * (`lib/plan/view_keys.ts`), documents are the rows' documents, and there is no change feed.
+   * @default none: `_all_docs`
+   */
+  view?: string;
 }
 
 /** Bytes a listing may use per row without documents (ids run up to 4 KB, escaped). */
@@ -71,6 +72,7 @@ export class CouchSource implements Source {
   #docTimeoutMs?: number;
   #requests = 0;
   #docMode: Promise<DocMode> | null = null;
+  #listing: ListingDialect;
 
   /**
    * Opens `dbUrl` (e.g. `http://127.0.0.1:5984/registry`); nothing is requested until used.
@@ -87,7 +89,9 @@ export class CouchSource implements Source {
   constructor(dbUrl: string, options: CouchSourceOptions = {}) {
     this.#db = dbUrl.replace(/\/+$/, "");
     this.#docs = (options.docsUrl ?? dbUrl).replace(/\/+$/, "");
-    this.description = redactUrl(this.#db);
+    this.#listing = options.view === undefined ? ALL_DOCS : viewDialect(options.view);
+    this.description = redactUrl(this.#db) +
+      (this.#listing.label === null ? "" : ` ${this.#listing.label}`);
     this.#http = new HttpClient(options);
     this.#maxDocBytes = options.maxDocBytes ?? 32 * 1024 * 1024;
     this.#docAttempts = options.docMaxAttempts ?? 4;
@@ -122,7 +126,7 @@ export class CouchSource implements Source {
           if (!(err instanceof TooLargeError)) throw err;
           if (options.includeDocs) return await this.#listTooLargeDoc(options, err.bytes);
           throw new FatalError(
-            `${this.#what("_all_docs")} answers over ${err.bytes} bytes for 2 rows`,
+            `${this.#what(this.#listing.path)} answers over ${err.bytes} bytes for 2 rows`,
           );
         }
         limit = smaller;
@@ -144,27 +148,21 @@ export class CouchSource implements Source {
   }
 
   #listOnce(options: ListOptions): Promise<Page> {
-    const params = new URLSearchParams();
-    if (options.start !== undefined && options.start !== null) {
-      params.set("startkey", JSON.stringify(options.start));
-    }
-    if (options.end !== undefined && options.end !== null) {
-      params.set("endkey", JSON.stringify(options.end));
-      params.set("inclusive_end", "false");
-    }
-    params.set("limit", String(options.limit));
-    if (options.descending) params.set("descending", "true");
-    if (options.skip) params.set("skip", String(options.skip));
-    if (options.includeDocs) params.set("include_docs", "true");
-    const maxBytes = options.includeDocs ? MAX_BULK_BYTES : PAGE_BYTES + options.limit * ROW_BYTES;
-    const url = `${this.#db}/_all_docs?${params}`;
+    const path = this.#listing.path;
+    const req = this.#listing.request(options, this.description);
+    const maxBytes = options.includeDocs ? MAX_BULK_BYTES : PAGE_BYTES + req.limit * ROW_BYTES;
+    const url = `${this.#db}/${path}?${req.params}`;
     return this.#http.request({ url, maxBytes }, (a) => {
       if (a.status === 404) {
-        throw new FatalError(`${this.description} is not a CouchDB database (404 at _all_docs)`);
+        throw new FatalError(
+          this.#listing === ALL_DOCS
+            ? `${this.description} is not a CouchDB database (404 at _all_docs)`
+            : `${this.description}: no such database or view (404 at ${path})`,
+        );
       }
-      this.#refuseErrors(a, "_all_docs");
-      const body = parseJsonAnswer(a.body, a.headers.get("content-type"), this.#what("_all_docs"));
-      return checkPage(body, options, this.description);
+      this.#refuseErrors(a, path);
+      const body = parseJsonAnswer(a.body, a.headers.get("content-type"), this.#what(path));
+      return req.finish(body);
     });
   }
 
@@ -195,8 +193,8 @@ export class CouchSource implements Source {
    * object, an empty body, a refused redirect and an id that cannot be a URL path segment are the
    * document's own errors; over `maxDocBytes` it is `tooLarge`, and its body is never held.
    */
-  async doc(id: string): Promise<DocResult> {
-    const url = this.#docUrl(id);
+  async doc(key: string): Promise<DocResult> {
+    const url = this.#docUrl(this.#listing.docId(key));
     if (url === null) {
       return {
         kind: "error",
@@ -262,7 +260,11 @@ export class CouchSource implements Source {
    * See {@linkcode Source.bulkDocs}: `POST _bulk_get`; an answer over the byte cap is split in
    * halves, down to one id, whose document is then `tooLarge`.
    */
-  async bulkDocs(ids: string[]): Promise<DocResult[]> {
+  bulkDocs(keys: string[]): Promise<DocResult[]> {
+    return this.#bulkGet(keys.map((k) => this.#listing.docId(k)));
+  }
+
+  async #bulkGet(ids: string[]): Promise<DocResult[]> {
     if (ids.length === 0) return [];
     try {
       return await this.#http.request({
@@ -284,8 +286,8 @@ export class CouchSource implements Source {
       if (ids.length === 1) return [{ kind: "tooLarge", bytes: err.bytes }];
       const half = ids.length >> 1;
       return [
-        ...await this.bulkDocs(ids.slice(0, half)),
-        ...await this.bulkDocs(ids.slice(half)),
+        ...await this.#bulkGet(ids.slice(0, half)),
+        ...await this.#bulkGet(ids.slice(half)),
       ];
     }
   }
@@ -311,8 +313,12 @@ export class CouchSource implements Source {
     return bulk?.[0]?.kind === "doc" ? "bulk_get" : "get";
   }
 
-  /** See {@linkcode Source.updateSeq}: `update_seq` from the database info. */
+  /**
+   * See {@linkcode Source.updateSeq}: `update_seq` from the database info. A view has none: its
+   * rows change with documents in ways `_changes` does not say, so a view crawl is not caught up.
+   */
   updateSeq(): Promise<string | null> {
+    if (this.#listing !== ALL_DOCS) return Promise.resolve(null);
     return this.#http.request({ url: this.#db, maxBytes: PAGE_BYTES }, (a) => {
       this.#refuseErrors(a, "");
       const v = parseJsonAnswer(a.body, a.headers.get("content-type"), this.description);

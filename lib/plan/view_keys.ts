@@ -1,0 +1,306 @@
+/**
+ * CouchDB view rows as plain string keys, so that everything built on string keys (the planner, the
+ * boundary search, shards, cursors, splits) works on views unchanged.
+ *
+ * A view row is `(key, docid)`: keys are JSON values, several rows may share one, and CouchDB
+ * orders rows by key, then by docid (`startkey_docid` cuts inside a run of equal keys). This module
+ * maps each row to a string whose code point order is the row order (an order-preserving,
+ * prefix-free encoding of the key, then the docid), and back. The collation implemented is
+ * CouchDB's view collation with strings compared by code point:
+ *
+ * - types: `null` < `false` < `true` < numbers < strings < arrays < objects;
+ * - numbers by value (`-0` is `0`); strings by code point, i.e. a view declared with
+ *   `"options": {"collation": "raw"}`; CouchDB's default ICU collation of strings is not
+ *   implemented (a listing in another order is refused as out of order, never crawled wrongly);
+ * - arrays element by element, a prefix first; objects pair by pair in their order (key, then
+ *   value), fewer pairs first. Object keys that look like array indices (`"7"`) are not supported:
+ *   JavaScript moves them to the front of an object, so their order cannot be kept.
+ *
+ * The planner also asks for ranks of made-up keys between rows; {@linkcode ceilViewRow} gives the
+ * least row at or above any string, so those are exact too.
+ *
+ * @module
+ */
+import { compareKeys } from "./keys.ts";
+
+/** A JSON value, as view keys are. */
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+/** A view row's place: its key and its document's id. */
+export interface ViewRowKey {
+  /** The emitted key. */
+  key: Json;
+  /** The id of the document that emitted it. */
+  docid: string;
+}
+
+const TERM = "\u0000";
+const ESC = "\u0001";
+const TAG = { null: "A", false: "B", true: "C", number: "D", string: "E", array: "F", object: "G" };
+const TAGS = "ABCDEFG";
+
+function typeRank(v: Json): number {
+  if (v === null) return 0;
+  if (v === false) return 1;
+  if (v === true) return 2;
+  if (typeof v === "number") return 3;
+  if (typeof v === "string") return 4;
+  if (Array.isArray(v)) return 5;
+  return 6;
+}
+
+/** CouchDB view collation (module comment): negative, zero or positive. */
+export function compareJson(a: Json, b: Json): number {
+  const ta = typeRank(a);
+  const tb = typeRank(b);
+  if (ta !== tb) return ta - tb;
+  if (typeof a === "number") return a === b ? 0 : a < (b as number) ? -1 : 1;
+  if (typeof a === "string") return compareKeys(a, b as string);
+  if (Array.isArray(a)) {
+    const bb = b as Json[];
+    for (let i = 0; i < Math.min(a.length, bb.length); i++) {
+      const c = compareJson(a[i], bb[i]);
+      if (c !== 0) return c;
+    }
+    return a.length - bb.length;
+  }
+  if (a === null || typeof a === "boolean") return 0;
+  const ea = Object.entries(a as Record<string, Json>);
+  const eb = Object.entries(b as Record<string, Json>);
+  for (let i = 0; i < Math.min(ea.length, eb.length); i++) {
+    const c = compareKeys(ea[i][0], eb[i][0]) || compareJson(ea[i][1], eb[i][1]);
+    if (c !== 0) return c;
+  }
+  return ea.length - eb.length;
+}
+
+/** Row order: by key, then by docid. */
+export function compareViewRows(a: ViewRowKey, b: ViewRowKey): number {
+  return compareJson(a.key, b.key) || compareKeys(a.docid, b.docid);
+}
+
+// Numbers: the float64's bits, made unsigned-comparable (flip the sign bit of positives, every bit
+// of negatives), as 16 lower-case hex digits.
+const view = new DataView(new ArrayBuffer(8));
+const SIGN = 1n << 63n;
+const ALL = (1n << 64n) - 1n;
+
+function numberCode(x: number): bigint {
+  view.setFloat64(0, x === 0 ? 0 : x);
+  const u = view.getBigUint64(0);
+  return u & SIGN ? ~u & ALL : u | SIGN;
+}
+
+function codeNumber(c: bigint): number {
+  view.setBigUint64(0, c & SIGN ? c & ~SIGN : ~c & ALL);
+  return view.getFloat64(0);
+}
+
+const hex = (c: bigint) => c.toString(16).padStart(16, "0");
+
+function encodeString(s: string): string {
+  return TAG.string + s.replaceAll(ESC, ESC + "\u0002").replaceAll(TERM, ESC + ESC) + TERM;
+}
+
+/** The order-preserving, prefix-free encoding of a JSON value. */
+export function encodeJson(v: Json): string {
+  if (v === null) return TAG.null;
+  if (v === false) return TAG.false;
+  if (v === true) return TAG.true;
+  if (typeof v === "number") {
+    if (!Number.isFinite(v)) throw new RangeError(`view keys are JSON: ${v} is not`);
+    return TAG.number + hex(numberCode(v));
+  }
+  if (typeof v === "string") return encodeString(v);
+  if (Array.isArray(v)) return TAG.array + v.map(encodeJson).join("") + TERM;
+  const pairs = Object.entries(v).map(([k, x]) => encodeString(k) + encodeJson(x));
+  return TAG.object + pairs.join("") + TERM;
+}
+
+/** A row as one string key: the key's encoding, then the docid as is. */
+export function encodeViewRow(row: ViewRowKey): string {
+  return encodeJson(row.key) + row.docid;
+}
+
+/** The row a string made by {@linkcode encodeViewRow} stands for. @throws RangeError otherwise. */
+export function decodeViewRow(s: string): ViewRowKey {
+  const r = ceilViewRow(s);
+  if (r === null || encodeViewRow(r) !== s) throw new RangeError("not an encoded view row");
+  return r;
+}
+
+/**
+ * The least row whose encoding is at or above `s` (any string), or null when `s` is above every
+ * row. For an encoded row, that row itself.
+ */
+export function ceilViewRow(s: string): ViewRowKey | null {
+  const r = parseValue(s, 0);
+  if (r.kind === "over") return null;
+  if (r.kind === "above") return { key: r.value, docid: "" };
+  return { key: r.value, docid: s.slice(r.next) };
+}
+
+/**
+ * What is at `s[i..]`: exactly a value's encoding (and where it ends), or the least value whose
+ * encoding is above the rest of `s` (then whatever follows is at its minimum), or nothing: the
+ * rest of `s` is above every value's encoding.
+ */
+type Parsed =
+  | { kind: "exact"; value: Json; next: number }
+  | { kind: "above"; value: Json }
+  | { kind: "over" };
+
+/** The least value of each tag (the first of the next tag, when one tag is exhausted). */
+const FIRST: Json[] = [null, false, true, -Number.MAX_VALUE, "", [], {}];
+
+function parseValue(s: string, i: number): Parsed {
+  if (i >= s.length) return { kind: "above", value: null };
+  const t = s[i];
+  const ti = TAGS.indexOf(t);
+  if (ti < 0) return t < "A" ? { kind: "above", value: null } : { kind: "over" };
+  let r: Parsed;
+  if (ti <= 2) r = { kind: "exact", value: FIRST[ti], next: i + 1 };
+  else if (t === TAG.number) r = parseNumber(s, i + 1);
+  else if (t === TAG.string) r = parseString(s, i + 1);
+  else if (t === TAG.array) r = parseArray(s, i + 1);
+  else r = parseObject(s, i + 1);
+  if (r.kind !== "over") return r;
+  // Nothing of this type is at or above the rest: the first value of the next type is.
+  return ti + 1 < FIRST.length ? { kind: "above", value: FIRST[ti + 1] } : { kind: "over" };
+}
+
+const HEX = "0123456789abcdef";
+
+function parseNumber(s: string, i: number): Parsed {
+  const digits = s.slice(i, i + 16);
+  let exactDigits = true;
+  let code = 0n;
+  let j = 0;
+  for (; j < 16; j++) {
+    const c = digits[j];
+    const d = c === undefined ? -1 : HEX.indexOf(c);
+    if (d >= 0) {
+      code = code * 16n + BigInt(d);
+      continue;
+    }
+    exactDigits = false;
+    if (c === undefined || c < "0") {
+      code = code << BigInt(4 * (16 - j)); // the rest at its least
+    } else if (c < "a") {
+      code = (code * 16n + 10n) << BigInt(4 * (15 - j)); // between '9' and 'a': 'a', then zeros
+    } else {
+      // Above 'f': the prefix + 1, then zeros; past the last prefix, no number is high enough.
+      code = (code + 1n) << BigInt(4 * (16 - j));
+      if (code > ALL) return { kind: "over" };
+    }
+    break;
+  }
+  return numberAt(code, exactDigits, i + 16);
+}
+
+/** The least number whose code is at or above `code` (`exact`: `code` is all of the input). */
+function numberAt(code: bigint, exact: boolean, next: number): Parsed {
+  const least = numberCode(-Number.MAX_VALUE);
+  if (code < least) return { kind: "above", value: -Number.MAX_VALUE };
+  if (code > numberCode(Number.MAX_VALUE)) return { kind: "over" };
+  let x = codeNumber(code);
+  if (Object.is(x, -0)) {
+    x = 0; // one zero: the code of -0 sits just below 0's
+    exact = false;
+  }
+  if (numberCode(x) !== code) exact = false;
+  return exact ? { kind: "exact", value: x, next } : { kind: "above", value: x };
+}
+
+function parseString(s: string, i: number): Parsed {
+  let out = "";
+  for (let j = i;; j++) {
+    const c = s[j];
+    if (c === undefined) return { kind: "above", value: out };
+    if (c === TERM) return { kind: "exact", value: out, next: j + 1 };
+    if (c !== ESC) {
+      const cp = s.codePointAt(j)!;
+      out += String.fromCodePoint(cp);
+      if (cp > 0xffff) j++;
+      continue;
+    }
+    const d = s[j + 1];
+    if (d === undefined || d === TERM) return { kind: "above", value: out + TERM };
+    if (d === ESC) out += TERM;
+    else if (d === "\u0002") out += ESC;
+    else return { kind: "above", value: out + "\u0002" }; // no escape is higher: next plain char
+    j++;
+  }
+}
+
+function parseArray(s: string, i: number): Parsed {
+  const items: Json[] = [];
+  for (let j = i;;) {
+    if (j >= s.length) return { kind: "above", value: items };
+    if (s[j] === TERM) return { kind: "exact", value: items, next: j + 1 };
+    const r = parseValue(s, j);
+    if (r.kind === "exact") {
+      items.push(r.value);
+      j = r.next;
+    } else if (r.kind === "above") {
+      return { kind: "above", value: [...items, r.value] };
+    } else {
+      // No element is high enough here: the previous one moves up to its successor.
+      if (items.length === 0) return { kind: "over" };
+      return { kind: "above", value: [...items.slice(0, -1), successor(items.at(-1)!)] };
+    }
+  }
+}
+
+function parseObject(s: string, i: number): Parsed {
+  const pairs: [string, Json][] = [];
+  const obj = (extra: [string, Json][] = []) => Object.fromEntries([...pairs, ...extra]);
+  for (let j = i;;) {
+    if (j >= s.length) return { kind: "above", value: obj() };
+    if (s[j] === TERM) return { kind: "exact", value: obj(), next: j + 1 };
+    const k = s[j] < TAG.string ? { kind: "above" as const, value: "" } : parseValue(s, j);
+    if (k.kind === "over" || typeof k.value !== "string") {
+      // Keys are strings: past them, the previous pair's value moves up.
+      if (pairs.length === 0) return { kind: "over" };
+      const [lk, lv] = pairs.pop()!;
+      return { kind: "above", value: obj([[lk, successor(lv)]]) };
+    }
+    // Index-like keys are not supported (module comment): the least key above one is its + NUL.
+    if (k.kind === "above" || isIndexKey(k.value)) {
+      const key = isIndexKey(k.value) ? k.value + TERM : k.value;
+      return { kind: "above", value: obj([[key, null]]) };
+    }
+    const v = parseValue(s, k.next);
+    if (v.kind === "exact") {
+      pairs.push([k.value as string, v.value]);
+      j = v.next;
+    } else if (v.kind === "above") {
+      return { kind: "above", value: obj([[k.value as string, v.value]]) };
+    } else {
+      return { kind: "above", value: obj([[(k.value as string) + TERM, null]]) };
+    }
+  }
+}
+
+/** True for keys JavaScript orders first in an object (array indices). */
+export function isIndexKey(k: string): boolean {
+  return /^(0|[1-9]\d{0,9})$/.test(k) && Number(k) < 2 ** 32 - 1;
+}
+
+/** The least value whose encoding is above `v`'s and does not start with it. */
+function successor(v: Json): Json {
+  if (v === null) return false;
+  if (v === false) return true;
+  if (v === true) return -Number.MAX_VALUE;
+  if (typeof v === "number") {
+    if (v === Number.MAX_VALUE) return "";
+    const r = numberAt(numberCode(v) + 1n, true, 0);
+    return r.kind === "over" ? "" : (r as { value: Json }).value;
+  }
+  if (typeof v === "string") return v + TERM;
+  if (Array.isArray(v)) return [...v, null];
+  // An object: one more pair; the least key not already used (objects cannot repeat keys).
+  let k = "";
+  while (k in v) k += TERM;
+  return { ...v, [k]: null };
+}

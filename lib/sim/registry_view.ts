@@ -1,0 +1,130 @@
+/**
+ * The simulated registry's one view, `_design/pkg/_view/by_shape`: every document emits a key of a
+ * JSON type chosen by a hash of its id (null, false, true, its length as a number, its first
+ * character as a string, `[first character, length % 3]`, or `{"c": first character}`), and one in
+ * three also emits `[first character, length]`. So keys repeat in long runs and mix every type the
+ * view collation orders, which is what a crawler of views must get right. Rows are sorted with
+ * `compareViewRows` (the collation, not the string encoding the crawler uses), and listed with
+ * CouchDB's view parameters: `startkey`/`endkey` (JSON), `startkey_docid`/`endkey_docid`,
+ * `inclusive_end`, `descending`, `skip`, `limit`, `include_docs`; `offset` counts the rows before
+ * the first one returned (after it, descending), as in `_all_docs`.
+ *
+ * @module
+ */
+import { compareKeys } from "../plan/keys.ts";
+import { compareJson, compareViewRows, type Json, type ViewRowKey } from "../plan/view_keys.ts";
+import type { RegistryData } from "./registry_data.ts";
+import { intParam } from "./registry_listing.ts";
+
+/** The view the registry serves. */
+export const VIEW_NAME = "pkg/by_shape";
+
+/** One emitted row. */
+export interface ViewRow extends ViewRowKey {
+  /** The emitted value: the id's length. */
+  value: number;
+}
+
+function hash(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
+  return h >>> 0;
+}
+
+/** The rows a document emits (see the module comment). */
+export function emit(id: string): ViewRow[] {
+  const first = String.fromCodePoint(id.codePointAt(0) ?? 0x20);
+  const h = hash(id);
+  const keys: Json[] = [
+    [null, false, true, id.length, id.length, first, first, first, [first, id.length % 3], {
+      c: first,
+    }][h % 10] as Json,
+  ];
+  if (h % 3 === 0) keys.push([first, id.length]);
+  return keys.map((key) => ({ key, docid: id, value: id.length }));
+}
+
+const cache = new WeakMap<RegistryData, { seq: number; rows: ViewRow[] }>();
+
+/** Every row of the view over `data`, sorted (recomputed when the data changed). */
+export function viewRowsOf(data: RegistryData): ViewRow[] {
+  const hit = cache.get(data);
+  if (hit && hit.seq === data.updateSeq) return hit.rows;
+  const rows = data.keys.flatMap(emit).sort(compareViewRows);
+  cache.set(data, { seq: data.updateSeq, rows });
+  return rows;
+}
+
+/** Rows before `(key, docid)`; `docid` null stands for all rows of `key` (`orEqual`: through them). */
+function countBefore(rows: ViewRow[], key: Json, docid: string | null, orEqual: boolean): number {
+  let lo = 0;
+  let hi = rows.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    const c = compareJson(rows[mid].key, key) ||
+      (docid === null ? 0 : compareKeys(rows[mid].docid, docid));
+    if (c < 0 || (orEqual && c === 0)) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+function jsonParam(raw: string | undefined): Json | undefined | Error {
+  if (raw === undefined) return undefined;
+  try {
+    return JSON.parse(raw);
+  } catch {
+    return new Error(`Invalid value for JSON: ${raw.slice(0, 80)}`);
+  }
+}
+
+/** A view listing's answer, or an Error for a malformed parameter. */
+export function listView(
+  data: RegistryData,
+  q: Record<string, string | undefined>,
+  options: { maxLimit: number; includeDocs: boolean; skip: boolean; silentCap?: number },
+): string | Error {
+  const rows = viewRowsOf(data);
+  const n = rows.length;
+  const start = jsonParam(q.startkey ?? q.start_key);
+  const end = jsonParam(q.endkey ?? q.end_key);
+  const limit = intParam(q.limit, Number.MAX_SAFE_INTEGER);
+  const skip = intParam(q.skip, 0);
+  for (const v of [start, end, limit, skip]) if (v instanceof Error) return v;
+  if (q.skip !== undefined && !options.skip) return new Error("skip is not supported");
+  if ((limit as number) > options.maxLimit && q.limit !== undefined) {
+    return new Error(`limit must be at most ${options.maxLimit}`);
+  }
+  const take = Math.min(limit as number, options.silentCap ?? Infinity);
+  const docs = q.include_docs === "true";
+  if (docs && !options.includeDocs) return new Error("include_docs is not supported");
+  const desc = q.descending === "true";
+  const inclusive = q.inclusive_end !== "false";
+  const startDoc = q.startkey_docid ?? q.start_key_doc_id ?? null;
+  const endDoc = q.endkey_docid ?? q.end_key_doc_id ?? null;
+  const picked: ViewRow[] = [];
+  let offset: number;
+  if (!desc) {
+    const lo = start === undefined ? 0 : countBefore(rows, start as Json, startDoc, false);
+    const hi = end === undefined ? n : countBefore(rows, end as Json, endDoc, inclusive);
+    offset = Math.min(lo + (skip as number), n);
+    for (let i = offset; i < hi && picked.length < take; i++) picked.push(rows[i]);
+  } else {
+    const from = start === undefined ? n - 1 : countBefore(rows, start as Json, startDoc, true) - 1;
+    const to = end === undefined ? -1 : countBefore(rows, end as Json, endDoc, !inclusive) - 1;
+    const first = from - (skip as number);
+    offset = Math.min(n - 1 - first, n);
+    for (let i = first; i > to && i >= 0 && picked.length < take; i--) {
+      picked.push(rows[i]);
+    }
+  }
+  const out = picked.map((r) =>
+    JSON.stringify({
+      id: r.docid,
+      key: r.key,
+      value: r.value,
+      ...(docs ? { doc: data.doc(r.docid) } : {}),
+    })
+  );
+  return `{"total_rows":${n},"offset":${offset},"rows":[${out.join(",")}]}`;
+}

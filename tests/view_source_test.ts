@@ -1,0 +1,289 @@
+/**
+ * Views as sources, over the project's registry and its `pkg/by_shape` view (keys of every JSON
+ * type, long runs of equal keys): listings cut inside runs of equal keys, exact plans, locate, and
+ * whole crawls (rows, and documents) that hold every row once.
+ */
+import assert from "node:assert/strict";
+import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
+import { buildSpec } from "../lib/base/spec.ts";
+import { keysAtRanks, percentileRank } from "../lib/plan/locate.ts";
+import { compareKeys } from "../lib/plan/keys.ts";
+import { planShards } from "../lib/plan/planner.ts";
+import { compareJson, decodeViewRow, encodeViewRow } from "../lib/plan/view_keys.ts";
+import { RegistryData } from "../lib/sim/registry_data.ts";
+import { startRegistry } from "../lib/sim/registry_server.ts";
+import { VIEW_NAME, viewRowsOf } from "../lib/sim/registry_view.ts";
+import { bundledNames, prefixNear, syntheticNames } from "../lib/sim/names.ts";
+import { CouchSource } from "../lib/sources/couch_source.ts";
+import { iterateItems } from "../lib/engine/item_store.ts";
+import { listCrawls } from "../lib/engine/store.ts";
+import { exportNdjson } from "../lib/cli/export.ts";
+
+async function registry(size: number, options: Parameters<typeof startRegistry>[1] = {}) {
+  const data = new RegistryData(syntheticNames(await bundledNames(), size, { seed: 9 }));
+  const reg = await startRegistry(data, options);
+  const truth = viewRowsOf(data).map(encodeViewRow);
+  return { reg, data, truth };
+}
+
+Deno.test("view: the registry's view mixes every JSON type with long runs of equal keys", async () => {
+  const { reg, truth } = await registry(5000);
+  try {
+    const sorted = [...truth].sort(compareKeys);
+    assert.deepEqual(sorted, truth, "collation order = encoded order");
+    const keys = truth.map((t) => decodeViewRow(t).key);
+    const types = new Set(
+      keys.map((k) => Array.isArray(k) ? "array" : k === null ? "null" : typeof k),
+    );
+    assert.deepEqual([...types].sort(), ["array", "boolean", "null", "number", "object", "string"]);
+    let longest = 1;
+    for (let i = 1, run = 1; i < keys.length; i++) {
+      run = compareJson(keys[i - 1], keys[i]) === 0 ? run + 1 : 1;
+      longest = Math.max(longest, run);
+    }
+    assert.ok(longest > 500, `a run of ${longest} equal keys`);
+    assert.ok(truth.length > 5000, `${truth.length} rows from 5000 documents`);
+  } finally {
+    await reg.close();
+  }
+});
+
+Deno.test("view: listings start, end and turn inside runs of equal keys, with exact offsets", async () => {
+  const { reg, truth } = await registry(3000);
+  try {
+    const src = new CouchSource(reg.url, { view: VIEW_NAME, maxPage: 50 });
+    for (const k of [0, 1, 777, 1500, truth.length - 3]) {
+      const up = await src.list({ start: truth[k], limit: 5 });
+      assert.equal(up.offset, k);
+      assert.deepEqual(up.rows.map((r) => r.id), truth.slice(k, k + 5));
+      const bounded = await src.list({ start: truth[k], end: truth[k + 2], limit: 5 });
+      assert.deepEqual(bounded.rows.map((r) => r.id), truth.slice(k, k + 2));
+      const down = await src.list({ start: truth[k], descending: true, limit: 3 });
+      assert.deepEqual(
+        down.rows.map((r) => r.id),
+        truth.slice(Math.max(0, k - 2), k + 1).reverse(),
+      );
+      // A string between two rows (what a search makes up): its rank is the rows before it.
+      const between = truth[k] + "\u0000";
+      assert.equal((await src.list({ start: between, limit: 1 })).offset, k + 1);
+      const downFrom = await src.list({ start: between, descending: true, limit: 2 });
+      assert.equal(downFrom.rows[0].id, truth[k]);
+    }
+    const total = (await src.list({ limit: 1 })).total;
+    assert.equal(total, truth.length);
+    const past = await src.list({ start: "H", limit: 3 });
+    assert.deepEqual([past.offset, past.rows.length], [total, 0]);
+  } finally {
+    await reg.close();
+  }
+});
+
+Deno.test("view: plans are exactly balanced and locate finds the exact median row", async () => {
+  const { reg, truth } = await registry(20_000);
+  try {
+    const src = new CouchSource(reg.url, { view: VIEW_NAME, maxPage: 1000 });
+    const plan = await planShards(src, 13);
+    assert.equal(plan.method, "rank");
+    assert.equal(plan.total, truth.length);
+    plan.shards.forEach((s, i) => {
+      const lo = Math.floor((i * truth.length) / 13);
+      const hi = Math.floor(((i + 1) * truth.length) / 13);
+      assert.equal(s.items, hi - lo, `shard ${i}`);
+      assert.equal(s.start, i === 0 ? null : truth[lo]);
+    });
+    const cutsInRuns = plan.shards.slice(1).filter((sh) => {
+      const at = truth.indexOf(sh.start!);
+      return compareJson(decodeViewRow(truth[at - 1]).key, decodeViewRow(truth[at]).key) === 0;
+    }).length;
+    assert.ok(cutsInRuns > 0, "some cuts fall inside a run of equal keys (cut by docid)");
+    const found = await keysAtRanks(src, (t) => [percentileRank(50, t)]);
+    assert.equal(found.keys[0], truth[percentileRank(50, truth.length)]);
+  } finally {
+    await reg.close();
+  }
+});
+
+Deno.test("view: crawls hold every row once, with documents; export writes rows", async () => {
+  const { reg, data, truth } = await registry(6000, { latencyMs: 0 });
+  const dir = await Deno.makeTempDir();
+  try {
+    for (const docs of [false, true]) {
+      const kvPath = `${dir}/v${docs}.kv`;
+      const res = await runLocalCrawl({
+        kvPath,
+        spec: buildSpec({ source: reg.url, shards: 7, docs, view: VIEW_NAME, maxPage: 200 }),
+        sourceUrl: reg.url,
+        log: () => {},
+      });
+      assert.equal(res.report.status, "done");
+      assert.equal(res.report.itemsStored, truth.length);
+      const kv = await Deno.openKv(kvPath);
+      try {
+        const [crawl] = await listCrawls(kv);
+        assert.equal(crawl.view, VIEW_NAME);
+        const ids: string[] = [];
+        for await (const it of iterateItems(kv, crawl.id)) {
+          ids.push(it.id);
+          if (docs) {
+            const doc = JSON.parse(it.doc!);
+            assert.equal(doc._id, decodeViewRow(it.id).docid);
+          }
+        }
+        assert.deepEqual(ids, truth, "every row once, in view order");
+        let text = "";
+        const dec = new TextDecoder();
+        await exportNdjson(
+          kv,
+          crawl.id,
+          new WritableStream({ write: (c) => void (text += dec.decode(c)) }),
+        );
+        const lines = text.trim().split("\n");
+        const first = JSON.parse(lines[0]);
+        const row = decodeViewRow(truth[0]);
+        assert.deepEqual([first.key, first.id, first.value], [
+          row.key,
+          row.docid,
+          row.docid.length,
+        ]);
+        assert.equal(lines.length, truth.length);
+      } finally {
+        kv.close();
+      }
+    }
+    assert.ok(data.size === 6000);
+  } finally {
+    await reg.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("view: a straggling shard of a view is split inside a run of equal keys, rows still once", async () => {
+  const names = syntheticNames(await bundledNames(), 4000, { seed: 9 });
+  const hot = prefixNear(names, 300);
+  const { reg, truth } = await registry(4000, {
+    includeDocs: false,
+    bulkGet: false,
+    docLatencyMs: 1,
+    hotPrefix: hot.prefix,
+    hotMs: 60,
+  });
+  const dir = await Deno.makeTempDir();
+  try {
+    const kvPath = `${dir}/split.kv`;
+    const res = await runLocalCrawl({
+      kvPath,
+      spec: buildSpec({ source: reg.url, shards: 6, docs: true, concurrency: 4, view: VIEW_NAME }),
+      sourceUrl: reg.url,
+      log: () => {},
+    });
+    assert.equal(res.report.status, "done");
+    assert.ok(res.report.splits.length > 0, "the straggler was split");
+    const inRun = res.report.splits.filter((sp) => {
+      const i = truth.indexOf(sp.at);
+      return i > 0 && compareJson(decodeViewRow(truth[i - 1]).key, decodeViewRow(sp.at).key) === 0;
+    });
+    assert.ok(inRun.length > 0, "a split cut between two rows of one key (by docid)");
+    assert.equal(res.report.itemsStored, truth.length);
+    const kv = await Deno.openKv(kvPath);
+    try {
+      const [crawl] = await listCrawls(kv);
+      const ids: string[] = [];
+      for await (const it of iterateItems(kv, crawl.id)) ids.push(it.id);
+      assert.deepEqual(ids, truth);
+    } finally {
+      kv.close();
+    }
+  } finally {
+    await reg.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+async function cli(args: string[]) {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", ...args],
+    stdout: "piped",
+    stderr: "piped",
+    env: { NO_COLOR: "1" },
+  }).output();
+  const text = (b: Uint8Array) => new TextDecoder().decode(b);
+  return { code: out.code, stdout: text(out.stdout), stderr: text(out.stderr).trim() };
+}
+
+Deno.test("view: `plan --view` and `locate --view` from the command line", async () => {
+  const { reg, truth } = await registry(8000);
+  try {
+    const plan = await cli([
+      "tasks/plan.ts",
+      "--source",
+      reg.url,
+      "--view",
+      VIEW_NAME,
+      "--shards",
+      "9",
+      "--json",
+    ]);
+    assert.equal(plan.code, 0, plan.stderr);
+    const p = JSON.parse(plan.stdout);
+    assert.equal(p.total, truth.length);
+    assert.equal(
+      p.shards.reduce((a: number, s: { items: number }) => a + s.items, 0),
+      truth.length,
+    );
+    assert.ok(p.shards.every((s: { items: number }) => Math.abs(s.items - truth.length / 9) < 1));
+    assert.deepEqual(p.rows[1].start, {
+      key: decodeViewRow(p.shards[1].start).key,
+      docid: decodeViewRow(p.shards[1].start).docid,
+    });
+    const median = await cli([
+      "tasks/locate.ts",
+      "--source",
+      reg.url,
+      "--view",
+      VIEW_NAME,
+      "--percentile",
+      "50",
+      "--json",
+    ]);
+    assert.equal(median.code, 0, median.stderr);
+    const m = JSON.parse(median.stdout);
+    assert.deepEqual(m.located[0].key, decodeViewRow(truth[percentileRank(50, truth.length)]));
+    const key = await cli([
+      "tasks/locate.ts",
+      "--source",
+      reg.url,
+      "--view",
+      VIEW_NAME,
+      "--key",
+      "true",
+      "--json",
+    ]);
+    const k = JSON.parse(key.stdout);
+    assert.equal(k.rank, truth.findIndex((t) => decodeViewRow(t).key === true));
+    assert.equal(k.present, true);
+    const bad = await cli([
+      "tasks/plan.ts",
+      "--source",
+      reg.url,
+      "--view",
+      "no slash",
+      "--shards",
+      "2",
+    ]);
+    assert.equal(bad.code, 2);
+    assert.match(bad.stderr, /^error: --view must be ddoc\/view/);
+    const missing = await cli([
+      "tasks/plan.ts",
+      "--source",
+      reg.url,
+      "--view",
+      "pkg/nope",
+      "--shards",
+      "2",
+    ]);
+    assert.notEqual(missing.code, 0);
+    assert.match(missing.stderr, /^error: .*no such database or view \(404/);
+  } finally {
+    await reg.close();
+  }
+});
