@@ -58,6 +58,35 @@ function list(name: string, raw: string): string[] {
   return parts;
 }
 
+/** Where `--key` sits. Over a view the key is JSON; its rank is that of its first row. */
+async function locateKey(source: CouchSource, raw: string, view: string | undefined) {
+  if (view === undefined) return (await locateKeys(source, [raw]))[0];
+  const key = jsonFlag(raw);
+  const [found] = await locateKeys(source, [encodeViewRow({ key, docid: "" })]);
+  const next = found.next === null ? null : decodeViewRow(found.next);
+  return { ...found, key, next, present: next !== null && compareJson(next.key, key) === 0 };
+}
+
+/** The ranks `--rank` or `--percentile` ask for, as a function of the source's total. */
+function wantedRanks(f: { rank?: string; percentile?: string }) {
+  const percentiles = f.percentile === undefined
+    ? null
+    : list("percentile", f.percentile).map((p) => {
+      const n = Number(p);
+      if (!Number.isFinite(n) || n < 0 || n > 100) {
+        throw new UsageError(`--percentile must be from 0 to 100, got "${p}"`);
+      }
+      return n;
+    });
+  const ranks = f.rank === undefined
+    ? null
+    : list("rank", f.rank).map((r) => intFlag("rank", r, { fallback: 0, min: 0 }));
+  return {
+    percentiles,
+    at: (total: number) => ranks ?? percentiles!.map((p) => percentileRank(p, total)),
+  };
+}
+
 runMain(async () => {
   const f = parseFlags(Deno.args, FLAGS);
   if (f.help) {
@@ -73,73 +102,36 @@ runMain(async () => {
     maxPage: intFlag("max-page", f["max-page"], { fallback: SEARCH_PAGE, min: 2, max: 10_000 }),
   });
   const started = performance.now();
-  // Over a view, a key is JSON (`--key '["a", 3]'`), and keys found print as {key, id}; a key's
-  // rank is that of its first row, and "present" says whether a row has that key.
-  const shown = (k: string) => view === undefined ? k : decodeViewRow(k);
+  const ms = () => Math.round(performance.now() - started);
   if (f.key !== undefined) {
-    const json = view === undefined ? null : jsonFlag(f.key);
-    const asked = view === undefined ? f.key : encodeViewRow({ key: json, docid: "" });
-    const [found] = await locateKeys(source, [asked]);
-    const place = view === undefined ? found : {
-      ...found,
-      key: json,
-      next: found.next === null ? null : decodeViewRow(found.next),
-      present: found.next !== null && compareJson(decodeViewRow(found.next).key, json) === 0,
-    };
-    const out = {
-      ...place,
-      requests: source.requests,
-      ms: Math.round(performance.now() - started),
-    };
-    if (f.json) console.log(JSON.stringify(out));
+    const place = await locateKey(source, f.key, view);
+    if (f.json) console.log(JSON.stringify({ ...place, requests: source.requests, ms: ms() }));
     else {
       console.log(
         `${JSON.stringify(place.key)} ${place.present ? "is" : "would be"} at rank ${place.rank} ` +
-          `of ${place.total} (percentile ${place.percentile.toFixed(4)}), ${out.requests} requests`,
+          `of ${place.total} (percentile ${place.percentile.toFixed(4)}), ` +
+          `${source.requests} requests`,
       );
     }
     return 0;
   }
-  const percentiles = f.percentile === undefined
-    ? null
-    : list("percentile", f.percentile).map((p) => {
-      const n = Number(p);
-      if (!Number.isFinite(n) || n < 0 || n > 100) {
-        throw new UsageError(`--percentile must be from 0 to 100, got "${p}"`);
-      }
-      return n;
-    });
-  const ranks = f.rank === undefined
-    ? null
-    : list("rank", f.rank).map((r) => intFlag("rank", r, { fallback: 0, min: 0 }));
-  const found = await keysAtRanks(
-    source,
-    (total) => ranks ?? percentiles!.map((p) => percentileRank(p, total)),
-  );
-  const rows = found.keys.map((key, i) => {
-    const rank = ranks ? ranks[i] : percentileRank(percentiles![i], found.total);
-    return {
-      ...(percentiles ? { percentile: percentiles[i] } : {}),
-      rank,
-      key: shown(key),
-    };
-  });
-  const ms = Math.round(performance.now() - started);
+  const wanted = wantedRanks(f);
+  const found = await keysAtRanks(source, wanted.at);
+  const ranks = wanted.at(found.total);
+  // Over a view, keys found print as {key, docid}.
+  const rows = found.keys.map((key, i) => ({
+    ...(wanted.percentiles ? { percentile: wanted.percentiles[i] } : {}),
+    rank: ranks[i],
+    key: view === undefined ? key : decodeViewRow(key),
+  }));
+  const { total, requests, method } = found;
   if (f.json) {
-    console.log(JSON.stringify({
-      total: found.total,
-      located: rows,
-      requests: found.requests,
-      method: found.method,
-      ms,
-    }));
+    console.log(JSON.stringify({ total, located: rows, requests, method, ms: ms() }));
     return 0;
   }
   for (const r of rows) {
     const p = "percentile" in r ? `percentile ${r.percentile}  ` : "";
     console.log(`${p}rank ${r.rank}  ${JSON.stringify(r.key)}`);
   }
-  console.log(
-    `${found.total} keys; ${found.requests} listing requests (method ${found.method}) in ${ms} ms`,
-  );
+  console.log(`${total} keys; ${requests} listing requests (method ${method}) in ${ms()} ms`);
 });

@@ -1,6 +1,7 @@
 /** Drives the engine in tests without a queue: shard runners called by hand, in-process. */
 import type { CrawlSpec } from "../lib/base/spec.ts";
-import { type Dispatcher, openCrawl } from "../lib/engine/coordinator.ts";
+import type { Dispatcher } from "../lib/engine/coordinator.ts";
+import { openCrawl } from "../lib/engine/lifecycle.ts";
 import { type RunResult, runShard } from "../lib/engine/shard_runner.ts";
 import { listShards } from "../lib/engine/store.ts";
 import { type WorkDeps, workShard } from "../lib/engine/work.ts";

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { TransientError } from "../lib/base/errors.ts";
 import { checkCompletion } from "../lib/engine/completion.ts";
-import { pauseCrawl, resumeCrawl } from "../lib/engine/coordinator.ts";
+import { pauseCrawl, resumeCrawl } from "../lib/engine/lifecycle.ts";
 import { DEFAULT_MAX_DOC_BYTES } from "../lib/engine/item_store.ts";
 import { processPage } from "../lib/engine/page.ts";
 import { AdaptiveLimit } from "../lib/base/adaptive_limit.ts";

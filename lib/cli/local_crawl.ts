@@ -17,7 +17,7 @@ import type { Source } from "../plan/source.ts";
 import { CouchSource, type CouchSourceOptions } from "../sources/couch_source.ts";
 import { networkCause } from "../sources/http.ts";
 import { catchUp } from "../engine/catch_up.ts";
-import { type OpenAction, openCrawl } from "../engine/coordinator.ts";
+import { type OpenAction, openCrawl } from "../engine/lifecycle.ts";
 import { ownerName } from "../engine/owner.ts";
 import { createRuntime, type DispatchMode, type Runtime } from "../engine/runtime.ts";
 import type { RebalanceOptions } from "../engine/rebalance.ts";

@@ -10,7 +10,8 @@
 import { TransientError } from "../base/errors.ts";
 import type { Source } from "../plan/source.ts";
 import { catchUp } from "./catch_up.ts";
-import { type Dispatcher, failCrawl, transition } from "./coordinator.ts";
+import type { Dispatcher } from "./coordinator.ts";
+import { failCrawl, transition } from "./lifecycle.ts";
 import { ownerIsDead } from "./owner.ts";
 import {
   clearDeadLetter,

@@ -1,7 +1,7 @@
 /**
- * The coordinator: creates crawls, plans each exactly once, moves them through their states
- * (planning → running → done; paused, failed, cancelled), resumes, deletes, and hands shard work to
- * the dispatcher. Completion, the final check and the watchdog live in `completion.ts`.
+ * The coordinator: creates crawls, plans each exactly once (planning → running, or failed), and
+ * hands shard work to the dispatcher. What follows (resume-or-create, pause, resume, cancel,
+ * delete) is `lifecycle.ts`'s; completion, the final check and the watchdog are `completion.ts`'s.
  *
  * Every failure ends in a state that says so: a crawl that cannot be planned (not a CouchDB
  * database, more shards than items, a registry that stays unreachable) becomes `failed` with a
@@ -15,30 +15,20 @@
  *
  * @module
  */
-import {
-  ConflictError,
-  FatalError,
-  InputError,
-  NotFoundError,
-  PermanentError,
-} from "../base/errors.ts";
+import { FatalError, InputError, NotFoundError, PermanentError } from "../base/errors.ts";
 import { crawlIdFor, type CrawlSpec } from "../base/spec.ts";
 import { evenSplitRanks } from "../plan/baselines.ts";
 import { type Plan, PLAN_PAGE, planShards } from "../plan/planner.ts";
 import type { Source } from "../plan/source.ts";
 import {
   type CrawlRecord,
-  type CrawlStatus,
   createCrawlRecord,
-  deleteCrawlData,
   getCrawl,
-  listShards,
   newShard,
   type ShardRecord,
   updateCrawl,
   writePlannedShards,
 } from "./store.ts";
-import { commitShard } from "./store.ts";
 import { ownerIsDead } from "./owner.ts";
 
 /** How work reaches workers: a queue message, or nothing (lease workers find it by polling). */
@@ -263,187 +253,4 @@ async function planningFailed(
     await deps.dispatcher.plan(next.id, { delayMs: next.planRetryAt! - t });
   }
   return saved?.value ?? null;
-}
-
-/** What {@linkcode openCrawl} found and did. */
-export type OpenAction = "created" | "planned" | "resumed" | "joined" | "already-done";
-
-/**
- * Resume-or-create, what a repeated command needs: creates and plans the crawl of `spec` (under
- * `options.id`, else the spec's id) when it does not exist; plans it when a planner died before
- * finishing (or joins, when another live process is planning it); re-dispatches every unfinished
- * shard of a running crawl (after a kill; duplicates are dropped); resumes a paused or failed one;
- * leaves a finished one alone.
- *
- * @throws ConflictError when the stored crawl was started with another source, document base,
- * document setting or page size (or shard count, without a baked plan), or was cancelled.
- */
-export async function openCrawl(
-  deps: { kv: Deno.Kv; source: Source; dispatcher: Dispatcher },
-  spec: CrawlSpec,
-  options: PlanCrawlOptions & { where?: string } = {},
-): Promise<{ crawl: CrawlRecord; action: OpenAction }> {
-  const id = options.id ?? await crawlIdFor(spec);
-  const { crawl: existing, created } = await createCrawl(deps.kv, spec, { id, now: options.now });
-  if (created) {
-    return { crawl: await planCrawl(deps, id, options) ?? existing, action: "created" };
-  }
-  const differs =
-    (["source", "docsUrl", "docs", "maxPage", "view"] as const).find((k) =>
-      existing[k] !== spec[k]
-    ) ??
-      (!options.plan && existing.shards !== spec.shards && existing.status !== "planning"
-        ? "shards"
-        : undefined);
-  if (differs) {
-    throw new ConflictError(
-      `crawl ${id}${options.where ? ` in ${options.where}` : ""} was started with another ` +
-        `${differs}; use another --crawl-id or --kv`,
-    );
-  }
-  switch (existing.status) {
-    case "cancelled":
-      throw new ConflictError(`crawl ${id} was cancelled`);
-    case "done":
-      return { crawl: existing, action: "already-done" };
-    case "planning": {
-      const planned = await planCrawl(deps, id, options);
-      return planned
-        ? { crawl: planned, action: "planned" }
-        : { crawl: (await getCrawl(deps.kv, id)).value!, action: "joined" };
-    }
-    case "running":
-      for (const e of await listShards(deps.kv, id)) {
-        if (!e.value.done) await deps.dispatcher.dispatch(id, e.value.id);
-      }
-      return { crawl: existing, action: "resumed" };
-    default:
-      return { crawl: await resumeCrawl(deps, id, options), action: "resumed" };
-  }
-}
-
-/**
- * Moves a crawl to `status` when `allowed(current)` says so, retrying on conflicts.
- * @throws NotFoundError for an unknown crawl; ConflictError when the move is not allowed.
- */
-export async function transition(
-  kv: Deno.Kv,
-  id: string,
-  status: CrawlStatus,
-  allowed: (current: CrawlStatus) => boolean,
-  options: { now?: () => number; error?: string | null; patch?: Partial<CrawlRecord> } = {},
-): Promise<CrawlRecord> {
-  const now = options.now ?? Date.now;
-  for (let i = 0; i < 100; i++) {
-    const entry = await getCrawl(kv, id);
-    if (!entry.value) throw new NotFoundError(`no crawl with id ${id}`);
-    const cur = entry.value;
-    if (cur.status === status) return cur;
-    if (!allowed(cur.status)) {
-      throw new ConflictError(`crawl ${id} is ${cur.status}; cannot make it ${status}`);
-    }
-    const t = now();
-    const final = status === "done" || status === "cancelled" || status === "failed";
-    const next: CrawlRecord = {
-      ...cur,
-      ...options.patch,
-      status,
-      updatedAt: t,
-      finishedAt: final ? t : null,
-      error: options.error !== undefined ? options.error : cur.error,
-    };
-    if (await updateCrawl(kv, entry as Deno.KvEntry<CrawlRecord>, next)) return next;
-  }
-  throw new ConflictError(`crawl ${id}: too many concurrent updates`);
-}
-
-/** Pauses a running crawl: workers stop at their next page; nothing is lost. */
-export function pauseCrawl(kv: Deno.Kv, id: string, now?: () => number): Promise<CrawlRecord> {
-  return transition(kv, id, "paused", (s) => s === "running", { now });
-}
-
-/** Cancels a crawl that has not finished; its stored items stay (until it is deleted). */
-export function cancelCrawl(kv: Deno.Kv, id: string, now?: () => number): Promise<CrawlRecord> {
-  return transition(kv, id, "cancelled", (s) => s !== "done", { now });
-}
-
-/** Marks a crawl failed with a one-line reason; `resumeCrawl` can restart it. */
-export function failCrawl(
-  kv: Deno.Kv,
-  id: string,
-  reason: string,
-  now?: () => number,
-): Promise<CrawlRecord> {
-  return transition(kv, id, "failed", (s) => s === "running" || s === "planning", {
-    now,
-    error: reason.split("\n")[0],
-    patch: { planLease: null },
-  });
-}
-
-/**
- * Resumes a paused or failed crawl: one that never got its shards is planned again; otherwise every
- * unfinished shard gets fresh attempts and a dispatch. Done crawls are returned as they are.
- * @throws ConflictError for a cancelled crawl.
- */
-export async function resumeCrawl(
-  deps: { kv: Deno.Kv; dispatcher: Dispatcher },
-  id: string,
-  options: { now?: () => number } = {},
-): Promise<CrawlRecord> {
-  const entry = await getCrawl(deps.kv, id);
-  if (!entry.value) throw new NotFoundError(`no crawl with id ${id}`);
-  if (entry.value.status === "done") return entry.value;
-  const shards = await listShards(deps.kv, id);
-  const allowed = (s: CrawlStatus) => s === "paused" || s === "failed";
-  if (shards.length === 0) {
-    const crawl = await transition(deps.kv, id, "planning", allowed, {
-      now: options.now,
-      error: null,
-      patch: { planFailures: 0, planRetryAt: 0, planLease: null },
-    });
-    await deps.dispatcher.plan(id);
-    return crawl;
-  }
-  const crawl = await transition(deps.kv, id, "running", allowed, {
-    now: options.now,
-    error: null,
-  });
-  for (const e of shards) {
-    if (e.value.done) continue;
-    const fresh = { ...e.value, failures: 0, retryAt: 0 };
-    await commitShard(deps.kv, id, e, fresh);
-    await deps.dispatcher.dispatch(id, e.value.id);
-  }
-  return crawl;
-}
-
-/**
- * Deletes a finished, failed or cancelled crawl and everything it stored, in bounded batches.
- * Returns the number of KV keys deleted. @throws ConflictError for a crawl still planning, running
- * or paused (cancel it first); NotFoundError for an unknown one.
- */
-export async function deleteCrawl(kv: Deno.Kv, id: string): Promise<number> {
-  for (let attempt = 0; attempt < 20; attempt++) {
-    const entry = await getCrawl(kv, id);
-    if (!entry.value) throw new NotFoundError(`no crawl with id ${id}`);
-    const s = entry.value.status;
-    if (s === "planning" || s === "running" || s === "paused") {
-      throw new ConflictError(`crawl ${id} is ${s}; cancel it before deleting it`);
-    }
-    const n = await deleteCrawlData(kv, entry as Deno.KvEntry<CrawlRecord>);
-    if (n !== null) return n;
-  }
-  throw new ConflictError(`crawl ${id}: too many concurrent updates`);
-}
-
-/** Records the registry's page cap on the crawl (the smallest seen wins). */
-export async function rememberPageCap(kv: Deno.Kv, id: string, cap: number): Promise<void> {
-  for (let attempt = 0; attempt < 20; attempt++) {
-    const entry = await getCrawl(kv, id);
-    const cur = entry.value;
-    if (!cur || (cur.pageCap ?? Infinity) <= cap) return;
-    const next = { ...cur, pageCap: cap, updatedAt: Date.now() };
-    if (await updateCrawl(kv, entry as Deno.KvEntry<CrawlRecord>, next)) return;
-  }
 }

@@ -14,7 +14,7 @@
  */
 import { FatalError, InputError, PermanentError, StorageError } from "../base/errors.ts";
 import type { Source } from "../plan/source.ts";
-import { failCrawl, rememberPageCap } from "./coordinator.ts";
+import { failCrawl, rememberPageCap } from "./lifecycle.ts";
 import { DEFAULT_MAX_DOC_BYTES } from "./item_store.ts";
 import { kvFailureKind } from "./kv_limits.ts";
 import { ownerIsDead } from "./owner.ts";

@@ -20,192 +20,20 @@
  * @module
  */
 import { FatalError, StorageError } from "../base/errors.ts";
-import type { CrawlSpec } from "../base/spec.ts";
-import type { DocMode } from "../plan/source.ts";
 import { kvFailureKind } from "./kv_limits.ts";
 
-/** Lifecycle of a crawl. */
-export type CrawlStatus = "planning" | "running" | "paused" | "done" | "failed" | "cancelled";
-
-/** How the end of the crawl was checked against the registry. */
-export interface Verification {
-  /** `exact`: every count matched; `drift`: matched up to changes applied from `_changes`. */
-  status: "exact" | "drift" | "unverified";
-  /** One line on what was compared. */
-  detail: string;
-}
-
-/** A crawl, as stored. */
-export interface CrawlRecord extends CrawlSpec {
-  /** Crawl id (derived from the spec unless given). */
-  id: string;
-  /** Lifecycle state. */
-  status: CrawlStatus;
-  /** Items in the registry when planned. */
-  total: number;
-  /** Listing requests the plan took. */
-  planRequests: number;
-  /** How ranks were found (`rank`, `skip`, `listing`). */
-  planMethod: string;
-  /** Shard ids handed out so far (plan + splits); the next split gets this id. */
-  nextShardId: number;
-  /** The registry's update sequence when the crawl started (for `_changes` catch-up). */
-  startSeq: string | null;
-  /** Held by the process planning the crawl (status `planning`), renewed while it plans. */
-  planLease: Lease | null;
-  /** Planning attempts that failed transiently; planning fails for good after a bound. */
-  planFailures?: number;
-  /** Not before this time is planning tried again, epoch ms. */
-  planRetryAt?: number;
-  /** The registry's page cap, once learned (a short page that was not the end). */
-  pageCap?: number | null;
-  /** How documents are fetched, once probed. */
-  docMode?: DocMode | null;
-  /** Changes applied after the shards finished (registry drift), once catch-up has run. */
-  drift?: DriftState;
-  /** Why drift catch-up could not run (the registry has no usable `_changes`), if so. */
-  driftError?: string;
-  /** How the end was checked against the registry, once done. */
-  verification?: Verification;
-  /** The naive even split's cuts with their ranks, for the plan picture (rank plans only). */
-  evenSplit?: { key: string; rank: number }[] | null;
-  /** Creation time, epoch ms. */
-  createdAt: number;
-  /** When planning finished and shards started, epoch ms. */
-  startedAt?: number | null;
-  /** Last update, epoch ms. */
-  updatedAt: number;
-  /** When it finished, failed or was cancelled, epoch ms. */
-  finishedAt: number | null;
-  /** Why it failed, if it did (one line). */
-  error: string | null;
-}
-
-/** Where `_changes` catch-up stands, and what it changed. */
-export interface DriftState {
-  /** Last change sequence applied (opaque, as the registry gave it). */
-  seq: string;
-  /** Items added by changes (absent before). */
-  inserted: number;
-  /** Items rewritten by changes (present before). */
-  updated: number;
-  /** Items removed by changes. */
-  deleted: number;
-  /** Held by the process applying changes. */
-  lease: Lease | null;
-  /** When catch-up last reached the end of the feed. */
-  caughtUpAt: number | null;
-}
-
-/** A lease: who works on something, until when. */
-export interface Lease {
-  /** The worker holding it. */
-  owner: string;
-  /** Expiry, epoch ms (from the holder's injected clock). */
-  untilMs: number;
-}
-
-/** What a shard's worker is doing right now (published with its heartbeat). */
-export interface InFlight {
-  /** The first row of the page not yet started; null when every row is started. */
-  nextKey: string | null;
-  /** Rows of the page whose documents are fetched or started. */
-  started: number;
-  /** Rows in the page. */
-  rows: number;
-  /** When the page's documents started, epoch ms. */
-  since: number;
-}
-
-/** A shard, as stored: keys k with start <= k < end, read up to `cursor`. */
-export interface ShardRecord {
-  /** Shard id (plan order, then split order). */
-  id: number;
-  /** First key; null = open. */
-  start: string | null;
-  /** End key (exclusive); null = open. Shrinks when the shard is split. */
-  end: string | null;
-  /** Next key to read; null = from the start of the key space. */
-  cursor: string | null;
-  /** The cursor's own row is already committed: read strictly after it. */
-  after: boolean;
-  /** All of [start, end) is committed (and, where ranks exist, its count checked). */
-  done: boolean;
-  /** Items committed (each counted exactly once). */
-  items: number;
-  /** Pages committed. */
-  pages: number;
-  /** Documents fetched. */
-  docs: number;
-  /** Documents that could not be had (recorded on their items). */
-  docErrors: number;
-  /** Documents recorded as too large. */
-  tooLarge: number;
-  /** Items the plan expected (a split moves part of it to the child). */
-  expected: number;
-  /** Creation time, epoch ms. */
-  startedAt: number;
-  /** Last commit, epoch ms. */
-  updatedAt: number;
-  /** Items per second over recent pages (moving average); 0 before the first page. */
-  recentRate?: number;
-  /** The worker on it, if any. */
-  lease: Lease | null;
-  /** The page in flight, if a worker published it. */
-  inflight?: InFlight | null;
-  /** Attempts in a row that failed; reset by a commit. */
-  failures?: number;
-  /** Failed attempts over the shard's life (retries). */
-  retries?: number;
-  /** The latest failure, one line. */
-  lastError?: string | null;
-  /** Not before this time is the shard tried again, epoch ms. */
-  retryAt?: number;
-  /** Times the shard was listed again because its count disagreed with the registry. */
-  relists?: number;
-  /** How its count was checked at its end: `exact`, `drift` (the registry changed), or none. */
-  verified?: "exact" | "drift" | null;
-  /** The last page came back this short without proving the end (a possible page cap). */
-  shortOf?: number | null;
-  /** The shard this one was split from, if any. */
-  parent: number | null;
-}
-
-/** One dynamic split, for status. */
-export interface SplitRecord {
-  /** The shard that was split. */
-  parent: number;
-  /** The shard created. */
-  child: number;
-  /** The split key. */
-  at: string;
-  /** When, epoch ms. */
-  atMs: number;
-  /** Items moved to the child (by rank). */
-  movedItems: number;
-}
-
-/** A fresh shard [start, end) with its cursor at `cursor` and zeroed counters. */
-export function newShard(
-  range: { id: number; start: string | null; end: string | null; cursor: string | null },
-  options: { expected: number; nowMs: number; parent?: number | null },
-): ShardRecord {
-  return {
-    ...range,
-    after: false,
-    done: false,
-    items: 0,
-    pages: 0,
-    docs: 0,
-    docErrors: 0,
-    tooLarge: 0,
-    expected: options.expected,
-    startedAt: options.nowMs,
-    updatedAt: options.nowMs,
-    lease: null,
-    parent: options.parent ?? null,
-  };
-}
+export type {
+  CrawlRecord,
+  CrawlStatus,
+  DriftState,
+  InFlight,
+  Lease,
+  ShardRecord,
+  SplitRecord,
+  Verification,
+} from "./records.ts";
+export { newShard } from "./records.ts";
+import type { CrawlRecord, ShardRecord, SplitRecord } from "./records.ts";
 
 /** Key builders, exported for the item part and for tests that need to look underneath. */
 export const keys = {

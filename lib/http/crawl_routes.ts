@@ -18,14 +18,8 @@ import {
   isCrawlId,
   SPEC_LIMITS,
 } from "../base/spec.ts";
-import {
-  cancelCrawl,
-  createCrawl,
-  deleteCrawl,
-  type Dispatcher,
-  pauseCrawl,
-  resumeCrawl,
-} from "../engine/coordinator.ts";
+import { createCrawl, type Dispatcher } from "../engine/coordinator.ts";
+import { cancelCrawl, deleteCrawl, pauseCrawl, resumeCrawl } from "../engine/lifecycle.ts";
 import { crawlItemsPage, crawlPicture, crawlStatus, listCrawlSummaries } from "../engine/status.ts";
 import { planSvg } from "../plan/plan_svg.ts";
 import { decodeViewRow } from "../plan/view_keys.ts";
@@ -144,31 +138,33 @@ export function addCrawlRoutes(app: Hono, deps: CrawlRouteDeps): void {
     return c.json({ id, deleted: true, keys: await deleteCrawl(kv, id) });
   });
 
-  app.get("/crawls/:id/items", async (c) => {
-    const rawLimit = c.req.query("limit") ?? "100";
-    if (!/^\d+$/.test(rawLimit) || Number(rawLimit) < 1 || Number(rawLimit) > 1000) {
-      throw new InputError("limit must be a whole number from 1 to 1000");
-    }
-    const cursor = c.req.query("cursor");
-    if (cursor !== undefined && !/^[A-Za-z0-9_+/=-]{1,4096}$/.test(cursor)) {
-      throw new InputError("cursor is malformed");
-    }
-    const id = crawlId(c);
-    const page = await crawlItemsPage(kv, id, { limit: Number(rawLimit), cursor });
-    const view = (await getCrawl(kv, id)).value?.view !== undefined;
-    const items = page.items.map(({ id, rev, ...it }) => ({
-      // A view's row: its stored id is the encoded (key, docid) and its rev the value's JSON.
-      ...(view
-        ? { key: decodeViewRow(id).key, id: decodeViewRow(id).docid, value: JSON.parse(rev) }
-        : { id, rev }),
-      ...it,
-      doc: it.doc ? JSON.parse(it.doc) : undefined,
-    }));
-    return c.json({ items, cursor: page.cursor });
-  });
-
+  app.get("/crawls/:id/items", (c) => itemsPage(c, kv));
   app.get("/crawls/:id/plan.svg", async (c) => {
     const picture = await crawlPicture(kv, crawlId(c));
     return c.body(planSvg(picture), 200, { "content-type": "image/svg+xml" });
   });
+}
+
+/** `GET /crawls/:id/items`: a page of items; a view's rows as `{key, id, value}`. */
+async function itemsPage(c: Context, kv: Deno.Kv): Promise<Response> {
+  const rawLimit = c.req.query("limit") ?? "100";
+  if (!/^\d+$/.test(rawLimit) || Number(rawLimit) < 1 || Number(rawLimit) > 1000) {
+    throw new InputError("limit must be a whole number from 1 to 1000");
+  }
+  const cursor = c.req.query("cursor");
+  if (cursor !== undefined && !/^[A-Za-z0-9_+/=-]{1,4096}$/.test(cursor)) {
+    throw new InputError("cursor is malformed");
+  }
+  const id = crawlId(c);
+  const page = await crawlItemsPage(kv, id, { limit: Number(rawLimit), cursor });
+  const view = (await getCrawl(kv, id)).value?.view !== undefined;
+  const items = page.items.map(({ id, rev, ...it }) => ({
+    // A view's row: its stored id is the encoded (key, docid) and its rev the value's JSON.
+    ...(view
+      ? { key: decodeViewRow(id).key, id: decodeViewRow(id).docid, value: JSON.parse(rev) }
+      : { id, rev }),
+    ...it,
+    doc: it.doc ? JSON.parse(it.doc) : undefined,
+  }));
+  return c.json({ items, cursor: page.cursor });
 }

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import type { Context } from "hono";
 import type { RegistryData } from "./registry_data.ts";
 
 /** A listing request, parsed. */
@@ -147,4 +148,9 @@ export function listIds(data: RegistryData, q: ListingQuery): { ids: string[]; o
   const ids: string[] = [];
   for (let i = first; i > to && ids.length < q.limit && i >= 0; i--) ids.push(keys[i]);
   return { ids, offset: Math.min(n - 1 - first, n) };
+}
+
+/** A CouchDB-shaped error answer. */
+export function couchError(c: Context, status: 400 | 404, error: string, reason: string) {
+  return c.json({ error, reason }, status);
 }

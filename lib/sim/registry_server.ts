@@ -13,10 +13,17 @@ import { Hono } from "hono";
 import type { Context } from "hono";
 import type { RegistryData } from "./registry_data.ts";
 import { faultMiddleware, type FaultOptions } from "./registry_faults.ts";
-import { intParam, listIds, parseListingQuery, rowsForKeys, rowsJson } from "./registry_listing.ts";
+import {
+  couchError,
+  intParam,
+  listIds,
+  parseListingQuery,
+  rowsForKeys,
+  rowsJson,
+} from "./registry_listing.ts";
 import { addDocumentRoutes, type DocServeOptions, jsonBody } from "./registry_docs.ts";
 import { paddingStream } from "./registry_hostile.ts";
-import { listView, VIEW_NAME } from "./registry_view.ts";
+import { addViewRoute } from "./registry_view.ts";
 
 /** How the registry behaves. */
 export interface RegistryOptions extends FaultOptions, DocServeOptions {
@@ -44,10 +51,6 @@ export interface RegistryStats {
   changes: number;
   /** Faults injected. */
   faults: number;
-}
-
-function couchError(c: Context, status: 400 | 404, error: string, reason: string) {
-  return c.json({ error, reason }, status);
 }
 
 /**
@@ -143,21 +146,7 @@ function addListingRoutes(app: Hono, ctx: RouteContext): void {
     return allDocs(c, params, keys);
   });
 
-  // The one view (registry_view.ts); any other design document or view is missing.
-  app.get(`/${db}/_design/:ddoc/_view/:view`, (c) => {
-    stats.allDocs++;
-    if (`${c.req.param("ddoc")}/${c.req.param("view")}` !== VIEW_NAME) {
-      return couchError(c, 404, "not_found", "missing_named_view");
-    }
-    const answer = listView(data, c.req.query(), {
-      maxLimit: ctx.maxLimit,
-      silentCap: ctx.options.silentCap,
-      includeDocs: ctx.options.includeDocs !== false,
-      skip: ctx.options.skip !== false,
-    });
-    if (answer instanceof Error) return couchError(c, 400, "query_parse_error", answer.message);
-    return c.body(answer, 200, { "content-type": "application/json" });
-  });
+  addViewRoute(app, { db, data, stats, maxLimit: ctx.maxLimit, options: ctx.options });
 
   app.get(`/${db}/_changes`, (c) => {
     stats.changes++;

@@ -14,7 +14,8 @@
 import { compareKeys } from "../plan/keys.ts";
 import { compareJson, compareViewRows, type Json, type ViewRowKey } from "../plan/view_keys.ts";
 import type { RegistryData } from "./registry_data.ts";
-import { intParam } from "./registry_listing.ts";
+import type { Hono } from "hono";
+import { couchError, intParam } from "./registry_listing.ts";
 
 /** The view the registry serves. */
 export const VIEW_NAME = "pkg/by_shape";
@@ -127,4 +128,31 @@ export function listView(
     })
   );
   return `{"total_rows":${n},"offset":${offset},"rows":[${out.join(",")}]}`;
+}
+
+/** Serves the view at `/<db>/_design/pkg/_view/by_shape`; any other view is `missing_named_view`. */
+export function addViewRoute(
+  app: Hono,
+  ctx: {
+    db: string;
+    data: RegistryData;
+    stats: { allDocs: number };
+    maxLimit: number;
+    options: { includeDocs?: boolean; skip?: boolean; silentCap?: number };
+  },
+): void {
+  app.get(`/${ctx.db}/_design/:ddoc/_view/:view`, (c) => {
+    ctx.stats.allDocs++;
+    if (`${c.req.param("ddoc")}/${c.req.param("view")}` !== VIEW_NAME) {
+      return couchError(c, 404, "not_found", "missing_named_view");
+    }
+    const answer = listView(ctx.data, c.req.query(), {
+      maxLimit: ctx.maxLimit,
+      silentCap: ctx.options.silentCap,
+      includeDocs: ctx.options.includeDocs !== false,
+      skip: ctx.options.skip !== false,
+    });
+    if (answer instanceof Error) return couchError(c, 400, "query_parse_error", answer.message);
+    return c.body(answer, 200, { "content-type": "application/json" });
+  });
 }

@@ -44,6 +44,7 @@ export interface HttpOptions {
 
 /** The kind of registry route a URL is, for metrics: `_all_docs`, `_changes`, `_bulk_get`, `doc`. */
 export function routeOf(url: URL): string {
+  if (url.pathname.includes("/_view/")) return "_view";
   const last = url.pathname.split("/").pop() ?? "";
   return last.startsWith("_") ? last : "doc";
 }
