@@ -80,7 +80,7 @@ export class Progress {
     this.#lastDraw = t;
     const left = Math.max(0, r.total - r.itemsStored);
     const eta = rate > 0 ? left / rate : null;
-    const pct = r.total > 0 ? (100 * r.itemsStored) / r.total : 100;
+    const pct = r.total > 0 ? (100 * r.itemsStored) / r.total : 0;
     const head =
       `${r.id} ${r.status}: ${n(r.itemsStored)}/${n(r.total)} items (${pct.toFixed(1)}%) ` +
       `${n(rate)} items/s ETA ${duration(eta)} shards ${r.shardsDone}/${r.shardCount}` +

@@ -234,7 +234,9 @@ async function planningFailed(
     ? {
       ...claimed.value,
       status: "failed",
-      error: permanent ? message : `${message} (planning gave up after ${failures} attempts)`,
+      error: permanent || failures === 1
+        ? message
+        : `${message} (planning gave up after ${failures} attempts)`,
       planLease: null,
       planFailures: failures,
       finishedAt: t,
