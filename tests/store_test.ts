@@ -80,8 +80,8 @@ Deno.test("store: guarded commits from 4 processes on one KV file, retried when 
   // Each process adds 1 to a shard's counter 150 times with read + guarded commit, retrying
   // conflicts; `database is locked` from the others is absorbed by withLockRetry.
   const code = `
-    import { commitShard, getShard, keys } from ${JSON.stringify(storeUrl)};
-    const kv = await Deno.openKv(${JSON.stringify(path)});
+    import { commitShard, getShard, keys, kvOp } from ${JSON.stringify(storeUrl)};
+    const kv = await kvOp(() => Deno.openKv(${JSON.stringify(path)}));
     for (let i = 0; i < 150; i++) {
       for (;;) {
         const e = await getShard(kv, "c", 0);

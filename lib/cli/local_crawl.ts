@@ -22,7 +22,7 @@ import { ownerName } from "../engine/owner.ts";
 import { createRuntime, type DispatchMode, type Runtime } from "../engine/runtime.ts";
 import type { RebalanceOptions } from "../engine/rebalance.ts";
 import { crawlStatus, type CrawlStatusReport } from "../engine/status.ts";
-import type { CrawlRecord } from "../engine/store.ts";
+import { type CrawlRecord, kvOp } from "../engine/store.ts";
 import type { WorkEvent } from "../engine/work.ts";
 import type { Progress } from "./progress.ts";
 
@@ -84,7 +84,8 @@ export interface LocalCrawlResult {
 /** Opens the KV file, or says in one line why it cannot be opened. */
 export async function openKvFile(path: string): Promise<Deno.Kv> {
   try {
-    return await Deno.openKv(path);
+    // Another process on the same file may hold its lock for a moment: waited out, bounded.
+    return await kvOp(() => Deno.openKv(path));
   } catch (err) {
     const why = (err as Error).message.split("\n")[0];
     throw new FatalError(`cannot open KV at ${path}: ${why}`, { cause: err });

@@ -132,6 +132,9 @@ export async function crawlStatus(
 ): Promise<CrawlStatusReport> {
   const now = (options.now ?? Date.now)();
   const crawl = await requireCrawl(kv, id);
+  // Splits before shards: a split commits with its child shard, so every split read here has its
+  // child in the shards read after it (the other order could show a split without its shard).
+  const splits = await listSplits(kv, id);
   const shards = (await listShards(kv, id)).map((e) => e.value);
   const sum = (f: (s: (typeof shards)[number]) => number) => shards.reduce((n, s) => n + f(s), 0);
   const d = crawl.drift;
@@ -166,7 +169,7 @@ export async function crawlStatus(
     finishedAt: iso(crawl.finishedAt),
     error: crawl.error,
     deadLetters: (await listDeadLetters(kv, id)).length,
-    splits: await listSplits(kv, id),
+    splits,
     drift: d ? { seq: d.seq, inserted: d.inserted, updated: d.updated, deleted: d.deleted } : null,
     driftError: crawl.driftError ?? null,
     verification: crawl.verification ?? null,

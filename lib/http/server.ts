@@ -18,6 +18,7 @@ import { normalizeSource } from "./crawl_routes.ts";
 import { Metrics } from "./metrics.ts";
 import { sourceOpener } from "../engine/open_source.ts";
 import { createRuntime } from "../engine/runtime.ts";
+import { kvOp } from "../engine/store.ts";
 import { CouchSource } from "../sources/couch_source.ts";
 
 /** `deno task serve --help`: the server is configured by its environment. */
@@ -204,7 +205,8 @@ export interface ServerRuntime {
 /** Opens KV, or says in one line why it cannot (a directory, not a database, no permission). */
 async function openStore(path: string | undefined): Promise<Deno.Kv> {
   try {
-    return await Deno.openKv(path);
+    // Another process on the same file may hold its lock for a moment: waited out, bounded.
+    return await kvOp(() => Deno.openKv(path));
   } catch (err) {
     throw new UsageError(
       `cannot open KV at ${path ?? "the default location"}: ${
