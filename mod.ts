@@ -45,8 +45,12 @@ export {
 export {
   type KeyPlace,
   keysAtRanks,
+  type Located,
   locateKeys,
+  locateRanks,
+  parseRankQuery,
   percentileRank,
+  type RankQuery,
   type RankSearchOptions,
   type RanksFound,
   SEARCH_PAGE,

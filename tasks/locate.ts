@@ -6,7 +6,8 @@
 import { UsageError } from "../lib/base/errors.ts";
 import { helpText, intFlag, parseFlags, runMain, urlFlag, viewFlag } from "../lib/cli/flags.ts";
 import { compareJson, decodeViewRow, encodeViewRow, type Json } from "../lib/plan/view_keys.ts";
-import { keysAtRanks, locateKeys, percentileRank, SEARCH_PAGE } from "../lib/plan/locate.ts";
+import { locateKeys, locateRanks, parseRankQuery, SEARCH_PAGE } from "../lib/plan/locate.ts";
+import { VIEW_FLAG } from "../lib/cli/spec_flags.ts";
 import { CouchSource } from "../lib/sources/couch_source.ts";
 
 const FLAGS = {
@@ -25,12 +26,7 @@ const FLAGS = {
     help: "rows per listing request",
     default: String(SEARCH_PAGE),
   },
-  view: {
-    type: "string",
-    value: "DDOC/VIEW",
-    help: "a view's rows instead of _all_docs (keys print as {key, id})",
-    default: "_all_docs",
-  },
+  view: VIEW_FLAG,
   help: { type: "boolean", short: "h", help: "show this help" },
 } as const;
 
@@ -52,12 +48,6 @@ function jsonFlag(raw: string): Json {
   }
 }
 
-function list(name: string, raw: string): string[] {
-  const parts = raw.split(",").map((s) => s.trim());
-  if (parts.some((p) => p === "")) throw new UsageError(`--${name} has an empty value: "${raw}"`);
-  return parts;
-}
-
 /** Where `--key` sits. Over a view the key is JSON; its rank is that of its first row. */
 async function locateKey(source: CouchSource, raw: string, view: string | undefined) {
   if (view === undefined) return (await locateKeys(source, [raw]))[0];
@@ -65,26 +55,6 @@ async function locateKey(source: CouchSource, raw: string, view: string | undefi
   const [found] = await locateKeys(source, [encodeViewRow({ key, docid: "" })]);
   const next = found.next === null ? null : decodeViewRow(found.next);
   return { ...found, key, next, present: next !== null && compareJson(next.key, key) === 0 };
-}
-
-/** The ranks `--rank` or `--percentile` ask for, as a function of the source's total. */
-function wantedRanks(f: { rank?: string; percentile?: string }) {
-  const percentiles = f.percentile === undefined
-    ? null
-    : list("percentile", f.percentile).map((p) => {
-      const n = Number(p);
-      if (!Number.isFinite(n) || n < 0 || n > 100) {
-        throw new UsageError(`--percentile must be from 0 to 100, got "${p}"`);
-      }
-      return n;
-    });
-  const ranks = f.rank === undefined
-    ? null
-    : list("rank", f.rank).map((r) => intFlag("rank", r, { fallback: 0, min: 0 }));
-  return {
-    percentiles,
-    at: (total: number) => ranks ?? percentiles!.map((p) => percentileRank(p, total)),
-  };
 }
 
 runMain(async () => {
@@ -115,14 +85,12 @@ runMain(async () => {
     }
     return 0;
   }
-  const wanted = wantedRanks(f);
-  const found = await keysAtRanks(source, wanted.at);
-  const ranks = wanted.at(found.total);
+  const kind = f.rank !== undefined ? "rank" : "percentile";
+  const found = await locateRanks(source, parseRankQuery(kind, f[kind]!, { name: `--${kind}` }));
   // Over a view, keys found print as {key, docid}.
-  const rows = found.keys.map((key, i) => ({
-    ...(wanted.percentiles ? { percentile: wanted.percentiles[i] } : {}),
-    rank: ranks[i],
-    key: view === undefined ? key : decodeViewRow(key),
+  const rows = found.located.map((r) => ({
+    ...r,
+    key: view === undefined ? r.key : decodeViewRow(r.key),
   }));
   const { total, requests, method } = found;
   if (f.json) {

@@ -5,10 +5,11 @@
  */
 import { SPEC_LIMITS } from "../lib/base/spec.ts";
 import { helpText, intFlag, parseFlags, runMain, urlFlag, viewFlag } from "../lib/cli/flags.ts";
+import { VIEW_FLAG } from "../lib/cli/spec_flags.ts";
 import { UsageError } from "../lib/base/errors.ts";
 import { CouchSource } from "../lib/sources/couch_source.ts";
 import { PLAN_PAGE, planShards } from "../lib/plan/planner.ts";
-import { evenSplitRanks, maxShare } from "../lib/plan/baselines.ts";
+import { evenSplitPieces, evenSplitRanks, maxShare } from "../lib/plan/baselines.ts";
 import { planSvg } from "../lib/plan/plan_svg.ts";
 import { decodeViewRow } from "../lib/plan/view_keys.ts";
 import { formatPlanTable } from "../lib/plan/plan_table.ts";
@@ -37,12 +38,7 @@ const FLAGS = {
     help: "attempts per request before giving up",
     default: "5",
   },
-  view: {
-    type: "string",
-    value: "DDOC/VIEW",
-    help: "a view's rows instead of _all_docs (keys print as {key, id})",
-    default: "_all_docs",
-  },
+  view: VIEW_FLAG,
   help: { type: "boolean", short: "h", help: "show this help" },
 } as const;
 
@@ -115,9 +111,7 @@ runMain(async () => {
       `in ${elapsedMs} ms`,
   );
   if (compare) {
-    const ranks = [0, ...even.map((e) => e.rank), plan.total];
-    const pieces = ranks.slice(1).map((r, i) => ({ start: null, end: null, items: r - ranks[i] }));
-    const evenMax = maxShare(pieces, plan.total);
+    const evenMax = Math.max(...evenSplitPieces(plan.total, even)) / plan.total;
     const balancedMax = maxShare(plan.shards, plan.total);
     console.log(
       `naive even split of the key space: largest shard ${(evenMax * 100).toFixed(1)}% of items ` +

@@ -5,7 +5,15 @@
  * @module
  */
 import { buildSpec, type CrawlSpec, SPEC_DEFAULTS, SPEC_LIMITS } from "../base/spec.ts";
-import { type FlagTable, type FlagValues, intFlag, urlFlag, viewFlag } from "./flags.ts";
+import { type Flag, type FlagTable, type FlagValues, intFlag, urlFlag, viewFlag } from "./flags.ts";
+
+/** `--view`, shared by crawl, plan and locate. */
+export const VIEW_FLAG = {
+  type: "string",
+  value: "DDOC/VIEW",
+  help: "a view's rows (key, docid) instead of _all_docs",
+  default: "_all_docs",
+} as const satisfies Flag;
 
 /** Flags of a crawl spec (besides `--source`, whose meaning differs per task). */
 export const SPEC_FLAGS = {
@@ -35,12 +43,7 @@ export const SPEC_FLAGS = {
     default: String(SPEC_DEFAULTS.maxPage),
   },
   "no-rebalance": { type: "boolean", help: "never split a straggling shard while crawling" },
-  view: {
-    type: "string",
-    value: "DDOC/VIEW",
-    help: "crawl a view's rows (key, id, value) instead of _all_docs",
-    default: "_all_docs",
-  },
+  view: VIEW_FLAG,
 } as const satisfies FlagTable;
 
 /** A spec from parsed {@linkcode SPEC_FLAGS} and the source URL (already checked). */

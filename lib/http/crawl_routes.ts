@@ -158,11 +158,13 @@ async function itemsPage(c: Context, kv: Deno.Kv): Promise<Response> {
   const id = crawlId(c);
   const page = await crawlItemsPage(kv, id, { limit: Number(rawLimit), cursor });
   const view = (await getCrawl(kv, id)).value?.view !== undefined;
+  // A view's row: its stored id is the encoded (key, docid) and its rev the value's JSON.
+  const rowOf = (id: string, rev: string) => {
+    const { key, docid } = decodeViewRow(id);
+    return { key, id: docid, value: JSON.parse(rev) };
+  };
   const items = page.items.map(({ id, rev, ...it }) => ({
-    // A view's row: its stored id is the encoded (key, docid) and its rev the value's JSON.
-    ...(view
-      ? { key: decodeViewRow(id).key, id: decodeViewRow(id).docid, value: JSON.parse(rev) }
-      : { id, rev }),
+    ...(view ? rowOf(id, rev) : { id, rev }),
     ...it,
     doc: it.doc ? JSON.parse(it.doc) : undefined,
   }));

@@ -8,7 +8,7 @@
 import type { Hono } from "hono";
 import { InputError } from "../base/errors.ts";
 import { redactUrl } from "../base/redact.ts";
-import { keysAtRanks, locateKeys, percentileRank } from "../plan/locate.ts";
+import { locateKeys, locateRanks, parseRankQuery } from "../plan/locate.ts";
 import type { Source } from "../plan/source.ts";
 import { isAllowedSource } from "./auth.ts";
 import { normalizeSource } from "./crawl_routes.ts";
@@ -19,14 +19,6 @@ export interface LocateRouteDeps {
   allowedSources: readonly string[];
   /** Opens a source at an allowed, normalized URL. */
   openSource: (url: string) => Source;
-}
-
-/** Values of a comma-separated query parameter: at most 100, none empty. */
-function values(name: string, raw: string): string[] {
-  const parts = raw.split(",").map((s) => s.trim());
-  if (parts.length > 100) throw new InputError(`${name}: at most 100 values`);
-  if (parts.some((p) => p === "")) throw new InputError(`${name} has an empty value`);
-  return parts;
 }
 
 /** Adds `GET /locate` to `app` (authentication is the caller's middleware). */
@@ -51,33 +43,8 @@ export function addLocateRoute(app: Hono, deps: LocateRouteDeps): void {
       const [place] = await locateKeys(source, [key]);
       return c.json({ ...place, requests: source.requests });
     }
-    const percentiles = q("percentile") === undefined
-      ? null
-      : values("percentile", q("percentile")!).map((p) => {
-        const n = Number(p);
-        if (!Number.isFinite(n) || n < 0 || n > 100) {
-          throw new InputError(`percentile must be from 0 to 100, got "${p}"`);
-        }
-        return n;
-      });
-    const ranks = q("rank") === undefined ? null : values("rank", q("rank")!).map((r) => {
-      if (!/^\d{1,15}$/.test(r)) throw new InputError(`rank must be a whole number, got "${r}"`);
-      return Number(r);
-    });
-    const found = await keysAtRanks(
-      source,
-      (total) => ranks ?? percentiles!.map((p) => percentileRank(p, total)),
-    );
-    const located = found.keys.map((k, i) => ({
-      ...(percentiles ? { percentile: percentiles[i] } : {}),
-      rank: ranks ? ranks[i] : percentileRank(percentiles![i], found.total),
-      key: k,
-    }));
-    return c.json({
-      total: found.total,
-      located,
-      requests: found.requests,
-      method: found.method,
-    });
+    const kind = q("rank") !== undefined ? "rank" : "percentile";
+    const query = parseRankQuery(kind, q(kind)!, { maxValues: 100 });
+    return c.json(await locateRanks(source, query));
   });
 }

@@ -41,6 +41,15 @@ export async function evenSplitRanks(
   return keys.map((key, i) => ({ key, rank: ranks[i] }));
 }
 
+/**
+ * Items in each piece of an even split, from its cuts' ranks (as {@linkcode evenSplitRanks} gives
+ * them): `even.length + 1` counts that add up to `total`.
+ */
+export function evenSplitPieces(total: number, even: { rank: number }[]): number[] {
+  const ranks = [0, ...even.map((e) => e.rank), total];
+  return ranks.slice(1).map((r, i) => Math.max(0, r - ranks[i]));
+}
+
 /** Shards between boundary keys, with item counts from the source's ranks (one request each). */
 export async function shardsAt(
   source: Listing,

@@ -141,6 +141,77 @@ export function percentileRank(p: number, total: number): number {
   return Math.min(total - 1, Math.floor((p * total) / 100));
 }
 
+/** What to locate: ranks, or percentiles of the total (known after the first request). */
+export type RankQuery = { ranks: number[] } | { percentiles: number[] };
+
+/**
+ * Parses a comma-separated list of ranks (whole numbers) or percentiles (0 to 100), as
+ * `deno task locate` and `GET /locate` take them. `name` is how errors call the parameter.
+ * @throws InputError for an empty value, a value out of range, or more than `maxValues` values.
+ */
+export function parseRankQuery(
+  kind: "rank" | "percentile",
+  raw: string,
+  options: { name?: string; maxValues?: number } = {},
+): RankQuery {
+  const name = options.name ?? kind;
+  const parts = raw.split(",").map((s) => s.trim());
+  if (parts.length > (options.maxValues ?? Infinity)) {
+    throw new InputError(`${name}: at most ${options.maxValues} values`);
+  }
+  if (parts.some((p) => p === "")) throw new InputError(`${name} has an empty value: "${raw}"`);
+  if (kind === "rank") {
+    return {
+      ranks: parts.map((r) => {
+        if (!/^\d{1,15}$/.test(r)) {
+          throw new InputError(`${name} must be a whole number, got "${r}"`);
+        }
+        return Number(r);
+      }),
+    };
+  }
+  return {
+    percentiles: parts.map((p) => {
+      const n = Number(p);
+      if (!Number.isFinite(n) || n < 0 || n > 100) {
+        throw new InputError(`${name} must be from 0 to 100, got "${p}"`);
+      }
+      return n;
+    }),
+  };
+}
+
+/** One key located: its rank (and the percentile asked, when one was). */
+export interface Located {
+  /** The percentile asked for, when the query was by percentile. */
+  percentile?: number;
+  /** Keys before it. */
+  rank: number;
+  /** The key. */
+  key: string;
+}
+
+/**
+ * The keys a {@linkcode RankQuery} asks for, in the order asked, with the search's figures. See
+ * {@linkcode keysAtRanks} for the edge cases.
+ */
+export async function locateRanks(
+  source: Listing,
+  query: RankQuery,
+  options: RankSearchOptions = {},
+): Promise<Omit<RanksFound, "keys" | "maxPage"> & { located: Located[] }> {
+  const ranksOf = (total: number) =>
+    "ranks" in query ? query.ranks : query.percentiles.map((p) => percentileRank(p, total));
+  const found = await keysAtRanks(source, ranksOf, options);
+  const ranks = ranksOf(found.total);
+  const located = found.keys.map((key, i) => ({
+    ...("percentiles" in query ? { percentile: query.percentiles[i] } : {}),
+    rank: ranks[i],
+    key,
+  }));
+  return { total: found.total, located, requests: found.requests, method: found.method };
+}
+
 /** Where a key sits. */
 export interface KeyPlace {
   /** The key asked about. */

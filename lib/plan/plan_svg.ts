@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { evenSplitPieces } from "./baselines.ts";
 
 /** What the picture shows. */
 export interface PlanPicture {
@@ -58,8 +59,7 @@ export function planSvg(p: PlanPicture, options: { width?: number; height?: numb
   const plotH = h - pad.t - pad.b;
   const X = (f: number) => pad.l + f * plotW;
   const edges = [0, ...p.even.map((e) => keyPosition(e.key)), 1];
-  const ranks = [0, ...p.even.map((e) => e.rank), p.total];
-  const pieces = ranks.slice(1).map((r, i) => Math.max(0, r - ranks[i]));
+  const pieces = evenSplitPieces(p.total, p.even);
   const most = Math.max(1, ...pieces);
   const largest = pieces.indexOf(most);
   const parts: string[] = [
