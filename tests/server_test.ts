@@ -55,25 +55,31 @@ Deno.test("server config: token required, allowlist parsed, dispatch chosen, bad
   );
 });
 
-Deno.test("server: the scheduled recrawl hook creates (once) the crawl of the configured source", async () => {
-  const dir = await Deno.makeTempDir();
-  const logs: string[] = [];
-  const rt = await startServer({
+/** A server on a free port, lease mode without workers, with a daily scheduled recrawl. */
+function scheduledServer(
+  kvPath: string,
+  schedule: { shards: number; keep: number },
+  options: Parameters<typeof startServer>[1],
+) {
+  return startServer({
     port: 0,
     hostname: "127.0.0.1",
-    kvPath: `${dir}/s.kv`,
+    kvPath,
     token: "t",
     allowedSources: [],
     dispatch: "lease",
     workers: 0,
-    schedule: {
-      cron: "0 3 * * *",
-      source: "http://127.0.0.1:9/none",
-      shards: 4,
-      docs: false,
-      keep: 7,
-    },
-  }, { log: (l) => logs.push(l), now: () => Date.UTC(2026, 10, 30, 3, 0, 12) });
+    schedule: { cron: "0 3 * * *", source: "http://127.0.0.1:9/none", docs: false, ...schedule },
+  }, options);
+}
+
+Deno.test("server: the scheduled recrawl hook creates (once) the crawl of the configured source", async () => {
+  const dir = await Deno.makeTempDir();
+  const logs: string[] = [];
+  const rt = await scheduledServer(`${dir}/s.kv`, { shards: 4, keep: 7 }, {
+    log: (l) => logs.push(l),
+    now: () => Date.UTC(2026, 10, 30, 3, 0, 12),
+  });
   try {
     await rt.recrawl();
     await rt.recrawl(); // same minute: the same crawl, not a second one
@@ -117,22 +123,10 @@ Deno.test("server: scheduled recrawls keep the newest K finished crawls and neve
   const dir = await Deno.makeTempDir();
   let clock = Date.UTC(2026, 10, 1, 3, 0, 0);
   const logs: string[] = [];
-  const rt = await startServer({
-    port: 0,
-    hostname: "127.0.0.1",
-    kvPath: `${dir}/s.kv`,
-    token: "t",
-    allowedSources: [],
-    dispatch: "lease",
-    workers: 0,
-    schedule: {
-      cron: "0 3 * * *",
-      source: "http://127.0.0.1:9/none",
-      shards: 2,
-      docs: false,
-      keep: 2,
-    },
-  }, { log: (l) => logs.push(l), now: () => clock });
+  const rt = await scheduledServer(`${dir}/s.kv`, { shards: 2, keep: 2 }, {
+    log: (l) => logs.push(l),
+    now: () => clock,
+  });
   const kv = await Deno.openKv(`${dir}/s.kv`);
   try {
     const day = 86_400_000;
