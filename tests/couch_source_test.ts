@@ -131,6 +131,36 @@ Deno.test("couch source: transient errors retry with Retry-After, then give up",
   assert.equal(parseRetryAfter(null), undefined);
 });
 
+Deno.test("couch source: a damaged document body is retried for two rounds before it is the document's own", async () => {
+  const answers = (cut: number) => {
+    let calls = 0;
+    const fake: typeof fetch = () => {
+      calls++;
+      const body = calls <= cut ? '{"_id":"a","x' : '{"_id":"a","x":1}';
+      return Promise.resolve(
+        new Response(body, { headers: { "content-type": "application/json" } }),
+      );
+    };
+    const source = new CouchSource("http://x.test/db", {
+      fetch: fake,
+      sleep: () => Promise.resolve(),
+      docMaxAttempts: 4,
+    });
+    return { source, calls: () => calls };
+  };
+  // Cut four times in a row (one whole round), then whole: the document, not an error.
+  const luck = answers(4);
+  assert.deepEqual(await luck.source.doc("a"), { kind: "doc", json: '{"_id":"a","x":1}' });
+  assert.equal(luck.calls(), 5);
+  // Cut every time: the document's own error, after two rounds of four attempts.
+  const broken = answers(Infinity);
+  const r = await broken.source.doc("a");
+  assert.equal(r.kind, "error");
+  assert.equal(r.kind === "error" && r.status, 200);
+  assert.match(r.kind === "error" ? r.reason : "", /invalid JSON/);
+  assert.equal(broken.calls(), 8);
+});
+
 Deno.test("couch source: a closed port is transient, then an error naming the URL", async () => {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const port = (listener.addr as Deno.NetAddr).port;

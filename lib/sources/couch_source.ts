@@ -50,6 +50,9 @@ const PAGE_BYTES = 65_536;
 /** Largest answer that carries documents (a listing with `include_docs`, a `_bulk_get`). */
 const MAX_BULK_BYTES = 64 * 1024 * 1024;
 
+/** Rounds of attempts whose every answer is a damaged body before that is the document's own. */
+const DAMAGED_ROUNDS = 2;
+
 /** A document's own error from a 4xx answer. */
 function docError(a: HttpAnswer): DocResult {
   const reason = a.status === 404 || a.status === 410
@@ -202,8 +205,18 @@ export class CouchSource implements Source {
         reason: "this id cannot be requested by URL ('.', '..', or a lone surrogate)",
       };
     }
-    // A 200 whose body is empty or cut is most likely damaged on the way: worth another attempt.
-    // Only when every attempt answered that way is it the document's own answer.
+    // A 200 whose body is empty or cut is most likely damaged on the way: worth other attempts.
+    // Only when every attempt of two rounds answered that way is it the document's own answer:
+    // one round of 4 can be all damaged by chance on a registry that cuts a few % of answers.
+    for (let round = 1;; round++) {
+      const r = await this.#fetchDoc(url);
+      if (!("damaged" in r)) return r;
+      if (round === DAMAGED_ROUNDS) return { kind: "error", status: 200, reason: r.damaged };
+    }
+  }
+
+  /** One round of attempts at a document; `damaged` when every attempt's body was damaged. */
+  async #fetchDoc(url: string): Promise<DocResult | { damaged: string }> {
     let damaged = 0;
     try {
       return await this.#http.request({
@@ -231,11 +244,7 @@ export class CouchSource implements Source {
       }
       if (!(err instanceof TransientError)) throw err;
       if (damaged === this.#docAttempts) {
-        return {
-          kind: "error",
-          status: 200,
-          reason: err.message.replace(/ \(\d+ attempts\)$/, ""),
-        };
+        return { damaged: err.message.replace(/ \(\d+ attempts\)$/, "") };
       }
       throw new TransientError(err.message, {
         cause: err,
