@@ -7,7 +7,7 @@ import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
 import { startRegistry } from "../lib/sim/registry_server.ts";
 import { RegistryData } from "../lib/sim/registry_data.ts";
 import { listCrawls } from "../lib/engine/store.ts";
-import { countItems, iterateItems } from "../lib/engine/item_store.ts";
+import { countItems, iterateItems } from "../lib/engine/item_read.ts";
 import { buildSpec, type CrawlSpec } from "../lib/base/spec.ts";
 import { assertCrawledExactly, randomKeys, spawnRegistry, waitForItems } from "./helpers.ts";
 import { bundledNames, syntheticNames } from "../lib/sim/names.ts";

@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { bundledNames, prng, syntheticNames } from "../lib/sim/names.ts";
 import { listCrawls, listShards } from "../lib/engine/store.ts";
-import { iterateItems } from "../lib/engine/item_store.ts";
+import { iterateItems } from "../lib/engine/item_read.ts";
 import { crawlStatus } from "../lib/engine/status.ts";
 import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
 import { startRegistry } from "../lib/sim/registry_server.ts";

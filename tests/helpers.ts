@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { prng } from "../lib/sim/names.ts";
 import { compareKeys, sortKeys } from "../lib/plan/keys.ts";
-import { countItems, iterateItems } from "../lib/engine/item_store.ts";
+import { countItems, iterateItems } from "../lib/engine/item_read.ts";
 import { crawlStatus } from "../lib/engine/status.ts";
 import { listShards } from "../lib/engine/store.ts";
 import type { Plan } from "../lib/plan/planner.ts";

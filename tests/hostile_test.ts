@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { buildSpec } from "../lib/base/spec.ts";
 import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
-import { iterateItems } from "../lib/engine/item_store.ts";
+import { iterateItems } from "../lib/engine/item_read.ts";
 import { listCrawls } from "../lib/engine/store.ts";
 import { sortKeys } from "../lib/plan/keys.ts";
 import { bundledNames, collidingIds, syntheticNames } from "../lib/sim/names.ts";

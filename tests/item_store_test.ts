@@ -1,11 +1,9 @@
 import assert from "node:assert/strict";
 import { idKeyPart } from "../lib/engine/item_codec.ts";
+import { countItems, type ExportedItem, iterateItems } from "../lib/engine/item_read.ts";
 import {
   batchWrites,
-  countItems,
-  type ExportedItem,
   INLINE_DOC_BYTES,
-  iterateItems,
   prepareWrites,
   writeItems,
 } from "../lib/engine/item_store.ts";

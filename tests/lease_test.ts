@@ -3,7 +3,7 @@ import { TransientError } from "../lib/base/errors.ts";
 import { LeaseDispatcher, runLeaseWorker } from "../lib/engine/lease_dispatch.ts";
 import { crawlStatus } from "../lib/engine/status.ts";
 import { getCrawl, listCrawls, listShards } from "../lib/engine/store.ts";
-import { iterateItems } from "../lib/engine/item_store.ts";
+import { iterateItems } from "../lib/engine/item_read.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { bundledNames, syntheticNames } from "../lib/sim/names.ts";
 import { begin, spec, workDeps } from "./engine_helpers.ts";

@@ -10,7 +10,7 @@ import { CouchSource } from "../lib/sources/couch_source.ts";
 import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
 import { planShards } from "../lib/plan/planner.ts";
 import { listCrawls } from "../lib/engine/store.ts";
-import { iterateItems } from "../lib/engine/item_store.ts";
+import { iterateItems } from "../lib/engine/item_read.ts";
 import { freePort, randomKeys, waitHealthy } from "./helpers.ts";
 
 const BIN = Deno.env.get("POUCHDB_SERVER") ??

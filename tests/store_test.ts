@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { planningRecord } from "../lib/engine/coordinator.ts";
-import { countItems, writeItems } from "../lib/engine/item_store.ts";
+import { countItems } from "../lib/engine/item_read.ts";
+import { writeItems } from "../lib/engine/item_store.ts";
 import {
   commitShard,
   type CrawlRecord,

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { ExportedItem } from "../engine/item_store.ts";
+import type { ExportedItem } from "../engine/item_read.ts";
 import { crawlItemBatches } from "../engine/status.ts";
 import { getCrawl } from "../engine/store.ts";
 import { decodeViewRow } from "../plan/view_keys.ts";

@@ -6,12 +6,17 @@
  * changed item's own versionstamp as read just before, writes the item records, deletes removed
  * items and their chunks, and moves the crawl's `drift` on to the group's last sequence with exact
  * counters (an item counts as inserted only if it was absent, as deleted only if it was present).
- * A crash or a competing writer between groups leaves every counted change counted once.
+ * An item held in a block (keys-only crawls) leaves its block in the same op, guarded by the
+ * block's versionstamp, and lives on as an item record if it was updated: every item stays in
+ * exactly one layout. A crash or a competing writer between groups leaves every counted change
+ * counted once.
  *
  * @module
  */
 import type { DocResult } from "../plan/source.ts";
-import { chunkKeys, type ItemInput, itemPresence, prepareWrites } from "./item_store.ts";
+import { blockHolding, type BlockRow, encodeBlock } from "./item_blocks.ts";
+import { chunkKeys, itemPresence } from "./item_read.ts";
+import { type ItemInput, prepareWrites } from "./item_store.ts";
 import { AtomicBudget, keySize, MAX_CHECKS, valueSizeBound } from "./kv_limits.ts";
 import { type CrawlRecord, type DriftState, keys, kvOp } from "./store.ts";
 
@@ -42,8 +47,9 @@ export async function applyDrift(
   next: { lastSeq: string; nowMs: number; maxDocBytes?: number; caughtUp: boolean },
 ): Promise<Deno.KvEntry<CrawlRecord> | null> {
   let entry = claimed;
-  // Checks are the scarce resource: one per changed item, one for the crawl record.
-  const group = MAX_CHECKS - 2;
+  // Checks are the scarce resource: one per changed item and per block holding one, one for the
+  // crawl record.
+  const group = (MAX_CHECKS - 2) >> 1;
   for (let i = 0; i < changes.length || i === 0; i += group) {
     const part = changes.slice(i, i + group);
     const last = i + group >= changes.length;
@@ -71,6 +77,15 @@ async function applyGroup(
   for (const c of changes) latest.set(c.id, c); // the latest change per id wins
   const ids = [...latest.keys()];
   const presence = await itemPresence(kv, crawl, ids);
+  const blocks = new Map<string, { entry: Deno.KvEntry<Uint8Array>; rows: BlockRow[] }>();
+  const inBlock = new Set<string>();
+  for (const id of ids) {
+    const held = await blockHolding(kv, crawl, id);
+    if (!held || held.index < 0) continue;
+    inBlock.add(id);
+    const first = held.entry.key[2] as string;
+    if (!blocks.has(first)) blocks.set(first, held);
+  }
   const upserts = ids.map((id) => latest.get(id)!).filter((c) => !c.deleted) as (
     & ItemInput
     & { seq: string }
@@ -88,18 +103,31 @@ async function applyGroup(
   const counts = { inserted: 0, updated: 0, deleted: 0 };
   const op = kv.atomic().check(claimed);
   const budget = new AtomicBudget().check(keySize(claimed.key));
+  for (const { entry, rows } of blocks.values()) {
+    const left = rows.filter((r) => !inBlock.has(r.id));
+    const bytes = keySize(entry.key);
+    op.check(entry);
+    budget.check(bytes);
+    if (left.length === 0) (op.delete(entry.key), budget.delete(bytes));
+    else {
+      const value = encodeBlock(left);
+      op.set(entry.key, value);
+      budget.set(bytes, value.length);
+    }
+  }
   for (let j = 0; j < ids.length; j++) {
     const { key, versionstamp } = presence[j];
     const c = latest.get(ids[j])!;
     op.check({ key, versionstamp });
     budget.check(keySize(key));
+    const present = versionstamp !== null || inBlock.has(c.id);
     if (c.deleted) {
-      if (versionstamp !== null) counts.deleted++;
+      if (present) counts.deleted++;
       op.delete(key);
       budget.delete(keySize(key));
       for (const k of await chunkKeys(kv, crawl, c.id)) (op.delete(k), budget.delete(keySize(k)));
     } else {
-      counts[versionstamp === null ? "inserted" : "updated"]++;
+      counts[present ? "updated" : "inserted"]++;
       const w = records.get(c.id)!;
       op.set(w.key, w.value);
       budget.set(w.keyBytes, w.value.length);

@@ -1,15 +1,12 @@
 /**
  * The store's item part: item records and document chunks, written in batches that fit KV's limits
- * by construction, read back as a stream or page by page, and drift from `_changes` applied with
- * exact counts. Keys come from `store.ts` (`keys`), records from `item_codec.ts`.
+ * by construction (read back by `item_read.ts`; keys-only rows go to `item_blocks.ts`). Keys come
+ * from `store.ts` (`keys`), records from `item_codec.ts`.
  *
  * @module
  */
-import { InputError } from "../base/errors.ts";
-import { readAhead } from "../base/read_ahead.ts";
 import type { DocResult } from "../plan/source.ts";
 import {
-  decodeItem,
   encodeItem,
   encodeRevOnly,
   idKeyPart,
@@ -61,7 +58,6 @@ export interface ItemCounts {
 }
 
 const enc = new TextEncoder();
-const dec = new TextDecoder();
 
 /** Counts documents, errors and oversized documents among `items` (what a commit adds up). */
 export function tallyItems(items: readonly ItemInput[], maxDocBytes: number): ItemCounts {
@@ -178,167 +174,4 @@ export async function writeItems(
     });
   }
   return tallyItems(items, options.maxDocBytes ?? DEFAULT_MAX_DOC_BYTES);
-}
-
-/** An exported item: the record with its id and its document reassembled as JSON text. */
-export interface ExportedItem {
-  /** The item's id. */
-  id: string;
-  /** Its revision. */
-  rev: string;
-  /** The document's JSON text, when fetched and stored. */
-  doc?: string;
-  /** The document's size in bytes, when fetched. */
-  docBytes?: number;
-  /** Present when the document was over the size limit. */
-  tooLarge?: boolean;
-  /** Why the document could not be had. */
-  error?: { status: number; reason: string };
-}
-
-/** An item entry turned back into an item; a chunked document is left for `withChunks`. */
-function toItem(e: Deno.KvEntry<Uint8Array>): ExportedItem & { chunks?: number } {
-  const part = e.key[2] as string | Uint8Array;
-  const r = decodeItem(e.value);
-  const out: ExportedItem & { chunks?: number } = {
-    id: typeof part === "string" ? part : r.id!,
-    rev: r.rev,
-  };
-  if (r.doc) out.doc = dec.decode(r.doc);
-  if (r.chunks) out.chunks = r.chunks;
-  if (r.docBytes !== undefined) out.docBytes = r.docBytes;
-  if (r.tooLarge) out.tooLarge = true;
-  if (r.error) out.error = r.error;
-  return out;
-}
-
-/** The item with its chunked document read back, if it has one. */
-async function withChunks(
-  kv: Deno.Kv,
-  crawl: string,
-  item: ExportedItem & { chunks?: number },
-): Promise<ExportedItem> {
-  const { chunks, ...rest } = item;
-  if (!chunks) return rest;
-  const part = await idKeyPart(item.id);
-  return { ...rest, doc: await readChunks(kv, crawl, part, chunks, item.id) };
-}
-
-/**
- * A crawl's items in key order, a batch (up to 1,000) at a time. With `bounds` (sorted keys, e.g.
- * the shards' starts), the ranges between them are read ahead in parallel (KV answers several
- * range reads faster than one) and still come out in order. Memory stays bounded.
- */
-export async function* itemBatches(
-  kv: Deno.Kv,
-  crawl: string,
-  options: { bounds?: readonly string[]; concurrency?: number } = {},
-): AsyncGenerator<ExportedItem[]> {
-  const prefix = keys.items(crawl);
-  const bounds = [...new Set(options.bounds ?? [])];
-  const selectors: Deno.KvListSelector[] = bounds.length === 0 ? [{ prefix }] : [
-    { prefix, end: keys.item(crawl, bounds[0]) },
-    ...bounds.slice(1).map((b, i) => ({
-      start: keys.item(crawl, bounds[i]),
-      end: keys.item(crawl, b),
-    })),
-    { prefix, start: keys.item(crawl, bounds.at(-1)!) },
-  ];
-  const range = async function* (selector: Deno.KvListSelector) {
-    let batch: (ExportedItem & { chunks?: number })[] = [];
-    for await (const e of kv.list<Uint8Array>(selector, { batchSize: 1000 })) {
-      batch.push(toItem(e));
-      if (batch.length === 1000) yield batch, batch = [];
-    }
-    if (batch.length > 0) yield batch;
-  };
-  for await (
-    const batch of readAhead(selectors.map((s) => () => range(s)), {
-      concurrency: options.concurrency ?? 4,
-    })
-  ) {
-    yield batch.some((it) => it.chunks)
-      ? await Promise.all(batch.map((it) => withChunks(kv, crawl, it)))
-      : batch;
-  }
-}
-
-async function readChunks(
-  kv: Deno.Kv,
-  crawl: string,
-  part: string | Uint8Array,
-  count: number,
-  id: string,
-): Promise<string> {
-  const parts: Uint8Array[] = [];
-  const range = { start: keys.chunk(crawl, part, 0), end: keys.chunk(crawl, part, count) };
-  for await (const c of kv.list<Uint8Array>(range)) parts.push(c.value);
-  if (parts.length !== count) {
-    throw new Error(`item ${JSON.stringify(id)}: ${parts.length} of ${count} chunks`);
-  }
-  const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) (all.set(p, at), at += p.length);
-  return dec.decode(all);
-}
-
-/** Streams a crawl's items in key order, reassembling chunked documents. Memory stays flat. */
-export async function* iterateItems(kv: Deno.Kv, crawl: string): AsyncGenerator<ExportedItem> {
-  for await (const batch of itemBatches(kv, crawl)) yield* batch;
-}
-
-/**
- * One page of a crawl's items after `cursor` (an opaque cursor from the previous page). Returns
- * the next cursor, or null at the end. @throws InputError for a cursor that is not one of ours.
- */
-export async function pageItems(
-  kv: Deno.Kv,
-  crawl: string,
-  options: { limit: number; cursor?: string },
-): Promise<{ items: ExportedItem[]; cursor: string | null }> {
-  const items: ExportedItem[] = [];
-  let iter: Deno.KvListIterator<Uint8Array>;
-  try {
-    iter = kv.list<Uint8Array>({ prefix: keys.items(crawl) }, {
-      limit: options.limit,
-      cursor: options.cursor,
-    });
-    for await (const e of iter) items.push(await withChunks(kv, crawl, toItem(e)));
-  } catch (err) {
-    if (options.cursor !== undefined && err instanceof TypeError) {
-      throw new InputError("cursor is malformed", { cause: err });
-    }
-    throw err;
-  }
-  return { items, cursor: items.length === options.limit && iter.cursor ? iter.cursor : null };
-}
-
-/** Number of stored items of a crawl (a full key scan; for tests and verification). */
-export async function countItems(kv: Deno.Kv, crawl: string): Promise<number> {
-  let n = 0;
-  for await (const _ of kv.list({ prefix: keys.items(crawl) }, { batchSize: 1000 })) n++;
-  return n;
-}
-
-/** Whether each id has an item now, with the versionstamps to check against (10 per read). */
-export async function itemPresence(
-  kv: Deno.Kv,
-  crawl: string,
-  ids: readonly string[],
-): Promise<{ key: Deno.KvKey; versionstamp: string | null }[]> {
-  const keyList = await Promise.all(ids.map(async (id) => keys.item(crawl, await idKeyPart(id))));
-  const out: { key: Deno.KvKey; versionstamp: string | null }[] = [];
-  for (let i = 0; i < keyList.length; i += 10) {
-    const got = await kvOp(() => kv.getMany(keyList.slice(i, i + 10)));
-    for (const e of got) out.push({ key: e.key, versionstamp: e.versionstamp });
-  }
-  return out;
-}
-
-/** The chunk keys of an item (to delete them with it). */
-export async function chunkKeys(kv: Deno.Kv, crawl: string, id: string): Promise<Deno.KvKey[]> {
-  const out: Deno.KvKey[] = [];
-  const prefix = keys.chunks(crawl, await idKeyPart(id));
-  for await (const e of kv.list({ prefix })) out.push(e.key);
-  return out;
 }

@@ -10,7 +10,7 @@ import { NotFoundError } from "../base/errors.ts";
 import { storedCount } from "./completion.ts";
 import { compareKeys } from "../plan/keys.ts";
 import type { PlanPicture } from "../plan/plan_svg.ts";
-import { type ExportedItem, itemBatches, iterateItems, pageItems } from "./item_store.ts";
+import { type ExportedItem, itemBatches, iterateItems, pageItems } from "./item_read.ts";
 import {
   type CrawlRecord,
   type CrawlStatus,

@@ -1,6 +1,7 @@
 /**
- * The store: the only module that knows Deno KV key layouts (with its private item part,
- * `item_store.ts`, which builds every key through {@linkcode keys}). Every multi-key update is one
+ * The store: the only module that knows Deno KV key layouts (with its private item parts,
+ * `item_store.ts`, `item_blocks.ts` and `item_read.ts`, which build every key through
+ * {@linkcode keys}). Every multi-key update is one
  * atomic operation guarded by versionstamp checks, every `{ ok: false }` is reported to the caller,
  * and every operation stays inside KV's limits by construction (`kv_limits.ts`).
  *
@@ -9,6 +10,7 @@
  *     ["crawl", crawlId]                  CrawlRecord
  *     ["shard", crawlId, shardId]         ShardRecord (range, cursor, counters, lease, failures)
  *     ["item", crawlId, idKeyPart]        item record bytes (see item_codec.ts)
+ *     ["block", crawlId, firstId]         a keys-only page's rows, packed (see item_blocks.ts)
  *     ["chunk", crawlId, idKeyPart, n]    Uint8Array, part n of a large document
  *     ["dead", crawlId, shardId]          a wake-up message the KV queue gave up on
  *     ["split", crawlId, seq]             SplitRecord (dynamic rebalancing log)
@@ -43,6 +45,8 @@ export const keys = {
   shards: (crawl: string): Deno.KvKey => ["shard", crawl],
   item: (crawl: string, part: Deno.KvKeyPart): Deno.KvKey => ["item", crawl, part],
   items: (crawl: string): Deno.KvKey => ["item", crawl],
+  block: (crawl: string, first: string): Deno.KvKey => ["block", crawl, first],
+  blocks: (crawl: string): Deno.KvKey => ["block", crawl],
   chunk: (crawl: string, part: Deno.KvKeyPart, n: number): Deno.KvKey => ["chunk", crawl, part, n],
   chunks: (crawl: string, part?: Deno.KvKeyPart): Deno.KvKey =>
     part === undefined ? ["chunk", crawl] : ["chunk", crawl, part],
@@ -258,9 +262,9 @@ export async function clearDeadLetter(kv: Deno.Kv, crawl: string, shard: number)
 }
 
 /**
- * Deletes everything of a crawl in bounded batches (items, chunks, shards, splits, dead letters),
- * the crawl record last, guarded so that a crawl revived meanwhile is not deleted. Returns the
- * number of keys deleted, or null when the record changed under us.
+ * Deletes everything of a crawl in bounded batches (items, blocks, chunks, shards, splits, dead
+ * letters), the crawl record last, guarded so that a crawl revived meanwhile is not deleted.
+ * Returns the number of keys deleted, or null when the record changed under us.
  */
 export async function deleteCrawlData(
   kv: Deno.Kv,
@@ -271,7 +275,14 @@ export async function deleteCrawlData(
   // A key is at most 2,048 bytes and a delete counts it once: 350 of them stay under 819,200.
   const batch = Math.max(1, Math.min(options.batch ?? 300, 350));
   let deleted = 0;
-  for (const prefix of [keys.items(id), keys.chunks(id), keys.shards(id), keys.splits(id)]) {
+  const prefixes = [
+    keys.items(id),
+    keys.blocks(id),
+    keys.chunks(id),
+    keys.shards(id),
+    keys.splits(id),
+  ];
+  for (const prefix of prefixes) {
     for (;;) {
       const found: Deno.KvKey[] = [];
       for await (const e of kv.list({ prefix }, { limit: batch })) found.push(e.key);

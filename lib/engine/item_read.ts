@@ -1,0 +1,301 @@
+/**
+ * Reading a crawl's items back: item records (documents, and rows that cannot be in blocks) and
+ * item blocks (keys-only rows, `item_blocks.ts`) merged into one stream in KV key order (byte-key
+ * records first, then ids in code point order), as batches, page by page behind an opaque cursor,
+ * or counted. Every item is in exactly one of the two layouts, so the merge never has to choose.
+ *
+ * @module
+ */
+import { InputError } from "../base/errors.ts";
+import { readAhead } from "../base/read_ahead.ts";
+import { compareKeys } from "../plan/keys.ts";
+import { blockHolding, decodeBlock } from "./item_blocks.ts";
+import { decodeItem, idKeyPart, plainPartSize } from "./item_codec.ts";
+import { keys, kvOp } from "./store.ts";
+
+/** An exported item: the record with its id and its document reassembled as JSON text. */
+export interface ExportedItem {
+  /** The item's id. */
+  id: string;
+  /** Its revision. */
+  rev: string;
+  /** The document's JSON text, when fetched and stored. */
+  doc?: string;
+  /** The document's size in bytes, when fetched. */
+  docBytes?: number;
+  /** Present when the document was over the size limit. */
+  tooLarge?: boolean;
+  /** Why the document could not be had. */
+  error?: { status: number; reason: string };
+}
+
+type Part = string | Uint8Array;
+type Pending = ExportedItem & { chunks?: number };
+/** Items with their KV key parts (where they sort), in order. */
+interface Run {
+  items: Pending[];
+  parts: Part[];
+}
+
+const dec = new TextDecoder();
+
+/** A record's item; a chunked document is left for `withChunks`. */
+function toItem(e: Deno.KvEntry<Uint8Array>): Pending {
+  const part = e.key[2] as Part;
+  const r = decodeItem(e.value);
+  const out: Pending = { id: typeof part === "string" ? part : r.id!, rev: r.rev };
+  if (r.doc) out.doc = dec.decode(r.doc);
+  if (r.chunks) out.chunks = r.chunks;
+  if (r.docBytes !== undefined) out.docBytes = r.docBytes;
+  if (r.tooLarge) out.tooLarge = true;
+  if (r.error) out.error = r.error;
+  return out;
+}
+
+/** KV order of two key parts: byte strings before strings, strings in code point order. */
+function comparePart(a: Part, b: Part): number {
+  if (typeof a === "string") return typeof b === "string" ? compareKeys(a, b) : 1;
+  if (typeof b === "string") return -1;
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i] - b[i];
+  return a.length - b.length;
+}
+
+/** A key range of items, by key part; `after` excludes everything up to and including a part. */
+interface Range {
+  from?: string;
+  to?: string;
+  after?: Part;
+}
+
+async function* recordRuns(kv: Deno.Kv, crawl: string, r: Range): AsyncGenerator<Run> {
+  const prefix = keys.items(crawl);
+  const start = r.after !== undefined
+    ? keys.item(crawl, r.after)
+    : r.from !== undefined
+    ? keys.item(crawl, r.from)
+    : undefined;
+  const end = r.to !== undefined ? keys.item(crawl, r.to) : undefined;
+  const selector: Deno.KvListSelector = start && end
+    ? { start, end }
+    : start
+    ? { prefix, start }
+    : end
+    ? { prefix, end }
+    : { prefix };
+  let run: Run = { items: [], parts: [] };
+  for await (const e of kv.list<Uint8Array>(selector, { batchSize: 1000 })) {
+    const part = e.key[2] as Part;
+    if (r.after !== undefined && comparePart(part, r.after) <= 0) continue;
+    run.items.push(toItem(e));
+    run.parts.push(part);
+    if (run.items.length === 1000) yield run, run = { items: [], parts: [] };
+  }
+  if (run.items.length > 0) yield run;
+}
+
+async function* blockRuns(kv: Deno.Kv, crawl: string, r: Range): AsyncGenerator<Run> {
+  const prefix = keys.blocks(crawl);
+  let from = r.from;
+  if (typeof r.after === "string") {
+    // Resuming inside a block: start at the block that holds the position.
+    from = (await blockHolding(kv, crawl, r.after))?.entry.key[2] as string ?? r.after;
+  }
+  const start = from !== undefined ? keys.block(crawl, from) : undefined;
+  const end = r.to !== undefined ? keys.block(crawl, r.to) : undefined;
+  const selector: Deno.KvListSelector = start && end
+    ? { start, end }
+    : start
+    ? { prefix, start }
+    : end
+    ? { prefix, end }
+    : { prefix };
+  for await (const e of kv.list<Uint8Array>(selector, { batchSize: 100 })) {
+    let rows = decodeBlock(e.value);
+    if (typeof r.after === "string") {
+      const after = r.after;
+      rows = rows.filter((x) => compareKeys(x.id, after) > 0);
+    }
+    if (rows.length > 0) yield { items: rows, parts: rows.map((x) => x.id) };
+  }
+}
+
+/** Merges two ordered streams of runs (pass-through while only one has items). */
+async function* merge(a: AsyncGenerator<Run>, b: AsyncGenerator<Run>): AsyncGenerator<Run> {
+  const side = (g: AsyncGenerator<Run>) => ({ g, run: null as Run | null, at: 0, done: false });
+  const x = side(a);
+  const y = side(b);
+  const fill = async (s: ReturnType<typeof side>) => {
+    while (!s.done && (s.run === null || s.at >= s.run.items.length)) {
+      const n = await s.g.next();
+      if (n.done) s.done = true;
+      else (s.run = n.value, s.at = 0);
+    }
+  };
+  for (;;) {
+    await Promise.all([fill(x), fill(y)]);
+    if (x.done && y.done) return;
+    const only = x.done ? y : y.done ? x : null;
+    if (only) {
+      const r = only.run!;
+      yield only.at === 0 ? r : { items: r.items.slice(only.at), parts: r.parts.slice(only.at) };
+      only.at = r.items.length;
+      continue;
+    }
+    const out: Run = { items: [], parts: [] };
+    const rx = x.run!;
+    const ry = y.run!;
+    while (x.at < rx.items.length && y.at < ry.items.length) {
+      const s = comparePart(rx.parts[x.at], ry.parts[y.at]) <= 0 ? x : y;
+      out.items.push(s.run!.items[s.at]);
+      out.parts.push(s.run!.parts[s.at++]);
+    }
+    yield out;
+  }
+}
+
+function runs(kv: Deno.Kv, crawl: string, r: Range): AsyncGenerator<Run> {
+  return merge(recordRuns(kv, crawl, r), blockRuns(kv, crawl, r));
+}
+
+/** The item with its chunked document read back, if it has one. */
+async function withChunks(kv: Deno.Kv, crawl: string, item: Pending): Promise<ExportedItem> {
+  const { chunks, ...rest } = item;
+  if (!chunks) return rest;
+  const part = await idKeyPart(item.id);
+  return { ...rest, doc: await readChunks(kv, crawl, part, chunks, item.id) };
+}
+
+async function readChunks(
+  kv: Deno.Kv,
+  crawl: string,
+  part: Part,
+  count: number,
+  id: string,
+): Promise<string> {
+  const parts: Uint8Array[] = [];
+  const range = { start: keys.chunk(crawl, part, 0), end: keys.chunk(crawl, part, count) };
+  for await (const c of kv.list<Uint8Array>(range)) parts.push(c.value);
+  if (parts.length !== count) {
+    throw new Error(`item ${JSON.stringify(id)}: ${parts.length} of ${count} chunks`);
+  }
+  const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) (all.set(p, at), at += p.length);
+  return dec.decode(all);
+}
+
+async function finish(kv: Deno.Kv, crawl: string, items: Pending[]): Promise<ExportedItem[]> {
+  return items.some((it) => it.chunks)
+    ? await Promise.all(items.map((it) => withChunks(kv, crawl, it)))
+    : items;
+}
+
+/**
+ * A crawl's items in key order, in batches. With `bounds` (sorted keys, e.g. the shards' starts),
+ * the ranges between them are read ahead in parallel (KV answers several range reads faster than
+ * one) and still come out in order. Memory stays bounded.
+ */
+export async function* itemBatches(
+  kv: Deno.Kv,
+  crawl: string,
+  options: { bounds?: readonly string[]; concurrency?: number } = {},
+): AsyncGenerator<ExportedItem[]> {
+  // Only bounds KV can hold as string key parts cut ranges (others would only merge two ranges).
+  const bounds = [...new Set(options.bounds ?? [])].filter((b) => plainPartSize(b) > 0);
+  const ranges: Range[] = bounds.length === 0 ? [{}] : [
+    { to: bounds[0] },
+    ...bounds.slice(1).map((b, i) => ({ from: bounds[i], to: b })),
+    { from: bounds.at(-1)! },
+  ];
+  const readers = ranges.map((r) => () => runs(kv, crawl, r));
+  for await (const run of readAhead(readers, { concurrency: options.concurrency ?? 4 })) {
+    yield await finish(kv, crawl, run.items);
+  }
+}
+
+/** Streams a crawl's items in key order, reassembling chunked documents. Memory stays flat. */
+export async function* iterateItems(kv: Deno.Kv, crawl: string): AsyncGenerator<ExportedItem> {
+  for await (const batch of itemBatches(kv, crawl)) yield* batch;
+}
+
+function encodeCursor(part: Part): string {
+  const text = typeof part === "string" ? "s" + part : "b" + btoa(String.fromCharCode(...part));
+  return btoa(String.fromCharCode(...new TextEncoder().encode(JSON.stringify(text))))
+    .replaceAll("+", "-").replaceAll("/", "_").replaceAll("=", "");
+}
+
+function decodeCursor(cursor: string): Part {
+  try {
+    const b64 = cursor.replaceAll("-", "+").replaceAll("_", "/");
+    const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+    const text = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
+    if (typeof text !== "string" || text.length < 1) throw new Error("not a position");
+    // A string position is always a plain KV string (record ids that are not are byte keys).
+    if (text[0] === "s" && plainPartSize(text.slice(1)) > 0) return text.slice(1);
+    if (text[0] === "b") return Uint8Array.from(atob(text.slice(1)), (c) => c.charCodeAt(0));
+    throw new Error("not a position");
+  } catch (err) {
+    throw new InputError("cursor is malformed", { cause: err });
+  }
+}
+
+/**
+ * One page of a crawl's items after `cursor` (an opaque cursor from the previous page). Returns
+ * the next cursor, or null at the end. @throws InputError for a cursor that is not one of ours.
+ */
+export async function pageItems(
+  kv: Deno.Kv,
+  crawl: string,
+  options: { limit: number; cursor?: string },
+): Promise<{ items: ExportedItem[]; cursor: string | null }> {
+  const after = options.cursor === undefined ? undefined : decodeCursor(options.cursor);
+  const items: Pending[] = [];
+  let last: Part | null = null;
+  const gen = runs(kv, crawl, after === undefined ? {} : { after });
+  try {
+    for await (const run of gen) {
+      const take = Math.min(run.items.length, options.limit - items.length);
+      items.push(...run.items.slice(0, take));
+      if (take > 0) last = run.parts[take - 1];
+      if (items.length === options.limit) break;
+    }
+  } finally {
+    await gen.return(undefined);
+  }
+  const more = items.length === options.limit && last !== null;
+  return { items: await finish(kv, crawl, items), cursor: more ? encodeCursor(last!) : null };
+}
+
+/** Number of stored items of a crawl (a full scan; for tests and verification). */
+export async function countItems(kv: Deno.Kv, crawl: string): Promise<number> {
+  let n = 0;
+  for await (const _ of kv.list({ prefix: keys.items(crawl) }, { batchSize: 1000 })) n++;
+  for await (const e of kv.list<Uint8Array>({ prefix: keys.blocks(crawl) }, { batchSize: 100 })) {
+    n += decodeBlock(e.value).length;
+  }
+  return n;
+}
+
+/** Whether each id has an item record now, with the versionstamps to check against (10 a read). */
+export async function itemPresence(
+  kv: Deno.Kv,
+  crawl: string,
+  ids: readonly string[],
+): Promise<{ key: Deno.KvKey; versionstamp: string | null }[]> {
+  const keyList = await Promise.all(ids.map(async (id) => keys.item(crawl, await idKeyPart(id))));
+  const out: { key: Deno.KvKey; versionstamp: string | null }[] = [];
+  for (let i = 0; i < keyList.length; i += 10) {
+    const got = await kvOp(() => kv.getMany(keyList.slice(i, i + 10)));
+    for (const e of got) out.push({ key: e.key, versionstamp: e.versionstamp });
+  }
+  return out;
+}
+
+/** The chunk keys of an item (to delete them with it). */
+export async function chunkKeys(kv: Deno.Kv, crawl: string, id: string): Promise<Deno.KvKey[]> {
+  const out: Deno.KvKey[] = [];
+  const prefix = keys.chunks(crawl, await idKeyPart(id));
+  for await (const e of kv.list({ prefix })) out.push(e.key);
+  return out;
+}

@@ -1,0 +1,124 @@
+/**
+ * What a page needs from the worker holding its shard, and the guard it writes against: the
+ * shard entry whose versionstamp every write checks, kept fresh through conflicts (a split that
+ * only moved the end is adopted; a lost lease or a moved cursor drops the page) and renewed by a
+ * heartbeat while documents are fetched.
+ *
+ * @module
+ */
+import type { AdaptiveLimit } from "../base/adaptive_limit.ts";
+import type { DocMode, Source } from "../plan/source.ts";
+import {
+  commitShard,
+  type CrawlRecord,
+  getShard,
+  type InFlight,
+  keys,
+  type ShardRecord,
+} from "./store.ts";
+
+/** What one page needs from the worker that holds the shard. */
+export interface PageContext {
+  /** The store. */
+  kv: Deno.Kv;
+  /** The crawl's source. */
+  source: Source;
+  /** Who holds the lease. */
+  owner: string;
+  /** Lease length, in milliseconds (each commit and heartbeat renews it). */
+  leaseMs: number;
+  /** Clock, epoch ms. */
+  now: () => number;
+  /** Documents above this many bytes are recorded as too large. */
+  maxDocBytes: number;
+  /** How documents are fetched (resolved from the crawl). */
+  docMode: DocMode;
+  /** The shard's document concurrency (kept across its pages). */
+  docLimit: AdaptiveLimit;
+  /** Called once the registry's page cap is learned. */
+  onCapLearned?: (cap: number) => Promise<void>;
+}
+
+/** The shard entry a page writes against, kept fresh through conflicts and heartbeats. */
+export class Guard {
+  /** The shard as last committed or adopted. */
+  entry: Deno.KvEntry<ShardRecord>;
+  /** Why the page was given up, once it was. */
+  lost: string | null = null;
+  #ctx: PageContext;
+  #cursor: string | null;
+  #after: boolean;
+  #queue: Promise<unknown> = Promise.resolve();
+
+  constructor(ctx: PageContext, entry: Deno.KvEntry<ShardRecord>) {
+    this.#ctx = ctx;
+    this.entry = entry;
+    this.#cursor = entry.value.cursor;
+    this.#after = entry.value.after;
+  }
+
+  /** Runs KV writes one at a time (heartbeats and batches share the versionstamp). */
+  serial<T>(fn: () => Promise<T>): Promise<T> {
+    const p = this.#queue.then(fn);
+    this.#queue = p.catch(() => {});
+    return p;
+  }
+
+  /**
+   * After a failed guard: re-reads the shard and adopts it when it is still ours at the same
+   * cursor (a split moved its end, or a heartbeat raced); records why not otherwise.
+   */
+  async refresh(): Promise<boolean> {
+    const e = await getShard(this.#ctx.kv, crawlOf(this.entry), this.entry.value.id);
+    const s = e.value;
+    if (!s) this.lost = "shard vanished";
+    else if (s.lease?.owner !== this.#ctx.owner) this.lost = "lease lost";
+    else if (s.done || s.cursor !== this.#cursor || s.after !== this.#after) {
+      this.lost = "superseded";
+    } else this.entry = e as Deno.KvEntry<ShardRecord>;
+    return this.lost === null;
+  }
+
+  /** A lease for this worker from now. */
+  lease(): NonNullable<ShardRecord["lease"]> {
+    return { owner: this.#ctx.owner, untilMs: this.#ctx.now() + this.#ctx.leaseMs };
+  }
+
+  /** Renews the lease and publishes progress about once a second until stopped. */
+  heartbeat(
+    rows: number,
+  ): { progress(key: string | null, n: number): void; stop(): Promise<void> } {
+    const since = this.#ctx.now();
+    let inflight: InFlight = { nextKey: null, started: 0, rows, since };
+    const every = Math.max(50, Math.min(1000, this.#ctx.leaseMs / 3));
+    const beat = () =>
+      this.serial(async () => {
+        // A paused or cancelled crawl stops here, not after a page of slow documents: no new
+        // document is started and the page is dropped (redone on resume from the same cursor).
+        const crawl = (await this.#ctx.kv.get<CrawlRecord>(keys.crawl(crawlOf(this.entry)))).value;
+        if (crawl?.status !== "running") {
+          return void (this.lost = `crawl ${crawl?.status ?? "gone"}`);
+        }
+        for (let i = 0; i < 10 && !this.lost; i++) {
+          const next = { ...this.entry.value, inflight, lease: this.lease() };
+          const done = await commitShard(this.#ctx.kv, crawlOf(this.entry), this.entry, next);
+          if (done) return void (this.entry = done);
+          if (!await this.refresh()) return;
+        }
+      });
+    const timer = setInterval(() => void beat().catch(() => {}), every);
+    return {
+      progress: (nextKey, started) => {
+        inflight = { nextKey, started, rows, since };
+      },
+      stop: async () => {
+        clearInterval(timer);
+        await this.#queue;
+      },
+    };
+  }
+}
+
+export function crawlOf(entry: Deno.KvEntry<ShardRecord>): string {
+  return entry.key[1] as string;
+}

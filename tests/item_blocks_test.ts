@@ -1,0 +1,137 @@
+/** Item blocks: exact round trips, values under KV's limit, relisted ranges, prefix commits. */
+import assert from "node:assert/strict";
+import { InputError } from "../lib/base/errors.ts";
+import { compareKeys } from "../lib/plan/keys.ts";
+import {
+  blockable,
+  type BlockRow,
+  decodeBlock,
+  encodeBlock,
+  packBlocks,
+} from "../lib/engine/item_blocks.ts";
+import { countItems, iterateItems, pageItems } from "../lib/engine/item_read.ts";
+import { MAX_VALUE_BYTES } from "../lib/engine/kv_limits.ts";
+import {
+  commitShard,
+  type CrawlRecord,
+  getCrawl,
+  keys,
+  listShards,
+  updateCrawl,
+} from "../lib/engine/store.ts";
+import { MemorySource } from "../lib/sources/memory_source.ts";
+import { begin, finishAll, spec } from "./engine_helpers.ts";
+import { assertCrawledExactly, dataOf, randomKeys } from "./helpers.ts";
+
+const UNI = ["a", "b", "-", "@", "/", "é", "中", "\u{1f600}", "\uffff", "z"];
+
+async function blockEntries(kv: Deno.Kv, crawl: string) {
+  const out: { first: string; rows: BlockRow[] }[] = [];
+  for await (const e of kv.list<Uint8Array>({ prefix: keys.blocks(crawl) })) {
+    out.push({ first: e.key[2] as string, rows: decodeBlock(e.value) });
+  }
+  return out;
+}
+
+Deno.test("blocks: rows come back exactly, and every value stays under KV's limit", () => {
+  const rows: BlockRow[] = [
+    { id: "plain", rev: "1-a" },
+    { id: "\u0001".repeat(1000), rev: "2-b" }, // six bytes each once JSON-escaped
+    { id: 'quote"back\\slash', rev: "3-c" },
+    { id: "\u{1f600}中é", rev: "4-d" },
+    { id: "lone\ud800", rev: "5-e" }, // never blockable, but the codec keeps it anyway
+  ];
+  assert.deepEqual(decodeBlock(encodeBlock(rows)), rows);
+  assert.equal(blockable(rows[4]), false);
+  assert.equal(blockable({ id: "x".repeat(3000), rev: "1-a" }), false);
+  assert.equal(blockable(rows[1]), true);
+  const escaped = Array.from({ length: 200 }, (_, i) => ({
+    id: String(i).padStart(4, "0") + "\u0001".repeat(1000),
+    rev: "1-x",
+  }));
+  const blocks = packBlocks("c", escaped);
+  assert.ok(blocks.length > 1);
+  const back = blocks.flatMap((b) => {
+    assert.ok(b.value.length <= MAX_VALUE_BYTES, `a block of ${b.value.length} bytes`);
+    const got = decodeBlock(b.value);
+    assert.equal(b.key[2], got[0].id, "a block is keyed by its first id");
+    assert.equal(b.rows, got.length);
+    return got;
+  });
+  assert.deepEqual(back, escaped);
+  assert.throws(() => decodeBlock(new TextEncoder().encode("[1")), RangeError);
+});
+
+Deno.test("blocks: a range listed again with pages cut elsewhere holds each row once", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const data = dataOf(randomKeys(600, UNI, 31, 6));
+  const source = new MemorySource(data, { maxPage: 40 });
+  const { id } = await begin(kv, source, spec({ shards: 2, maxPage: 40 }));
+  await finishAll(kv, source, id);
+  const before = (await blockEntries(kv, id)).map((b) => b.first);
+  // Every shard listed again from its start with other page cuts, as after a relist.
+  source.capabilities.maxPage = 13;
+  const crawl = await getCrawl(kv, id);
+  assert.ok(
+    await updateCrawl(kv, crawl as Deno.KvEntry<CrawlRecord>, {
+      ...crawl.value!,
+      status: "running",
+    }),
+  );
+  for (const e of await listShards(kv, id)) {
+    const reset = { ...e.value, cursor: e.value.start, after: false, done: false, lease: null };
+    const next = { ...reset, items: 0, docs: 0, docErrors: 0, tooLarge: 0, verified: null };
+    assert.ok(await commitShard(kv, id, e, next));
+  }
+  await finishAll(kv, source, id);
+  await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k), partition: true });
+  const after = await blockEntries(kv, id);
+  assert.notDeepEqual(after.map((b) => b.first), before, "the pages were cut elsewhere");
+  for (const b of after) {
+    assert.equal(b.rows[0].id, b.first);
+    assert.ok(b.rows.length <= 11, "every block is from the second listing");
+  }
+});
+
+Deno.test("blocks: a page too big for one atomic op commits a prefix and lists the rest again", async () => {
+  using kv = await Deno.openKv(":memory:");
+  // 700 ids of ~1,900 bytes: 1.3 MB of rows in one 1,000-row page, over KV's 819,200 per op.
+  const ids = Array.from({ length: 700 }, (_, i) => "n".repeat(1890) + String(i).padStart(4, "0"));
+  const data = dataOf(ids);
+  const source = new MemorySource(data, { maxPage: 1000 });
+  const { id } = await begin(kv, source, spec({ shards: 1, maxPage: 1000 }));
+  await finishAll(kv, source, id);
+  await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k) });
+  const [shard] = await listShards(kv, id);
+  assert.ok(shard.value.pages >= 2, `${shard.value.pages} commits`);
+  assert.ok((await blockEntries(kv, id)).length > 20);
+});
+
+Deno.test("blocks: items page through records and blocks in one order; forged cursors are 400s", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const odd = ["m\ud800", "m\udbff", "q" + "x".repeat(3000), "\ud83d"]; // records, not blocks
+  const all = [...randomKeys(300, UNI, 32, 5), ...odd].sort(compareKeys);
+  const data = dataOf([...new Set(all)]);
+  const source = new MemorySource(data, { maxPage: 50 });
+  const { id } = await begin(kv, source, spec({ shards: 3, maxPage: 50 }));
+  await finishAll(kv, source, id);
+  await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k) });
+  const records = [];
+  for await (const e of kv.list({ prefix: keys.items(id) })) records.push(e.key);
+  assert.equal(records.length, odd.length, "only the rows blocks cannot hold are records");
+  const streamed: string[] = [];
+  for await (const it of iterateItems(kv, id)) streamed.push(it.id);
+  const paged: string[] = [];
+  let cursor: string | undefined;
+  for (let i = 0; i < 1000; i++) {
+    const page = await pageItems(kv, id, { limit: 7, cursor });
+    paged.push(...page.items.map((it) => it.id));
+    if (page.cursor === null) break;
+    cursor = page.cursor;
+  }
+  assert.deepEqual(paged, streamed);
+  assert.equal(await countItems(kv, id), data.size);
+  for (const forged of ["%%%", "czpaaa", btoa('"s\\ud800"'), btoa('"zz"')]) {
+    await assert.rejects(pageItems(kv, id, { limit: 5, cursor: forged }), InputError);
+  }
+});
