@@ -20,6 +20,7 @@ import {
   updateCrawl,
 } from "../lib/engine/store.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
+import { RegistryData } from "../lib/sim/registry_data.ts";
 import { begin, finishAll, spec } from "./engine_helpers.ts";
 import { assertCrawledExactly, dataOf, randomKeys } from "./helpers.ts";
 
@@ -33,6 +34,22 @@ async function blockEntries(kv: Deno.Kv, crawl: string) {
   return out;
 }
 
+/** Sets every shard back to its start (and the crawl to running), as a relist does. */
+async function relistEveryShard(kv: Deno.Kv, id: string): Promise<void> {
+  const crawl = await getCrawl(kv, id);
+  assert.ok(
+    await updateCrawl(kv, crawl as Deno.KvEntry<CrawlRecord>, {
+      ...crawl.value!,
+      status: "running",
+    }),
+  );
+  for (const e of await listShards(kv, id)) {
+    const reset = { ...e.value, cursor: e.value.start, after: false, done: false, lease: null };
+    const next = { ...reset, items: 0, docs: 0, docErrors: 0, tooLarge: 0, verified: null };
+    assert.ok(await commitShard(kv, id, e, next));
+  }
+}
+
 Deno.test("blocks: rows come back exactly, and every value stays under KV's limit", () => {
   const rows: BlockRow[] = [
     { id: "plain", rev: "1-a" },
@@ -42,9 +59,16 @@ Deno.test("blocks: rows come back exactly, and every value stays under KV's limi
     { id: "lone\ud800", rev: "5-e" }, // never blockable, but the codec keeps it anyway
   ];
   assert.deepEqual(decodeBlock(encodeBlock(rows)), rows);
-  assert.equal(blockable(rows[4]), false);
+  const withDocs = rows.map((r, i) => i % 2 ? { ...r, doc: `{"n":${i},"s":"\u0000é"}` } : r);
+  assert.deepEqual(decodeBlock(encodeBlock(withDocs)), withDocs, "documents byte for byte");
+  assert.equal(blockable({ id: "lone\ud800", rev: "5-e" }), false);
   assert.equal(blockable({ id: "x".repeat(3000), rev: "1-a" }), false);
-  assert.equal(blockable(rows[1]), true);
+  assert.equal(blockable({ id: rows[1].id, rev: "2-b" }), true);
+  const doc = (json: string) => ({ id: "d", rev: "1-a", doc: { kind: "doc", json } });
+  assert.equal(blockable(doc("{}")), true);
+  assert.equal(blockable(doc(`{"x":"${"y".repeat(20_000)}"}`)), false, "large documents");
+  assert.equal(blockable({ id: "d", rev: "1-a", doc: { kind: "error" } }), false);
+  assert.equal(blockable({ id: "d", rev: "1-a", doc: { kind: "tooLarge" } }), false);
   const escaped = Array.from({ length: 200 }, (_, i) => ({
     id: String(i).padStart(4, "0") + "\u0001".repeat(1000),
     rev: "1-x",
@@ -93,7 +117,35 @@ Deno.test("blocks: a range listed again with pages cut elsewhere holds each row 
   }
 });
 
-Deno.test("blocks: a page too big for one atomic op commits a prefix and lists the rest again", async () => {
+Deno.test("blocks: documents that move between blocks and records when relisted are stored once", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const ids = randomKeys(400, UNI, 33, 6);
+  // The same items served three times, with a different share of documents too big for a block.
+  const passes = [0.3, 0.6, 0].map((rate, i) => ({
+    data: new RegistryData([...ids].sort(compareKeys), {
+      largeDocRate: rate,
+      largeDocBytes: 20_000,
+    }),
+    maxPage: [40, 17, 29][i],
+  }));
+  let id = "";
+  for (const [i, pass] of passes.entries()) {
+    const source = new MemorySource(pass.data, { maxPage: pass.maxPage });
+    if (i === 0) id = (await begin(kv, source, spec({ shards: 2, docs: true, maxPage: 40 }))).id;
+    else await relistEveryShard(kv, id);
+    await finishAll(kv, source, id);
+    await assertCrawledExactly(kv, id, pass.data.keys, { revs: (k) => pass.data.rev(k) });
+    for await (const it of iterateItems(kv, id)) {
+      assert.equal(it.doc, JSON.stringify(pass.data.doc(it.id)), `the last listing's document`);
+      assert.equal(it.docBytes, new TextEncoder().encode(it.doc!).length);
+    }
+  }
+  const records = [];
+  for await (const e of kv.list({ prefix: keys.items(id) })) records.push(e.key);
+  assert.equal(records.length, 0, "every document is small again: all in blocks");
+});
+
+Deno.test("blocks: a page too big for one atomic op is committed in consecutive parts, each moving the cursor", async () => {
   using kv = await Deno.openKv(":memory:");
   // 700 ids of ~1,900 bytes: 1.3 MB of rows in one 1,000-row page, over KV's 819,200 per op.
   const ids = Array.from({ length: 700 }, (_, i) => "n".repeat(1890) + String(i).padStart(4, "0"));

@@ -1,21 +1,22 @@
 /**
- * Item blocks: how a keys-only crawl stores its rows. One KV value per ~60 KB of a page's rows
- * (`["block", crawl, firstId]` → UTF-8 JSON `[id, rev, id, rev, …]`) instead of one per item, so a
- * page of 500 names is one small atomic op, and export reads 1,000 values per million items.
+ * Item blocks: how most rows are stored. One KV value per ~60 KB of a page's rows
+ * (`["block", crawl, firstId]` → UTF-8 JSON `[stride, id, rev, (doc,) id, rev, …]`) instead of one
+ * per item, so a page of 4,000 names is one or two small values and export reads 1,000 values per
+ * million items. Documents ride along as JSON strings, byte for byte as the registry served them.
  *
  * Rules that keep blocks exact:
- * - A block holds rows of one page, in key order; its key is its first id, so blocks are ordered
- *   and a block's rows lie between its key and the next block's key.
- * - A page's blocks, its stale blocks' deletes and the shard's new cursor are ONE atomic op (a page
- *   that would not fit commits a prefix of its rows; the rest is listed again), so a retried or
- *   duplicate page never leaves half a page behind.
+ * - A block holds consecutive rows of one page, in key order; its key is its first id, so blocks
+ *   are ordered and a block's rows lie between its key and the next block's key.
+ * - A page's blocks, the deletes of what they make stale and the shard's new cursor are ONE atomic
+ *   op; a page too big for one op is committed as consecutive parts, each moving the cursor on, so
+ *   a retried or duplicate page never leaves half a part behind.
  * - Listing a range again (a shard relisted after a count mismatch, or after its page size
- *   changed) can cut pages differently: every block keyed inside the key range a page covers and
- *   not rewritten by it is stale and is deleted in the same op. Blocks never cross a shard's
- *   cursor or end, so a page never touches another shard's blocks.
- * - A row that cannot be in a block (an id that is not a plain KV string, or a row over
- *   {@linkcode MAX_BLOCK_ROW_BYTES}) is always an item record (`item_store.ts`): the choice depends
- *   on the row alone, so a relisted row keeps its layout and can never be stored twice.
+ *   changed) can cut pages differently: every block keyed inside the key range a part covers and
+ *   not rewritten by it is stale and is deleted in the same op, as is an item record of an id the
+ *   part now stores in a block. Blocks never cross a shard's cursor or end.
+ * - Rows a block cannot hold are item records (`item_store.ts`): ids that are not plain KV strings
+ *   (never blockable, whatever the listing), rows over {@linkcode MAX_BLOCK_ROW_BYTES}, documents
+ *   over {@linkcode MAX_BLOCK_DOC_UNITS}, too large, or not had (errors).
  *
  * @module
  */
@@ -28,13 +29,27 @@ import { keys } from "./store.ts";
 export const BLOCK_BYTES = 60_000;
 /** Rows whose id and revision together exceed this many UTF-16 units are item records. */
 export const MAX_BLOCK_ROW_BYTES = 2_048;
+/** Documents longer than this many UTF-16 units are item records (chunked when large). */
+export const MAX_BLOCK_DOC_UNITS = 16_000;
 
-/** One row of a block: an id and its revision. */
+/** One row of a block: an id, its revision and its document's JSON text when fetched. */
 export interface BlockRow {
   /** The item's id. */
   id: string;
   /** Its revision (for view rows, the value's JSON). */
   rev: string;
+  /** The document's JSON text, when documents are fetched. */
+  doc?: string;
+}
+
+/** A row as listed, with its document's outcome when fetched (`ItemInput`). */
+export interface ListedRow {
+  /** The item's id. */
+  id: string;
+  /** Its revision. */
+  rev: string;
+  /** The document's outcome. */
+  doc?: { kind: string; json?: string };
 }
 
 /** A block to write: its key and encoded rows. */
@@ -60,15 +75,32 @@ export interface Position {
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 
-/** True when a row is stored in a block (decided by the row alone). */
-export function blockable(row: BlockRow): boolean {
-  return row.id.length + row.rev.length <= MAX_BLOCK_ROW_BYTES && plainPartSize(row.id) > 0;
+/** True when a row is stored in a block (decided by the row and its document alone). */
+export function blockable(row: ListedRow): boolean {
+  if (row.id.length + row.rev.length > MAX_BLOCK_ROW_BYTES || plainPartSize(row.id) <= 0) {
+    return false;
+  }
+  const d = row.doc;
+  return d === undefined || d.kind === "doc" && d.json!.length <= MAX_BLOCK_DOC_UNITS;
+}
+
+/** The block row of a blockable listed row. */
+export function blockRow(row: ListedRow): BlockRow {
+  return row.doc === undefined
+    ? { id: row.id, rev: row.rev }
+    : { id: row.id, rev: row.rev, doc: row.doc.json! };
 }
 
 /** Encodes rows as one block value (JSON keeps every UTF-16 string exactly, lone surrogates too). */
 export function encodeBlock(rows: readonly BlockRow[]): Uint8Array {
-  const flat: string[] = new Array(rows.length * 2);
-  for (let i = 0; i < rows.length; i++) (flat[2 * i] = rows[i].id, flat[2 * i + 1] = rows[i].rev);
+  const stride = rows.some((r) => r.doc !== undefined) ? 3 : 2;
+  const flat: (string | number | null)[] = new Array(1 + rows.length * stride);
+  flat[0] = stride;
+  for (let i = 0, at = 1; i < rows.length; i++, at += stride) {
+    flat[at] = rows[i].id;
+    flat[at + 1] = rows[i].rev;
+    if (stride === 3) flat[at + 2] = rows[i].doc ?? null;
+  }
   return enc.encode(JSON.stringify(flat));
 }
 
@@ -80,11 +112,16 @@ export function decodeBlock(value: Uint8Array): BlockRow[] {
   } catch (err) {
     throw new RangeError("item block is not JSON", { cause: err });
   }
-  if (!Array.isArray(flat) || flat.length % 2 !== 0) {
+  const stride = Array.isArray(flat) ? flat[0] : null;
+  if (!Array.isArray(flat) || (stride !== 2 && stride !== 3) || (flat.length - 1) % stride !== 0) {
     throw new RangeError("item block is malformed");
   }
-  const out: BlockRow[] = new Array(flat.length / 2);
-  for (let i = 0; i < out.length; i++) out[i] = { id: flat[2 * i], rev: flat[2 * i + 1] };
+  const out: BlockRow[] = new Array((flat.length - 1) / stride);
+  for (let i = 0, at = 1; i < out.length; i++, at += stride) {
+    const row: BlockRow = { id: flat[at], rev: flat[at + 1] };
+    if (stride === 3 && flat[at + 2] !== null) row.doc = flat[at + 2];
+    out[i] = row;
+  }
   return out;
 }
 
@@ -103,7 +140,7 @@ export function packBlocks(crawl: string, rows: readonly BlockRow[]): BlockWrite
   };
   for (let i = 0; i < rows.length; i++) {
     // UTF-16 units are a close estimate of UTF-8 bytes for names; the exact size is checked below.
-    const add = rows[i].id.length + rows[i].rev.length + 6;
+    const add = rows[i].id.length + rows[i].rev.length + (rows[i].doc?.length ?? 0) * 1.1 + 9;
     if (size + add > BLOCK_BYTES) close(i);
     size += add;
   }
@@ -146,28 +183,40 @@ function atOrAfter(key: string, p: Position): boolean {
   return p.after ? c > 0 : c >= 0;
 }
 
+/** Blocks and string-keyed item records keyed in a range of key order. */
+export interface KeysInRange {
+  /** Block keys. */
+  blocks: Deno.KvKey[];
+  /** Item record keys whose key part is a string (the id itself). */
+  records: Deno.KvKey[];
+}
+
 /**
- * Keys of the blocks keyed in `[from, to)` (`to` null: to the crawl's last block): what a page
- * that covers that range must delete unless it rewrites them.
+ * The blocks and string-keyed item records keyed in `[from, to)` (`to` null: to the crawl's last):
+ * what a page part covering that range may have to delete.
  */
-export async function blocksIn(
+export async function keysIn(
   kv: Deno.Kv,
   crawl: string,
   range: { from: Position; to: Position | null },
-): Promise<Deno.KvKey[]> {
-  const prefix = keys.blocks(crawl);
-  const start = range.from.cursor === null
-    ? undefined
-    : keys.block(crawl, floorKey(range.from.cursor));
-  const out: Deno.KvKey[] = [];
-  const iter = kv.list({ prefix, ...(start ? { start } : {}) }, { batchSize: 16 });
-  for await (const e of iter) {
-    const k = e.key[2] as string;
-    if (!atOrAfter(k, range.from)) continue;
-    if (range.to !== null && atOrAfter(k, range.to)) break;
-    out.push(e.key);
-  }
-  return out;
+): Promise<KeysInRange> {
+  const scan = async (prefix: Deno.KvKey, at: (k: string) => Deno.KvKey) => {
+    const start = range.from.cursor === null ? undefined : at(floorKey(range.from.cursor));
+    const out: Deno.KvKey[] = [];
+    const iter = kv.list({ prefix, ...(start ? { start } : {}) }, { batchSize: 16 });
+    for await (const e of iter) {
+      const k = e.key[2];
+      if (typeof k !== "string" || !atOrAfter(k, range.from)) continue;
+      if (range.to !== null && atOrAfter(k, range.to)) break;
+      out.push(e.key);
+    }
+    return out;
+  };
+  const [blocks, records] = await Promise.all([
+    scan(keys.blocks(crawl), (k) => keys.block(crawl, k)),
+    scan(keys.items(crawl), (k) => keys.item(crawl, k)),
+  ]);
+  return { blocks, records };
 }
 
 /**

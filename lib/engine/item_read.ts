@@ -116,8 +116,24 @@ async function* blockRuns(kv: Deno.Kv, crawl: string, r: Range): AsyncGenerator<
       const after = r.after;
       rows = rows.filter((x) => compareKeys(x.id, after) > 0);
     }
-    if (rows.length > 0) yield { items: rows, parts: rows.map((x) => x.id) };
+    if (rows.length === 0) continue;
+    const items: Pending[] = rows;
+    for (const it of items) if (it.doc !== undefined) it.docBytes = utf8Length(it.doc);
+    yield { items, parts: rows.map((x) => x.id) };
   }
+}
+
+/** Bytes of a string in UTF-8 (a lone surrogate counts as the 3-byte replacement it becomes). */
+function utf8Length(s: string): number {
+  let n = s.length;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x80) continue;
+    if (c < 0x800) n += 1;
+    else if (c >= 0xd800 && c <= 0xdbff && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) (n += 2, i++);
+    else n += 2;
+  }
+  return n;
 }
 
 /** Merges two ordered streams of runs (pass-through while only one has items). */

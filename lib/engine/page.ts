@@ -96,5 +96,5 @@ export async function processPage(
   }
   if (guard.lost) return { kind: "lost", reason: guard.lost };
   const res = await writePage(ctx, guard, crawl, { listed, items });
-  return res.kind === "committed" && next && !res.partial ? { ...res, next } : res;
+  return res.kind === "committed" && next ? { ...res, next } : res;
 }

@@ -79,6 +79,13 @@ export class Guard {
     return this.lost === null;
   }
 
+  /** Takes a part's commit as the new base: later conflicts are judged from its cursor. */
+  adopt(entry: Deno.KvEntry<ShardRecord>): void {
+    this.entry = entry;
+    this.#cursor = entry.value.cursor;
+    this.#after = entry.value.after;
+  }
+
   /** A lease for this worker from now. */
   lease(): NonNullable<ShardRecord["lease"]> {
     return { owner: this.#ctx.owner, untilMs: this.#ctx.now() + this.#ctx.leaseMs };

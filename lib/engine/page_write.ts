@@ -2,17 +2,19 @@
  * Writing a listed page: its items and the shard's new state (cursor, counters, renewed lease, or
  * done after the end check in `verify.ts`), guarded by the shard's versionstamp.
  *
- * Keys-only pages go to blocks (`item_blocks.ts`) in ONE atomic op with the shard's new state and
- * the deletes of stale blocks in the range the page covers; a page that would not fit one op
- * commits a prefix of its rows and the next page starts at the first row left out. Pages with
- * documents go to item records in batches that fit KV's limits, each guarded; the last batch
- * carries the shard's new state, so a crash before it leaves only idempotent item writes behind.
+ * A page is committed in ONE atomic op with the shard's new state (blocks of rows, item records
+ * for the rows blocks cannot hold, and the deletes of stale blocks and records in the range it
+ * covers); a page too big for one op is committed in consecutive parts, each moving the cursor on
+ * to the first row it left out. A crash at any instant leaves whole parts behind: the rest of the
+ * page is listed again from the cursor. Only a large document's chunks are written before the op
+ * (idempotent, keyed by id); the record that points at them comes with the op.
  *
  * @module
  */
 import { compareKeys } from "../plan/keys.ts";
-import { blockable, blocksIn, packBlocks, type Position } from "./item_blocks.ts";
-import { batchWrites, type ItemInput, prepareWrites, tallyItems } from "./item_store.ts";
+import { blockable, blockRow, keysIn, packBlocks, type Position } from "./item_blocks.ts";
+import { chunkKeys } from "./item_read.ts";
+import { type ItemInput, prepareWrites, tallyItems } from "./item_store.ts";
 import { AtomicBudget, keySize, valueSizeBound } from "./kv_limits.ts";
 import type { ListedPage } from "./page_listing.ts";
 import type { Guard, PageContext } from "./page_guard.ts";
@@ -25,8 +27,6 @@ export type PageResult =
     kind: "committed";
     entry: Deno.KvEntry<ShardRecord>;
     rows: number;
-    /** Only a prefix of the page fitted one op: the rest is listed again from the new cursor. */
-    partial?: boolean;
     /** The next page, already being listed from where this one ended (when there is one). */
     next?: { from: { cursor: string; after: boolean }; listing: Promise<ListedPage> };
   }
@@ -39,9 +39,14 @@ function trim(items: ItemInput[], end: string | null): { kept: ItemInput[]; cut:
   return at < 0 ? { kept: items, cut: false } : { kept: items.slice(0, at), cut: true };
 }
 
+/** Stale blocks and records deleted by one part at most (a relisted range rarely has a few). */
+const MAX_STALE_DELETES = 300;
+
 /**
- * Writes the page's items and commits the shard's new state: blocks in one op for keys-only
- * crawls, guarded batches of item records otherwise.
+ * Writes the page's items with the shard's new state, guarded by the shard's versionstamp: one
+ * atomic op per part (usually the whole page), each moving the cursor on (`item_blocks.ts`).
+ * Conflicts are resolved through the guard (a moved end trims the page); a lost lease or cursor
+ * drops what is left.
  */
 export async function writePage(
   ctx: PageContext,
@@ -49,69 +54,25 @@ export async function writePage(
   crawl: CrawlRecord,
   page: { listed: ListedPage; items: ItemInput[] },
 ): Promise<PageResult> {
-  if (!crawl.docs) return await writeBlockPage(ctx, guard, crawl, page);
-  const shardKey = keys.shard(crawl.id, guard.entry.value.id);
-  const reserve = new AtomicBudget().check(keySize(shardKey))
-    .set(keySize(shardKey), valueSizeBound(guard.entry.value) + 8192);
-  let pending = await prepareWrites(crawl.id, page.items, { maxDocBytes: ctx.maxDocBytes });
-  for (let attempt = 0; attempt < 100; attempt++) {
-    const { kept, cut } = trim(page.items, guard.entry.value.end);
-    if (cut) {
-      const ids = new Set(kept.map((k) => k.id));
-      pending = pending.filter((w) => ids.has(w.id));
-    }
-    const batches = batchWrites(pending, reserve);
-    let conflict = false;
-    for (let b = 0; b < batches.length - 1 && !conflict; b++) {
-      const res = await guard.serial(() =>
-        kvOp(() => {
-          const op = ctx.kv.atomic().check(guard.entry);
-          for (const w of batches[b]) op.set(w.key, w.value);
-          return op.commit();
-        })
-      );
-      if (res.ok) pending = pending.slice(batches[b].length);
-      else conflict = true;
-    }
-    if (!conflict) {
-      const next = await nextState(ctx, guard, crawl, { listed: page.listed, kept, cut });
-      const last = batches.at(-1) ?? [];
-      const done = await guard.serial(() =>
-        commitShard(ctx.kv, crawl.id, guard.entry, next, (op) => {
-          for (const w of last) op.set(w.key, w.value);
-        })
-      );
-      if (done) return { kind: "committed", entry: done, rows: kept.length };
-    }
-    if (!await guard.refresh()) return { kind: "lost", reason: guard.lost! };
-  }
-  return { kind: "lost", reason: "commits kept conflicting" };
-}
-
-/** Stale blocks deleted by one page at most (a relisted range rarely has more than a few). */
-const MAX_STALE_DELETES = 300;
-
-/** One atomic op: the page's blocks (or a prefix of them), stale blocks gone, the shard moved on. */
-async function writeBlockPage(
-  ctx: PageContext,
-  guard: Guard,
-  crawl: CrawlRecord,
-  page: { listed: ListedPage; items: ItemInput[] },
-): Promise<PageResult> {
+  let items = page.items;
+  let rows = 0;
   for (let attempt = 0; attempt < 100; attempt++) {
     const cur = guard.entry.value;
-    const { kept, cut } = trim(page.items, cur.end);
-    const fit = await fitPage(ctx, crawl, { cur, kept, listed: page.listed, cut });
+    const { kept, cut } = trim(items, cur.end);
+    const fit = await fitPart(ctx, crawl, { cur, kept, listed: page.listed, cut });
     const partial = fit.rows < kept.length;
-    const listed: ListedPage = partial
-      ? { ...page.listed, next: { cursor: kept[fit.rows].id, after: false }, shortOf: undefined }
-      : page.listed;
-    const next = fit.rows === 0 && partial
+    const next = !partial
+      ? await nextState(ctx, guard, crawl, { listed: page.listed, kept, cut })
+      : fit.rows === 0
       ? { ...cur, lease: guard.lease(), updatedAt: ctx.now() } // only stale deletes fitted
       : await nextState(ctx, guard, crawl, {
-        listed,
+        listed: {
+          ...page.listed,
+          next: { cursor: kept[fit.rows].id, after: false },
+          shortOf: undefined,
+        },
         kept: kept.slice(0, fit.rows),
-        cut: !partial && cut,
+        cut: false,
       });
     const done = await guard.serial(() =>
       commitShard(ctx.kv, crawl.id, guard.entry, next, (op) => {
@@ -119,12 +80,14 @@ async function writeBlockPage(
         for (const w of fit.writes) op.set(w.key, w.value);
       })
     );
-    if (done && fit.rows === 0 && partial) {
-      guard.entry = done;
-      continue;
-    }
-    if (done) return { kind: "committed", entry: done, rows: fit.rows, partial };
-    if (!await guard.refresh()) return { kind: "lost", reason: guard.lost! };
+    if (done && !partial) return { kind: "committed", entry: done, rows: rows + fit.rows };
+    if (done) {
+      // The rest of the page goes on from the cursor this part moved to.
+      guard.adopt(done);
+      items = kept.slice(fit.rows);
+      rows += fit.rows;
+      attempt = 0;
+    } else if (!await guard.refresh()) return { kind: "lost", reason: guard.lost! };
   }
   return { kind: "lost", reason: "commits kept conflicting" };
 }
@@ -138,52 +101,81 @@ function pageEnd(cur: ShardRecord, listed: ListedPage, cut: boolean): Position |
   return n;
 }
 
+interface Part {
+  /** Rows of the page (from its front) that this part commits. */
+  rows: number;
+  /** Sets: blocks and item records. */
+  writes: { key: Deno.KvKey; value: Uint8Array }[];
+  /** Stale blocks and records in the range the part covers (and their chunks). */
+  deletes: Deno.KvKey[];
+}
+
 /**
- * The writes of as long a prefix of the page as fits one op with the shard's own check and set:
- * its rows in order as blocks (runs of blockable rows) and item records (the other rows), after
- * the deletes of the stale blocks in the range it covers.
+ * As long a front part of the page as fits one op with the shard's own check and set: its rows in
+ * order as blocks (runs of blockable rows) and item records (the other rows; a large document's
+ * chunks are written first, idempotently, outside the op), and the deletes of what it makes stale.
  */
-async function fitPage(
+async function fitPart(
   ctx: PageContext,
   crawl: CrawlRecord,
   page: { cur: ShardRecord; kept: ItemInput[]; listed: ListedPage; cut: boolean },
-): Promise<
-  { rows: number; writes: { key: Deno.KvKey; value: Uint8Array }[]; deletes: Deno.KvKey[] }
-> {
+): Promise<Part> {
   const { cur, kept } = page;
   const shardKey = keys.shard(crawl.id, cur.id);
   const budget = new AtomicBudget().check(keySize(shardKey))
     .set(keySize(shardKey), valueSizeBound(cur) + 8192);
-  let stale = await blocksIn(ctx.kv, crawl.id, {
+  const found = await keysIn(ctx.kv, crawl.id, {
     from: { cursor: cur.cursor, after: cur.after },
     to: pageEnd(cur, page.listed, page.cut),
   });
-  // Too many stale blocks for one op: this op covers rows only up to the first one left.
+  let stale = [...found.blocks, ...found.records];
+  // Too many stale keys for one op: this part covers rows only up to the first one left out.
+  stale.sort((a, b) => compareKeys(a[2] as string, b[2] as string));
   const stop = stale.length > MAX_STALE_DELETES ? stale[MAX_STALE_DELETES][2] as string : null;
   stale = stale.slice(0, MAX_STALE_DELETES);
-  const deletes: Deno.KvKey[] = [];
-  for (const k of stale) (deletes.push(k), budget.delete(keySize(k)));
+  const chunks = new Map<string, Deno.KvKey[]>();
+  for (const k of stale) {
+    budget.delete(keySize(k));
+    if (k[0] !== "item") continue;
+    const ck = await chunkKeys(ctx.kv, crawl.id, k[2] as string);
+    for (const c of ck) budget.delete(keySize(c));
+    chunks.set(k[2] as string, ck);
+  }
   const writes: { key: Deno.KvKey; value: Uint8Array }[] = [];
   let rows = 0;
-  const limit = stop === null ? kept.length : kept.findIndex((r) => compareKeys(r.id, stop) >= 0);
+  const limit = stop === null ? -1 : kept.findIndex((r) => compareKeys(r.id, stop) >= 0);
   const end = limit < 0 ? kept.length : limit;
-  while (rows < end) {
+  fill: while (rows < end) {
     let run = rows;
     while (run < end && blockable(kept[run])) run++;
-    const units = run > rows
-      ? packBlocks(crawl.id, kept.slice(rows, run))
-      : (await prepareWrites(crawl.id, [kept[rows]], { maxDocBytes: ctx.maxDocBytes }))
-        .map((w) => ({ ...w, rows: 1 }));
-    for (const u of units) {
-      if (!budget.fitsSet(u.keyBytes, u.value.length)) return { rows, writes, deletes };
-      budget.set(u.keyBytes, u.value.length);
-      writes.push(u);
-      rows += u.rows;
+    if (run > rows) {
+      for (const b of packBlocks(crawl.id, kept.slice(rows, run).map(blockRow))) {
+        if (!budget.fitsSet(b.keyBytes, b.value.length)) break fill;
+        budget.set(b.keyBytes, b.value.length);
+        writes.push(b);
+        rows += b.rows;
+      }
+      continue;
     }
+    const ws = await prepareWrites(crawl.id, [kept[rows]], { maxDocBytes: ctx.maxDocBytes });
+    const record = ws.at(-1)!;
+    if (!budget.fitsSet(record.keyBytes, record.value.length)) break;
+    for (const w of ws.slice(0, -1)) await kvOp(() => ctx.kv.set(w.key, w.value));
+    budget.set(record.keyBytes, record.value.length);
+    writes.push(record);
+    rows++;
   }
-  // A stale key rewritten by this page is set, not deleted.
-  const written = new Set(writes.map((w) => w.key[0] === "block" ? w.key[2] : null));
-  return { rows, writes, deletes: deletes.filter((k) => !written.has(k[2] as string)) };
+  // Deletes only inside the range this part covers; a stale key it rewrites is set, not deleted.
+  const partEnd = rows < kept.length ? kept[rows].id : null;
+  const written = new Set(writes.map((w) => `${w.key[0] as string}\0${w.key[2] as string}`));
+  const deletes: Deno.KvKey[] = [];
+  for (const k of stale) {
+    const id = k[2] as string;
+    if (partEnd !== null && compareKeys(id, partEnd) >= 0) continue;
+    if (written.has(`${k[0] as string}\0${id}`)) continue;
+    deletes.push(k, ...(chunks.get(k[0] === "item" ? id : "") ?? []));
+  }
+  return { rows, writes, deletes };
 }
 
 /**
