@@ -21,7 +21,8 @@ import {
 } from "../lib/engine/store.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { RegistryData } from "../lib/sim/registry_data.ts";
-import { begin, finishAll, spec } from "./engine_helpers.ts";
+import { begin, finishAll, RecordingDispatcher, spec } from "./engine_helpers.ts";
+import { splitStraggler } from "../lib/engine/rebalance.ts";
 import { assertCrawledExactly, dataOf, randomKeys } from "./helpers.ts";
 
 const UNI = ["a", "b", "-", "@", "/", "é", "中", "\u{1f600}", "\uffff", "z"];
@@ -45,7 +46,8 @@ async function relistEveryShard(kv: Deno.Kv, id: string): Promise<void> {
   );
   for (const e of await listShards(kv, id)) {
     const reset = { ...e.value, cursor: e.value.start, after: false, done: false, lease: null };
-    const next = { ...reset, items: 0, docs: 0, docErrors: 0, tooLarge: 0, verified: null };
+    const counts = { items: 0, docs: 0, docErrors: 0, tooLarge: 0 };
+    const next = { ...reset, ...counts, verified: null, relists: 1, revisit: true };
     assert.ok(await commitShard(kv, id, e, next));
   }
 }
@@ -104,7 +106,8 @@ Deno.test("blocks: a range listed again with pages cut elsewhere holds each row 
   );
   for (const e of await listShards(kv, id)) {
     const reset = { ...e.value, cursor: e.value.start, after: false, done: false, lease: null };
-    const next = { ...reset, items: 0, docs: 0, docErrors: 0, tooLarge: 0, verified: null };
+    const counts = { items: 0, docs: 0, docErrors: 0, tooLarge: 0 };
+    const next = { ...reset, ...counts, verified: null, relists: 1, revisit: true };
     assert.ok(await commitShard(kv, id, e, next));
   }
   await finishAll(kv, source, id);
@@ -115,6 +118,24 @@ Deno.test("blocks: a range listed again with pages cut elsewhere holds each row 
     assert.equal(b.rows[0].id, b.first);
     assert.ok(b.rows.length <= 11, "every block is from the second listing");
   }
+});
+
+Deno.test("blocks: a relisted shard split before it is listed again: its child clears what was there", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const data = dataOf(randomKeys(800, UNI, 34, 6));
+  const source = new MemorySource(data, { maxPage: 40 });
+  const { id } = await begin(kv, source, spec({ shards: 2, maxPage: 40, rebalance: true }));
+  await finishAll(kv, source, id);
+  source.capabilities.maxPage = 23;
+  await relistEveryShard(kv, id);
+  const split = await splitStraggler({ kv, source, dispatcher: new RecordingDispatcher() }, id, {
+    minItems: 50,
+  });
+  assert.ok(split, "a relisted shard was split");
+  const child = (await listShards(kv, id)).find((e) => e.value.id === split.child)!;
+  assert.equal(child.value.revisit, true);
+  await finishAll(kv, source, id);
+  await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k), partition: true });
 });
 
 Deno.test("blocks: documents that move between blocks and records when relisted are stored once", async () => {

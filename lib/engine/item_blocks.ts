@@ -10,10 +10,10 @@
  * - A page's blocks, the deletes of what they make stale and the shard's new cursor are ONE atomic
  *   op; a page too big for one op is committed as consecutive parts, each moving the cursor on, so
  *   a retried or duplicate page never leaves half a part behind.
- * - Listing a range again (a shard relisted after a count mismatch, or after its page size
- *   changed) can cut pages differently: every block keyed inside the key range a part covers and
- *   not rewritten by it is stale and is deleted in the same op, as is an item record of an id the
- *   part now stores in a block. Blocks never cross a shard's cursor or end.
+ * - A range is listed a second time only after a relist (a count mismatch), and the pages may
+ *   be cut differently then: on a shard marked `revisit` (relisted, or split from one that was),
+ *   every block or string-keyed record keyed inside the key range a part covers and not rewritten
+ *   by it is stale and is deleted in the same op. Blocks never cross a shard's cursor or end.
  * - Rows a block cannot hold are item records (`item_store.ts`): ids that are not plain KV strings
  *   (never blockable, whatever the listing), rows over {@linkcode MAX_BLOCK_ROW_BYTES}, documents
  *   over {@linkcode MAX_BLOCK_DOC_UNITS}, too large, or not had (errors).

@@ -3,8 +3,8 @@
  * done after the end check in `verify.ts`), guarded by the shard's versionstamp.
  *
  * A page is committed in ONE atomic op with the shard's new state (blocks of rows, item records
- * for the rows blocks cannot hold, and the deletes of stale blocks and records in the range it
- * covers); a page too big for one op is committed in consecutive parts, each moving the cursor on
+ * for the rows blocks cannot hold, and, on a shard listed a second time, the deletes of stale
+ * blocks and records in the range it covers); a page too big for one op is committed in consecutive parts, each moving the cursor on
  * to the first row it left out. A crash at any instant leaves whole parts behind: the rest of the
  * page is listed again from the cursor. Only a large document's chunks are written before the op
  * (idempotent, keyed by id); the record that points at them comes with the op.
@@ -124,10 +124,12 @@ async function fitPart(
   const shardKey = keys.shard(crawl.id, cur.id);
   const budget = new AtomicBudget().check(keySize(shardKey))
     .set(keySize(shardKey), valueSizeBound(cur) + 8192);
-  const found = await keysIn(ctx.kv, crawl.id, {
-    from: { cursor: cur.cursor, after: cur.after },
-    to: pageEnd(cur, page.listed, page.cut),
-  });
+  const found = cur.revisit
+    ? await keysIn(ctx.kv, crawl.id, {
+      from: { cursor: cur.cursor, after: cur.after },
+      to: pageEnd(cur, page.listed, page.cut),
+    })
+    : { blocks: [], records: [] };
   let stale = [...found.blocks, ...found.records];
   // Too many stale keys for one op: this part covers rows only up to the first one left out.
   stale.sort((a, b) => compareKeys(a[2] as string, b[2] as string));
@@ -223,6 +225,7 @@ async function nextState(
       docErrors: 0,
       tooLarge: 0,
       relists: (cur.relists ?? 0) + 1,
+      revisit: true,
       shortOf: null,
       lease: guard.lease(),
     };

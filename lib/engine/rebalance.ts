@@ -161,11 +161,15 @@ async function trySplit(
   const childId = crawl.nextShardId;
   const started = v.inflight?.started ?? 0;
   const shrunk: ShardRecord = { ...v, end: key, expected: v.items + started + (mid - r0) };
-  const child = newShard({ id: childId, start: key, end: v.end, cursor: key }, {
-    expected: r1 - mid,
-    nowMs: o.now,
-    parent: v.id,
-  });
+  const child: ShardRecord = {
+    ...newShard({ id: childId, start: key, end: v.end, cursor: key }, {
+      expected: r1 - mid,
+      nowMs: o.now,
+      parent: v.id,
+    }),
+    // A relisted shard's range still holds its first listing's items: the child's part too.
+    ...(v.revisit ? { revisit: true } : {}),
+  };
   const seq = (await listSplits(deps.kv, crawl.id)).length;
   const split = { parent: v.id, child: childId, at: key, atMs: o.now, movedItems: r1 - mid };
   const ok = await commitSplit(deps.kv, {

@@ -146,6 +146,12 @@ export interface ShardRecord {
   retryAt?: number;
   /** Times the shard was listed again because its count disagreed with the registry. */
   relists?: number;
+  /**
+   * Its range may still hold what an earlier listing stored (it was relisted, or split from a
+   * shard that was): each page then deletes what it makes stale. Only then is the range listed a
+   * second time, so only then do pages pay for that lookup.
+   */
+  revisit?: boolean;
   /** How its count was checked at its end: `exact`, `drift` (the registry changed), or none. */
   verified?: "exact" | "drift" | null;
   /** The last page came back this short without proving the end (a possible page cap). */
