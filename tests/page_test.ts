@@ -5,6 +5,7 @@ import { checkCompletion } from "../lib/engine/completion.ts";
 import { pauseCrawl, resumeCrawl } from "../lib/engine/lifecycle.ts";
 import { DEFAULT_MAX_DOC_BYTES } from "../lib/engine/item_store.ts";
 import { processPage } from "../lib/engine/page.ts";
+import { fetchDocs } from "../lib/engine/page_docs.ts";
 import { AdaptiveLimit } from "../lib/base/adaptive_limit.ts";
 import { claimShard, runShard } from "../lib/engine/shard_runner.ts";
 import { crawlStatus } from "../lib/engine/status.ts";
@@ -183,4 +184,38 @@ Deno.test("page: pausing drops a page of slow documents at the next heartbeat, a
   await resumeCrawl({ kv, dispatcher: new RecordingDispatcher() }, id);
   await finishAll(kv, source, id);
   await assertCrawledExactly(kv, id, data.keys);
+});
+
+Deno.test("page: a document is recorded as failing only when it fails again in a second round", async () => {
+  const data = dataOf(["a", "b", "c", "d"]);
+  const inner = new MemorySource(data);
+  const calls = new Map<string, number>();
+  // "b" fails its first request (a round of attempts, as a source's retries would be) then
+  // answers; "c" never answers.
+  const source = wrapSource(inner, {
+    doc: (id) => {
+      const n = (calls.get(id) ?? 0) + 1;
+      calls.set(id, n);
+      if ((id === "b" && n === 1) || id === "c") {
+        return Promise.reject(new TransientError("HTTP 503", { status: 503 }));
+      }
+      return inner.doc(id);
+    },
+  });
+  const rows = (await inner.list({ start: null, limit: 10 })).rows;
+  const fetch = (pageFailures: number) =>
+    fetchDocs(source, rows, {
+      mode: "get",
+      limit: new AdaptiveLimit(4),
+      currentEnd: () => null,
+      pageFailures,
+    });
+  await assert.rejects(fetch(0), TransientError, "a first page attempt fails, nothing recorded");
+  calls.clear();
+  const items = await fetch(2);
+  assert.equal(items[1].doc?.kind, "doc", "an unlucky document is fetched in the second round");
+  assert.equal(calls.get("b"), 2);
+  assert.deepEqual(items[2].doc && items[2].doc.kind, "error");
+  assert.equal(calls.get("c"), 2, "one that keeps failing is recorded after its second round");
+  assert.equal(calls.get("a"), 1);
 });

@@ -4,9 +4,10 @@
  * grows while answers stay fast and shrinks when they slow down or fail).
  *
  * Every document gets an outcome; one bad document never stops the crawl. A document whose
- * requests keep failing transiently is recorded as an error when the rest of the page was served
- * (the registry is up; that document is bad), but the page fails (and is retried later) when every
- * document failed (the registry is down). A page whose documents are nearly all refused (401/403:
+ * requests keep failing transiently fails the page, which is retried later; once the page failed
+ * twice, such a document gets a second round of attempts and, failing again, is recorded as an
+ * error (the registry is up; that document is bad). The page also fails when every document failed (the
+ * registry is down). A page whose documents are nearly all refused (401/403:
  * the document host wants credentials) fails the crawl at once with one line, instead of recording
  * millions of errors. Rows at or past the shard's current end are never started: a split gave them
  * to another shard.
@@ -15,6 +16,7 @@
  */
 import { FatalError, TransientError } from "../base/errors.ts";
 import type { AdaptiveLimit } from "../base/adaptive_limit.ts";
+import { mapPool } from "../base/pool.ts";
 import { compareKeys } from "../plan/keys.ts";
 import type { DocMode, DocResult, Row, Source } from "../plan/source.ts";
 import type { ItemInput } from "./item_store.ts";
@@ -62,7 +64,9 @@ export async function fetchDocs(source: Source, rows: Row[], o: DocFetch): Promi
   }
   const cut = results.findIndex((r) => r === undefined);
   const kept = cut < 0 ? results : results.slice(0, cut);
-  judge(kept, rows, source, (o.pageFailures ?? 0) >= (o.recordAfter ?? 2));
+  const record = (o.pageFailures ?? 0) >= (o.recordAfter ?? 2);
+  if (record) await secondRound(source, rows, kept, o);
+  judge(kept, rows, source, record);
   return kept.map((r, i) => ({
     id: rows[i].id,
     rev: rows[i].rev,
@@ -70,6 +74,26 @@ export async function fetchDocs(source: Source, rows: Row[], o: DocFetch): Promi
       ? { kind: "error", status: r.status, reason: `gave up: ${r.reason}` }
       : r,
   }));
+}
+
+/**
+ * On the attempt that would record them, documents that failed transiently while others were
+ * served get a second round of attempts (one GET each): on a registry dropping a fifth of its
+ * answers, four failures in a row hit some document of a page by chance, eight practically never,
+ * and the document recorded must be one that keeps failing, not an unlucky one. Where every
+ * document failed, the registry is down and the page fails instead.
+ */
+async function secondRound(source: Source, rows: Row[], results: Attempt[], o: DocFetch) {
+  const again = results.flatMap((r, i) => r.kind === "failed" ? [i] : []);
+  if (again.length === 0 || again.length === results.length) return;
+  await mapPool(again, async (i) => {
+    try {
+      results[i] = await source.doc(rows[i].id);
+    } catch (err) {
+      if (!(err instanceof TransientError)) throw err;
+      results[i] = { kind: "failed", status: err.status ?? 0, reason: err.message.split("\n")[0] };
+    }
+  }, { concurrency: Math.max(1, o.limit.value) });
 }
 
 /**

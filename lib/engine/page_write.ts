@@ -14,7 +14,7 @@
 import { compareKeys } from "../plan/keys.ts";
 import { blockable, blockRow, keysIn, packBlocks, type Position } from "./item_blocks.ts";
 import { chunkKeys } from "./item_read.ts";
-import { type ItemInput, prepareWrites, tallyItems } from "./item_store.ts";
+import { batchWrites, type ItemInput, prepareWrites, tallyItems } from "./item_store.ts";
 import { AtomicBudget, keySize, valueSizeBound } from "./kv_limits.ts";
 import type { ListedPage } from "./page_listing.ts";
 import type { Guard, PageContext } from "./page_guard.ts";
@@ -162,7 +162,14 @@ async function fitPart(
     const ws = await prepareWrites(crawl.id, [kept[rows]], { maxDocBytes: ctx.maxDocBytes });
     const record = ws.at(-1)!;
     if (!budget.fitsSet(record.keyBytes, record.value.length)) break;
-    for (const w of ws.slice(0, -1)) await kvOp(() => ctx.kv.set(w.key, w.value));
+    // A large document's chunks, idempotent, in as few ops as KV's limits allow.
+    for (const batch of batchWrites(ws.slice(0, -1), new AtomicBudget())) {
+      await kvOp(() => {
+        const op = ctx.kv.atomic();
+        for (const w of batch) op.set(w.key, w.value);
+        return op.commit();
+      });
+    }
     budget.set(record.keyBytes, record.value.length);
     writes.push(record);
     rows++;
