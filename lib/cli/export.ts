@@ -6,7 +6,7 @@
  * @module
  */
 import type { ExportedItem } from "../engine/item_read.ts";
-import { crawlItemBatches } from "../engine/status.ts";
+import { crawlItemBatches, crawlKeysNdjson } from "../engine/status.ts";
 import { getCrawl } from "../engine/store.ts";
 import { decodeViewRow } from "../plan/view_keys.ts";
 
@@ -43,10 +43,16 @@ export async function exportNdjson(
   out: WritableStream<Uint8Array>,
 ): Promise<number> {
   const view = (await getCrawl(kv, id)).value?.view !== undefined;
+  const raw = await crawlKeysNdjson(kv, id);
   const writer = out.getWriter();
   const enc = new TextEncoder();
   let n = 0;
   try {
+    // Keys only, all in blocks: the lines are copied out of the blocks as they are.
+    if (raw) {
+      for await (const { bytes, rows } of raw) (n += rows, await writer.write(bytes));
+      return n;
+    }
     for await (const batch of crawlItemBatches(kv, id)) {
       let text = "";
       for (const it of batch) text += itemLine(it, { view }) + "\n";

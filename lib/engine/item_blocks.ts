@@ -239,3 +239,46 @@ export async function blockHolding(
   }
   return null;
 }
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const LINE_ID = new TextEncoder().encode('{"id":');
+const LINE_REV = new TextEncoder().encode(',"rev":');
+const LINE_END = new TextEncoder().encode("}\n");
+
+/**
+ * A keys-only block's rows as NDJSON lines (`{"id":…,"rev":…}`), copied byte for byte from the
+ * block's JSON strings (the same serializer wrote them; a quote or backslash byte never occurs
+ * inside a UTF-8 sequence), without decoding anything. Null for a block with documents.
+ * @throws RangeError for bytes that are not a block.
+ */
+export function blockNdjson(value: Uint8Array): { bytes: Uint8Array; rows: number } | null {
+  if (value[0] !== 0x5b || value[2] !== 0x2c && value[2] !== 0x5d) {
+    throw new RangeError("item block is malformed");
+  }
+  if (value[1] !== 0x32) return null; // stride 3: documents
+  // First pass: where each JSON string starts and ends.
+  const marks: number[] = [];
+  let i = 3;
+  while (i < value.length && value[i] === QUOTE) {
+    const from = i++;
+    while (i < value.length && value[i] !== QUOTE) i += value[i] === BACKSLASH ? 2 : 1;
+    marks.push(from, ++i);
+    i++; // the comma, or the closing bracket
+  }
+  if (marks.length % 4 !== 0 || value[i - 1] !== 0x5d) throw new RangeError("item block is cut");
+  const rows = marks.length / 4;
+  let size = rows * (LINE_ID.length + LINE_REV.length + LINE_END.length);
+  for (let m = 0; m < marks.length; m += 2) size += marks[m + 1] - marks[m];
+  const out = new Uint8Array(size);
+  let at = 0;
+  const put = (b: Uint8Array) => (out.set(b, at), at += b.length);
+  for (let m = 0; m < marks.length; m += 4) {
+    put(LINE_ID);
+    put(value.subarray(marks[m], marks[m + 1]));
+    put(LINE_REV);
+    put(value.subarray(marks[m + 2], marks[m + 3]));
+    put(LINE_END);
+  }
+  return { bytes: out, rows };
+}

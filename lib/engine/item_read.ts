@@ -9,7 +9,7 @@
 import { InputError } from "../base/errors.ts";
 import { readAhead } from "../base/read_ahead.ts";
 import { compareKeys } from "../plan/keys.ts";
-import { blockHolding, decodeBlock } from "./item_blocks.ts";
+import { blockHolding, blockNdjson, decodeBlock } from "./item_blocks.ts";
 import { decodeItem, idKeyPart, plainPartSize } from "./item_codec.ts";
 import { keys, kvOp } from "./store.ts";
 
@@ -228,6 +228,41 @@ export async function* itemBatches(
   for await (const run of readAhead(readers, { concurrency: options.concurrency ?? 4 })) {
     yield await finish(kv, crawl, run.items);
   }
+}
+
+/** True when a crawl has item records (not only blocks). */
+export async function hasRecords(kv: Deno.Kv, crawl: string): Promise<boolean> {
+  for await (const _ of kv.list({ prefix: keys.items(crawl) }, { limit: 1 })) return true;
+  return false;
+}
+
+/**
+ * A keys-only crawl held in blocks alone, as NDJSON bytes in key order, a block at a time, the
+ * ranges between `bounds` read ahead in parallel (see {@linkcode itemBatches}); the fastest way
+ * out. Callers check first that the crawl has no documents and no item records.
+ */
+export async function* blockNdjsonBatches(
+  kv: Deno.Kv,
+  crawl: string,
+  options: { bounds?: readonly string[]; concurrency?: number } = {},
+): AsyncGenerator<{ bytes: Uint8Array; rows: number }> {
+  const prefix = keys.blocks(crawl);
+  const bounds = [...new Set(options.bounds ?? [])].filter((b) => plainPartSize(b) > 0);
+  const at = (b: string) => keys.block(crawl, b);
+  const selectors: Deno.KvListSelector[] = bounds.length === 0 ? [{ prefix }] : [
+    { prefix, end: at(bounds[0]) },
+    ...bounds.slice(1).map((b, i) => ({ start: at(bounds[i]), end: at(b) })),
+    { prefix, start: at(bounds.at(-1)!) },
+  ];
+  const read = async function* (selector: Deno.KvListSelector) {
+    for await (const e of kv.list<Uint8Array>(selector, { batchSize: 100 })) {
+      const lines = blockNdjson(e.value);
+      if (!lines) throw new RangeError("a block with documents in a keys-only export");
+      yield lines;
+    }
+  };
+  const readers = selectors.map((s) => () => read(s));
+  yield* readAhead(readers, { concurrency: options.concurrency ?? 4 });
 }
 
 /** Streams a crawl's items in key order, reassembling chunked documents. Memory stays flat. */

@@ -10,7 +10,14 @@ import { NotFoundError } from "../base/errors.ts";
 import { storedCount } from "./completion.ts";
 import { compareKeys } from "../plan/keys.ts";
 import type { PlanPicture } from "../plan/plan_svg.ts";
-import { type ExportedItem, itemBatches, iterateItems, pageItems } from "./item_read.ts";
+import {
+  blockNdjsonBatches,
+  type ExportedItem,
+  hasRecords,
+  itemBatches,
+  iterateItems,
+  pageItems,
+} from "./item_read.ts";
 import {
   type CrawlRecord,
   type CrawlStatus,
@@ -263,6 +270,22 @@ export async function* crawlItemBatches(
   const starts = (await listShards(kv, id)).map((e) => e.value.start)
     .filter((s): s is string => s !== null).sort(compareKeys);
   yield* itemBatches(kv, id, { bounds: starts });
+}
+
+/**
+ * Every item of a keys-only crawl as NDJSON bytes (`{"id","rev"}` lines), straight from its blocks
+ * without decoding them, when the crawl allows it: no documents, not a view, no item records.
+ * Null otherwise (use {@linkcode crawlItemBatches}). @throws NotFoundError for an unknown crawl.
+ */
+export async function crawlKeysNdjson(
+  kv: Deno.Kv,
+  id: string,
+): Promise<AsyncIterable<{ bytes: Uint8Array; rows: number }> | null> {
+  const crawl = await requireCrawl(kv, id);
+  if (crawl.docs || crawl.view !== undefined || await hasRecords(kv, id)) return null;
+  const starts = (await listShards(kv, id)).map((e) => e.value.start)
+    .filter((s): s is string => s !== null).sort(compareKeys);
+  return blockNdjsonBatches(kv, id, { bounds: starts });
 }
 
 /**
