@@ -134,19 +134,7 @@ Deno.test("blocks: a range listed again with pages cut elsewhere holds each row 
   const before = (await blockEntries(kv, id)).map((b) => b.first);
   // Every shard listed again from its start with other page cuts, as after a relist.
   source.capabilities.maxPage = 13;
-  const crawl = await getCrawl(kv, id);
-  assert.ok(
-    await updateCrawl(kv, crawl as Deno.KvEntry<CrawlRecord>, {
-      ...crawl.value!,
-      status: "running",
-    }),
-  );
-  for (const e of await listShards(kv, id)) {
-    const reset = { ...e.value, cursor: e.value.start, after: false, done: false, lease: null };
-    const counts = { items: 0, docs: 0, docErrors: 0, tooLarge: 0 };
-    const next = { ...reset, ...counts, verified: null, relists: 1, revisit: true };
-    assert.ok(await commitShard(kv, id, e, next));
-  }
+  await relistEveryShard(kv, id);
   await finishAll(kv, source, id);
   await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k), partition: true });
   const after = await blockEntries(kv, id);

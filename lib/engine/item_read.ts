@@ -68,6 +68,12 @@ interface Range {
   after?: Part;
 }
 
+/** The list selector of keys under `prefix` from `start` (inclusive) to `end` (exclusive). */
+function between(prefix: Deno.KvKey, start?: Deno.KvKey, end?: Deno.KvKey): Deno.KvListSelector {
+  if (start && end) return { start, end };
+  return start ? { prefix, start } : end ? { prefix, end } : { prefix };
+}
+
 async function* recordRuns(kv: Deno.Kv, crawl: string, r: Range): AsyncGenerator<Run> {
   const prefix = keys.items(crawl);
   const start = r.after !== undefined
@@ -76,13 +82,7 @@ async function* recordRuns(kv: Deno.Kv, crawl: string, r: Range): AsyncGenerator
     ? keys.item(crawl, r.from)
     : undefined;
   const end = r.to !== undefined ? keys.item(crawl, r.to) : undefined;
-  const selector: Deno.KvListSelector = start && end
-    ? { start, end }
-    : start
-    ? { prefix, start }
-    : end
-    ? { prefix, end }
-    : { prefix };
+  const selector = between(prefix, start, end);
   let run: Run = { items: [], parts: [] };
   for await (const e of kv.list<Uint8Array>(selector, { batchSize: 1000 })) {
     const part = e.key[2] as Part;
@@ -103,13 +103,7 @@ async function* blockRuns(kv: Deno.Kv, crawl: string, r: Range): AsyncGenerator<
   }
   const start = from !== undefined ? keys.block(crawl, from) : undefined;
   const end = r.to !== undefined ? keys.block(crawl, r.to) : undefined;
-  const selector: Deno.KvListSelector = start && end
-    ? { start, end }
-    : start
-    ? { prefix, start }
-    : end
-    ? { prefix, end }
-    : { prefix };
+  const selector = between(prefix, start, end);
   for await (const e of kv.list<Uint8Array>(selector, { batchSize: 100 })) {
     let rows = decodeBlock(e.value);
     if (typeof r.after === "string") {
@@ -207,6 +201,16 @@ async function finish(kv: Deno.Kv, crawl: string, items: Pending[]): Promise<Exp
     : items;
 }
 
+/** The ranges between sorted bounds: below the first, between each two, from the last on. */
+function rangesOf(bounds: readonly string[]): Range[] {
+  if (bounds.length === 0) return [{}];
+  return [
+    { to: bounds[0] },
+    ...bounds.slice(1).map((b, i) => ({ from: bounds[i], to: b })),
+    { from: bounds.at(-1)! },
+  ];
+}
+
 /**
  * A crawl's items in key order, in batches. With `bounds` (sorted keys, e.g. the shards' starts),
  * the ranges between them are read ahead in parallel (KV answers several range reads faster than
@@ -219,12 +223,7 @@ export async function* itemBatches(
 ): AsyncGenerator<ExportedItem[]> {
   // Only bounds KV can hold as string key parts cut ranges (others would only merge two ranges).
   const bounds = [...new Set(options.bounds ?? [])].filter((b) => plainPartSize(b) > 0);
-  const ranges: Range[] = bounds.length === 0 ? [{}] : [
-    { to: bounds[0] },
-    ...bounds.slice(1).map((b, i) => ({ from: bounds[i], to: b })),
-    { from: bounds.at(-1)! },
-  ];
-  const readers = ranges.map((r) => () => runs(kv, crawl, r));
+  const readers = rangesOf(bounds).map((r) => () => runs(kv, crawl, r));
   for await (const run of readAhead(readers, { concurrency: options.concurrency ?? 4 })) {
     yield await finish(kv, crawl, run.items);
   }
@@ -248,12 +247,8 @@ export async function* blockNdjsonBatches(
 ): AsyncGenerator<{ bytes: Uint8Array; rows: number }> {
   const prefix = keys.blocks(crawl);
   const bounds = [...new Set(options.bounds ?? [])].filter((b) => plainPartSize(b) > 0);
-  const at = (b: string) => keys.block(crawl, b);
-  const selectors: Deno.KvListSelector[] = bounds.length === 0 ? [{ prefix }] : [
-    { prefix, end: at(bounds[0]) },
-    ...bounds.slice(1).map((b, i) => ({ start: at(bounds[i]), end: at(b) })),
-    { prefix, start: at(bounds.at(-1)!) },
-  ];
+  const at = (b: string | undefined) => b === undefined ? undefined : keys.block(crawl, b);
+  const selectors = rangesOf(bounds).map((r) => between(prefix, at(r.from), at(r.to)));
   const read = async function* (selector: Deno.KvListSelector) {
     for await (const e of kv.list<Uint8Array>(selector, { batchSize: 100 })) {
       const lines = blockNdjson(e.value);
