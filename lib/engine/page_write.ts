@@ -61,6 +61,10 @@ export async function writePage(
     const { kept, cut } = trim(items, cur.end);
     const fit = await fitPart(ctx, crawl, { cur, kept, listed: page.listed, cut });
     const partial = fit.rows < kept.length;
+    if (partial && fit.rows === 0 && fit.deletes.length === 0) {
+      // Cannot happen within KV's limits (a block or record is at most a value); never loop on it.
+      throw new Error(`row ${JSON.stringify(kept[0].id.slice(0, 80))} does not fit one atomic op`);
+    }
     const next = !partial
       ? await nextState(ctx, guard, crawl, { listed: page.listed, kept, cut })
       : fit.rows === 0
