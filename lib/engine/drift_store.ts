@@ -79,12 +79,18 @@ async function applyGroup(
   const presence = await itemPresence(kv, crawl, ids);
   const blocks = new Map<string, { entry: Deno.KvEntry<Uint8Array>; rows: BlockRow[] }>();
   const inBlock = new Set<string>();
+  const held: { entry: Deno.KvEntry<Uint8Array>; rows: BlockRow[]; ids: Set<string> }[] = [];
   for (const id of ids) {
-    const held = await blockHolding(kv, crawl, id);
-    if (!held || held.index < 0) continue;
+    // Changes often touch neighbours: a block already read answers for every id it holds.
+    let hit = held.find((b) => b.ids.has(id));
+    if (!hit) {
+      const found = await blockHolding(kv, crawl, id);
+      if (!found || found.index < 0) continue;
+      hit = { ...found, ids: new Set(found.rows.map((r) => r.id)) };
+      held.push(hit);
+    }
     inBlock.add(id);
-    const first = held.entry.key[2] as string;
-    if (!blocks.has(first)) blocks.set(first, held);
+    blocks.set(hit.entry.key[2] as string, hit);
   }
   const upserts = ids.map((id) => latest.get(id)!).filter((c) => !c.deleted) as (
     & ItemInput
