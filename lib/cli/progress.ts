@@ -79,7 +79,8 @@ export class Progress {
     if (!force && t - this.#lastDraw < interval) return;
     this.#lastDraw = t;
     const left = Math.max(0, r.total - r.itemsStored);
-    const eta = rate > 0 ? left / rate : null;
+    // Never below the report's own ETA, which waits for the slowest shard.
+    const eta = rate > 0 ? Math.max(left / rate, r.etaSeconds ?? 0) : null;
     const pct = r.total > 0 ? (100 * r.itemsStored) / r.total : 0;
     const head =
       `${r.id} ${r.status}: ${n(r.itemsStored)}/${n(r.total)} items (${pct.toFixed(1)}%) ` +

@@ -8,6 +8,7 @@
 import { redactUrl } from "../base/redact.ts";
 import { NotFoundError } from "../base/errors.ts";
 import { storedCount } from "./completion.ts";
+import { remainingSeconds } from "./rebalance.ts";
 import { compareKeys } from "../plan/keys.ts";
 import type { PlanPicture } from "../plan/plan_svg.ts";
 import {
@@ -27,6 +28,7 @@ import {
   listDeadLetters,
   listShards,
   listSplits,
+  type ShardRecord,
   type SplitRecord,
   type Verification,
 } from "./store.ts";
@@ -131,6 +133,18 @@ export interface CrawlStatusReport {
 
 const iso = (ms: number | null | undefined) => ms ? new Date(ms).toISOString() : null;
 
+/**
+ * Seconds to completion: the items left at the crawl's rate, but never less than the slowest
+ * unfinished shard's own remaining time (near the end the crawl waits for its stragglers, which
+ * the crawl-wide rate would call "0 s").
+ */
+function eta(left: number, rate: number, shards: ShardRecord[], nowMs: number): number {
+  const open = shards.filter((s) => !s.done);
+  const share = rate / Math.max(1, open.length);
+  const slowest = open.reduce((m, s) => Math.max(m, remainingSeconds(s, share, nowMs)), 0);
+  return Math.max(Math.max(0, left) / rate, slowest);
+}
+
 /** Builds the status report of a crawl. @throws NotFoundError for an unknown id. */
 export async function crawlStatus(
   kv: Deno.Kv,
@@ -168,7 +182,7 @@ export async function crawlStatus(
     recentErrors: shards.filter((s) => s.lastError).sort((a, b) => b.updatedAt - a.updatedAt)
       .slice(0, 5).map((s) => ({ shard: s.id, error: s.lastError! })),
     rate,
-    etaSeconds: running && rate > 0 ? Math.max(0, crawl.total - itemsStored) / rate : null,
+    etaSeconds: running && rate > 0 ? eta(crawl.total - itemsStored, rate, shards, now) : null,
     planMethod: crawl.planMethod,
     pageCap: crawl.pageCap ?? null,
     createdAt: iso(crawl.createdAt)!,
