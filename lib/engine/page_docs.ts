@@ -6,9 +6,9 @@
  * Every document gets an outcome; one bad document never stops the crawl. A document whose
  * requests keep failing transiently fails the page, which is retried later; once the page failed
  * twice, such a document gets a second round of attempts and, failing again, is recorded as an
- * error (the registry is up; that document is bad). The page also fails when every document failed (the
- * registry is down). A page whose documents are nearly all refused (401/403:
- * the document host wants credentials) fails the crawl at once with one line, instead of recording
+ * error (the registry is up; that document is bad). The page also fails when every document
+ * failed (the registry is down). A page whose documents are nearly all refused (401/403: the
+ * document host wants credentials) fails the crawl at once with one line, instead of recording
  * millions of errors. Rows at or past the shard's current end are never started: a split gave them
  * to another shard.
  *

@@ -4,10 +4,11 @@
  *
  * A page is committed in ONE atomic op with the shard's new state (blocks of rows, item records
  * for the rows blocks cannot hold, and, on a shard listed a second time, the deletes of stale
- * blocks and records in the range it covers); a page too big for one op is committed in consecutive parts, each moving the cursor on
- * to the first row it left out. A crash at any instant leaves whole parts behind: the rest of the
- * page is listed again from the cursor. Only a large document's chunks are written before the op
- * (idempotent, keyed by id); the record that points at them comes with the op.
+ * blocks and records in the range it covers); a page too big for one op is committed in
+ * consecutive parts, each moving the cursor on to the first row it left out. A crash at any
+ * instant leaves whole parts behind: the rest of the page is listed again from the cursor. Only a
+ * large document's chunks are written before the op (idempotent, keyed by id); the record that
+ * points at them comes with the op.
  *
  * @module
  */
