@@ -13,6 +13,7 @@ import {
   packBlocks,
 } from "../lib/engine/item_blocks.ts";
 import { countItems, iterateItems, pageItems } from "../lib/engine/item_read.ts";
+import { writeItems } from "../lib/engine/item_store.ts";
 import { MAX_VALUE_BYTES } from "../lib/engine/kv_limits.ts";
 import {
   commitShard,
@@ -159,6 +160,24 @@ Deno.test("blocks: a relisted shard split before it is listed again: its child c
   assert.ok(split, "a relisted shard was split");
   const child = (await listShards(kv, id)).find((e) => e.value.id === split.child)!;
   assert.equal(child.value.revisit, true);
+  await finishAll(kv, source, id);
+  await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k), partition: true });
+});
+
+Deno.test("blocks: a crawl begun by an earlier version, killed mid-page, resumes with each row once", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const data = dataOf(randomKeys(1200, UNI, 36, 6));
+  const source = new MemorySource(data, { maxPage: 100 });
+  const { id } = await begin(kv, source, spec({ shards: 2, maxPage: 100 }));
+  // As versions before blocks left it: no layout on the crawl, and a page's first batch of item
+  // records written ahead of each shard's cursor, the commit that moves the cursor never made.
+  const entry = await getCrawl(kv, id);
+  const { itemLayout: _, ...legacy } = entry.value!;
+  assert.ok(await updateCrawl(kv, entry as Deno.KvEntry<CrawlRecord>, legacy));
+  for (const e of await listShards(kv, id)) {
+    const page = await source.list({ start: e.value.start, limit: 60 });
+    await writeItems(kv, id, page.rows);
+  }
   await finishAll(kv, source, id);
   await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k), partition: true });
 });

@@ -15,6 +15,7 @@
  *
  * @module
  */
+import { ITEM_LAYOUT } from "./item_blocks.ts";
 import { FatalError, InputError, NotFoundError, PermanentError } from "../base/errors.ts";
 import { crawlIdFor, type CrawlSpec } from "../base/spec.ts";
 import { evenSplitRanks } from "../plan/baselines.ts";
@@ -206,6 +207,7 @@ async function startPlanned(
     startSeq: p.startSeq,
     docMode: p.docMode,
     evenSplit: p.evenSplit,
+    itemLayout: ITEM_LAYOUT, // no item exists before its shards: this version writes them all
     planLease: null,
     planFailures: 0,
     startedAt: t,

@@ -12,6 +12,7 @@
  *   a retried or duplicate page never leaves half a part behind.
  * - A range is listed a second time only after a relist (a count mismatch), and the pages may
  *   be cut differently then: on a shard marked `revisit` (relisted, or split from one that was),
+ *   and in crawls begun by versions that wrote records ahead of the cursor (no `itemLayout`),
  *   every block or string-keyed record keyed inside the key range a part covers and not rewritten
  *   by it is stale and is deleted in the same op. Blocks never cross a shard's cursor or end.
  * - Rows a block cannot hold are item records (`item_store.ts`): ids that are not plain KV strings
@@ -24,6 +25,9 @@ import { compareKeys } from "../plan/keys.ts";
 import { MAX_PLAIN_ID_KEY_BYTES, plainPartSize } from "./item_codec.ts";
 import { keySize, MAX_VALUE_BYTES } from "./kv_limits.ts";
 import { keys } from "./store.ts";
+
+/** The item layout this version writes (`CrawlRecord.itemLayout`). */
+export const ITEM_LAYOUT = 2;
 
 /** Target encoded size of one block, in bytes (under KV's 65,536-byte value limit). */
 export const BLOCK_BYTES = 60_000;

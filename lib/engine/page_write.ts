@@ -13,7 +13,14 @@
  * @module
  */
 import { compareKeys } from "../plan/keys.ts";
-import { blockable, blockRow, keysIn, packBlocks, type Position } from "./item_blocks.ts";
+import {
+  blockable,
+  blockRow,
+  ITEM_LAYOUT,
+  keysIn,
+  packBlocks,
+  type Position,
+} from "./item_blocks.ts";
 import { chunkKeys } from "./item_read.ts";
 import { batchWrites, type ItemInput, prepareWrites, tallyItems } from "./item_store.ts";
 import { AtomicBudget, keySize, valueSizeBound } from "./kv_limits.ts";
@@ -129,7 +136,9 @@ async function fitPart(
   const shardKey = keys.shard(crawl.id, cur.id);
   const budget = new AtomicBudget().check(keySize(shardKey))
     .set(keySize(shardKey), valueSizeBound(cur) + 8192);
-  const found = cur.revisit
+  // Only a range listed before can hold what a page must clear (see `item_blocks.ts`).
+  const listedBefore = cur.revisit || (crawl.itemLayout ?? 1) < ITEM_LAYOUT;
+  const found = listedBefore
     ? await keysIn(ctx.kv, crawl.id, {
       from: { cursor: cur.cursor, after: cur.after },
       to: pageEnd(cur, page.listed, page.cut),

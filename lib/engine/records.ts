@@ -22,6 +22,12 @@ export interface Verification {
 export interface CrawlRecord extends CrawlSpec {
   /** Crawl id (derived from the spec unless given). */
   id: string;
+  /**
+   * How its items are written: 2 = one op per page part, blocks (see `item_blocks.ts`). Absent
+   * for crawls planned by earlier versions, whose pages wrote item records in unguarded batches
+   * ahead of the cursor: their pages clear what such a batch left, like a relisted shard's.
+   */
+  itemLayout?: number;
   /** Lifecycle state. */
   status: CrawlStatus;
   /** Items in the registry when planned. */
