@@ -4,7 +4,7 @@ import { FatalError, PermanentError, TransientError } from "../lib/base/errors.t
 import { checkCompletion, watchdog } from "../lib/engine/completion.ts";
 import { crawlStatus } from "../lib/engine/status.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
-import { getCrawl } from "../lib/engine/store.ts";
+import { type CrawlRecord, getCrawl, updateCrawl } from "../lib/engine/store.ts";
 import { begin, finishAll, runOne, spec } from "./engine_helpers.ts";
 import { assertCrawledExactly, dataOf, randomKeys, wrapSource } from "./helpers.ts";
 
@@ -128,5 +128,34 @@ Deno.test("catch-up: the watchdog keeps a finished crawl created with follow equ
   data.put("zzzz-later");
   data.delete(data.keys[3]);
   await watchdog({ kv, dispatcher, openSource: () => source });
+  await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k) });
+});
+
+Deno.test("catch-up: another write to the crawl record mid-feed neither stops it nor leaves its lease behind", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const data = dataOf(randomKeys(300, ASCII, 73, 6));
+  const source = new MemorySource(data, { maxPage: 100 });
+  const { id } = await begin(kv, source, spec({ shards: 2 }));
+  await finishAll(kv, source, id);
+  for (let i = 0; i < 20; i++) data.put(`later-${i}`);
+  let touched = 0;
+  // While a batch is read, something else updates the crawl record (as a shard's completion does).
+  const busy = wrapSource(source, {
+    changes: async (s, l) => {
+      if (touched++ < 2) {
+        const e = await getCrawl(kv, id);
+        assert.ok(
+          await updateCrawl(kv, e as Deno.KvEntry<CrawlRecord>, { ...e.value!, updatedAt: 1 }),
+        );
+      }
+      return source.changes(s, l);
+    },
+  });
+  const res = await catchUp({ kv, source: busy }, id, { batch: 8, owner: "me" });
+  assert.equal(res.ran, true);
+  const drift = (await getCrawl(kv, id)).value!.drift!;
+  assert.equal(drift.inserted, 20, "every change applied once");
+  assert.equal(drift.lease, null, "the lease is not left behind");
+  assert.equal((await catchUp({ kv, source }, id, { owner: "next" })).ran, true);
   await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k) });
 });

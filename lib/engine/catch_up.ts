@@ -69,6 +69,7 @@ export async function catchUp(
   });
   if (!entry) return { applied: 0, seq: drift?.seq ?? crawl.startSeq, ran: false };
   let applied = 0;
+  let conflicts = 0;
   try {
     for (;;) {
       const since = entry.value.drift!.seq;
@@ -85,23 +86,47 @@ export async function catchUp(
         nowMs: now(),
         caughtUp: done,
       });
-      if (!next) return { applied, seq: since, ran: true }; // lease lost to another runner
+      if (!next) {
+        // Another writer changed the crawl record (its completion, a shard's end): if the lease is
+        // still ours, go on from what is committed; if not, another runner has the feed now.
+        const fresh = await getCrawl(deps.kv, crawlId);
+        if (fresh.value?.drift?.lease?.owner !== owner || ++conflicts > 20) {
+          return { applied, seq: since, ran: true };
+        }
+        entry = fresh as Deno.KvEntry<CrawlRecord>;
+        continue;
+      }
       entry = next;
       applied += rows.length;
       if (done) break;
     }
   } catch (err) {
     // Let the next runner start at once from the committed sequence (a crash waits for expiry).
-    await updateCrawl(deps.kv, entry, {
-      ...entry.value,
-      drift: { ...entry.value.drift!, lease: null },
-    })
-      .catch(() => null);
+    await releaseLease(deps.kv, crawlId, owner).catch(() => null);
     throw err;
   }
-  const released = await updateCrawl(deps.kv, entry, {
-    ...entry.value,
-    drift: { ...entry.value.drift!, lease: null },
-  });
+  const released = await releaseLease(deps.kv, crawlId, owner);
   return { applied, seq: (released ?? entry).value.drift!.seq, ran: true };
+}
+
+/**
+ * Clears this runner's drift lease. The crawl record may have changed since this runner last
+ * wrote it (its completion, another shard's end): the lease is cleared on a fresh read, so it is
+ * never left behind to block the next runner until it expires.
+ */
+async function releaseLease(
+  kv: Deno.Kv,
+  crawlId: string,
+  owner: string,
+): Promise<Deno.KvEntry<CrawlRecord> | null> {
+  for (let attempt = 0; attempt < 10; attempt++) {
+    const e = await getCrawl(kv, crawlId);
+    if (!e.value?.drift || e.value.drift.lease?.owner !== owner) return null;
+    const done = await updateCrawl(kv, e as Deno.KvEntry<CrawlRecord>, {
+      ...e.value,
+      drift: { ...e.value.drift, lease: null },
+    });
+    if (done) return done;
+  }
+  return null;
 }
