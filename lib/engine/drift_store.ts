@@ -16,7 +16,7 @@
 import type { DocResult } from "../plan/source.ts";
 import { blockHolding, type BlockRow, encodeBlock } from "./item_blocks.ts";
 import { chunkKeys, itemPresence } from "./item_read.ts";
-import { type ItemInput, prepareWrites } from "./item_store.ts";
+import { type ItemInput, prepareWrites, setInBatches } from "./item_store.ts";
 import { AtomicBudget, keySize, MAX_CHECKS, valueSizeBound } from "./kv_limits.ts";
 import { type CrawlRecord, type DriftState, keys, kvOp } from "./store.ts";
 
@@ -102,9 +102,7 @@ async function applyGroup(
     inline: false,
   });
   const records = new Map(writes.filter((w) => w.key[0] === "item").map((w) => [w.id, w]));
-  for (const w of writes) {
-    if (w.key[0] !== "item") await kvOp(() => kv.set(w.key, w.value));
-  }
+  await setInBatches(kv, writes.filter((w) => w.key[0] !== "item"));
   const drift = startState(claimed.value);
   const counts = { inserted: 0, updated: 0, deleted: 0 };
   const op = kv.atomic().check(claimed);

@@ -166,6 +166,19 @@ export async function writeItems(
   const writes = await prepareWrites(crawl, items, options);
   const reserve = new AtomicBudget();
   reserve.mutations = 1000 - Math.min(1000, options.batchMutations ?? 1000);
+  await setInBatches(kv, writes, reserve);
+  return tallyItems(items, options.maxDocBytes ?? DEFAULT_MAX_DOC_BYTES);
+}
+
+/**
+ * Sets `writes` without a guard, in as few atomic ops as KV's limits allow (with `reserve` left
+ * free in each). Only for idempotent writes: a large document's chunks, tools and tests.
+ */
+export async function setInBatches(
+  kv: Deno.Kv,
+  writes: readonly ItemWrite[],
+  reserve: AtomicBudget = new AtomicBudget(),
+): Promise<void> {
   for (const batch of batchWrites(writes, reserve)) {
     await kvOp(() => {
       const op = kv.atomic();
@@ -173,5 +186,4 @@ export async function writeItems(
       return op.commit();
     });
   }
-  return tallyItems(items, options.maxDocBytes ?? DEFAULT_MAX_DOC_BYTES);
 }

@@ -46,6 +46,11 @@ export interface DocFetch {
 /** A document request that kept failing transiently (its own error, or the page's). */
 type Attempt = DocResult | { kind: "failed"; status: number; reason: string };
 
+/** The attempt a transient failure of one document's request leaves (its first line). */
+function failedAttempt(err: TransientError): Attempt {
+  return { kind: "failed", status: err.status ?? 0, reason: err.message.split("\n")[0] };
+}
+
 /**
  * The page's rows with their documents' outcomes, cut before the first row at or past the current
  * end. @throws TransientError when every document failed transiently; FatalError when nearly all
@@ -91,7 +96,7 @@ async function secondRound(source: Source, rows: Row[], results: Attempt[], o: D
       results[i] = await source.doc(rows[i].id);
     } catch (err) {
       if (!(err instanceof TransientError)) throw err;
-      results[i] = { kind: "failed", status: err.status ?? 0, reason: err.message.split("\n")[0] };
+      results[i] = failedAttempt(err);
     }
   }, { concurrency: Math.max(1, o.limit.value) });
 }
@@ -151,7 +156,7 @@ async function fetchEach(source: Source, rows: Row[], o: DocFetch): Promise<Atte
           if (!(err instanceof TransientError)) throw err;
           // Network failures (timeouts, 5xx, refused) past their attempts make it a suspect.
           o.limit.failure();
-          out[i] = { kind: "failed", status: err.status ?? 0, reason: err.message.split("\n")[0] };
+          out[i] = failedAttempt(err);
         }).then(() => {
           inFlight--;
           pump();

@@ -22,11 +22,11 @@ import {
   type Position,
 } from "./item_blocks.ts";
 import { chunkKeys } from "./item_read.ts";
-import { batchWrites, type ItemInput, prepareWrites, tallyItems } from "./item_store.ts";
+import { type ItemInput, prepareWrites, setInBatches, tallyItems } from "./item_store.ts";
 import { AtomicBudget, keySize, valueSizeBound } from "./kv_limits.ts";
 import type { ListedPage } from "./page_listing.ts";
 import type { Guard, PageContext } from "./page_guard.ts";
-import { commitShard, type CrawlRecord, keys, kvOp, type ShardRecord } from "./store.ts";
+import { commitShard, type CrawlRecord, keys, type ShardRecord } from "./store.ts";
 import { checkShardEnd } from "./verify.ts";
 
 /** What became of one page. */
@@ -176,18 +176,12 @@ async function fitPart(
     const ws = await prepareWrites(crawl.id, [kept[rows]], { maxDocBytes: ctx.maxDocBytes });
     const record = ws.at(-1)!;
     if (!budget.fitsSet(record.keyBytes, record.value.length)) break;
-    // A large document's chunks, idempotent, in as few ops as KV's limits allow.
-    for (const batch of batchWrites(ws.slice(0, -1), new AtomicBudget())) {
-      await kvOp(() => {
-        const op = ctx.kv.atomic();
-        for (const w of batch) op.set(w.key, w.value);
-        return op.commit();
-      });
-    }
+    await setInBatches(ctx.kv, ws.slice(0, -1)); // a large document's chunks, idempotent
     budget.set(record.keyBytes, record.value.length);
     writes.push(record);
     rows++;
   }
+  if (stale.length === 0) return { rows, writes, deletes: [] };
   // Deletes only inside the range this part covers; a stale key it rewrites is set, not deleted.
   const partEnd = rows < kept.length ? kept[rows].id : null;
   const written = new Set(writes.map((w) => `${w.key[0] as string}\0${w.key[2] as string}`));

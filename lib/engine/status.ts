@@ -253,6 +253,12 @@ async function requireCrawl(kv: Deno.Kv, id: string): Promise<CrawlRecord> {
   return crawl;
 }
 
+/** The starts of a crawl's shards (splits included) in key order, the open first one left out. */
+async function shardStarts(kv: Deno.Kv, id: string): Promise<string[]> {
+  return (await listShards(kv, id)).map((e) => e.value.start)
+    .filter((s): s is string => s !== null).sort(compareKeys);
+}
+
 /**
  * One page of a crawl's items after `cursor` (opaque, from the previous page); the next cursor is
  * null at the end. @throws NotFoundError for an unknown crawl; InputError for a forged cursor.
@@ -281,8 +287,7 @@ export async function* crawlItemBatches(
   id: string,
 ): AsyncGenerator<ExportedItem[]> {
   await requireCrawl(kv, id);
-  const starts = (await listShards(kv, id)).map((e) => e.value.start)
-    .filter((s): s is string => s !== null).sort(compareKeys);
+  const starts = await shardStarts(kv, id);
   yield* itemBatches(kv, id, { bounds: starts });
 }
 
@@ -297,8 +302,7 @@ export async function crawlKeysNdjson(
 ): Promise<AsyncIterable<{ bytes: Uint8Array; rows: number }> | null> {
   const crawl = await requireCrawl(kv, id);
   if (crawl.docs || crawl.view !== undefined || await hasRecords(kv, id)) return null;
-  const starts = (await listShards(kv, id)).map((e) => e.value.start)
-    .filter((s): s is string => s !== null).sort(compareKeys);
+  const starts = await shardStarts(kv, id);
   return blockNdjsonBatches(kv, id, { bounds: starts });
 }
 
@@ -309,8 +313,7 @@ export async function crawlKeysNdjson(
  */
 export async function crawlPicture(kv: Deno.Kv, id: string): Promise<PlanPicture> {
   const crawl = await requireCrawl(kv, id);
-  const cuts = (await listShards(kv, id)).map((e) => e.value.start)
-    .filter((s): s is string => s !== null).sort(compareKeys);
+  const cuts = await shardStarts(kv, id);
   return {
     total: crawl.total,
     even: crawl.evenSplit ?? [],
