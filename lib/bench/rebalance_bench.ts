@@ -93,7 +93,14 @@ async function straggler(o: { runs: number; log: (s: string) => void }) {
  * one worker's rates times the number of shards, and one perfectly balanced pool measured.
  */
 async function hotRegistry(
-  o: { size: number; hot: string; hotMs: number; shards: number; concurrency: number },
+  o: {
+    size: number;
+    hot: string;
+    hotMs: number;
+    shards: number;
+    concurrency: number;
+    runs: number;
+  },
 ) {
   const reg = await registry([
     "--synthetic",
@@ -126,9 +133,13 @@ async function hotRegistry(
     const idealMs = ((ids.length - hotIds.length) * normal + hotIds.length * slow) / o.shards;
     // The makespan of perfect balance on this machine: every document fetched by one pool with
     // the crawl's total concurrency, nothing listed or stored. Shards can only come close to it.
-    const t = performance.now();
-    await mapPool(ids, (id) => src.doc(id), { concurrency: o.shards * o.concurrency });
-    const poolMs = performance.now() - t;
+    const pools: number[] = [];
+    for (let r = 0; r < o.runs; r++) {
+      const t = performance.now();
+      await mapPool(ids, (id) => src.doc(id), { concurrency: o.shards * o.concurrency });
+      pools.push(performance.now() - t);
+    }
+    const poolMs = median(pools);
     return { reg, src, idealMs, poolMs, hotCount: hotIds.length, costRatio: slow / normal };
   } catch (err) {
     await reg.close();
@@ -141,15 +152,28 @@ async function hotRegistry(
  * document costs the same, which shows how close to its ideal this machine lets any crawl come
  * (8 workers on 2 shared cores contend for CPU that a single measuring worker has alone).
  */
-async function hotPrefix(o: { size: number; log: (s: string) => void }) {
+async function hotPrefix(o: { size: number; runs: number; log: (s: string) => void }) {
   const shards = 8;
   const concurrency = 4;
   const hot = "@ty";
   const dir = await Deno.makeTempDir();
   const run = (url: string, name: string, rebalance: boolean, plan: Plan) =>
     crawl(url, dir, { name, shards, concurrency, rebalance, plan });
+  // The rebalanced crawls are short and noisy: the median of `runs`, by time.
+  const runMedian = async (url: string, name: string, plan: Plan) => {
+    const all = [];
+    for (let r = 0; r < o.runs; r++) all.push(await run(url, `${name}${r}`, true, plan));
+    return all.sort((p, q) => p.ms - q.ms)[all.length >> 1];
+  };
   try {
-    const h = await hotRegistry({ size: o.size, hot, hotMs: 95, shards, concurrency });
+    const h = await hotRegistry({
+      size: o.size,
+      hot,
+      hotMs: 95,
+      shards,
+      concurrency,
+      runs: o.runs,
+    });
     let rows: (string | number)[][];
     try {
       const balanced = await planShards(h.src, shards);
@@ -159,7 +183,7 @@ async function hotPrefix(o: { size: number; log: (s: string) => void }) {
       };
       const a = await run(h.reg.url, "even", false, even);
       const b = await run(h.reg.url, "balanced", false, balanced);
-      const c = await run(h.reg.url, "rebalanced", true, balanced);
+      const c = await runMedian(h.reg.url, "rebalanced", balanced);
       const row = (
         name: string,
         r: { ms: number; splits: number },
@@ -171,7 +195,8 @@ async function hotPrefix(o: { size: number; log: (s: string) => void }) {
       ];
       o.log(
         `\n## Rebalancing a hot prefix: ${n(o.size)} items, ${shards} shards x ${concurrency} in ` +
-          `flight, ${h.hotCount} "${hot}" documents costing ${h.costRatio.toFixed(1)}x\n`,
+          `flight, ${h.hotCount} "${hot}" documents costing ${h.costRatio.toFixed(1)}x ` +
+          `(rebalanced crawls and perfect pools: median of ${o.runs})\n`,
       );
       o.log(
         `ideal makespan: total work / workers, from one worker's rates: ${s(h.idealMs)} s; ` +
@@ -181,10 +206,10 @@ async function hotPrefix(o: { size: number; log: (s: string) => void }) {
     } finally {
       await h.reg.close();
     }
-    const u = await hotRegistry({ size: o.size, hot, hotMs: 0, shards, concurrency });
+    const u = await hotRegistry({ size: o.size, hot, hotMs: 0, shards, concurrency, runs: o.runs });
     try {
       const plan = await planShards(u.src, shards);
-      const c = await run(u.reg.url, "uniform", true, plan);
+      const c = await runMedian(u.reg.url, "uniform", plan);
       rows.push([
         `control: every document costs the same (ideals ${s(u.idealMs)} s, ${
           s(u.poolMs)
