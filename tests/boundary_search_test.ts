@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { BoundarySearch, nextStep, type ProbeMemory } from "../lib/plan/boundary_search.ts";
-import { Alphabet, compareKeys } from "../lib/plan/keys.ts";
+import { Alphabet, compareKeys, sortKeys } from "../lib/plan/keys.ts";
 import { PointSet } from "../lib/plan/points.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { dataOf, randomKeys } from "./helpers.ts";
@@ -81,4 +81,33 @@ Deno.test("boundary search: exact keys for every target, each distinct request m
   }).run();
   assert.deepEqual(keys, targets.map((t) => data.keys[t]));
   assert.ok(source.requests < 20 * targets.length, `${source.requests} requests`);
+});
+
+Deno.test("boundary search: the name-character prior finds a scoped half the first page never shows", async () => {
+  // npm's shape: the first page is all digits, half of the names are `@` scopes.
+  const names = randomKeys(6_000, "abcdefghij".split(""), 8, 6).map((k) => `${k}-x`);
+  const keys = sortKeys([
+    ...names.slice(0, 3_000).map((k) => `@${k.slice(0, 2)}/${k}`),
+    ...names.slice(3_000, 5_700),
+    ...names.slice(5_700).map((k, i) => `${i % 10}${k}`),
+  ]);
+  const data = dataOf(keys);
+  const targets = [1_000, 2_000, 3_000, 4_000, 5_000];
+  const run = async (priorChars?: string) => {
+    const source = new MemorySource(data, { maxPage: 50 });
+    const first = await source.list({ limit: 50 });
+    assert.ok(first.rows.every((r) => /^\d/.test(r.id)), "the first page shows no scope");
+    const found = await new BoundarySearch(source, targets, {
+      maxPage: 50,
+      pages: [{ start: null, page: first }],
+      points: [{ key: data.keys.at(-1)!, rank: data.size - 1, real: true }],
+      concurrency: 1,
+      priorChars,
+    }).run();
+    assert.deepEqual(found, targets.map((t) => data.keys[t]));
+    return source.requests;
+  };
+  const without = await run("");
+  const withPrior = await run();
+  assert.ok(withPrior < without, `with the prior ${withPrior} requests, without ${without}`);
 });

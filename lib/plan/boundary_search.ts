@@ -14,7 +14,7 @@
  */
 import { FatalError, PermanentError } from "../base/errors.ts";
 import { AdaptiveLimit } from "../base/adaptive_limit.ts";
-import { Alphabet, keyBetween } from "./keys.ts";
+import { Alphabet, keyBetween, NAME_CHARS } from "./keys.ts";
 import { inconsistent, type Point, PointSet } from "./points.ts";
 import type { Listing, Page } from "./source.ts";
 
@@ -103,6 +103,11 @@ export interface BoundarySearchOptions {
   maxConcurrency?: number;
   /** Probe with a full page once a bracket is at most this many pages wide. @default 100 */
   widePageSpan?: number;
+  /**
+   * Characters the key model assumes before it has seen any key (each as a one-character key).
+   * @default NAME_CHARS
+   */
+  priorChars?: string;
 }
 
 /** One search over one source for a set of target ranks; {@linkcode run} resolves their keys. */
@@ -112,7 +117,7 @@ export class BoundarySearch {
   #targetSet: Set<number>;
   #found = new Map<number, string>();
   #points: PointSet;
-  #alphabet = new Alphabet();
+  #alphabet: Alphabet;
   #pool: AdaptiveLimit;
   #inflight = new Map<string, Promise<Page>>();
   #tuning: SearchTuning;
@@ -124,6 +129,7 @@ export class BoundarySearch {
     this.#targets = targets;
     this.#targetSet = new Set(targets);
     this.#points = new PointSet({ maxConflicts: 50 + 4 * targets.length });
+    this.#alphabet = new Alphabet([...(options.priorChars ?? NAME_CHARS)]);
     this.#pool = new AdaptiveLimit({
       start: Math.max(1, options.concurrency),
       max: Math.max(options.concurrency, options.maxConcurrency ?? 64),
