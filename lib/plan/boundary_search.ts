@@ -34,9 +34,9 @@ export type Step =
 
 /** A target's memory of its own probes (the Illinois rule). */
 export interface ProbeMemory {
-  /** Consecutive own probes that landed above the target. */
+  /** Own probes that landed above the target in a row (halved by one that lands below). */
   high: number;
-  /** Consecutive own probes that landed below it. */
+  /** Own probes that landed below it in a row (halved by one that lands above). */
   low: number;
 }
 
@@ -183,8 +183,10 @@ export class BoundarySearch {
           break;
         case "probe": {
           const page = await this.#list(next.key, next.limit);
-          if (page.offset > t) [memory.high, memory.low] = [memory.high + 1, 0];
-          else [memory.high, memory.low] = [0, memory.low + 1];
+          // Landing on the other side halves the streak rather than ending it: a probe that just
+          // crossed over is often still far from t, and the pull it had earned still applies.
+          if (page.offset > t) [memory.high, memory.low] = [memory.high + 1, memory.low >> 1];
+          else [memory.high, memory.low] = [memory.high >> 1, memory.low + 1];
         }
       }
     }

@@ -140,7 +140,11 @@ export class Alphabet {
     const m = this.#bi.get(prev);
     let biTotal = 0;
     if (m) { for (const c of m.values()) biTotal += c; }
-    const alpha = 2; // weight of the overall frequencies behind the per-predecessor counts
+    // Weight of the overall frequencies behind the per-predecessor counts: a predecessor needs
+    // about this many keys of its own before they outweigh the overall shape. Few keys are ever
+    // seen (the ends of the answers), and heavier smoothing measured better: 8.5 requests per
+    // boundary at 2, 8.1 at 16, 8.4 at 32 (4M synthetic names, N = 56, mean of 3 seeds).
+    const alpha = 16;
     let total = 0;
     for (let i = 0; i < n; i++) {
       const c = m?.get(i === 0 ? END : pts[i - 1]) ?? 0;
