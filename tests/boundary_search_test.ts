@@ -50,6 +50,30 @@ Deno.test("nextStep: found, forward read, descending read, wide and narrow probe
   assert.deepEqual(nextStep(20, pointsOf(["m", 10, true]), fresh(), o), { kind: "relearn-end" });
 });
 
+Deno.test("nextStep: after missed probes, pages are read from the nearer end once within reach", () => {
+  const o = { ...tuning, alphabet: new Alphabet(["apple", "zebra"]) };
+  const p = pointsOf(["apple", 1000, true], ["zebra", 100_000, false]);
+  // 250 rows above the lower point, 9,750 below the upper one (pages of 100).
+  assert.equal(nextStep(1250, p, fresh(), o).kind, "probe", "no misses yet: probe");
+  assert.deepEqual(nextStep(1250, p, { high: 1, low: 1 }, o), {
+    kind: "read",
+    start: "apple",
+    limit: 100,
+  });
+  // 250 rows below the upper point: read down from it.
+  assert.deepEqual(nextStep(99_750, p, { high: 2, low: 0 }, o), {
+    kind: "read-down",
+    from: { key: "zebra", rank: 100_000, real: false },
+    limit: 100,
+  });
+  // 2,000 rows away: beyond 3 pages after 2 misses, within reach after 20.
+  assert.equal(nextStep(98_000, p, { high: 2, low: 0 }, o).kind, "probe");
+  assert.equal(nextStep(98_000, p, { high: 20, low: 0 }, o).kind, "read-down");
+  assert.equal(nextStep(2900, p, { high: 20, low: 0 }, o).kind, "read");
+  // Refused descending listings: only the lower end reads.
+  assert.equal(nextStep(99_750, p, { high: 2, low: 0 }, { ...o, descending: false }).kind, "probe");
+});
+
 Deno.test("nextStep: the Illinois memory pulls probes towards the end that keeps surviving", () => {
   const o = { ...tuning, alphabet: new Alphabet("abcdefghijklmnopqrstuvwxyz".split("")) };
   const p = pointsOf(["a", 0, true], ["z", 1_000_000, true]);

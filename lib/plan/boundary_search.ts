@@ -72,10 +72,16 @@ export function nextStep(
   // Within a page below the upper point: one descending page read finishes it.
   const below = b.real ? b.rank - t + 1 : b.rank - t;
   if (o.descending && below <= o.maxPage) return { kind: "read-down", from: b, limit: below };
-  // Within a few pages of the lower point after probes that keep missing (a crowd of keys the
-  // model cannot see into, like `eslint-config-…`): reading on is bounded, probing may not be.
-  if (a.real && t - a.rank < 3 * o.maxPage && memory.high + memory.low >= 2) {
-    return { kind: "read", start: a.key, limit: o.maxPage };
+  // After probes that keep missing (a crowd of keys the model cannot see into, like
+  // `eslint-plugin-…`), reading pages on from the nearer end is bounded and probing may not be:
+  // read once t is within as many pages of an end as probes have missed (at least 3).
+  const misses = memory.high + memory.low;
+  if (misses >= 2) {
+    const reach = Math.max(3, misses) * o.maxPage;
+    const up = a.real && t - a.rank < reach ? t - a.rank : Infinity;
+    const down = o.descending && below <= reach ? below : Infinity;
+    if (up <= down && up < Infinity) return { kind: "read", start: a.key, limit: o.maxPage };
+    if (down < Infinity) return { kind: "read-down", from: b, limit: o.maxPage };
   }
   // Aim below t when a full page will be read, so the page likely covers t.
   const wide = width <= o.widePageSpan * o.maxPage;
