@@ -69,12 +69,12 @@ Deno.test("planner: N > total, N < 1 and an empty registry are input errors", as
   await assert.rejects(() => planShards(new MemorySource(dataOf([])), 1), /no items/);
 });
 
-Deno.test("planner: real npm names, N=56, limit 1000: at most 8 requests per boundary", async () => {
+Deno.test("planner: real npm names, N=56, limit 1000: at most 4 requests per boundary", async () => {
   const data = dataOf(await bundledNames());
   const source = new MemorySource(data, { maxPage: 1000 });
   const plan = await planShards(source, 56);
   assertExactPlan(plan, data, 56);
-  assert.ok(plan.requests <= 8 * 55, `${plan.requests} requests`);
+  assert.ok(plan.requests <= 4 * 55, `${plan.requests} requests`);
 });
 
 Deno.test("planner: synthetic 300k names stay exact at N = 16, 56, 256", async () => {

@@ -7,8 +7,10 @@
  *
  * A step either finishes a target (a known real point sits at its rank), reads one page that must
  * contain it (forward from below, or descending from above, once it is within a page of a known
- * point), or probes a key interpolated between the bracket's ends over the alphabet seen so far,
- * safeguarded towards bisection when interpolation stalls (Illinois rule).
+ * point), reads pages on from the nearer end once probes keep missing and t is within as many pages
+ * as they missed (a crowd of keys the model cannot see into), or probes a key interpolated between
+ * the bracket's ends over the alphabet seen so far, safeguarded towards bisection when
+ * interpolation stalls (Illinois rule).
  *
  * @module
  */
