@@ -8,6 +8,7 @@ import {
   MAX_PAYLOAD_BYTES,
   MAX_TOTAL_KEY_BYTES,
   MAX_VALUE_BYTES,
+  utf8Length,
 } from "../lib/engine/kv_limits.ts";
 
 async function commits(op: Deno.AtomicOperation): Promise<string> {
@@ -86,4 +87,17 @@ Deno.test("kv limits: key and value sizes, NUL escapes and non-ASCII counted as 
   assert.equal(kvFailureKind(new Error("database or disk is full")), "storage");
   assert.equal(kvFailureKind(new Error("disk I/O error")), "storage");
   assert.equal(kvFailureKind(new Error("database is locked")), "locked");
+});
+
+Deno.test("utf8Length: the bytes TextEncoder writes, lone surrogates as 3", () => {
+  const enc = new TextEncoder();
+  const parts = ["a", "é", "中", "😀", "\ud800", "\udc00", "\u0000", "\u07ff", "\u0800", "\uffff"];
+  for (const x of parts) {
+    for (const y of parts) {
+      for (const z of ["", ...parts]) {
+        const s = x + y + z;
+        assert.equal(utf8Length(s), enc.encode(s).length, JSON.stringify(s));
+      }
+    }
+  }
 });

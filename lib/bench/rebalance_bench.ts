@@ -4,8 +4,8 @@
  * prefix whose documents cost ~14x, over the naive even split, the static balanced plan, and
  * balanced + rebalancing, each against two ideals (total work / workers from one worker's rates;
  * a perfect pool, every document through one pool of the crawl's total concurrency, measured),
- * with a uniform-cost control showing the floor this machine puts under any such ratio. One GET per document (the
- * registry refuses bulk reads), so per-document cost is what it is.
+ * with a uniform-cost control showing the floor this machine puts under any such ratio. One GET
+ * per document (the registry refuses bulk reads), so per-document cost is what it is.
  *
  * @module
  */
@@ -159,6 +159,12 @@ async function hotPrefix(o: { size: number; runs: number; log: (s: string) => vo
   const dir = await Deno.makeTempDir();
   const run = (url: string, name: string, rebalance: boolean, plan: Plan) =>
     crawl(url, dir, { name, shards, concurrency, rebalance, plan });
+  // A table row: a crawl's time against both ideals of its registry.
+  const row = (
+    name: string,
+    r: { ms: number; splits: number },
+    ideal: { idealMs: number; poolMs: number },
+  ) => [name, s(r.ms), x(r.ms / ideal.idealMs), x(r.ms / ideal.poolMs), r.splits];
   // The rebalanced crawls are short and noisy: the median of `runs`, by time.
   const runMedian = async (url: string, name: string, plan: Plan) => {
     const all = [];
@@ -184,14 +190,10 @@ async function hotPrefix(o: { size: number; runs: number; log: (s: string) => vo
       const a = await run(h.reg.url, "even", false, even);
       const b = await run(h.reg.url, "balanced", false, balanced);
       const c = await runMedian(h.reg.url, "rebalanced", balanced);
-      const row = (
-        name: string,
-        r: { ms: number; splits: number },
-      ) => [name, s(r.ms), x(r.ms / h.idealMs), x(r.ms / h.poolMs), r.splits];
       rows = [
-        row("naive even split", a),
-        row("balanced (static)", b),
-        row("balanced + rebalancing", c),
+        row("naive even split", a, h),
+        row("balanced (static)", b, h),
+        row("balanced + rebalancing", c, h),
       ];
       o.log(
         `\n## Rebalancing a hot prefix: ${n(o.size)} items, ${shards} shards x ${concurrency} in ` +
@@ -210,15 +212,10 @@ async function hotPrefix(o: { size: number; runs: number; log: (s: string) => vo
     try {
       const plan = await planShards(u.src, shards);
       const c = await runMedian(u.reg.url, "uniform", plan);
-      rows.push([
-        `control: every document costs the same (ideals ${s(u.idealMs)} s, ${
-          s(u.poolMs)
-        } s), rebalancing`,
-        s(c.ms),
-        x(c.ms / u.idealMs),
-        x(c.ms / u.poolMs),
-        c.splits,
-      ]);
+      const ideals = `${s(u.idealMs)} s, ${s(u.poolMs)} s`;
+      rows.push(
+        row(`control: every document costs the same (ideals ${ideals}), rebalancing`, c, u),
+      );
     } finally {
       await u.reg.close();
     }

@@ -164,7 +164,10 @@ function pushBlock(crawl: string, rows: BlockRow[], out: BlockWrite[]): void {
   out.push({ key, value, keyBytes: keySize(key), rows: rows.length });
 }
 
-/** The key part KV can hold at or below `key` in key order: cut before a lone surrogate or a length KV would refuse. */
+/**
+ * The key part KV can hold at or below `key` in key order: cut before a lone surrogate or a length
+ * KV would refuse.
+ */
 function floorKey(key: string): string {
   if (plainPartSize(key) > 0) return key;
   let bytes = 0;

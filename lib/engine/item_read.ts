@@ -11,6 +11,7 @@ import { readAhead } from "../base/read_ahead.ts";
 import { compareKeys } from "../plan/keys.ts";
 import { blockHolding, blockNdjson, decodeBlock } from "./item_blocks.ts";
 import { decodeItem, idKeyPart, plainPartSize } from "./item_codec.ts";
+import { utf8Length } from "./kv_limits.ts";
 import { keys, kvOp } from "./store.ts";
 
 /** An exported item: the record with its id and its document reassembled as JSON text. */
@@ -117,19 +118,6 @@ async function* blockRuns(kv: Deno.Kv, crawl: string, r: Range): AsyncGenerator<
   }
 }
 
-/** Bytes of a string in UTF-8 (a lone surrogate counts as the 3-byte replacement it becomes). */
-function utf8Length(s: string): number {
-  let n = s.length;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c < 0x80) continue;
-    if (c < 0x800) n += 1;
-    else if (c >= 0xd800 && c <= 0xdbff && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) (n += 2, i++);
-    else n += 2;
-  }
-  return n;
-}
-
 /** Merges two ordered streams of runs (pass-through while only one has items). */
 async function* merge(a: AsyncGenerator<Run>, b: AsyncGenerator<Run>): AsyncGenerator<Run> {
   const side = (g: AsyncGenerator<Run>) => ({ g, run: null as Run | null, at: 0, done: false });
@@ -201,6 +189,11 @@ async function finish(kv: Deno.Kv, crawl: string, items: Pending[]): Promise<Exp
     : items;
 }
 
+/** Distinct bounds that KV can hold as string key parts (others would only merge two ranges). */
+function cutBounds(bounds: readonly string[] = []): string[] {
+  return [...new Set(bounds)].filter((b) => plainPartSize(b) > 0);
+}
+
 /** The ranges between sorted bounds: below the first, between each two, from the last on. */
 function rangesOf(bounds: readonly string[]): Range[] {
   if (bounds.length === 0) return [{}];
@@ -221,9 +214,7 @@ export async function* itemBatches(
   crawl: string,
   options: { bounds?: readonly string[]; concurrency?: number } = {},
 ): AsyncGenerator<ExportedItem[]> {
-  // Only bounds KV can hold as string key parts cut ranges (others would only merge two ranges).
-  const bounds = [...new Set(options.bounds ?? [])].filter((b) => plainPartSize(b) > 0);
-  const readers = rangesOf(bounds).map((r) => () => runs(kv, crawl, r));
+  const readers = rangesOf(cutBounds(options.bounds)).map((r) => () => runs(kv, crawl, r));
   for await (const run of readAhead(readers, { concurrency: options.concurrency ?? 4 })) {
     yield await finish(kv, crawl, run.items);
   }
@@ -246,9 +237,10 @@ export async function* blockNdjsonBatches(
   options: { bounds?: readonly string[]; concurrency?: number } = {},
 ): AsyncGenerator<{ bytes: Uint8Array; rows: number }> {
   const prefix = keys.blocks(crawl);
-  const bounds = [...new Set(options.bounds ?? [])].filter((b) => plainPartSize(b) > 0);
   const at = (b: string | undefined) => b === undefined ? undefined : keys.block(crawl, b);
-  const selectors = rangesOf(bounds).map((r) => between(prefix, at(r.from), at(r.to)));
+  const selectors = rangesOf(cutBounds(options.bounds)).map((r) =>
+    between(prefix, at(r.from), at(r.to))
+  );
   const read = async function* (selector: Deno.KvListSelector) {
     for await (const e of kv.list<Uint8Array>(selector, { batchSize: 100 })) {
       const lines = blockNdjson(e.value);

@@ -26,20 +26,26 @@ export const MAX_PAYLOAD_BYTES = 819_200;
 /** Largest total of the keys of `set` mutations in one atomic op, in bytes. */
 export const MAX_TOTAL_KEY_BYTES = 81_920;
 
-const enc = new TextEncoder();
-
 function zeros(bytes: Uint8Array): number {
   let n = 0;
   for (let i = 0; i < bytes.length; i++) if (bytes[i] === 0) n++;
   return n;
 }
 
-/** UTF-8 length of a string without encoding it when it is plain ASCII. */
-function utf8Length(s: string): number {
+/**
+ * Bytes of a string in UTF-8, counted without encoding it (a lone surrogate counts as the 3-byte
+ * replacement character it becomes).
+ */
+export function utf8Length(s: string): number {
+  let n = s.length;
   for (let i = 0; i < s.length; i++) {
-    if (s.charCodeAt(i) > 0x7f) return enc.encode(s).length;
+    const c = s.charCodeAt(i);
+    if (c < 0x80) continue;
+    if (c < 0x800) n += 1;
+    else if (c >= 0xd800 && c <= 0xdbff && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) (n += 2, i++);
+    else n += 2;
   }
-  return s.length;
+  return n;
 }
 
 /** Size of one encoded key part. */

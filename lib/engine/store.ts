@@ -1,9 +1,9 @@
 /**
  * The store: the only module that knows Deno KV key layouts (with its private item parts,
  * `item_store.ts`, `item_blocks.ts` and `item_read.ts`, which build every key through
- * {@linkcode keys}). Every multi-key update is one
- * atomic operation guarded by versionstamp checks, every `{ ok: false }` is reported to the caller,
- * and every operation stays inside KV's limits by construction (`kv_limits.ts`).
+ * {@linkcode keys}). Every multi-key update is one atomic operation guarded by versionstamp
+ * checks, every `{ ok: false }` is reported to the caller, and every operation stays inside KV's
+ * limits by construction (`kv_limits.ts`).
  *
  * Layout (crawl ids and shard ids are the only variable parts besides item ids):
  *

@@ -138,8 +138,6 @@ export class Alphabet {
       uniTotal += w[i];
     }
     const m = this.#bi.get(prev);
-    let biTotal = 0;
-    if (m) { for (const c of m.values()) biTotal += c; }
     // Weight of the overall frequencies behind the per-predecessor counts: a predecessor needs
     // about this many keys of its own before they outweigh the overall shape. Few keys are ever
     // seen (the ends of the answers), and heavier smoothing measured better: 8.5 requests per
