@@ -5,7 +5,18 @@
  *
  * @module
  */
-import { median, medianOf, n, registry, s, table, timeIt, timeTask, x } from "./harness.ts";
+import {
+  checkExported,
+  median,
+  medianOf,
+  n,
+  registry,
+  s,
+  table,
+  timeIt,
+  timeTask,
+  x,
+} from "./harness.ts";
 import { couchbackupShallow, sequentialPager } from "./peers.ts";
 
 /** Prints the documents table. */
@@ -41,6 +52,7 @@ export async function benchDocs(o: { size: number; runs: number; log: (s: string
           const e = await timeTask("tasks/export.ts", ["--kv", kv], {
             stdoutTo: `${dir}/o.ndjson`,
           });
+          checkExported(e, o.size);
           crawls.push(c.ms);
           totals.push(c.ms + e.ms);
         }

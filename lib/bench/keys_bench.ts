@@ -8,7 +8,18 @@
  */
 import { writeItems } from "../engine/item_store.ts";
 import { bundledNames, syntheticNames } from "../sim/names.ts";
-import { median, medianOf, n, registry, s, table, timeIt, timeTask, x } from "./harness.ts";
+import {
+  checkExported,
+  median,
+  medianOf,
+  n,
+  registry,
+  s,
+  table,
+  timeIt,
+  timeTask,
+  x,
+} from "./harness.ts";
 import { evenSplitPagers, sequentialPager } from "./peers.ts";
 
 /**
@@ -78,6 +89,7 @@ export async function benchKeys(o: { size: number; runs: number; log: (s: string
           const e = await timeTask("tasks/export.ts", ["--kv", kv], {
             stdoutTo: `${dir}/out.ndjson`,
           });
+          checkExported(e, o.size);
           crawls.push(c.ms);
           exports.push(e.ms);
           peak = Math.max(peak, c.peakMiB);
