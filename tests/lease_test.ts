@@ -6,6 +6,7 @@ import { getCrawl, listCrawls, listShards } from "../lib/engine/store.ts";
 import { iterateItems } from "../lib/engine/item_read.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { bundledNames, syntheticNames } from "../lib/sim/names.ts";
+import { openCrawl } from "../lib/engine/lifecycle.ts";
 import { begin, spec, workDeps } from "./engine_helpers.ts";
 import {
   assertCrawledExactly,
@@ -71,6 +72,47 @@ Deno.test("lease: idle or failing, a worker sleeps (counted with an injected clo
   assert.ok(idle.length <= 20, `${idle.length} idle sleeps in a simulated minute`);
   assert.equal(Math.max(...idle), 5000);
   assert.equal((await crawlStatus(kv, "down")).status, "failed");
+});
+
+Deno.test("lease: dispatching wakes this process's idle workers; a dispatch made while one looked is not slept through", async () => {
+  const d = new LeaseDispatcher();
+  const g0 = d.generation;
+  let woke = false;
+  const sleeping = d.sleep(60_000, { generation: g0 }).then(() => woke = true);
+  await d.dispatch("c", 1, { delayMs: 5000 }); // due later: no reason to wake now
+  await new Promise((r) => setTimeout(r, 20));
+  assert.equal(woke, false);
+  await d.dispatch("c", 1);
+  await sleeping;
+  assert.equal(d.generation, g0 + 1);
+  // Work came between the look (generation g0) and the sleep: no sleep at all.
+  await d.sleep(60_000, { generation: g0 });
+  const stop = new AbortController();
+  const aborted = d.sleep(60_000, { generation: d.generation, signal: stop.signal });
+  stop.abort();
+  await aborted;
+
+  // Two workers asleep for a minute: the crawl opened after they went idle still runs at once.
+  using kv = await Deno.openKv(":memory:");
+  const data = dataOf(randomKeys(2000, ASCII, 64, 6));
+  const source = new MemorySource(data, { maxPage: 100 });
+  const dispatcher = new LeaseDispatcher();
+  const deps = workDeps(kv, source, { dispatcher });
+  const halt = new AbortController();
+  const workers = ["w1", "w2"].map((owner) =>
+    runLeaseWorker(deps, { owner, idleMs: 60_000, maxIdleMs: 60_000, signal: halt.signal })
+  );
+  await new Promise((r) => setTimeout(r, 50));
+  const t = Date.now();
+  await openCrawl({ kv, source, dispatcher }, spec({ shards: 4, maxPage: 100 }), { id: "late" });
+  while ((await getCrawl(kv, "late")).value!.status !== "done") {
+    assert.ok(Date.now() - t < 30_000, "the workers slept through the dispatch");
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  halt.abort();
+  const stats = await Promise.all(workers);
+  assert.ok(stats.every((s) => s.claims > 0), "both workers woke and took shards");
+  await assertCrawledExactly(kv, "late", data.keys, { partition: true });
 });
 
 Deno.test("lease: three `deno task worker` processes on one KV file, one killed mid-crawl", async () => {

@@ -16,15 +16,55 @@ import { claimable } from "./shard_runner.ts";
 import { type CrawlRecord, listCrawls, listShards } from "./store.ts";
 import { type WorkDeps, workPlan, workShard } from "./work.ts";
 
-/** Lease workers need no message: a claimable shard or a crawl in `planning` is work. */
+/**
+ * Lease workers need no message: a claimable shard or a crawl in `planning` is work. Dispatching
+ * still wakes this process's idle workers at once (see {@linkcode LeaseDispatcher.sleep}); workers
+ * in other processes find the work at their next look.
+ */
 export class LeaseDispatcher implements Dispatcher {
-  /** Nothing to send: workers find the shard. */
-  dispatch(): Promise<void> {
+  #generation = 0;
+  #sleepers = new Set<() => void>();
+
+  /** Counts dispatches; a worker notes it before looking for work (see `sleep`). */
+  get generation(): number {
+    return this.#generation;
+  }
+
+  /** Wakes idle workers of this process (unless the shard is due later: they find it then). */
+  dispatch(_crawlId: string, _shardId: number, options?: { delayMs?: number }): Promise<void> {
+    if (!options?.delayMs) this.#wake();
     return Promise.resolve();
   }
-  /** Nothing to send: workers find the crawl. */
-  plan(): Promise<void> {
+
+  /** Wakes idle workers of this process (unless planning is due later). */
+  plan(_crawlId: string, options?: { delayMs?: number }): Promise<void> {
+    if (!options?.delayMs) this.#wake();
     return Promise.resolve();
+  }
+
+  #wake(): void {
+    this.#generation++;
+    for (const wake of this.#sleepers) wake();
+  }
+
+  /**
+   * Sleeps `ms`, or less: ends when work is dispatched here, when `signal` aborts, and at once when
+   * something was dispatched since `generation` was read (work that came while the worker looked).
+   */
+  sleep(ms: number, options: { generation: number; signal?: AbortSignal }): Promise<void> {
+    return new Promise((resolve) => {
+      if (options.signal?.aborted || options.generation !== this.#generation) return resolve();
+      const t = setTimeout(done, ms);
+      const sleepers = this.#sleepers;
+      sleepers.add(done);
+      options.signal?.addEventListener("abort", done, { once: true });
+      function done() {
+        clearTimeout(t);
+        sleepers.delete(done);
+        options.signal?.removeEventListener("abort", done);
+        resolve();
+      }
+    });
   }
 }
 
@@ -42,7 +82,10 @@ export interface LeaseWorkerOptions {
   exitWhenIdle?: boolean;
   /** Stops the worker. */
   signal?: AbortSignal;
-  /** Sleeps (injected so tests count them). @default setTimeout, cut short by `signal` */
+  /**
+   * Sleeps (injected so tests count them). @default setTimeout, cut short by `signal` and, when
+   * `deps.dispatcher` is a {@linkcode LeaseDispatcher}, by work dispatched through it
+   */
   sleep?: (ms: number) => Promise<void>;
   /** Rounds in a row that may fail with an unexpected error before the worker gives up. @default 10 */
   maxErrorsInARow?: number;
@@ -83,7 +126,13 @@ export async function runLeaseWorker(
   const owner = options.owner ?? ownerName("lease");
   const started = now();
   const stats: LeaseWorkerStats = { claims: 0, shardsDone: 0, errors: 0, idleSleeps: 0 };
-  const sleep = options.sleep ?? ((ms: number) => abortableSleep(ms, options.signal));
+  const nudges = deps.dispatcher instanceof LeaseDispatcher ? deps.dispatcher : null;
+  let generation = nudges?.generation ?? 0;
+  const sleep = options.sleep ??
+    ((ms: number) =>
+      nudges
+        ? nudges.sleep(ms, { generation, signal: options.signal })
+        : abortableSleep(ms, options.signal));
   const stop = () =>
     options.signal?.aborted === true ||
     (options.maxRunMs !== undefined && now() - started > options.maxRunMs);
@@ -91,6 +140,7 @@ export async function runLeaseWorker(
   let inARow = 0;
   while (!stop()) {
     let worked = false;
+    generation = nudges?.generation ?? 0;
     try {
       const active = (await listCrawls(deps.kv)).filter((c) =>
         c.status === "running" || c.status === "planning"
