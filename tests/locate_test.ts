@@ -18,6 +18,21 @@ Deno.test("locate: keys at ranks are exact, first page, last key and everything 
   assert.deepEqual(found.keys, ranks.map((r) => data.keys[r]));
 });
 
+Deno.test("locate: counts its own requests, not others made on the same source meanwhile", async () => {
+  const data = dataOf(randomKeys(20_000, UNI, 34, 8));
+  const source = new MemorySource(data, { maxPage: 200 });
+  const searching = keysAtRanks(source, [5000, 15_000]);
+  // Made while the search waits for its first answers.
+  const others = Promise.all(
+    Array.from({ length: 30 }, (_, i) => source.list({ start: data.keys[i * 600], limit: 1 })),
+  );
+  const found = await searching;
+  await others;
+  assert.deepEqual(found.keys, [data.keys[5000], data.keys[15_000]]);
+  assert.ok(found.requests > 2);
+  assert.equal(found.requests, source.requests - 30);
+});
+
 Deno.test("locate: percentiles: 50 is the exact median of an odd count; 0 and 100 the ends", () => {
   assert.equal(percentileRank(50, 101), 50);
   assert.equal(percentileRank(50, 100), 50);

@@ -172,19 +172,26 @@ export async function planCrawl(
 
 /** The plan, the start sequence and the document mode of a crawl about to start. */
 async function makePlan(source: Source, crawl: CrawlRecord, options: PlanCrawlOptions) {
-  // No change feed makes drift catch-up unavailable, not the crawl.
-  const startSeq = await source.updateSeq().catch(() => null);
-  const docMode = crawl.docs ? await source.docMode?.().catch(() => "get" as const) ?? "get" : null;
+  // Everything here is asked for at once: a far registry costs one round trip of waiting, not
+  // four. The start sequence is still taken before any shard lists a row. No change feed makes
+  // drift catch-up unavailable, not the crawl.
+  const startSeq = source.updateSeq().catch(() => null);
+  const docMode = crawl.docs
+    ? (source.docMode?.() ?? Promise.resolve("get" as const)).catch(() => "get" as const)
+    : Promise.resolve(null);
+  // What the naive even split would have done, for the plan picture (a few rank requests); a
+  // view's keys are JSON, where an even split of the text alphabet means nothing. Its answers are
+  // used only if the plan finds the offsets to be ranks.
+  const pieces = options.plan?.shards.length ?? crawl.shards;
+  const even = pieces > 1 && !crawl.view
+    ? evenSplitRanks(source, Math.min(64, pieces)).catch(() => null)
+    : Promise.resolve(null);
   const plan = options.plan ?? await planShards(source, crawl.shards, {
     maxPage: Math.min(PLAN_PAGE, crawl.maxPage, crawl.pageCap ?? Infinity),
   });
   options.onPlanned?.(plan);
-  // What the naive even split would have done, for the plan picture (a few rank requests); a
-  // view's keys are JSON, where an even split of the text alphabet means nothing.
-  const evenSplit = plan.method === "rank" && plan.shards.length > 1 && !crawl.view
-    ? await evenSplitRanks(source, Math.min(64, plan.shards.length)).catch(() => null)
-    : null;
-  return { plan, startSeq, docMode, evenSplit };
+  const evenSplit = plan.method === "rank" && plan.shards.length > 1 ? await even : null;
+  return { plan, startSeq: await startSeq, docMode: await docMode, evenSplit };
 }
 
 async function startPlanned(

@@ -55,15 +55,21 @@ export interface RanksFound {
  * ```
  */
 export async function keysAtRanks(
-  source: Listing,
+  shared: Listing,
   wanted: readonly number[] | ((total: number) => readonly number[]),
   options: RankSearchOptions = {},
 ): Promise<RanksFound> {
-  const maxPage = Math.min(options.maxPage ?? SEARCH_PAGE, source.capabilities.maxPage);
-  const before = source.requests;
+  const maxPage = Math.min(options.maxPage ?? SEARCH_PAGE, shared.capabilities.maxPage);
+  // Requests are counted here, not by the source's own counter: others may use it meanwhile.
+  const source = counted(shared);
+  // The first page and the last key are asked for together: one round trip less where the
+  // registry is far away. The last key's failure counts only once the first page has rows.
+  const last = lastPoint(source).then((p) => ({ p }), (err: unknown) => ({ err }));
   const first = await source.list({ limit: maxPage });
   const total = first.total;
   if (total === 0 || first.rows.length === 0) throw new InputError("the registry holds no items");
+  const lastAnswer = await last;
+  if ("err" in lastAnswer) throw lastAnswer.err;
   const ranks = typeof wanted === "function" ? wanted(total) : wanted;
   for (const r of ranks) {
     if (!Number.isInteger(r) || r < 0 || r >= total) {
@@ -74,13 +80,14 @@ export async function keysAtRanks(
   const result = (method: RanksFound["method"]): RanksFound => ({
     total,
     keys: ranks.map((r) => found.get(r)!),
-    requests: source.requests - before,
+    requests: source.requests,
     method,
     maxPage,
   });
   // The last key bounds the search from above. A source that refuses descending listings gets a
   // virtual point above every key instead, and its rank oracle is checked on the first page.
-  const upper = await lastPoint(source, total);
+  // A virtual point above every key (descending refused) sits at rank `total`.
+  const upper = lastAnswer.p.real ? lastAnswer.p : { ...lastAnswer.p, rank: total };
   const probeKey = upper.real ? upper.key : first.rows[1]?.id;
   const probeRank = upper.real ? total - 1 : 1;
   const check = total > 1 && probeKey !== undefined
@@ -116,16 +123,35 @@ export async function keysAtRanks(
   return result("rank");
 }
 
-/** The last key at rank total-1, or (descending refused) a virtual point above every key. */
-export async function lastPoint(source: Listing, total: number): Promise<Point> {
+/** A view of `source` whose `requests` counts only the list requests made through it. */
+function counted(source: Listing): Listing {
+  let requests = 0;
+  return {
+    description: source.description,
+    get capabilities() {
+      return source.capabilities;
+    },
+    get requests() {
+      return requests;
+    },
+    list: (options) => (requests++, source.list(options)),
+  };
+}
+
+/**
+ * The last key, at rank `total - 1` (without `total`: its own answer's total less one); where
+ * descending listings are refused, a virtual point above every key at rank `total` (without
+ * `total`: `Infinity`, for the caller to place).
+ */
+export async function lastPoint(source: Listing, total?: number): Promise<Point> {
   try {
     const last = await source.list({ descending: true, limit: 1 });
     const key = last.rows[0]?.id;
     if (key === undefined) throw new FatalError("the registry's descending listing is empty");
-    return { key, rank: total - 1, real: true };
+    return { key, rank: (total ?? last.total) - 1, real: true };
   } catch (err) {
     if (!(err instanceof PermanentError)) throw err;
-    return { key: OPEN_END, rank: total, real: false };
+    return { key: OPEN_END, rank: total ?? Infinity, real: false };
   }
 }
 
