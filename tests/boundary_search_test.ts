@@ -5,7 +5,7 @@ import { PointSet } from "../lib/plan/points.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { dataOf, randomKeys } from "./helpers.ts";
 
-const tuning = { maxPage: 100, widePageSpan: 10, descending: true };
+const tuning = { maxPage: 100, readPage: 100, widePageSpan: 10, descending: true };
 const fresh = (): ProbeMemory => ({ high: 0, low: 0 });
 
 function pointsOf(...ps: [string, number, boolean][]): PointSet {
@@ -72,6 +72,24 @@ Deno.test("nextStep: after missed probes, pages are read from the nearer end onc
   assert.equal(nextStep(2900, p, { high: 20, low: 0 }, o).kind, "read");
   // Refused descending listings: only the lower end reads.
   assert.equal(nextStep(99_750, p, { high: 2, low: 0 }, { ...o, descending: false }).kind, "probe");
+  // Where the registry allows bigger pages, one read covers the whole distance.
+  const big = { ...o, readPage: 10_000 };
+  assert.deepEqual(nextStep(1250, p, { high: 1, low: 1 }, big), {
+    kind: "read",
+    start: "apple",
+    limit: 251,
+  });
+  assert.deepEqual(nextStep(98_000, p, { high: 20, low: 0 }, big), {
+    kind: "read-down",
+    from: { key: "zebra", rank: 100_000, real: false },
+    limit: 2000,
+  });
+  // ... but never more than readPage rows: 12,000 away after 200 misses reads 10,000.
+  assert.deepEqual(nextStep(88_000, p, { high: 200, low: 0 }, big), {
+    kind: "read-down",
+    from: { key: "zebra", rank: 100_000, real: false },
+    limit: 10_000,
+  });
 });
 
 Deno.test("nextStep: the Illinois memory pulls probes towards the end that keeps surviving", () => {

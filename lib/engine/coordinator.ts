@@ -20,6 +20,7 @@ import { FatalError, InputError, NotFoundError, PermanentError } from "../base/e
 import { crawlIdFor, type CrawlSpec } from "../base/spec.ts";
 import { evenSplitRanks } from "../plan/baselines.ts";
 import { type Plan, PLAN_PAGE, planShards } from "../plan/planner.ts";
+import { SEARCH_READ_PAGE } from "../plan/locate.ts";
 import type { Source } from "../plan/source.ts";
 import {
   type CrawlRecord,
@@ -186,8 +187,10 @@ async function makePlan(source: Source, crawl: CrawlRecord, options: PlanCrawlOp
   const even = pieces > 1 && !crawl.view
     ? evenSplitRanks(source, Math.min(64, pieces)).catch(() => null)
     : Promise.resolve(null);
+  const cap = Math.min(crawl.maxPage, crawl.pageCap ?? Infinity);
   const plan = options.plan ?? await planShards(source, crawl.shards, {
-    maxPage: Math.min(PLAN_PAGE, crawl.maxPage, crawl.pageCap ?? Infinity),
+    maxPage: Math.min(PLAN_PAGE, cap),
+    readPage: Math.min(SEARCH_READ_PAGE, cap),
   });
   options.onPlanned?.(plan);
   const evenSplit = plan.method === "rank" && plan.shards.length > 1 ? await even : null;

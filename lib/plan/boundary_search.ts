@@ -44,8 +44,10 @@ export interface ProbeMemory {
 
 /** Tuning of the search. */
 export interface SearchTuning {
-  /** Largest page to request. */
+  /** Largest page to request with a probe. */
   maxPage: number;
+  /** Largest page to read from the nearer end after missed probes (at least `maxPage`). */
+  readPage: number;
   /** Probe with a full page once a bracket is at most this many pages wide. */
   widePageSpan: number;
   /** Descending listings are available. */
@@ -76,14 +78,17 @@ export function nextStep(
   if (o.descending && below <= o.maxPage) return { kind: "read-down", from: b, limit: below };
   // After probes that keep missing (a crowd of keys the model cannot see into, like
   // `eslint-plugin-…`), reading pages on from the nearer end is bounded and probing may not be:
-  // read once t is within as many pages of an end as probes have missed (at least 3).
+  // read once t is within as many pages of an end as probes have missed (at least 3), in one
+  // request where the registry allows pages that big.
   const misses = memory.high + memory.low;
   if (misses >= 2) {
     const reach = Math.max(3, misses) * o.maxPage;
     const up = a.real && t - a.rank < reach ? t - a.rank : Infinity;
     const down = o.descending && below <= reach ? below : Infinity;
-    if (up <= down && up < Infinity) return { kind: "read", start: a.key, limit: o.maxPage };
-    if (down < Infinity) return { kind: "read-down", from: b, limit: o.maxPage };
+    if (up <= down && up < Infinity) {
+      return { kind: "read", start: a.key, limit: Math.min(o.readPage, up + 1) };
+    }
+    if (down < Infinity) return { kind: "read-down", from: b, limit: Math.min(o.readPage, down) };
   }
   // Aim below t when a full page will be read, so the page likely covers t.
   const wide = width <= o.widePageSpan * o.maxPage;
@@ -99,8 +104,13 @@ export function nextStep(
 
 /** Options of {@linkcode BoundarySearch}. */
 export interface BoundarySearchOptions {
-  /** Largest page to request. */
+  /** Largest page to request with a probe. */
   maxPage: number;
+  /**
+   * Largest page to read from the nearer end of a bracket once probes keep missing: one read
+   * instead of several, where the registry allows big pages. @default maxPage
+   */
+  readPage?: number;
   /** Known points: at least one at or below and one above every target. */
   points: Point[];
   /** Answers already in hand (the planner's first page). */
@@ -145,6 +155,7 @@ export class BoundarySearch {
     });
     this.#tuning = {
       maxPage: options.maxPage,
+      readPage: Math.max(options.maxPage, options.readPage ?? options.maxPage),
       widePageSpan: options.widePageSpan ?? 100,
       descending: true,
     };

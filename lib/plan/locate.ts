@@ -15,10 +15,24 @@ import type { Point } from "./points.ts";
 /** The page size rank searches use by default. */
 export const SEARCH_PAGE = 1000;
 
+/**
+ * The largest read rank searches make once probes keep missing a target (in a crowd of keys such
+ * as `@types/react-…`), where the source allows it: one read of up to this many rows instead of
+ * one per page. The npm replica allows 10,000. Measured on 4M synthetic names, N = 56, probes of
+ * 1,000 rows: 7.6 -> 6.8 requests per boundary in memory (mean of 3 sets), 7.9 -> 7.1 over HTTP
+ * 50 ms away, in about the same time.
+ */
+export const SEARCH_READ_PAGE = 10_000;
+
 /** Options of {@linkcode keysAtRanks}. */
 export interface RankSearchOptions {
   /** Largest page to request. @default SEARCH_PAGE (or the source's cap, when lower) */
   maxPage?: number;
+  /**
+   * Largest read from the nearer end of a bracket once probes keep missing (never below
+   * `maxPage`). @default SEARCH_READ_PAGE (or the source's cap, when lower)
+   */
+  readPage?: number;
   /** Listing requests in flight at first. @default 8 */
   concurrency?: number;
   /** Probe with a full page once a bracket is at most this many pages wide. @default 100 */
@@ -113,6 +127,7 @@ export async function keysAtRanks(
   if (search.length) {
     const keys = await new BoundarySearch(source, search, {
       maxPage,
+      readPage: Math.min(options.readPage ?? SEARCH_READ_PAGE, shared.capabilities.maxPage),
       pages: [{ start: null, page: first }],
       points: [upper],
       concurrency: options.concurrency ?? 8,

@@ -54,6 +54,11 @@ export interface PlanOptions {
    * source's cap, when lower)
    */
   maxPage?: number;
+  /**
+   * Largest read once probes keep missing a boundary (see `SEARCH_READ_PAGE` in `locate.ts`).
+   * @default SEARCH_READ_PAGE (or the source's cap, when lower)
+   */
+  readPage?: number;
   /** Listing requests in flight at once. @default 8 */
   concurrency?: number;
   /** Probe with a full page once a bracket is at most this many pages wide. @default 100 */
