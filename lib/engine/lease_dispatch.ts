@@ -52,19 +52,8 @@ export class LeaseDispatcher implements Dispatcher {
    * something was dispatched since `generation` was read (work that came while the worker looked).
    */
   sleep(ms: number, options: { generation: number; signal?: AbortSignal }): Promise<void> {
-    return new Promise((resolve) => {
-      if (options.signal?.aborted || options.generation !== this.#generation) return resolve();
-      const t = setTimeout(done, ms);
-      const sleepers = this.#sleepers;
-      sleepers.add(done);
-      options.signal?.addEventListener("abort", done, { once: true });
-      function done() {
-        clearTimeout(t);
-        sleepers.delete(done);
-        options.signal?.removeEventListener("abort", done);
-        resolve();
-      }
-    });
+    if (options.generation !== this.#generation) return Promise.resolve();
+    return abortableSleep(ms, options.signal, this.#sleepers);
   }
 }
 
@@ -193,15 +182,18 @@ async function oneRound(
   return false;
 }
 
-function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
+/** Sleeps `ms`; ends early when `signal` aborts or when `wakers` (the caller's set) calls it. */
+function abortableSleep(ms: number, signal?: AbortSignal, wakers?: Set<() => void>): Promise<void> {
   return new Promise((resolve) => {
     if (signal?.aborted) return resolve();
     const t = setTimeout(done, ms);
+    wakers?.add(done);
+    signal?.addEventListener("abort", done, { once: true });
     function done() {
       clearTimeout(t);
+      wakers?.delete(done);
       signal?.removeEventListener("abort", done);
       resolve();
     }
-    signal?.addEventListener("abort", done, { once: true });
   });
 }

@@ -99,8 +99,8 @@ export async function keysAtRanks(
     maxPage,
   });
   // The last key bounds the search from above. A source that refuses descending listings gets a
-  // virtual point above every key instead, and its rank oracle is checked on the first page.
-  // A virtual point above every key (descending refused) sits at rank `total`.
+  // virtual point above every key instead, at rank `total`, and its rank oracle is checked on the
+  // first page.
   const upper = lastAnswer.p.real ? lastAnswer.p : { ...lastAnswer.p, rank: total };
   const probeKey = upper.real ? upper.key : first.rows[1]?.id;
   const probeRank = upper.real ? total - 1 : 1;
