@@ -12,12 +12,12 @@ import {
   urlFlag,
 } from "../lib/cli/flags.ts";
 import { UsageError } from "../lib/base/errors.ts";
-import { FAULT_KINDS, type FaultOptions } from "../lib/sim/registry_faults.ts";
+import { ALL_FAULT_KINDS, FAULT_KINDS, type FaultOptions } from "../lib/sim/registry_faults.ts";
 import { BAD_DOC_KINDS, type HostileOptions } from "../lib/sim/registry_hostile.ts";
 import { collidingIds, prng } from "../lib/sim/names.ts";
 import { sortKeys } from "../lib/plan/keys.ts";
-import { startRegistry } from "../lib/sim/registry_server.ts";
-import { RegistryData } from "../lib/sim/registry_data.ts";
+import { type RegistryOptions, startRegistry } from "../lib/sim/registry_server.ts";
+import { CHURN_KINDS, RegistryData } from "../lib/sim/registry_data.ts";
 import { loadKeys } from "../lib/sim/load_keys.ts";
 
 const FLAGS = {
@@ -37,7 +37,7 @@ const FLAGS = {
   faults: {
     type: "string",
     value: "LIST",
-    help: "which faults to inject",
+    help: `which faults to inject (of ${ALL_FAULT_KINDS.join(",")})`,
     default: FAULT_KINDS.join(","),
   },
   "retry-after-s": { type: "string", value: "S", help: "Retry-After of a 429", default: "1" },
@@ -65,6 +65,49 @@ const FLAGS = {
     default: "150000",
   },
   churn: { type: "string", value: "N", help: "random changes per second", default: "0" },
+  "churn-kinds": {
+    type: "string",
+    value: "LIST",
+    help: "what --churn does",
+    default: CHURN_KINDS.join(","),
+  },
+  "replace-after-s": {
+    type: "string",
+    value: "S",
+    help: "after S seconds, replace the database behind the URL (a restore from a backup)",
+  },
+  "replace-size": {
+    type: "string",
+    value: "N",
+    help: "keys of the replacing database (synthetic, another seed)",
+    default: "the same count",
+  },
+  "hide-rate": {
+    type: "string",
+    value: "R",
+    help: "share of rows listings leave out while ranks still count them",
+    default: "0",
+  },
+  "changes-cap": { type: "string", value: "N", help: "`_changes` answers at most N rows" },
+  "doc-format": {
+    type: "string",
+    value: "F",
+    help: "document GET bodies: compact, newline (ended by a newline) or pretty",
+    default: "compact",
+  },
+  "wrong-id-rate": {
+    type: "string",
+    value: "R",
+    help: "share of documents whose GET answers another document",
+    default: "0",
+  },
+  "wrong-bulk-get": { type: "boolean", help: "`_bulk_get` answers other documents than asked" },
+  "oversize-doc-rate": {
+    type: "string",
+    value: "R",
+    help: "share of documents over any answer's size (in include_docs listings too)",
+    default: "0",
+  },
   "no-bulk-get": { type: "boolean", help: "refuse `POST _bulk_get` (404)" },
   "silent-cap": {
     type: "string",
@@ -155,11 +198,25 @@ runMain(async () => {
     bulkGet: !f["no-bulk-get"],
     ...faultFlags(f),
     ...hostileFlags(f),
+    ...liveFlags(f),
   });
   const churn = numberFlag("churn", f.churn, { fallback: 0, min: 0 });
   if (churn > 0) {
     const rand = prng(seed + 1);
-    setInterval(() => data.churn(Math.max(1, Math.round(churn / 10)), rand), 100);
+    const kinds = listFlag("churn-kinds", f["churn-kinds"] ?? CHURN_KINDS.join(","), CHURN_KINDS);
+    // Changes come one at a time, spread over each second, as a live registry's do.
+    setInterval(() => data.churn(1, rand, kinds), 1000 / churn);
+  }
+  if (f["replace-after-s"] !== undefined) {
+    const after = numberFlag("replace-after-s", f["replace-after-s"], { fallback: 0, min: 0 });
+    const size = f["replace-size"] === undefined
+      ? data.size
+      : intFlag("replace-size", f["replace-size"], { fallback: 0, min: 1, max: 50_000_000 });
+    const next = await loadKeys({ names: f.names, synthetic: size, seed: seed + 1000 });
+    setTimeout(() => {
+      data.replace(next);
+      console.log(`replaced the database: ${data.size} documents, update_seq ${data.updateSeq}`);
+    }, after * 1000);
   }
   console.log(`listening on ${reg.url}`);
   console.log(`${data.size} documents, update_seq ${data.updateSeq}`);
@@ -181,9 +238,29 @@ function listFlag<T extends string>(name: string, raw: string, known: readonly T
 function faultFlags(f: Flags): FaultOptions {
   return {
     faultRate: numberFlag("fault-rate", f["fault-rate"], { fallback: 0, min: 0, max: 1 }),
-    faults: f.faults === undefined ? FAULT_KINDS : listFlag("faults", f.faults, FAULT_KINDS),
+    faults: f.faults === undefined ? FAULT_KINDS : listFlag("faults", f.faults, ALL_FAULT_KINDS),
     retryAfterS: intFlag("retry-after-s", f["retry-after-s"], { fallback: 1, min: 0 }),
     slowMs: intFlag("slow-ms", f["slow-ms"], { fallback: 1000, min: 0 }),
+  };
+}
+
+/** How the registry behaves the way live registries and their servers do. */
+function liveFlags(f: Flags): RegistryOptions {
+  const formats = ["compact", "newline", "pretty"] as const;
+  const [docFormat] = listFlag("doc-format", f["doc-format"] ?? "compact", formats);
+  return {
+    hideRate: numberFlag("hide-rate", f["hide-rate"], { fallback: 0, min: 0, max: 1 }),
+    changesCap: f["changes-cap"] === undefined
+      ? undefined
+      : intFlag("changes-cap", f["changes-cap"], { fallback: 0, min: 1 }),
+    docFormat,
+    wrongIdRate: numberFlag("wrong-id-rate", f["wrong-id-rate"], { fallback: 0, min: 0, max: 1 }),
+    wrongBulkGet: f["wrong-bulk-get"] ?? false,
+    oversizeDocRate: numberFlag("oversize-doc-rate", f["oversize-doc-rate"], {
+      fallback: 0,
+      min: 0,
+      max: 1,
+    }),
   };
 }
 

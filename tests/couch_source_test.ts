@@ -150,7 +150,11 @@ Deno.test("couch source: a damaged document body is retried for two rounds befor
   };
   // Cut four times in a row (one whole round), then whole: the document, not an error.
   const luck = answers(4);
-  assert.deepEqual(await luck.source.doc("a"), { kind: "doc", json: '{"_id":"a","x":1}' });
+  assert.deepEqual(await luck.source.doc("a"), {
+    kind: "doc",
+    json: '{"_id":"a","x":1}',
+    docRev: null,
+  });
   assert.equal(luck.calls(), 5);
   // Cut every time: the document's own error, after two rounds of four attempts.
   const broken = answers(Infinity);

@@ -83,6 +83,7 @@ export function wrapSource(inner: Source, over: Partial<Source>): Source {
     },
     list: over.list ?? ((o) => inner.list(o)),
     doc: over.doc ?? ((id) => inner.doc(id)),
+    revs: over.revs ?? inner.revs?.bind(inner),
     updateSeq: over.updateSeq ?? (() => inner.updateSeq()),
     changes: over.changes ?? ((since, limit) => inner.changes(since, limit)),
   };

@@ -9,6 +9,7 @@ import type { ExportedItem } from "../engine/item_read.ts";
 import { crawlItemBatches, crawlKeysNdjson } from "../engine/status.ts";
 import { getCrawl } from "../engine/store.ts";
 import { decodeViewRow } from "../plan/view_keys.ts";
+import { oneLine } from "../sources/couch_answers.ts";
 
 /**
  * One NDJSON line of an item (without the newline). A view's row (`view`) is written as
@@ -20,15 +21,17 @@ export function itemLine(it: ExportedItem, options: { view?: boolean } = {}): st
     const row = decodeViewRow(it.id);
     line = `{"key":${JSON.stringify(row.key)},"id":${JSON.stringify(row.docid)},"value":${it.rev}`;
   } else line = `{"id":${JSON.stringify(it.id)},"rev":${JSON.stringify(it.rev)}`;
-  if (it.doc !== undefined) line += `,"doc":${it.doc}`;
+  // Documents are stored on one line; items stored by earlier versions may not be.
+  if (it.doc !== undefined) line += `,"doc":${oneLine(it.doc)}`;
   if (it.tooLarge) line += `,"tooLarge":true,"docBytes":${it.docBytes}`;
   if (it.error) line += `,"error":${JSON.stringify(it.error)}`;
   return line + "}";
 }
 
 /**
- * Writes every item of crawl `id` to `out` as NDJSON; returns the number of lines written. A
- * document fetched alone is embedded as the JSON text the registry served, byte for byte.
+ * Writes every item of crawl `id` to `out` as NDJSON; returns the number of lines written. Every
+ * line is one JSON value: a document is embedded as the JSON text the registry served, without
+ * the line breaks some servers put between its tokens.
  * @throws NotFoundError for an unknown crawl.
  *
  * @example

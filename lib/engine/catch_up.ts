@@ -4,16 +4,25 @@
  * there and applied (inserts, updates with fresh revisions and documents, deletions), so that the
  * final KV equals the registry at catch-up time. `--follow` keeps doing it, as npm mirrors do.
  *
- * One process applies changes at a time (a lease on the crawl record); each batch and the sequence
- * it reaches are committed in one guarded op, so a crash or a second runner neither skips nor
- * double-counts a change.
+ * The feed is read until it is proven at its end, with the rule listings follow: a short batch is
+ * never the end (registries cap `_changes` answers per request as they cap listings); the end is
+ * an empty batch, or `last_seq` reaching the registry's `update_seq` read before the feed was (on
+ * a registry that changes faster than one change a round trip, an empty batch never comes; what
+ * lands after that sequence is the next pass's, or the final check's). One process reads a crawl's feed at a time (a lease on the crawl record,
+ * renewed with every batch); each batch and the sequence it reaches are committed in one guarded
+ * op, so a crash or a second runner neither skips nor double-counts a change. A registry whose
+ * `update_seq` went back below what was applied was replaced or rolled back (a restore from a
+ * backup): that is a {@linkcode RegistryReplacedError}, never merged into the crawl.
  *
  * @module
  */
+import { FatalError, TransientError } from "../base/errors.ts";
 import { mapPool } from "../base/pool.ts";
-import type { Source } from "../plan/source.ts";
-import { applyDrift, type DriftChange } from "./drift_store.ts";
-import { type CrawlRecord, getCrawl, updateCrawl } from "./store.ts";
+import { compareKeys } from "../plan/keys.ts";
+import type { ChangeRow, Source } from "../plan/source.ts";
+import { applyDrift, type DriftChange, type ShardRange } from "./drift_store.ts";
+import { againstListing } from "./page_docs.ts";
+import { type CrawlRecord, getCrawl, listShards, updateCrawl } from "./store.ts";
 
 /** Options of {@linkcode catchUp}. */
 export interface CatchUpOptions {
@@ -37,84 +46,199 @@ export interface CatchUpResult {
   ran: boolean;
 }
 
-/**
- * Reads `_changes` from where the crawl stands until the feed has nothing more, applying each
- * batch. Documents are fetched for changed items when the crawl fetches documents.
- */
-export async function catchUp(
-  deps: { kv: Deno.Kv; source: Source },
-  crawlId: string,
-  options: CatchUpOptions = {},
-): Promise<CatchUpResult> {
-  const now = options.now ?? Date.now;
-  const owner = options.owner ?? crypto.randomUUID();
-  const batch = options.batch ?? 200;
-  const first = await getCrawl(deps.kv, crawlId);
-  const crawl = first.value;
-  if (!crawl || crawl.startSeq === null) return { applied: 0, seq: null, ran: false };
-  const drift = crawl.drift;
-  if (drift?.lease && drift.lease.owner !== owner && drift.lease.untilMs > now()) {
-    return { applied: 0, seq: drift.seq, ran: false };
-  }
-  let entry = await updateCrawl(deps.kv, first as Deno.KvEntry<CrawlRecord>, {
-    ...crawl,
-    drift: {
-      seq: drift?.seq ?? crawl.startSeq,
-      inserted: drift?.inserted ?? 0,
-      updated: drift?.updated ?? 0,
-      deleted: drift?.deleted ?? 0,
-      caughtUpAt: drift?.caughtUpAt ?? null,
-      lease: { owner, untilMs: now() + (options.leaseMs ?? 30_000) },
-    },
-  });
-  if (!entry) return { applied: 0, seq: drift?.seq ?? crawl.startSeq, ran: false };
-  let applied = 0;
-  let conflicts = 0;
-  try {
-    for (;;) {
-      const since = entry.value.drift!.seq;
-      const { rows, lastSeq } = await deps.source.changes(since, batch);
-      const changes: DriftChange[] = await mapPool(rows, async (r): Promise<DriftChange> => {
-        if (r.deleted) return { seq: r.seq, id: r.id, deleted: true };
-        if (!crawl.docs) return { seq: r.seq, id: r.id, rev: r.rev };
-        // A document deleted again since this change keeps its error; a later row says so.
-        return { seq: r.seq, id: r.id, rev: r.rev, doc: await deps.source.doc(r.id) };
-      }, { concurrency: crawl.concurrency });
-      const done = rows.length < batch;
-      const next = await applyDrift(deps.kv, entry, changes, {
-        lastSeq,
-        nowMs: now(),
-        caughtUp: done,
-      });
-      if (!next) {
-        // Another writer changed the crawl record (its completion, a shard's end): if the lease is
-        // still ours, go on from what is committed; if not, another runner has the feed now.
-        const fresh = await getCrawl(deps.kv, crawlId);
-        if (fresh.value?.drift?.lease?.owner !== owner || ++conflicts > 20) {
-          return { applied, seq: since, ran: true };
-        }
-        entry = fresh as Deno.KvEntry<CrawlRecord>;
-        continue;
-      }
-      entry = next;
-      applied += rows.length;
-      if (done) break;
-    }
-  } catch (err) {
-    // Let the next runner start at once from the committed sequence (a crash waits for expiry).
-    await releaseLease(deps.kv, crawlId, owner).catch(() => null);
-    throw err;
-  }
-  const released = await releaseLease(deps.kv, crawlId, owner);
-  return { applied, seq: (released ?? entry).value.drift!.seq, ran: true };
+/** The registry behind the crawl's URL is not the one it started on. */
+export class RegistryReplacedError extends FatalError {
+  /** Error name. */
+  override name = "RegistryReplacedError";
 }
 
 /**
- * Clears this runner's drift lease. The crawl record may have changed since this runner last
- * wrote it (its completion, another shard's end): the lease is cleared on a fresh read, so it is
- * never left behind to block the next runner until it expires.
+ * The number a sequence starts with (CouchDB 2+ seqs are `N-opaque`, older ones and pouchdb's are
+ * numbers), or null. Only these numbers can be compared; the rest of a sequence is opaque.
  */
-async function releaseLease(
+export function seqNumber(seq: string | null | undefined): number | null {
+  const m = seq === null || seq === undefined ? null : /^(\d+)/.exec(seq);
+  return m ? Number(m[1]) : null;
+}
+
+/**
+ * Throws {@linkcode RegistryReplacedError} when the registry's current `update_seq` is below one
+ * the crawl has seen: the database was replaced or rolled back since.
+ */
+export function checkSameRegistry(
+  crawl: CrawlRecord,
+  current: string | null,
+  seen: string | null = crawl.drift?.seq ?? crawl.startSeq,
+): void {
+  const [was, now] = [seqNumber(seen), seqNumber(current)];
+  if (was === null || now === null || now >= was) return;
+  throw new RegistryReplacedError(
+    `the registry at ${crawl.source} was replaced or rolled back since this crawl read it ` +
+      `(update_seq ${now} is below ${was}); its stored items come from the database that was ` +
+      `there: delete the crawl (or use another --crawl-id) to crawl the registry as it is now`,
+  );
+}
+
+/** A claim on a crawl's change feed: the crawl record as this runner last wrote it. */
+export interface FeedClaim {
+  /** The crawl record entry (its versionstamp guards every batch). */
+  entry: Deno.KvEntry<CrawlRecord>;
+  /** The runner. */
+  owner: string;
+  /** Lease length, in milliseconds. */
+  leaseMs: number;
+  /** Clock, epoch ms. */
+  now: () => number;
+}
+
+/**
+ * Claims the crawl's change feed for `owner` (see the module comment). Null when the crawl has no
+ * feed, or another runner holds it.
+ */
+export async function claimFeed(
+  kv: Deno.Kv,
+  crawlId: string,
+  options: CatchUpOptions = {},
+): Promise<FeedClaim | null> {
+  const now = options.now ?? Date.now;
+  const owner = options.owner ?? crypto.randomUUID();
+  const leaseMs = options.leaseMs ?? 30_000;
+  for (let attempt = 0; attempt < 10; attempt++) {
+    const first = await getCrawl(kv, crawlId);
+    const crawl = first.value;
+    if (!crawl || crawl.startSeq === null) return null;
+    const drift = crawl.drift;
+    if (drift?.lease && drift.lease.owner !== owner && drift.lease.untilMs > now()) return null;
+    const entry = await updateCrawl(kv, first as Deno.KvEntry<CrawlRecord>, {
+      ...crawl,
+      drift: {
+        seq: drift?.seq ?? crawl.startSeq,
+        inserted: drift?.inserted ?? 0,
+        updated: drift?.updated ?? 0,
+        deleted: drift?.deleted ?? 0,
+        caughtUpAt: drift?.caughtUpAt ?? null,
+        lease: { owner, untilMs: now() + leaseMs },
+      },
+    });
+    if (entry) return { entry, owner, leaseMs, now };
+  }
+  return null;
+}
+
+/** The shards' ranges of a crawl, sorted by start, for counting changes per range. */
+async function rangesOf(kv: Deno.Kv, crawlId: string): Promise<ShardRange[]> {
+  return (await listShards(kv, crawlId)).map((e) => ({ id: e.value.id, start: e.value.start }))
+    .sort((a, b) => a.start === null ? -1 : b.start === null ? 1 : compareKeys(a.start, b.start));
+}
+
+/**
+ * Reads the feed from where the claimed crawl stands to its proven end (an empty batch), applying
+ * every batch. Returns the changes applied, or null when the claim was lost (another runner has
+ * the feed now; what was committed stays counted).
+ */
+export async function applyToEnd(
+  deps: { kv: Deno.Kv; source: Source },
+  claim: FeedClaim,
+  options: { batch?: number } = {},
+): Promise<number | null> {
+  const batch = options.batch ?? 200;
+  const crawl = claim.entry.value;
+  const target = await deps.source.updateSeq();
+  checkSameRegistry(crawl, target);
+  const ranges = await rangesOf(deps.kv, crawl.id);
+  let applied = 0;
+  let conflicts = 0;
+  for (;;) {
+    const since = claim.entry.value.drift!.seq;
+    if (reached(since, target)) return applied;
+    const { rows, lastSeq } = await deps.source.changes(since, batch);
+    stuck(rows, lastSeq, since, deps.source);
+    const changes = await fetchChanged(deps.source, crawl, rows);
+    const end = rows.length === 0 || reached(lastSeq, target);
+    const next = await applyDrift(deps.kv, claim.entry, changes, {
+      lastSeq: rows.length === 0 ? since : lastSeq,
+      nowMs: claim.now(),
+      caughtUp: end,
+      ranges,
+      leaseUntilMs: claim.now() + claim.leaseMs,
+    });
+    if (!next) {
+      // Another writer changed the crawl record (its completion, a shard's end): if the lease is
+      // still ours, go on from what is committed; if not, another runner has the feed now.
+      const fresh = await getCrawl(deps.kv, crawl.id);
+      if (fresh.value?.drift?.lease?.owner !== claim.owner || ++conflicts > 20) return null;
+      claim.entry = fresh as Deno.KvEntry<CrawlRecord>;
+      continue;
+    }
+    claim.entry = next;
+    applied += rows.length;
+    if (end) return applied;
+  }
+}
+
+/**
+ * True when the feed read up to `seq` has reached `target` (an `update_seq` read earlier): the
+ * same sequence, or, where sequences start with a number (CouchDB's and pouchdb's do), a number
+ * at least as high. Never true without a target.
+ */
+export function reached(seq: string, target: string | null): boolean {
+  if (target === null) return false;
+  if (seq === target) return true;
+  const [a, b] = [seqNumber(seq), seqNumber(target)];
+  return a !== null && b !== null && a >= b;
+}
+
+/**
+ * Reads the changes after `since` without applying them (the final check needs to know what
+ * moved while it counted), up to the registry's `update_seq` read now or the feed's end. Null
+ * when there were more than `max`.
+ */
+export async function peekChanges(
+  source: Source,
+  since: string,
+  options: { batch?: number; max?: number } = {},
+): Promise<ChangeRow[] | null> {
+  const out: ChangeRow[] = [];
+  const target = await source.updateSeq();
+  for (let at = since; !reached(at, target);) {
+    const { rows, lastSeq } = await source.changes(at, options.batch ?? 200);
+    if (rows.length === 0) return out;
+    stuck(rows, lastSeq, at, source);
+    out.push(...rows);
+    if (out.length > (options.max ?? 10_000)) return null;
+    at = lastSeq;
+  }
+  return out;
+}
+
+/** A feed that answers changes without moving on would be read forever: a broken contract. */
+function stuck(rows: ChangeRow[], lastSeq: string, since: string, source: Source): void {
+  if (rows.length > 0 && lastSeq === since) {
+    throw new FatalError(`${source.description}/_changes answers changes but stays at ${since}`);
+  }
+}
+
+/** The changes of a batch as items to apply: documents fetched when the crawl fetches them. */
+function fetchChanged(source: Source, crawl: CrawlRecord, rows: ChangeRow[]) {
+  return mapPool(rows, async (r): Promise<DriftChange> => {
+    if (r.deleted) return { seq: r.seq, id: r.id, deleted: true };
+    if (!crawl.docs) return { seq: r.seq, id: r.id, rev: r.rev };
+    // A document older than the change is a cache behind: asked again with the batch.
+    const doc = againstListing(r, await source.doc(r.id));
+    if (doc.kind === "failed") {
+      throw new TransientError(`${JSON.stringify(r.id.slice(0, 80))}: ${doc.reason}`);
+    }
+    const rev = doc.kind === "doc" && doc.docRev && doc.docRev !== r.rev ? doc.docRev : r.rev;
+    return { seq: r.seq, id: r.id, rev, doc };
+  }, { concurrency: crawl.concurrency });
+}
+
+/**
+ * Lets the feed go if this runner still holds it. The crawl record may have changed since this
+ * runner last wrote it (its completion, another shard's end): the lease is cleared on a fresh read,
+ * so it is never left behind to block the next runner until it expires.
+ */
+export async function releaseFeed(
   kv: Deno.Kv,
   crawlId: string,
   owner: string,
@@ -129,4 +253,32 @@ async function releaseLease(
     if (done) return done;
   }
   return null;
+}
+
+/**
+ * Reads `_changes` from where the crawl stands to the feed's proven end, applying each batch
+ * (claim, apply, release). Documents are fetched for changed items when the crawl fetches them.
+ * @throws RegistryReplacedError when the registry went back below what was applied.
+ */
+export async function catchUp(
+  deps: { kv: Deno.Kv; source: Source },
+  crawlId: string,
+  options: CatchUpOptions = {},
+): Promise<CatchUpResult> {
+  const claim = await claimFeed(deps.kv, crawlId, options);
+  if (!claim) {
+    const crawl = (await getCrawl(deps.kv, crawlId)).value;
+    return { applied: 0, seq: crawl?.drift?.seq ?? crawl?.startSeq ?? null, ran: false };
+  }
+  let applied: number | null;
+  try {
+    applied = await applyToEnd(deps, claim, options);
+  } catch (err) {
+    // Let the next runner start at once from the committed sequence (a crash waits for expiry).
+    await releaseFeed(deps.kv, crawlId, claim.owner).catch(() => null);
+    throw err;
+  }
+  const seq = claim.entry.value.drift!.seq;
+  const released = await releaseFeed(deps.kv, crawlId, claim.owner);
+  return { applied: applied ?? 0, seq: released?.value.drift?.seq ?? seq, ran: true };
 }

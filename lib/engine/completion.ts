@@ -1,110 +1,289 @@
 /**
- * The end of a crawl: when every shard is done, `_changes` since the start is applied
- * (`catch_up.ts`), the stored count is held against the registry's, and only then is the crawl
- * `done`, with a record of how it was checked. Also the watchdog, which keeps work moving when a
- * process died: it re-dispatches shards nobody holds, finishes crawls whose shards are all done,
- * gets stuck planning going again, and follows changes of finished crawls created with `follow`.
+ * The end of a crawl: when every shard is done, `_changes` since the start is applied to its
+ * proven end (`catch_up.ts`), every range is proven to hold what the registry lists there
+ * (`verify.ts`; a range that disagrees is listed again), and only then is the crawl `done`, with a
+ * record of how it was checked. Also the watchdog, which keeps work moving when a process died: it
+ * re-dispatches shards nobody holds, finishes crawls whose shards are all done, gets stuck planning
+ * going again, and follows changes of finished crawls created with `follow`.
  *
  * @module
  */
-import { TransientError } from "../base/errors.ts";
+import { FatalError, TransientError } from "../base/errors.ts";
 import type { Source } from "../plan/source.ts";
-import { catchUp } from "./catch_up.ts";
+import {
+  applyToEnd,
+  catchUp,
+  claimFeed,
+  type FeedClaim,
+  peekChanges,
+  RegistryReplacedError,
+  releaseFeed,
+} from "./catch_up.ts";
 import type { Dispatcher } from "./coordinator.ts";
-import { failCrawl, transition } from "./lifecycle.ts";
+import { sampleStored, storedRevision } from "./item_read.ts";
+import { deleteCrawl, failCrawl, transition } from "./lifecycle.ts";
 import { ownerIsDead } from "./owner.ts";
 import {
   clearDeadLetter,
+  commitRelist,
+  commitShard,
   type CrawlRecord,
   getCrawl,
   listCrawls,
   listDeadLetters,
+  listRangeDrift,
   listShards,
+  relisted,
   type ShardRecord,
+  shardStored,
+  updateCrawl,
   type Verification,
 } from "./store.ts";
+import {
+  type ChangeWindow,
+  checkRanges,
+  completenessError,
+  MAX_RELISTS,
+  type RangeVerdict,
+} from "./verify.ts";
 
-/** Items stored: shard counters plus drift inserts minus deletions (exact by construction). */
-export function storedCount(crawl: CrawlRecord, shards: readonly ShardRecord[]): number {
-  const d = crawl.drift;
-  return shards.reduce((n, s) => n + s.items, 0) + (d ? d.inserted - d.deleted : 0);
-}
+/** Stored items per range held against the registry's revisions by each final check. */
+const STORED_SAMPLE = 8;
 
-/**
- * Holds the stored count against the registry's `total_rows`. Equal: `exact` (or `drift` when
- * changes were applied). Different while the registry has not moved since the last change applied:
- * a {@linkcode TransientError}-free failure string (the caller fails the crawl). Different while it
- * moved: `unverified`, saying why.
- */
-export async function finalCheck(
-  source: Source,
-  crawl: CrawlRecord,
+/** Items stored: every shard's listed items plus the changes applied in its range. */
+export async function storedCount(
+  kv: Deno.Kv,
+  crawlId: string,
   shards: readonly ShardRecord[],
-): Promise<Verification | { failed: string }> {
-  const stored = storedCount(crawl, shards);
-  const [page, seq] = await Promise.all([
-    source.list({ limit: 1 }),
-    source.updateSeq().catch(() => null),
-  ]);
-  const lastApplied = crawl.drift?.seq ?? crawl.startSeq;
-  const quiet = seq !== null && seq === lastApplied;
-  const drifted = (crawl.drift?.inserted ?? 0) + (crawl.drift?.updated ?? 0) +
-          (crawl.drift?.deleted ?? 0) > 0 || shards.some((s) => s.verified === "drift");
-  const detail = `${stored} items stored, the registry lists ${page.total}`;
-  if (stored === page.total) {
-    return { status: drifted ? "drift" : "exact", detail: `${detail} (seq ${seq ?? "n/a"})` };
-  }
-  if (quiet) return { failed: `${detail} and has not changed since (seq ${seq})` };
-  return {
-    status: "unverified",
-    detail: `${detail}; the registry changed meanwhile${seq === null ? " (no change feed)" : ""}`,
-  };
+): Promise<number> {
+  const drift = await listRangeDrift(kv, crawlId);
+  return shards.reduce((n, s) => n + shardStored(s, drift), 0);
+}
+
+/** Options of {@linkcode checkCompletion}. */
+export interface CompletionOptions {
+  /** Clock, epoch ms. @default Date.now */
+  now?: () => number;
+  /** Opens the crawl's source; without it the crawl is marked done unchecked (tests only). */
+  openSource?: (crawl: CrawlRecord) => Source;
+  /** Where shards listed again go (lease workers find them without). */
+  dispatcher?: Dispatcher;
+  /** Who checks (the feed's lease). @default a random id */
+  owner?: string;
+  /** Checks of the ranges left undecided before giving the turn back. @default 8 */
+  maxRounds?: number;
+  /** Sleeps between rounds (injected in tests). @default setTimeout */
+  sleep?: (ms: number) => Promise<void>;
 }
 
 /**
- * Marks the crawl done when every shard is done: changes since the start are applied first (with
- * `openSource` and a registry that has a change feed), then the final count check. Returns true
- * when the crawl is done. A registry without a usable `_changes` feed still gets its crawl
- * finished, with the reason on record; a count that disagrees with a registry that stood still
- * fails the crawl.
+ * Marks the crawl done when every shard is done and the store is proven to hold what the registry
+ * holds (see the module comment). Returns true when the crawl is done. Ranges that cannot be
+ * decided yet (the registry kept changing in them) are checked again at the next call, which the
+ * lease workers and the watchdog make; a range that disagrees is listed again, and one that still
+ * disagrees fails the crawl, as does a registry that was replaced.
+ * @throws TransientError when the registry failed for now (the next call tries again).
  */
 export async function checkCompletion(
   kv: Deno.Kv,
   id: string,
-  options: { now?: () => number; openSource?: (crawl: CrawlRecord) => Source } = {},
+  options: CompletionOptions = {},
 ): Promise<boolean> {
-  let crawl = (await getCrawl(kv, id)).value;
+  const crawl = (await getCrawl(kv, id)).value;
   if (!crawl) return false;
   if (crawl.status === "done") return true;
   if (crawl.status !== "running") return false;
   const shards = (await listShards(kv, id)).map((e) => e.value);
   if (shards.length === 0 || shards.some((s) => !s.done)) return false;
-  let driftError: string | undefined;
-  let verification: Verification | undefined;
-  if (options.openSource) {
-    const source = options.openSource(crawl);
-    if (crawl.startSeq !== null && !crawl.driftError) {
-      try {
-        const res = await catchUp({ kv, source }, id, { now: options.now });
-        if (!res.ran) return false; // another process is catching up; it will finish the crawl
-      } catch (err) {
-        // Catch-up is a refinement: a registry without a usable `_changes` feed (404, garbage)
-        // still gets its crawl finished. A transient failure is tried again.
-        if (err instanceof TransientError) throw err;
-        driftError = `change feed unavailable: ${(err as Error).message.split("\n")[0]}`;
-      }
-      crawl = (await getCrawl(kv, id)).value!;
-    }
-    const check = await finalCheck(source, crawl, shards);
-    if ("failed" in check) {
-      await failCrawl(kv, id, `completeness check failed: ${check.failed}`, options.now);
+  if (!options.openSource) {
+    await transition(kv, id, "done", (s) => s === "running", { now: options.now });
+    return true;
+  }
+  const source = options.openSource(crawl);
+  let claim: FeedClaim | null = null;
+  if (crawl.startSeq !== null && !crawl.driftError) {
+    claim = await claimFeed(kv, id, { owner: options.owner, now: options.now });
+    if (!claim) return false; // another process is finishing it
+  }
+  try {
+    return await finish(kv, source, claim, id, options);
+  } catch (err) {
+    if (err instanceof RegistryReplacedError || err instanceof FatalError) {
+      await failCrawl(kv, id, err.message, options.now).catch(() => {});
       return false;
     }
-    verification = check;
+    throw err;
+  } finally {
+    if (claim) await releaseFeed(kv, id, claim.owner).catch(() => null);
   }
+}
+
+/** Catch-up and checks, in rounds (see {@linkcode checkCompletion}). */
+async function finish(
+  kv: Deno.Kv,
+  source: Source,
+  claim: FeedClaim | null,
+  id: string,
+  o: CompletionOptions,
+): Promise<boolean> {
+  const sleep = o.sleep ?? ((ms: number) => new Promise((r) => setTimeout(r, ms)));
+  let feed = claim;
+  let driftError: string | undefined;
+  let applied = 0;
+  // Ranges proven by this pass. A range proven earlier (at its end, or by an earlier pass) is
+  // proven again: the feed keeps a range in step only while it describes the same database.
+  const proven = new Set<number>();
+  const rounds = o.maxRounds ?? 8;
+  for (let round = 0; round < rounds; round++) {
+    if (round > 0) await sleep(Math.min(1000, 50 * 2 ** round));
+    if (feed) {
+      try {
+        const n = await applyToEnd({ kv, source }, feed);
+        if (n === null) return false; // another runner has the feed now
+        applied += n;
+      } catch (err) {
+        // A registry without a usable feed still gets its crawl checked, as one that held still.
+        if (err instanceof TransientError || err instanceof RegistryReplacedError) throw err;
+        driftError = `change feed unavailable: ${(err as Error).message.split("\n")[0]}`;
+        await releaseFeed(kv, id, feed.owner);
+        feed = null;
+      }
+    }
+    const at = feed ? feed.entry.value.drift!.seq : null;
+    const window = async (): Promise<ChangeWindow> =>
+      feed ? (await peekChanges(source, at!)) ?? "too-many" : "no-feed";
+    const crawl = (await getCrawl(kv, id)).value!;
+    const shards = await listShards(kv, id);
+    const drift = await listRangeDrift(kv, id);
+    if (crawl.planMethod !== "rank") {
+      const verdict = await checkTotal(
+        source,
+        shards.map((e) => shardStored(e.value, drift)),
+        window,
+      );
+      if (verdict.verdict === "undecided") continue;
+      if (verdict.verdict === "mismatch") {
+        throw new FatalError(
+          `the crawl stored ${verdict.stored} items but the registry lists ${verdict.span}` +
+            `${at === null ? "" : ` at seq ${at}`}, more than its changes meanwhile explain`,
+        );
+      }
+      return await done(kv, id, o, {
+        status: "total",
+        detail: `${verdict.stored} items, as many as the registry lists` +
+          (at === null ? " (it has no change feed)" : ` at seq ${at}`) +
+          "; its offsets are not ranks, so ranges cannot be checked one by one",
+      }, driftError);
+    }
+    const todo = shards.filter((e) => !proven.has(e.value.id));
+    if (todo.length === 0) {
+      return await done(kv, id, o, {
+        status: "exact",
+        detail: `every one of ${shards.length} ranges holds what the registry lists there` +
+          (at === null ? " (no change feed: counted as it stood)" : ` at seq ${at}`) +
+          (applied > 0 ? `, after ${applied} changes applied` : ""),
+      }, driftError);
+    }
+    const ranges = todo.map((e) => ({
+      id: e.value.id,
+      start: e.value.start,
+      end: e.value.end,
+      stored: shardStored(e.value, drift),
+      relists: e.value.relists ?? 0,
+    }));
+    const verdicts = await checkRanges(source, ranges, {
+      window,
+      storedRev: (itemId) => storedRevision(kv, id, itemId),
+      sampleStored: (r) => sampleStored(kv, id, r, STORED_SAMPLE),
+    });
+    const relists = await settle(kv, id, todo, verdicts, { ...o, at });
+    for (const v of verdicts) if (v.verdict === "equal") proven.add(v.id);
+    if (relists > 0) {
+      await notePending(kv, id, `${relists} range(s) disagreed with the registry: listing again`);
+      return false;
+    }
+    const left = verdicts.filter((v) => v.verdict === "undecided").length;
+    if (left > 0) {
+      await notePending(
+        kv,
+        id,
+        `${left} of ${shards.length} ranges wait for a moment they hold still`,
+      );
+    }
+  }
+  return false;
+}
+
+/** The total against `total_rows`, for registries whose offsets are not ranks. */
+async function checkTotal(
+  source: Source,
+  stored: number[],
+  window: () => Promise<ChangeWindow>,
+): Promise<RangeVerdict> {
+  const page = await source.list({ limit: 1 });
+  const w = await window();
+  const sum = stored.reduce((a, b) => a + b, 0);
+  const margin = w === "no-feed" ? 0 : w === "too-many" ? Infinity : w.length;
+  const off = Math.abs(page.total - sum);
+  const verdict = off > margin ? "mismatch" : margin > 0 ? "undecided" : "equal";
+  return { id: -1, verdict, span: page.total, stored: sum, margin };
+}
+
+/**
+ * Records verdicts: equal ranges are marked proven, disagreeing ones listed again (or, past
+ * {@linkcode MAX_RELISTS}, the crawl fails). Returns how many ranges are listed again.
+ */
+async function settle(
+  kv: Deno.Kv,
+  id: string,
+  todo: Deno.KvEntry<ShardRecord>[],
+  verdicts: RangeVerdict[],
+  o: CompletionOptions & { at: string | null },
+): Promise<number> {
+  let relists = 0;
+  for (const v of verdicts) {
+    const entry = todo.find((e) => e.value.id === v.id)!;
+    const shard = entry.value;
+    if (v.verdict === "equal") {
+      if (shard.verified !== "exact") {
+        await commitShard(kv, id, entry, { ...shard, verified: "exact" });
+      }
+    } else if (v.verdict === "mismatch") {
+      const relistsSoFar = shard.relists ?? 0;
+      if (relistsSoFar >= MAX_RELISTS) {
+        throw completenessError(v, { ...shard, stored: v.stored, relists: relistsSoFar }, o.at);
+      }
+      const next = relisted(shard, (o.now ?? Date.now)(), null);
+      if (await commitRelist(kv, id, entry, next)) {
+        relists++;
+        await o.dispatcher?.dispatch(id, shard.id);
+      }
+    }
+  }
+  return relists;
+}
+
+/** Notes on the crawl what the final check waits for (the status shows it). */
+async function notePending(kv: Deno.Kv, id: string, detail: string): Promise<void> {
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const e = await getCrawl(kv, id);
+    if (!e.value || e.value.status !== "running") return;
+    const verification: Verification = { status: "pending", detail };
+    if (await updateCrawl(kv, e as Deno.KvEntry<CrawlRecord>, { ...e.value, verification })) return;
+  }
+}
+
+/** Moves the crawl to `done` with how it was proven. */
+async function done(
+  kv: Deno.Kv,
+  id: string,
+  o: CompletionOptions,
+  verification: Verification,
+  driftError?: string,
+): Promise<boolean> {
   await transition(kv, id, "done", (s) => s === "running", {
-    now: options.now,
-    patch: { ...(driftError ? { driftError } : {}), ...(verification ? { verification } : {}) },
+    now: o.now,
+    patch: { verification, ...(driftError ? { driftError } : {}) },
   });
   return true;
 }
@@ -121,6 +300,10 @@ export async function watchdog(
   const stallMs = options.stallMs ?? 60_000;
   let n = 0;
   for (const crawl of await listCrawls(deps.kv)) {
+    if (crawl.status === "deleting") {
+      await deleteCrawl(deps.kv, crawl.id).catch(() => {}); // tried again on the next tick
+      continue;
+    }
     if (crawl.status === "done" && crawl.follow && deps.openSource && crawl.startSeq !== null) {
       // Followed crawls stay equal to the registry: each tick applies the changes since the last.
       await catchUp({ kv: deps.kv, source: deps.openSource(crawl) }, crawl.id, {
@@ -158,7 +341,11 @@ async function reviveShards(
     }
   }
   if (shards.length > 0 && shards.every((s) => s.value.done)) {
-    await checkCompletion(deps.kv, crawlId, { openSource: deps.openSource, now: () => o.now });
+    await checkCompletion(deps.kv, crawlId, {
+      openSource: deps.openSource,
+      dispatcher: deps.dispatcher,
+      now: () => o.now,
+    });
   }
   return n;
 }

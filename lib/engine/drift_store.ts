@@ -18,7 +18,29 @@ import { blockHolding, type BlockRow, encodeBlock } from "./item_blocks.ts";
 import { chunkKeys, itemPresence } from "./item_read.ts";
 import { type ItemInput, prepareWrites, setInBatches } from "./item_store.ts";
 import { AtomicBudget, keySize, MAX_CHECKS, valueSizeBound } from "./kv_limits.ts";
+import { compareKeys } from "../plan/keys.ts";
 import { type CrawlRecord, type DriftState, keys, kvOp } from "./store.ts";
+
+/** A shard's range, for counting changes per range (sorted by start, the open start first). */
+export interface ShardRange {
+  /** Shard id. */
+  id: number;
+  /** First key; null = open. */
+  start: string | null;
+}
+
+/** The shard whose range holds `id` (ranges sorted by start, partitioning the key space). */
+export function rangeOf(ranges: readonly ShardRange[], id: string): number | null {
+  let lo = 0;
+  let hi = ranges.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    const s = ranges[mid].start;
+    if (s === null || compareKeys(s, id) <= 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo === 0 ? null : ranges[lo - 1].id;
+}
 
 /** One change to apply, with the sequence that reaches it. */
 export type DriftChange =
@@ -44,7 +66,7 @@ export async function applyDrift(
   kv: Deno.Kv,
   claimed: Deno.KvEntry<CrawlRecord>,
   changes: readonly DriftChange[],
-  next: { lastSeq: string; nowMs: number; maxDocBytes?: number; caughtUp: boolean },
+  next: DriftNext & { lastSeq: string },
 ): Promise<Deno.KvEntry<CrawlRecord> | null> {
   let entry = claimed;
   // Checks are the scarce resource: one per changed item and per block holding one, one for the
@@ -54,9 +76,8 @@ export async function applyDrift(
     const part = changes.slice(i, i + group);
     const last = i + group >= changes.length;
     const applied = await applyGroup(kv, entry, part, {
+      ...next,
       seq: last ? next.lastSeq : part.at(-1)!.seq,
-      nowMs: next.nowMs,
-      maxDocBytes: next.maxDocBytes,
       caughtUp: last && next.caughtUp,
     });
     if (!applied) return null;
@@ -65,12 +86,26 @@ export async function applyDrift(
   return entry;
 }
 
+/** How a batch of changes moves the crawl on. */
+export interface DriftNext {
+  /** Clock, epoch ms. */
+  nowMs: number;
+  /** Documents above this many bytes are recorded as too large. */
+  maxDocBytes?: number;
+  /** The batch reaches the feed's proven end. */
+  caughtUp: boolean;
+  /** The shards' ranges, for the per-range counters. @default no per-range counts */
+  ranges?: readonly ShardRange[];
+  /** The feed lease is renewed until then with every op, epoch ms. @default left as it is */
+  leaseUntilMs?: number;
+}
+
 /** Applies one group in as many ops as its size needs (each op moves `drift` on by its part). */
 async function applyGroup(
   kv: Deno.Kv,
   claimed: Deno.KvEntry<CrawlRecord>,
   changes: readonly DriftChange[],
-  next: { seq: string; nowMs: number; maxDocBytes?: number; caughtUp: boolean },
+  next: DriftNext & { seq: string },
 ): Promise<Deno.KvEntry<CrawlRecord> | null> {
   const crawl = claimed.value.id;
   const latest = new Map<string, DriftChange>();
@@ -105,6 +140,13 @@ async function applyGroup(
   await setInBatches(kv, writes.filter((w) => w.key[0] !== "item"));
   const drift = startState(claimed.value);
   const counts = { inserted: 0, updated: 0, deleted: 0 };
+  const perRange = new Map<string, number>(); // `${shard}\0${dir}` -> count
+  const countIn = (id: string, dir: "in" | "out") => {
+    const shard = next.ranges ? rangeOf(next.ranges, id) : null;
+    if (shard === null) return;
+    const k = `${shard}\0${dir}`;
+    perRange.set(k, (perRange.get(k) ?? 0) + 1);
+  };
   const op = kv.atomic().check(claimed);
   const budget = new AtomicBudget().check(keySize(claimed.key));
   for (const { entry, rows } of blocks.values()) {
@@ -126,12 +168,13 @@ async function applyGroup(
     budget.check(keySize(key));
     const present = versionstamp !== null || inBlock.has(c.id);
     if (c.deleted) {
-      if (present) counts.deleted++;
+      if (present) (counts.deleted++, countIn(c.id, "out"));
       op.delete(key);
       budget.delete(keySize(key));
       for (const k of await chunkKeys(kv, crawl, c.id)) (op.delete(k), budget.delete(keySize(k)));
     } else {
       counts[present ? "updated" : "inserted"]++;
+      if (!present) countIn(c.id, "in");
       const w = records.get(c.id)!;
       op.set(w.key, w.value);
       budget.set(w.keyBytes, w.value.length);
@@ -144,10 +187,20 @@ async function applyGroup(
       }
     }
   }
+  for (const [k, n] of perRange) {
+    const [shard, dir] = k.split("\0");
+    const key = keys.rangeDrift(crawl, Number(shard), dir as "in" | "out");
+    op.sum(key, BigInt(n));
+    budget.set(keySize(key), 8);
+  }
+  const lease = drift.lease && next.leaseUntilMs !== undefined
+    ? { ...drift.lease, untilMs: next.leaseUntilMs }
+    : drift.lease;
   const value: CrawlRecord = {
     ...claimed.value,
     drift: {
       ...drift,
+      lease,
       seq: next.seq,
       inserted: drift.inserted + counts.inserted,
       updated: drift.updated + counts.updated,

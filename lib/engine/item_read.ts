@@ -337,3 +337,53 @@ export async function chunkKeys(kv: Deno.Kv, crawl: string, id: string): Promise
   for await (const e of kv.list({ prefix })) out.push(e.key);
   return out;
 }
+
+/** The revision the crawl stores for `id` (in a record or a block), or null when it has none. */
+export async function storedRevision(
+  kv: Deno.Kv,
+  crawl: string,
+  id: string,
+): Promise<string | null> {
+  const e = await kvOp(async () => kv.get<Uint8Array>(keys.item(crawl, await idKeyPart(id))));
+  if (e.value) return decodeItem(e.value).rev;
+  const block = await blockHolding(kv, crawl, id);
+  return block && block.index >= 0 ? block.rows[block.index].rev : null;
+}
+
+/**
+ * Up to `count` items the crawl stores at the start of `[start, end)` (ids and revisions), from
+ * the first block and the first records keyed there: what the final check asks the registry
+ * about. Empty when the range's start is not a plain key.
+ */
+export async function sampleStored(
+  kv: Deno.Kv,
+  crawl: string,
+  range: { start: string | null; end: string | null },
+  count: number,
+): Promise<{ id: string; rev: string }[]> {
+  if (range.start !== null && plainPartSize(range.start) <= 0) return [];
+  const inRange = (id: string) =>
+    (range.start === null || compareKeys(id, range.start) >= 0) &&
+    (range.end === null || compareKeys(id, range.end) < 0);
+  const from = (prefix: Deno.KvKey, key: Deno.KvKey) =>
+    range.start === null ? { prefix } : { prefix, start: key };
+  const out: { id: string; rev: string }[] = [];
+  await kvOp(async () => {
+    const blocks = kv.list<Uint8Array>(
+      from(keys.blocks(crawl), keys.block(crawl, range.start ?? "")),
+      { limit: 1 },
+    );
+    for await (const e of blocks) {
+      for (const r of decodeBlock(e.value)) if (inRange(r.id)) out.push({ id: r.id, rev: r.rev });
+    }
+    const records = kv.list<Uint8Array>(
+      from(keys.items(crawl), keys.item(crawl, range.start ?? "")),
+      { limit: count },
+    );
+    for await (const e of records) {
+      const id = e.key[2];
+      if (typeof id === "string" && inRange(id)) out.push({ id, rev: decodeItem(e.value).rev });
+    }
+  });
+  return out.sort((a, b) => compareKeys(a.id, b.id)).slice(0, count);
+}

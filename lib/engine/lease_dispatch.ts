@@ -167,7 +167,11 @@ async function oneRound(
     }
     const shards = await listShards(deps.kv, crawl.id);
     if (shards.length > 0 && shards.every((e) => e.value.done)) {
-      await checkCompletion(deps.kv, crawl.id, { now: deps.now, openSource: deps.openSource });
+      await checkCompletion(deps.kv, crawl.id, {
+        now: deps.now,
+        openSource: deps.openSource,
+        dispatcher: deps.dispatcher,
+      });
       continue;
     }
     for (const e of shuffle(shards.filter((e) => claimable(e.value, o.owner, o.now())))) {

@@ -8,6 +8,7 @@
 import { ConflictError, NotFoundError } from "../base/errors.ts";
 import { crawlIdFor, type CrawlSpec } from "../base/spec.ts";
 import type { Source } from "../plan/source.ts";
+import { checkSameRegistry } from "./catch_up.ts";
 import { createCrawl, type Dispatcher, planCrawl, type PlanCrawlOptions } from "./coordinator.ts";
 import {
   commitShard,
@@ -42,6 +43,11 @@ export async function openCrawl(
   if (created) {
     return { crawl: await planCrawl(deps, id, options) ?? existing, action: "created" };
   }
+  if (existing.status === "deleting") {
+    // A delete was interrupted: finish it; then this is a new crawl.
+    await deleteCrawl(deps.kv, id, options.now);
+    return await openCrawl(deps, spec, options);
+  }
   const differs =
     (["source", "docsUrl", "docs", "maxPage", "view"] as const).find((k) =>
       existing[k] !== spec[k]
@@ -54,6 +60,16 @@ export async function openCrawl(
       `crawl ${id}${options.where ? ` in ${options.where}` : ""} was started with another ` +
         `${differs}; use another --crawl-id or --kv`,
     );
+  }
+  if (existing.status !== "done" && existing.startSeq !== null) {
+    // A resume must not merge two databases: one that went back below what the crawl read is not
+    // the one it started on.
+    try {
+      checkSameRegistry(existing, await deps.source.updateSeq().catch(() => null));
+    } catch (err) {
+      await failCrawl(deps.kv, id, (err as Error).message, options.now).catch(() => {});
+      throw err;
+    }
   }
   switch (existing.status) {
     case "cancelled":
@@ -118,7 +134,7 @@ export function pauseCrawl(kv: Deno.Kv, id: string, now?: () => number): Promise
 
 /** Cancels a crawl that has not finished; its stored items stay (until it is deleted). */
 export function cancelCrawl(kv: Deno.Kv, id: string, now?: () => number): Promise<CrawlRecord> {
-  return transition(kv, id, "cancelled", (s) => s !== "done", { now });
+  return transition(kv, id, "cancelled", (s) => s !== "done" && s !== "deleting", { now });
 }
 
 /** Marks a crawl failed with a one-line reason; `resumeCrawl` can restart it. */
@@ -173,19 +189,32 @@ export async function resumeCrawl(
 }
 
 /**
- * Deletes a finished, failed or cancelled crawl and everything it stored, in bounded batches.
- * Returns the number of KV keys deleted. @throws ConflictError for a crawl still planning, running
- * or paused (cancel it first); NotFoundError for an unknown one.
+ * Deletes a finished, failed or cancelled crawl and everything it stored, in bounded batches: the
+ * crawl is marked `deleting` first (so that nothing reads a half-deleted crawl as a result), then
+ * its keys go, the record last. A delete that was interrupted (a killed process) is finished by
+ * calling this again, which the watchdog and a command that meets the crawl do. Returns the number
+ * of KV keys deleted. @throws ConflictError for a crawl still planning, running or paused (cancel
+ * it first); NotFoundError for an unknown one.
  */
-export async function deleteCrawl(kv: Deno.Kv, id: string): Promise<number> {
+export async function deleteCrawl(kv: Deno.Kv, id: string, now?: () => number): Promise<number> {
+  const deletable = (s: CrawlStatus) =>
+    s === "done" || s === "failed" || s === "cancelled" || s === "deleting";
   for (let attempt = 0; attempt < 20; attempt++) {
     const entry = await getCrawl(kv, id);
     if (!entry.value) throw new NotFoundError(`no crawl with id ${id}`);
     const s = entry.value.status;
-    if (s === "planning" || s === "running" || s === "paused") {
+    if (!deletable(s)) {
       throw new ConflictError(`crawl ${id} is ${s}; cancel it before deleting it`);
     }
-    const n = await deleteCrawlData(kv, entry as Deno.KvEntry<CrawlRecord>);
+    let marked = entry as Deno.KvEntry<CrawlRecord>;
+    if (s !== "deleting") {
+      const t = (now ?? Date.now)();
+      const next = { ...entry.value, status: "deleting" as const, updatedAt: t };
+      const done = await updateCrawl(kv, marked, next);
+      if (!done) continue;
+      marked = done;
+    }
+    const n = await deleteCrawlData(kv, marked);
     if (n !== null) return n;
   }
   throw new ConflictError(`crawl ${id}: too many concurrent updates`);

@@ -44,7 +44,7 @@ export interface DocFetch {
 }
 
 /** A document request that kept failing transiently (its own error, or the page's). */
-type Attempt = DocResult | { kind: "failed"; status: number; reason: string };
+export type Attempt = DocResult | { kind: "failed"; status: number; reason: string };
 
 /** The attempt a transient failure of one document's request leaves (its first line). */
 function failedAttempt(err: TransientError): Attempt {
@@ -59,26 +59,61 @@ function failedAttempt(err: TransientError): Attempt {
 export async function fetchDocs(source: Source, rows: Row[], o: DocFetch): Promise<ItemInput[]> {
   let results: Attempt[];
   if (o.mode === "include_docs") {
-    results = rows.map((r) =>
-      r.doc ?? { kind: "failed", status: 0, reason: "no document in the listing" }
-    );
+    results = rows.map((r) => r.doc as Attempt);
+    // Rows the listing could not carry (its answer would have been too large) are fetched by id.
+    const missing = rows.flatMap((r, i) => r.doc === undefined ? [i] : []);
+    if (missing.length > 0) {
+      const fetched = await fetchEach(source, missing.map((i) => rows[i]), o);
+      missing.forEach((i, j) => results[i] = fetched[j]);
+    }
   } else if (o.mode === "bulk_get" && source.bulkDocs) {
     results = await fetchBulk(source, rows, o);
   } else {
     results = await fetchEach(source, rows, o);
   }
   const cut = results.findIndex((r) => r === undefined);
-  const kept = cut < 0 ? results : results.slice(0, cut);
+  const kept = (cut < 0 ? results : results.slice(0, cut)).map((r, i) =>
+    againstListing(rows[i], r)
+  );
   const record = (o.pageFailures ?? 0) >= (o.recordAfter ?? 2);
   if (record) await secondRound(source, rows, kept, o);
   judge(kept, rows, source, record);
   return kept.map((r, i) => ({
     id: rows[i].id,
-    rev: rows[i].rev,
+    rev: r.kind === "doc" && r.docRev && newer(r.docRev, rows[i].rev) ? r.docRev : rows[i].rev,
     doc: r.kind === "failed"
       ? { kind: "error", status: r.status, reason: `gave up: ${r.reason}` }
       : r,
   }));
+}
+
+/** The generation of a CouchDB revision (`3-abc…` → 3), or null for anything else. */
+function generation(rev: string): number | null {
+  const m = /^(\d+)-/.exec(rev);
+  return m ? Number(m[1]) : null;
+}
+
+/** True when revision `a` is of a later generation than `b`. */
+function newer(a: string, b: string): boolean {
+  const [ga, gb] = [generation(a), generation(b)];
+  return ga !== null && gb !== null && ga > gb;
+}
+
+/**
+ * A document held against the revision its row was listed with. A later revision is taken (the
+ * document changed since it was listed; the item gets that revision). An older one, or another one
+ * of the same generation, is not the document listed (a cache or replica behind): a failed
+ * attempt, asked again with the page, and recorded as the item's error if it keeps coming.
+ */
+export function againstListing(row: { id: string; rev: string }, r: Attempt): Attempt {
+  if (r?.kind !== "doc" || !r.docRev || r.docRev === row.rev) return r;
+  if (generation(row.rev) === null || newer(r.docRev, row.rev)) return r;
+  return {
+    kind: "failed",
+    status: 0,
+    reason: `the document served is revision ${r.docRev.slice(0, 40)}, not the listed ` +
+      row.rev.slice(0, 40),
+  };
 }
 
 /**
@@ -93,7 +128,7 @@ async function secondRound(source: Source, rows: Row[], results: Attempt[], o: D
   if (again.length === 0 || again.length === results.length) return;
   await mapPool(again, async (i) => {
     try {
-      results[i] = await source.doc(rows[i].id);
+      results[i] = againstListing(rows[i], await source.doc(rows[i].id));
     } catch (err) {
       if (!(err instanceof TransientError)) throw err;
       results[i] = failedAttempt(err);

@@ -80,12 +80,12 @@ export async function listPage(
   if (shard.after && rows[0]?.id === shard.cursor) rows = rows.slice(1);
   const learnedCap = shard.shortOf && rows.length > 0 ? shard.shortOf : undefined;
   const base = { offset: page.offset, total: page.total, learnedCap };
-  if (got >= ask) {
-    return {
-      ...base,
-      rows: rows.slice(0, options.size),
-      next: { cursor: rows[options.size].id, after: false },
-    };
+  // The source may have asked the registry for fewer rows than we did (an answer too large):
+  // a page as long as that is full, not short, and its last row is where the next one starts.
+  const asked = Math.min(ask, page.limit ?? ask);
+  if (got >= asked && rows.length > 0) {
+    const keep = Math.min(options.size, rows.length - 1);
+    return { ...base, rows: rows.slice(0, keep), next: { cursor: rows[keep].id, after: false } };
   }
   if (rows.length === 0) return { ...base, rows, next: null, proof: "empty" };
   if (crawl.planMethod === "rank" && page.offset + got === page.total) {

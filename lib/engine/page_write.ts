@@ -26,7 +26,14 @@ import { type ItemInput, prepareWrites, setInBatches, tallyItems } from "./item_
 import { AtomicBudget, keySize, valueSizeBound } from "./kv_limits.ts";
 import type { ListedPage } from "./page_listing.ts";
 import type { Guard, PageContext } from "./page_guard.ts";
-import { commitShard, type CrawlRecord, keys, type ShardRecord } from "./store.ts";
+import {
+  commitRelist,
+  commitShard,
+  type CrawlRecord,
+  keys,
+  relisted,
+  type ShardRecord,
+} from "./store.ts";
 import { checkShardEnd } from "./verify.ts";
 
 /** What became of one page. */
@@ -86,8 +93,10 @@ export async function writePage(
         kept: kept.slice(0, fit.rows),
         cut: false,
       });
+    // A range listed again starts its count afresh: the changes counted there go with it.
+    const commit = (next.relists ?? 0) > (cur.relists ?? 0) ? commitRelist : commitShard;
     const done = await guard.serial(() =>
-      commitShard(ctx.kv, crawl.id, guard.entry, next, (op) => {
+      commit(ctx.kv, crawl.id, guard.entry, next, (op) => {
         for (const k of fit.deletes) op.delete(k);
         for (const w of fit.writes) op.set(w.key, w.value);
       })
@@ -230,21 +239,6 @@ async function nextState(
     return { ...base, cursor: next.cursor, after: next.after, lease: guard.lease() };
   }
   const check = await checkShardEnd(ctx.source, crawl, cur, base.items);
-  if (check.kind === "relist") {
-    return {
-      ...base,
-      cursor: cur.start,
-      after: false,
-      items: 0,
-      docs: 0,
-      docErrors: 0,
-      tooLarge: 0,
-      relists: (cur.relists ?? 0) + 1,
-      revisit: true,
-      shortOf: null,
-      lease: guard.lease(),
-    };
-  }
-  const verified = check.kind === "exact" ? "exact" : check.kind === "drift" ? "drift" : null;
-  return { ...base, done: true, lease: null, verified };
+  if (check === "relist") return relisted(base, now, guard.lease());
+  return { ...base, done: true, lease: null, verified: check === "exact" ? "exact" : null };
 }

@@ -7,13 +7,31 @@
 import type { CrawlSpec } from "../base/spec.ts";
 import type { DocMode } from "../plan/source.ts";
 
-/** Lifecycle of a crawl. */
-export type CrawlStatus = "planning" | "running" | "paused" | "done" | "failed" | "cancelled";
+/**
+ * Lifecycle of a crawl. `deleting`: its items are being deleted (a delete that was interrupted is
+ * finished by the next process that meets it); nothing it stored may be read as a result.
+ */
+export type CrawlStatus =
+  | "planning"
+  | "running"
+  | "paused"
+  | "done"
+  | "failed"
+  | "cancelled"
+  | "deleting";
 
-/** How the end of the crawl was checked against the registry. */
+/**
+ * How the end of the crawl was checked against the registry (see `verify.ts`):
+ * - `exact`: every shard's range holds exactly what the registry lists there, proven by ranks at
+ *   a moment when nothing changed in that range, with every change of the feed applied up to then;
+ * - `total`: the registry's offsets are not ranks, so only the total could be held against
+ *   `total_rows` (at a moment the feed shows nothing changed, when there is a feed);
+ * - `pending`: every shard is done and the check is under way (it waits for moments when the
+ *   ranges it has left hold still).
+ */
 export interface Verification {
-  /** `exact`: every count matched; `drift`: matched up to changes applied from `_changes`. */
-  status: "exact" | "drift" | "unverified";
+  /** What was proven. */
+  status: "exact" | "total" | "pending";
   /** One line on what was compared. */
   detail: string;
 }
@@ -158,8 +176,11 @@ export interface ShardRecord {
    * second time, so only then do pages pay for that lookup.
    */
   revisit?: boolean;
-  /** How its count was checked at its end: `exact`, `drift` (the registry changed), or none. */
-  verified?: "exact" | "drift" | null;
+  /**
+   * `exact` once its range was proven to hold what the registry lists there (at its end, on a
+   * registry that had not changed since the crawl started, or by the crawl's final check).
+   */
+  verified?: "exact" | null;
   /** The last page came back this short without proving the end (a possible page cap). */
   shortOf?: number | null;
   /** The shard this one was split from, if any. */
@@ -178,6 +199,30 @@ export interface SplitRecord {
   atMs: number;
   /** Items moved to the child (by rank). */
   movedItems: number;
+}
+
+/**
+ * The shard listed again from its start: counters zeroed, `revisit` set (pages then clear what the
+ * earlier listing left), one more relist counted. Commit it with `commitRelist`.
+ */
+export function relisted(shard: ShardRecord, nowMs: number, lease: Lease | null): ShardRecord {
+  return {
+    ...shard,
+    cursor: shard.start,
+    after: false,
+    done: false,
+    items: 0,
+    docs: 0,
+    docErrors: 0,
+    tooLarge: 0,
+    relists: (shard.relists ?? 0) + 1,
+    revisit: true,
+    shortOf: null,
+    verified: null,
+    inflight: null,
+    updatedAt: nowMs,
+    lease,
+  };
 }
 
 /** A fresh shard [start, end) with its cursor at `cursor` and zeroed counters. */

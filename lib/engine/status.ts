@@ -6,7 +6,7 @@
  * @module
  */
 import { redactUrl } from "../base/redact.ts";
-import { NotFoundError } from "../base/errors.ts";
+import { ConflictError, NotFoundError } from "../base/errors.ts";
 import { storedCount } from "./completion.ts";
 import { remainingSeconds } from "./rebalance.ts";
 import { compareKeys } from "../plan/keys.ts";
@@ -63,8 +63,8 @@ export interface ShardStatus {
   lastError: string | null;
   /** When it is tried again after a failure (ISO 8601), if it waits. */
   retryAt: string | null;
-  /** How its count was checked at its end. */
-  verified: "exact" | "drift" | null;
+  /** Proven to hold what the registry lists in its range (`exact`), or not yet. */
+  verified: "exact" | null;
   /** The shard it was split from, if any. */
   parent: number | null;
 }
@@ -159,7 +159,7 @@ export async function crawlStatus(
   const shards = (await listShards(kv, id)).map((e) => e.value);
   const sum = (f: (s: (typeof shards)[number]) => number) => shards.reduce((n, s) => n + f(s), 0);
   const d = crawl.drift;
-  const itemsStored = storedCount(crawl, shards);
+  const itemsStored = await storedCount(kv, id, shards);
   const from = crawl.startedAt ?? crawl.createdAt;
   const elapsedS = Math.max(0.001, ((crawl.finishedAt ?? now) - from) / 1000);
   const rate = itemsStored / elapsedS;
@@ -253,6 +253,15 @@ async function requireCrawl(kv: Deno.Kv, id: string): Promise<CrawlRecord> {
   return crawl;
 }
 
+/** A crawl whose items may be read: not one being deleted (its items are half gone). */
+async function requireItems(kv: Deno.Kv, id: string): Promise<CrawlRecord> {
+  const crawl = await requireCrawl(kv, id);
+  if (crawl.status === "deleting") {
+    throw new ConflictError(`crawl ${id} is being deleted; its items cannot be read`);
+  }
+  return crawl;
+}
+
 /** The starts of a crawl's shards (splits included) in key order, the open first one left out. */
 async function shardStarts(kv: Deno.Kv, id: string): Promise<string[]> {
   return (await listShards(kv, id)).map((e) => e.value.start)
@@ -268,7 +277,7 @@ export async function crawlItemsPage(
   id: string,
   options: { limit: number; cursor?: string },
 ): Promise<{ items: ExportedItem[]; cursor: string | null }> {
-  await requireCrawl(kv, id);
+  await requireItems(kv, id);
   return await pageItems(kv, id, options);
 }
 
@@ -286,7 +295,7 @@ export async function* crawlItemBatches(
   kv: Deno.Kv,
   id: string,
 ): AsyncGenerator<ExportedItem[]> {
-  await requireCrawl(kv, id);
+  await requireItems(kv, id);
   const starts = await shardStarts(kv, id);
   yield* itemBatches(kv, id, { bounds: starts });
 }
@@ -300,7 +309,7 @@ export async function crawlKeysNdjson(
   kv: Deno.Kv,
   id: string,
 ): Promise<AsyncIterable<{ bytes: Uint8Array; rows: number }> | null> {
-  const crawl = await requireCrawl(kv, id);
+  const crawl = await requireItems(kv, id);
   if (crawl.docs || crawl.view !== undefined || await hasRecords(kv, id)) return null;
   const starts = await shardStarts(kv, id);
   return blockNdjsonBatches(kv, id, { bounds: starts });

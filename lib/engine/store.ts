@@ -14,6 +14,8 @@
  *     ["chunk", crawlId, idKeyPart, n]    Uint8Array, part n of a large document
  *     ["dead", crawlId, shardId]          a wake-up message the KV queue gave up on
  *     ["split", crawlId, seq]             SplitRecord (dynamic rebalancing log)
+ *     ["rdrift", crawlId, shardId, dir]   Deno.KvU64: changes applied in a shard's range since it
+ *                                         was listed, `in` (items added) or `out` (items removed)
  *
  * Nothing else in the project reads or writes KV keys: the coordinator, the runners and the status
  * readers call these functions. KV failures are sorted here: `database is locked` (several
@@ -34,7 +36,7 @@ export type {
   SplitRecord,
   Verification,
 } from "./records.ts";
-export { newShard } from "./records.ts";
+export { newShard, relisted } from "./records.ts";
 import type { CrawlRecord, ShardRecord, SplitRecord } from "./records.ts";
 
 /** Key builders, exported for the item part and for tests that need to look underneath. */
@@ -54,7 +56,62 @@ export const keys = {
   deads: (crawl: string): Deno.KvKey => ["dead", crawl],
   split: (crawl: string, seq: number): Deno.KvKey => ["split", crawl, seq],
   splits: (crawl: string): Deno.KvKey => ["split", crawl],
+  rangeDrift: (crawl: string, shard: number, dir: "in" | "out"): Deno.KvKey => [
+    "rdrift",
+    crawl,
+    shard,
+    dir,
+  ],
+  rangeDrifts: (crawl: string): Deno.KvKey => ["rdrift", crawl],
 };
+
+/** Items added and removed by applied changes in one shard's range since it was listed. */
+export interface RangeDrift {
+  /** Items added (absent before the change). */
+  in: number;
+  /** Items removed (present before the change). */
+  out: number;
+}
+
+/** The applied changes per shard range of a crawl (shards without any are absent). */
+export async function listRangeDrift(kv: Deno.Kv, crawl: string): Promise<Map<number, RangeDrift>> {
+  return await kvOp(async () => {
+    const out = new Map<number, RangeDrift>();
+    for await (const e of kv.list<Deno.KvU64>({ prefix: keys.rangeDrifts(crawl) })) {
+      const shard = e.key[2] as number;
+      const d = out.get(shard) ?? { in: 0, out: 0 };
+      d[e.key[3] as "in" | "out"] = Number(e.value.value);
+      out.set(shard, d);
+    }
+    return out;
+  });
+}
+
+/**
+ * Items a shard's range holds in the store: what its listing committed plus the changes applied
+ * there since (exact by construction: each change is counted by whether its item was present).
+ */
+export function shardStored(shard: ShardRecord, drift: ReadonlyMap<number, RangeDrift>): number {
+  const d = drift.get(shard.id);
+  return shard.items + (d ? d.in - d.out : 0);
+}
+
+/**
+ * Commits a shard listed again from its start (`next` from `relisted`), guarded like any shard
+ * commit; the changes counted in its range go in the same op (the new listing counts them).
+ */
+export function commitRelist(
+  kv: Deno.Kv,
+  crawl: string,
+  entry: Deno.KvEntry<ShardRecord>,
+  next: ShardRecord,
+  extra?: (op: Deno.AtomicOperation) => void,
+): Promise<Deno.KvEntry<ShardRecord> | null> {
+  return commitShard(kv, crawl, entry, next, (op) => {
+    op.delete(keys.rangeDrift(crawl, next.id, "in")).delete(keys.rangeDrift(crawl, next.id, "out"));
+    extra?.(op);
+  });
+}
 
 /**
  * Runs a KV operation: `database is locked` (several processes, one file) is retried a bounded
@@ -279,6 +336,7 @@ export async function deleteCrawlData(
     keys.items(id),
     keys.blocks(id),
     keys.chunks(id),
+    keys.rangeDrifts(id),
     keys.shards(id),
     keys.splits(id),
   ];

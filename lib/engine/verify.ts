@@ -1,22 +1,41 @@
 /**
- * Proving a shard complete: where offsets are ranks, the items a shard counted must equal the
- * number of keys the registry lists in its range, `rank(end) - rank(start)`. A mismatch while the
- * registry has not changed since the crawl started is real: the shard is listed again once, and a
- * second mismatch fails the crawl with the numbers (never "done" with items missing). A mismatch
- * while the registry changed is drift, left to `_changes` catch-up and the crawl's final check.
+ * Proving a crawl complete on a registry that changes while it is crawled.
+ *
+ * Where offsets are ranks, the registry says how many keys a shard's range `[start, end)` holds:
+ * `rank(end) - rank(start)`. Once the change feed is applied to its proven end (sequence S), the
+ * store holds, in every range, the items listed there plus the changes applied there; every item
+ * it holds is in the registry at S (listed, and any later change applied). So if a range's stored
+ * count equals what the registry lists there at S, the range holds exactly the registry's items.
+ *
+ * The registry does not stand still while the ranks are read, so each check reads them (all at
+ * once), then reads the feed after S without applying it: the changes that landed meanwhile. The
+ * changes that can have moved a range's count are those inside it when its span comes from one
+ * answer, or from two answers computed on the same state of the registry (the same `update_seq`,
+ * which CouchDB and pouchdb-server give with `update_seq=true`); otherwise every change below its
+ * end (one below its start can move one end and not the other). A range is decided only by what
+ * those changes cannot explain:
+ * - none landed: its count is exact at S, and it is `equal` or a `mismatch`;
+ * - its count is off by more than they can explain: a `mismatch` whatever they were;
+ * - otherwise it is `undecided`, and is checked again after those changes are applied.
+ * A mismatch is a range whose listing lost or kept rows: it is listed again, and a range that
+ * still disagrees after that fails the crawl with the numbers. Each check also samples the row at
+ * every range's start: a row the store holds under another revision (or not at all) that no change
+ * explains is a mismatch too (a database replaced by one with as many rows in that range).
+ *
+ * At a shard's own end (`checkShardEnd`) the same comparison is made early, when the registry has
+ * not changed at all since the crawl started: then the shard is proven at once, or listed again
+ * before the crawl ends.
  *
  * @module
  */
 import { FatalError } from "../base/errors.ts";
-import type { Source } from "../plan/source.ts";
+import { mapPool } from "../base/pool.ts";
+import { compareKeys, lowerBound } from "../plan/keys.ts";
+import type { ChangeRow, Page, Source } from "../plan/source.ts";
 import type { CrawlRecord, ShardRecord } from "./store.ts";
 
-/** What a shard's end check found. */
-export type ShardCheck =
-  | { kind: "exact" }
-  | { kind: "drift"; span: number }
-  | { kind: "relist"; span: number }
-  | { kind: "skipped" };
+/** Times a shard's range is listed again after a count that disagrees, before the crawl fails. */
+export const MAX_RELISTS = 2;
 
 /** A shard that disagrees with the registry after being listed again. */
 export class CompletenessError extends FatalError {
@@ -24,13 +43,152 @@ export class CompletenessError extends FatalError {
   override name = "CompletenessError";
 }
 
-function show(key: string | null): string {
+/** A range as the check needs it: its bounds and what the store holds there. */
+export interface RangeToCheck {
+  /** Shard id. */
+  id: number;
+  /** First key; null = open. */
+  start: string | null;
+  /** End key (exclusive); null = open. */
+  end: string | null;
+  /** Items the store holds in the range (listed plus changes applied). */
+  stored: number;
+  /** Times the range was listed again already. */
+  relists: number;
+}
+
+/** What a check found for one range. */
+export interface RangeVerdict {
+  /** Shard id. */
+  id: number;
+  /** `equal`, `mismatch` or `undecided` (see the module comment). */
+  verdict: "equal" | "mismatch" | "undecided";
+  /** What the registry lists in the range. */
+  span: number;
+  /** What the store holds there. */
+  stored: number;
+  /** Changes that landed meanwhile and could move the count (0: the count is exact). */
+  margin: number;
+  /** Why a mismatch is one, in a few words. */
+  why?: string;
+}
+
+/** Shows a key in a message. */
+export function showKey(key: string | null): string {
   return key === null ? "(open)" : JSON.stringify(key.length > 60 ? key.slice(0, 60) + "…" : key);
 }
 
+/** The failure of a range that still disagrees after being listed again. */
+export function completenessError(v: RangeVerdict, r: RangeToCheck, at: string | null) {
+  return new CompletenessError(
+    `shard ${r.id} ${showKey(r.start)} → ${showKey(r.end)} holds ${v.stored} items but the ` +
+      `registry lists ${v.span} there${at === null ? "" : ` at seq ${at}`}` +
+      `${v.why ? ` (${v.why})` : ""}, also after listing it again ${r.relists} time(s)`,
+  );
+}
+
 /**
- * Checks a shard that just reached its end with `items` items in all.
- * @throws CompletenessError when it was listed again already and still disagrees.
+ * The changes that landed since the store was caught up: read from the feed, or `no-feed` (the
+ * registry is taken to have held still), or `too-many` to be worth reading (nothing is decided).
+ */
+export type ChangeWindow = ChangeRow[] | "no-feed" | "too-many";
+
+/**
+ * Checks `ranges` against the registry's ranks, then asks `window` for the changes that landed
+ * since the store was caught up. `storedRev` looks a sampled row up in the store.
+ */
+export async function checkRanges(
+  source: Source,
+  ranges: readonly RangeToCheck[],
+  o: {
+    window: () => Promise<ChangeWindow>;
+    storedRev: (id: string) => Promise<string | null>;
+    sampleStored?: (range: RangeToCheck) => Promise<{ id: string; rev: string }[]>;
+    concurrency?: number;
+  },
+): Promise<RangeVerdict[]> {
+  const bounds = [...new Set(ranges.flatMap((r) => [r.start, r.end]))].filter((b) => b !== null);
+  const probes = new Map<string | null, Page>();
+  await mapPool([null, ...bounds], async (b) => {
+    probes.set(b, await source.list({ start: b, limit: 1, updateSeq: true }));
+  }, { concurrency: o.concurrency ?? 32 });
+  // Items the store holds, held against the registry's current revisions (one lookup for all).
+  const stored = new Map<number, { id: string; rev: string }[]>();
+  if (source.revs && o.sampleStored) {
+    await mapPool(ranges, async (r) => void stored.set(r.id, await o.sampleStored!(r)), {
+      concurrency: o.concurrency ?? 32,
+    });
+  }
+  const asked = [...stored.values()].flat();
+  const current = asked.length > 0 ? await source.revs!(asked.map((s) => s.id)) : [];
+  const registryRev = new Map(asked.map((s, i) => [s.id, current[i]]));
+  const window = await o.window();
+  const changed = new Set(Array.isArray(window) ? window.map((c) => c.id) : []);
+  const sorted = [...changed].sort(compareKeys);
+  const below = (key: string | null) => key === null ? sorted.length : lowerBound(sorted, key);
+  return await Promise.all(ranges.map(async (r): Promise<RangeVerdict> => {
+    const from = probes.get(r.start)!;
+    // One answer gives both ends of an open-ended range: only changes inside it can move it. Two
+    // answers can also be moved by changes below the start between them.
+    const span = r.end === null
+      ? from.total - (r.start === null ? 0 : from.offset)
+      : probes.get(r.end)!.offset - (r.start === null ? 0 : from.offset);
+    // Two answers computed on the same state of the registry (same update_seq) count as one.
+    const to = r.end === null ? undefined : probes.get(r.end)!;
+    const snapshot = r.start === null || r.end === null ||
+      (from.seq !== undefined && from.seq === to!.seq);
+    const margin = window === "no-feed"
+      ? 0
+      : window === "too-many"
+      ? Infinity
+      : snapshot
+      ? below(r.end) - (r.start === null ? 0 : below(r.start))
+      : below(r.end);
+    const base = { id: r.id, span, stored: r.stored, margin };
+    if (Math.abs(span - r.stored) > margin) {
+      return { ...base, verdict: "mismatch", why: "more than the changes meanwhile explain" };
+    }
+    const stale = (stored.get(r.id) ?? []).find((it) =>
+      !changed.has(it.id) && registryRev.get(it.id) !== it.rev
+    );
+    if (stale) {
+      const now = registryRev.get(stale.id);
+      return {
+        ...base,
+        verdict: "mismatch",
+        why: `${showKey(stale.id)} is stored as revision ${stale.rev}, the registry ` +
+          (now === null ? "has no such item" : `has ${now}`),
+      };
+    }
+    const sample = r.start === null ? undefined : from.rows[0];
+    const inRange = sample && (r.end === null || compareKeys(sample.id, r.end) < 0);
+    if (sample && inRange && !changed.has(sample.id)) {
+      const rev = await o.storedRev(sample.id);
+      if (rev !== sample.rev) {
+        return {
+          ...base,
+          verdict: "mismatch",
+          why: rev === null
+            ? `${showKey(sample.id)} is missing`
+            : `${showKey(sample.id)} is stored as revision ${rev}, the registry has ${sample.rev}`,
+        };
+      }
+    }
+    if (margin > 0) return { ...base, verdict: "undecided" };
+    return { ...base, verdict: span === r.stored ? "equal" : "mismatch" };
+  }));
+}
+
+/** What a shard's own end check found. */
+export type ShardCheck = "exact" | "relist" | "later";
+
+/**
+ * Checks a shard that just reached its end with `items` items in all, early: only when the
+ * registry has not changed since the crawl started can its count be held against the ranks now
+ * (`exact`, or `relist` when they disagree); otherwise the crawl's final check decides (`later`).
+ * Registries whose offsets are not ranks are always `later`.
+ * @throws CompletenessError when the range was listed again {@linkcode MAX_RELISTS} times already
+ * and still disagrees with a registry that held still.
  */
 export async function checkShardEnd(
   source: Source,
@@ -38,21 +196,24 @@ export async function checkShardEnd(
   shard: ShardRecord,
   items: number,
 ): Promise<ShardCheck> {
-  if (crawl.planMethod !== "rank") return { kind: "skipped" };
+  if (crawl.planMethod !== "rank") return "later";
   const [low, high] = await Promise.all([
     shard.start === null ? 0 : source.list({ start: shard.start, limit: 1 }).then((p) => p.offset),
     source.list({ start: shard.end, limit: 1 }).then((p) =>
       shard.end === null ? p.total : p.offset
     ),
   ]);
+  // Read after the ranks: equal to the start's, nothing changed before or while they were read.
+  const seq = crawl.startSeq === null ? null : await source.updateSeq().catch(() => undefined);
+  if (seq !== crawl.startSeq) return "later";
   const span = high - low;
-  if (span === items) return { kind: "exact" };
-  const seq = await source.updateSeq().catch(() => null);
-  const changed = seq !== null && crawl.startSeq !== null && seq !== crawl.startSeq;
-  if (changed) return { kind: "drift", span };
-  if ((shard.relists ?? 0) < 1) return { kind: "relist", span };
-  throw new CompletenessError(
-    `shard ${shard.id} ${show(shard.start)} → ${show(shard.end)} holds ${items} items but the ` +
-      `registry lists ${span} there, also after listing it again`,
+  if (span === items) return "exact";
+  const relists = shard.relists ?? 0;
+  if (relists < MAX_RELISTS) return "relist";
+  const range = { ...shard, stored: items, relists };
+  throw completenessError(
+    { id: shard.id, verdict: "mismatch", span, stored: items, margin: 0 },
+    range,
+    seq,
   );
 }

@@ -110,7 +110,8 @@ async function afterShardDone(deps: WorkDeps, crawlId: string): Promise<void> {
     });
     if (split) deps.onEvent?.({ kind: "split", crawlId, ...split });
   }
-  if (await checkCompletion(deps.kv, crawlId, { now: deps.now, openSource: deps.openSource })) {
+  const finishing = { now: deps.now, openSource: deps.openSource, dispatcher: deps.dispatcher };
+  if (await checkCompletion(deps.kv, crawlId, finishing)) {
     deps.onEvent?.({ kind: "crawl-done", crawlId });
   }
 }

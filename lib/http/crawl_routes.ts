@@ -113,7 +113,12 @@ export function addCrawlRoutes(app: Hono, deps: CrawlRouteDeps): void {
     }
     const spec = buildSpec(input);
     const id = givenId ?? await crawlIdFor(spec);
-    const { crawl, created } = await createCrawl(kv, spec, { id, now });
+    let { crawl, created } = await createCrawl(kv, spec, { id, now });
+    if (crawl.status === "deleting") {
+      // A delete of this crawl was interrupted: finish it; then this is a new crawl.
+      await deleteCrawl(kv, id, now);
+      ({ crawl, created } = await createCrawl(kv, spec, { id, now }));
+    }
     if (created) await deps.dispatcher.plan(id);
     return c.json({ id: crawl.id, status: crawl.status, created }, created ? 202 : 200);
   });
@@ -135,7 +140,7 @@ export function addCrawlRoutes(app: Hono, deps: CrawlRouteDeps): void {
   });
   app.delete("/crawls/:id", async (c) => {
     const id = crawlId(c);
-    return c.json({ id, deleted: true, keys: await deleteCrawl(kv, id) });
+    return c.json({ id, deleted: true, keys: await deleteCrawl(kv, id, now) });
   });
 
   app.get("/crawls/:id/items", (c) => itemsPage(c, kv));

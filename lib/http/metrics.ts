@@ -67,7 +67,9 @@ export async function renderMetrics(kv: Deno.Kv, metrics: Metrics): Promise<stri
   const byState = new Map<string, number>();
   for (const c of crawls) byState.set(c.status, (byState.get(c.status) ?? 0) + 1);
   const out = ["# HELP rankcrawl_crawls Crawls by state.", "# TYPE rankcrawl_crawls gauge"];
-  for (const state of ["planning", "running", "paused", "done", "failed", "cancelled"]) {
+  for (
+    const state of ["planning", "running", "paused", "done", "failed", "cancelled", "deleting"]
+  ) {
     out.push(`rankcrawl_crawls{state="${state}"} ${byState.get(state) ?? 0}`);
   }
   const per: [string, string, string, (r: Awaited<ReturnType<typeof crawlStatus>>) => number][] = [

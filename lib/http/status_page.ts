@@ -62,8 +62,8 @@ async function api(method, path) {
 function actions(c) {
   const b = (act, label, on) => '<button data-act="' + act + '"' + (on ? "" : " disabled") + ">" + label + "</button>";
   return b("pause", "Pause", c.status === "running") + b("resume", "Resume", c.status === "paused" || c.status === "failed") +
-    b("cancel", "Cancel", c.status !== "done" && c.status !== "cancelled") +
-    b("delete", "Delete", c.status === "done" || c.status === "failed" || c.status === "cancelled");
+    b("cancel", "Cancel", !["done", "cancelled", "deleting"].includes(c.status)) +
+    b("delete", "Delete", ["done", "failed", "cancelled", "deleting"].includes(c.status));
 }
 
 function facts(c) {

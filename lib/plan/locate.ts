@@ -9,7 +9,7 @@
 import { FatalError, InputError, PermanentError } from "../base/errors.ts";
 import { BoundarySearch } from "./boundary_search.ts";
 import { planByListing, planBySkip, skipWorks } from "./fallback_plans.ts";
-import { type Listing, OPEN_END } from "./source.ts";
+import { type Listing, OPEN_END, type Page } from "./source.ts";
 import type { Point } from "./points.ts";
 
 /** The page size rank searches use by default. */
@@ -102,14 +102,8 @@ export async function keysAtRanks(
   // virtual point above every key instead, at rank `total`, and its rank oracle is checked on the
   // first page.
   const upper = lastAnswer.p.real ? lastAnswer.p : { ...lastAnswer.p, rank: total };
-  const probeKey = upper.real ? upper.key : first.rows[1]?.id;
-  const probeRank = upper.real ? total - 1 : 1;
-  const check = total > 1 && probeKey !== undefined
-    ? await source.list({ start: probeKey, limit: 1 })
-    : first;
-  const rankOk = total <= 1 || (check.offset === probeRank && check.rows[0]?.id === probeKey);
   const todo = [...new Set(ranks)].sort((a, b) => a - b);
-  if (first.offset !== 0 || !rankOk) {
+  if (first.offset !== 0 || !await offsetsAreRanks(source, first, upper)) {
     // The offset is not a rank: a binary search would find wrong keys.
     const byRank = source.capabilities.skip || await skipWorks(source, first)
       ? { keys: await planBySkip(source, todo, maxPage, options.concurrency ?? 8), how: "skip" }
@@ -136,6 +130,30 @@ export async function keysAtRanks(
     search.forEach((r, i) => found.set(r, keys[i]));
   }
   return result("rank");
+}
+
+/**
+ * Whether the source's offsets are ranks, checked on one answer at a time so that a registry that
+ * changes between two requests (npm's does every few seconds) is not taken for one without ranks:
+ * listed from its last key to the end, `offset + rows = total` in that one answer (pouchdb-server
+ * answers offset 0). Where descending listings are refused, the second key must be at offset 1.
+ * An answer that disagrees is asked again twice (a change may have landed in between).
+ */
+async function offsetsAreRanks(source: Listing, first: Page, upper: Point): Promise<boolean> {
+  if (first.total <= 1) return true;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    if (upper.real) {
+      const limit = Math.min(3, source.capabilities.maxPage);
+      const p = await source.list({ start: upper.key, limit });
+      if (p.offset > 0 && p.offset + p.rows.length === p.total) return true;
+    } else {
+      const key = first.rows[1]?.id;
+      if (key === undefined) return true;
+      const p = await source.list({ start: key, limit: 1 });
+      if (p.offset === 1 && p.rows[0]?.id === key) return true;
+    }
+  }
+  return false;
 }
 
 /** A view of `source` whose `requests` counts only the list requests made through it. */

@@ -19,7 +19,10 @@ export interface Row {
   id: string;
   /** Its current revision. */
   rev: string;
-  /** Its document, when the listing was asked for documents (`includeDocs`). */
+  /**
+   * Its document, when the listing was asked for documents (`includeDocs`). Absent on such a row
+   * when the listing could not carry it (the answer would have been too large): fetch it by id.
+   */
   doc?: DocResult;
 }
 
@@ -31,6 +34,17 @@ export interface Page {
   total: number;
   /** Rows in listing order. */
   rows: Row[];
+  /**
+   * The limit the registry was really asked for, when the source asked for fewer rows than the
+   * caller did (an answer too large for one request was asked again smaller). A page shorter than
+   * the caller's limit but as long as this one is not short: more rows may follow.
+   */
+  limit?: number;
+  /**
+   * The database's update sequence this answer reflects, when asked for (`updateSeq`) and served:
+   * two answers with the same one were computed on the same state of the registry.
+   */
+  seq?: string;
 }
 
 /** What a listing request asks for. */
@@ -47,15 +61,23 @@ export interface ListOptions {
   skip?: number;
   /** Each row carries its document (only where `docModes` includes `include_docs`). */
   includeDocs?: boolean;
+  /**
+   * Ask for the database's update sequence the answer reflects (CouchDB's `update_seq=true`), in
+   * `Page.seq`. @default false
+   */
+  updateSeq?: boolean;
 }
 
 /**
- * A document's outcome: its JSON text (byte for byte as served when fetched alone), a document
- * over the size limit (recorded, never held in memory), or a permanent error (404, 401/403, 410,
- * not JSON, not an object, empty, a refused redirect, or transient failures past their attempts).
+ * A document's outcome: its JSON text on one line (as served, less the line breaks between
+ * tokens that some servers add, so that it can be one NDJSON value), a document over the size
+ * limit (recorded, never held in memory), or a permanent error (404, 401/403, 410, not JSON, not
+ * an object, empty, a refused redirect, the answer of another document, or transient failures past
+ * their attempts). `docRev` is the body's `_rev` when the source read it (null: it has none), so
+ * that the crawler can tell a document older than its listed revision.
  */
 export type DocResult =
-  | { kind: "doc"; json: string }
+  | { kind: "doc"; json: string; docRev?: string | null }
   | { kind: "tooLarge"; bytes: number }
   | { kind: "error"; status: number; reason: string };
 
@@ -112,6 +134,11 @@ export interface Source extends Listing {
   bulkDocs?(ids: string[]): Promise<DocResult[]>;
   /** The best way the source serves documents (probed once; `get` when nothing better works). */
   docMode?(): Promise<DocMode>;
+  /**
+   * The current revision of each id (null: absent or deleted), in the order asked: what the final
+   * check holds stored items against. Absent where the listing's keys are not document ids (views).
+   */
+  revs?(ids: string[]): Promise<(string | null)[]>;
   /** The database's current update sequence (opaque), or null when the source has no change feed. */
   updateSeq(): Promise<string | null>;
   /** Changes after `since`, oldest first. */

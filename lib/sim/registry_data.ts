@@ -19,6 +19,12 @@ export interface Change {
   deleted: boolean;
 }
 
+/** What `churn` may do to the registry. */
+export type ChurnKind = "insert" | "update" | "delete";
+
+/** Every churn kind. */
+export const CHURN_KINDS: readonly ChurnKind[] = ["insert", "update", "delete"];
+
 /** Options shaping the generated documents. */
 export interface DocOptions {
   /** Every document whose id hashes below this share is a large one. @default 0 */
@@ -37,9 +43,9 @@ export function hash32(s: string): number {
   return h >>> 0;
 }
 
-function revOf(id: string, gen: number): string {
-  const a = hash32(`${id}#${gen}`).toString(16).padStart(8, "0");
-  const b = hash32(`${gen}#${id}`).toString(16).padStart(8, "0");
+function revOf(id: string, gen: number, salt = ""): string {
+  const a = hash32(`${id}#${gen}${salt}`).toString(16).padStart(8, "0");
+  const b = hash32(`${gen}#${id}${salt}`).toString(16).padStart(8, "0");
   return `${gen}-${a}${b}${a.split("").reverse().join("")}${b.slice(0, 8)}`;
 }
 
@@ -55,6 +61,7 @@ export class RegistryData {
   #log: (Change | null)[] = []; // changes after the initial load, by seq - initialSeq - 1
   #latest = new Map<string, number>(); // id -> seq of its latest change after the initial load
   #doc: Required<DocOptions>;
+  #salt = "";
 
   /** Wraps sorted, distinct keys (the array is kept, not copied). */
   constructor(sortedKeys: string[], docOptions: DocOptions = {}) {
@@ -62,6 +69,22 @@ export class RegistryData {
     this.#initial = sortedKeys.slice();
     this.#initialSeq = sortedKeys.length;
     this.#doc = { largeDocRate: 0, largeDocBytes: 150_000, ...docOptions };
+  }
+
+  /**
+   * Replaces the whole database by another one over `sortedKeys`, as a restore from a backup or a
+   * deleted and recreated database does behind the same URL: revisions start again at generation
+   * 1 with `revSalt` (so the same id gets another revision than before) and the change log starts
+   * again at the new keys, so `update_seq` goes back to their count.
+   */
+  replace(sortedKeys: string[], revSalt = "replaced"): void {
+    this.#keys = sortedKeys;
+    this.#initial = sortedKeys.slice();
+    this.#initialSeq = sortedKeys.length;
+    this.#gens = new Map();
+    this.#log = [];
+    this.#latest = new Map();
+    this.#salt = revSalt;
   }
 
   /** Number of live documents (`total_rows`). */
@@ -87,14 +110,14 @@ export class RegistryData {
   /** The current revision of the live document listed at rank `i` (no search). */
   revAt(i: number): string {
     const id = this.#keys[i];
-    return revOf(id, this.#gens.get(id) ?? 1);
+    return revOf(id, this.#gens.get(id) ?? 1, this.#salt);
   }
 
   /** The current revision of a live document, or undefined. */
   rev(id: string): string | undefined {
     const i = lowerBound(this.#keys, id);
     if (this.#keys[i] !== id) return undefined;
-    return revOf(id, this.#gens.get(id) ?? 1);
+    return revOf(id, this.#gens.get(id) ?? 1, this.#salt);
   }
 
   /** The document of a live id, generated deterministically from its id and revision. */
@@ -125,7 +148,7 @@ export class RegistryData {
       this.#keys.splice(i, 0, id);
       this.#gens.set(id, (this.#gens.get(id) ?? 0) + 1);
     }
-    const rev = revOf(id, this.#gens.get(id) ?? 1);
+    const rev = revOf(id, this.#gens.get(id) ?? 1, this.#salt);
     this.#record(id, rev, false);
     return rev;
   }
@@ -137,7 +160,7 @@ export class RegistryData {
     this.#keys.splice(i, 1);
     const gen = (this.#gens.get(id) ?? 1) + 1;
     this.#gens.set(id, gen);
-    this.#record(id, revOf(id, gen), true);
+    this.#record(id, revOf(id, gen, this.#salt), true);
     return true;
   }
 
@@ -161,7 +184,7 @@ export class RegistryData {
       if (seq <= this.#initialSeq) {
         const id = this.#initial[seq - 1];
         if (this.#latest.has(id)) continue;
-        results.push({ seq, id, rev: revOf(id, 1), deleted: false });
+        results.push({ seq, id, rev: revOf(id, 1, this.#salt), deleted: false });
       } else {
         const c = this.#log[seq - this.#initialSeq - 1];
         if (c) results.push(c);
@@ -171,15 +194,23 @@ export class RegistryData {
   }
 
   /**
-   * Applies `count` random mutations (inserts of new keys, updates, deletions), deterministic for a
-   * seed. Used by `--churn` to move the registry under a running crawl.
+   * Applies `count` random mutations (inserts of new keys, updates, deletions: 40/30/30 among the
+   * `kinds` allowed), deterministic for a seed. Used by `--churn` to move the registry under a
+   * running crawl.
    */
-  churn(count: number, rand: () => number = prng(7)): void {
+  churn(
+    count: number,
+    rand: () => number = prng(7),
+    kinds: readonly ChurnKind[] = CHURN_KINDS,
+  ): void {
+    const weights = { insert: 0.4, update: 0.3, delete: 0.3 };
+    const total = kinds.reduce((n, k) => n + weights[k], 0);
     for (let i = 0; i < count && this.#keys.length > 0; i++) {
-      const r = rand();
+      let r = rand() * total;
+      const kind = kinds.find((k) => (r -= weights[k]) < 0) ?? kinds[kinds.length - 1];
       const pick = this.#keys[Math.floor(rand() * this.#keys.length)];
-      if (r < 0.4) this.put(`${pick}-churn-${Math.floor(rand() * 1e9).toString(36)}`);
-      else if (r < 0.7) this.put(pick);
+      if (kind === "insert") this.put(`${pick}-churn-${Math.floor(rand() * 1e9).toString(36)}`);
+      else if (kind === "update") this.put(pick);
       else this.delete(pick);
     }
   }

@@ -7,7 +7,12 @@
  */
 import type { Context, Hono } from "hono";
 import { hash32, type RegistryData } from "./registry_data.ts";
-import { badDocResponse, badKindOf, type HostileOptions } from "./registry_hostile.ts";
+import {
+  badDocResponse,
+  badKindOf,
+  type HostileOptions,
+  paddingStream,
+} from "./registry_hostile.ts";
 
 /** How documents are served. */
 export interface DocServeOptions extends HostileOptions {
@@ -21,6 +26,22 @@ export interface DocServeOptions extends HostileOptions {
   missingDocRate?: number;
   /** Whether `POST _bulk_get` is served. @default true */
   bulkGet?: boolean;
+  /**
+   * How a document GET's JSON is written: `compact` (one line, no newline), `newline` (ended by a
+   * newline, as pouchdb-server and CouchDB do), or `pretty` (indented over many lines).
+   * @default "compact"
+   */
+  docFormat?: "compact" | "newline" | "pretty";
+  /** Share of documents (by a hash of the id) whose GET answers another document. @default 0 */
+  wrongIdRate?: number;
+  /** `_bulk_get` answers each id asked with the document of another one. @default false */
+  wrongBulkGet?: boolean;
+  /**
+   * Share of documents (by a hash of the id) over any answer's size: their GET declares
+   * `hugeDocBytes`, and a listing with `include_docs` or a `_bulk_get` that holds one declares 2 GB.
+   * @default 0
+   */
+  oversizeDocRate?: number;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -28,6 +49,30 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** True when the document `id` answers 404 although listed. */
 export function isMissing(id: string, o: DocServeOptions): boolean {
   return (o.missingDocRate ?? 0) > 0 && hash32(`missing:${id}`) / 4294967296 < o.missingDocRate!;
+}
+
+/** True when the document `id` is over any answer's size (see `oversizeDocRate`). */
+export function isOversize(id: string, o: DocServeOptions): boolean {
+  return (o.oversizeDocRate ?? 0) > 0 &&
+    hash32(`oversize:${id}`) / 4294967296 < o.oversizeDocRate!;
+}
+
+/** True when the document `id` answers another document (see `wrongIdRate`). */
+export function answersWrongId(id: string, o: DocServeOptions): boolean {
+  return (o.wrongIdRate ?? 0) > 0 && hash32(`wrong:${id}`) / 4294967296 < o.wrongIdRate!;
+}
+
+/** An answer declaring `bytes` of body and streaming padding (the client stops reading). */
+export function oversizeAnswer(bytes: number): Response {
+  return new Response(paddingStream(bytes), {
+    headers: { "content-type": "application/json", "content-length": String(bytes) },
+  });
+}
+
+/** A document's JSON text in the registry's `docFormat`. */
+function docText(doc: unknown, o: DocServeOptions): string {
+  if (o.docFormat === "pretty") return JSON.stringify(doc, null, 2) + "\n";
+  return JSON.stringify(doc) + (o.docFormat === "newline" ? "\n" : "");
 }
 
 /**
@@ -42,6 +87,13 @@ export async function jsonBody(c: Context): Promise<unknown> {
   } catch {
     return null;
   }
+}
+
+/** The document of the id listed after `id` (before it, for the last one). */
+function neighbourDoc(data: RegistryData, id: string): Record<string, unknown> | undefined {
+  const i = data.rank(id);
+  const other = data.keys[i + 1] ?? data.keys[i - 1];
+  return other === undefined ? undefined : data.doc(other);
 }
 
 function notFound(c: Context, reason = "missing") {
@@ -64,9 +116,12 @@ export function addDocumentRoutes(
     const docs = (body as { docs?: unknown }).docs;
     if (!Array.isArray(docs)) return c.json({ error: "bad_request", reason: "no docs" }, 400);
     if (o.docLatencyMs) await sleep(o.docLatencyMs);
-    const results = docs.map((d: { id?: unknown }) => {
-      const id = String(d?.id);
-      const doc = isMissing(id, o) ? undefined : data.doc(id);
+    const asked = docs.map((d: { id?: unknown }) => String(d?.id));
+    if (asked.some((id) => isOversize(id, o))) return oversizeAnswer(2 ** 31);
+    const results = asked.map((id, i) => {
+      // A wrong answer carries, under each id asked, the document of the next id asked.
+      const of = o.wrongBulkGet && asked.length > 1 ? asked[(i + 1) % asked.length] : id;
+      const doc = isMissing(of, o) ? undefined : data.doc(of);
       return {
         id,
         docs: [
@@ -88,7 +143,9 @@ export function addDocumentRoutes(
     if (bad && data.doc(id)) return await badDocResponse(c, bad, id, o);
     const doc = data.doc(id);
     if (!doc || isMissing(id, o)) return notFound(c);
-    return c.json(doc);
+    if (isOversize(id, o)) return oversizeAnswer(o.hugeDocBytes ?? 40 * 1024 * 1024);
+    const other = answersWrongId(id, o) ? neighbourDoc(data, id) : undefined;
+    return c.body(docText(other ?? doc, o), 200, { "content-type": "application/json" });
   });
 
   app.put(`/${db}/:id`, (c) => {

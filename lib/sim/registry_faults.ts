@@ -9,11 +9,17 @@
 import type { Context, Next } from "hono";
 import { prng } from "./names.ts";
 
-/** Kinds of injected fault. `drop` cuts the connection mid-body. */
-export type FaultKind = "500" | "503" | "429" | "truncated" | "drop" | "slow";
+/**
+ * Kinds of injected fault. `drop` cuts the connection mid-body; `error-body` answers 200 with a
+ * CouchDB error object instead of the answer (as some proxies and overloaded clusters do).
+ */
+export type FaultKind = "500" | "503" | "429" | "truncated" | "drop" | "slow" | "error-body";
 
-/** Every fault kind, the default set for `faultRate`. */
+/** The default set for `faultRate`. */
 export const FAULT_KINDS: readonly FaultKind[] = ["500", "503", "429", "truncated", "drop", "slow"];
+
+/** Every fault kind that can be asked for. */
+export const ALL_FAULT_KINDS: readonly FaultKind[] = [...FAULT_KINDS, "error-body"];
 
 /** Options of {@linkcode faultMiddleware}. */
 export interface FaultOptions {
@@ -56,6 +62,10 @@ export function faultMiddleware(
         Number(fault) as 500,
         headers,
       );
+    }
+    if (fault === "error-body") {
+      counters.faults++;
+      return c.json({ error: "timeout", reason: "injected: the request timed out upstream" }, 200);
     }
     if (fault === "slow") {
       counters.faults++;

@@ -28,6 +28,8 @@ export interface ListingQuery {
   limitGiven: boolean;
   /** `skip` was given. */
   skipGiven: boolean;
+  /** The answer carries the database's `update_seq` (CouchDB's `update_seq=true`). */
+  updateSeq: boolean;
 }
 
 /** Parses a JSON-encoded string query parameter; `undefined` when absent, Error when malformed. */
@@ -65,7 +67,8 @@ export function parseListingQuery(q: Record<string, string>): ListingQuery | Err
   const descending = boolParam(q.descending, false);
   const inclusiveEnd = boolParam(q.inclusive_end, true);
   const includeDocs = boolParam(q.include_docs, false);
-  for (const v of [start, end, limit, skip, descending, inclusiveEnd, includeDocs]) {
+  const updateSeq = boolParam(q.update_seq, false);
+  for (const v of [start, end, limit, skip, descending, inclusiveEnd, includeDocs, updateSeq]) {
     if (v instanceof Error) return v;
   }
   return {
@@ -78,6 +81,7 @@ export function parseListingQuery(q: Record<string, string>): ListingQuery | Err
     includeDocs: includeDocs as boolean,
     limitGiven: q.limit !== undefined,
     skipGiven: q.skip !== undefined,
+    updateSeq: updateSeq as boolean,
   };
 }
 
@@ -105,13 +109,15 @@ export function rowsJson(
   q: ListingQuery,
   offset: number,
   ids: string[],
+  byIndex = false,
 ): string {
   const parts: string[] = [];
   for (let j = 0; j < ids.length; j++) {
     const id = JSON.stringify(ids[j]);
     // The row's index in the key list: ascending rows start at `offset`; descending ones at the
-    // row with `offset` rows above it.
-    const rev = data.revAt(q.descending ? data.size - 1 - offset - j : offset + j);
+    // row with `offset` rows above it (`byIndex`: `offset` is the row's own index).
+    const at = byIndex ? offset : q.descending ? data.size - 1 - offset - j : offset + j;
+    const rev = data.revAt(at);
     let row = `{"id":${id},"key":${id},"value":{"rev":"${rev}"}`;
     if (q.includeDocs) row += `,"doc":${JSON.stringify(data.doc(ids[j]))}`;
     parts.push(row + "}");
@@ -119,8 +125,17 @@ export function rowsJson(
   return parts.join(",");
 }
 
-/** The ids a listing answers and the rank of the first (`offset`), as CouchDB computes them. */
-export function listIds(data: RegistryData, q: ListingQuery): { ids: string[]; offset: number } {
+/**
+ * The ids a listing answers and the rank of the first (`offset`), as CouchDB computes them. Ids
+ * for which `hidden` says true are left out of the rows (the next ones take their places, so the
+ * page still looks full) while they still count in `offset` and `total_rows`: a registry whose
+ * listing loses rows that its ranks still see.
+ */
+export function listIds(
+  data: RegistryData,
+  q: ListingQuery,
+  hidden?: (id: string) => boolean,
+): { ids: string[]; offset: number } {
   const keys = data.keys;
   const n = keys.length;
   if (!q.descending) {
@@ -131,7 +146,14 @@ export function listIds(data: RegistryData, q: ListingQuery): { ids: string[]; o
       if (q.inclusiveEnd && to < n && keys[to] === q.end) to++;
     }
     const offset = Math.min(from + q.skip, n);
-    return { ids: data.slice(offset, Math.max(offset, Math.min(to, offset + q.limit))), offset };
+    if (!hidden) {
+      return { ids: data.slice(offset, Math.max(offset, Math.min(to, offset + q.limit))), offset };
+    }
+    const ids: string[] = [];
+    for (let i = offset; i < to && ids.length < q.limit; i++) {
+      if (!hidden(keys[i])) ids.push(keys[i]);
+    }
+    return { ids, offset };
   }
   // Descending: walk down from startkey; offset counts the rows above it.
   let from = n - 1;
@@ -146,7 +168,9 @@ export function listIds(data: RegistryData, q: ListingQuery): { ids: string[]; o
   }
   const first = from - q.skip;
   const ids: string[] = [];
-  for (let i = first; i > to && ids.length < q.limit && i >= 0; i--) ids.push(keys[i]);
+  for (let i = first; i > to && ids.length < q.limit && i >= 0; i--) {
+    if (!hidden?.(keys[i])) ids.push(keys[i]);
+  }
   return { ids, offset: Math.min(n - 1 - first, n) };
 }
 

@@ -11,7 +11,7 @@
  */
 import { Hono } from "hono";
 import type { Context } from "hono";
-import type { RegistryData } from "./registry_data.ts";
+import { hash32, type RegistryData } from "./registry_data.ts";
 import { faultMiddleware, type FaultOptions } from "./registry_faults.ts";
 import {
   couchError,
@@ -21,7 +21,13 @@ import {
   rowsForKeys,
   rowsJson,
 } from "./registry_listing.ts";
-import { addDocumentRoutes, type DocServeOptions, jsonBody } from "./registry_docs.ts";
+import {
+  addDocumentRoutes,
+  type DocServeOptions,
+  isOversize,
+  jsonBody,
+  oversizeAnswer,
+} from "./registry_docs.ts";
 import { paddingStream } from "./registry_hostile.ts";
 import { addViewRoute } from "./registry_view.ts";
 
@@ -35,6 +41,18 @@ export interface RegistryOptions extends FaultOptions, DocServeOptions {
   includeDocs?: boolean;
   /** Largest `limit` accepted; above it the answer is 400. @default 10000 */
   maxLimit?: number;
+  /**
+   * Share of rows (by a hash of their id) that listings leave out while `offset` and `total_rows`
+   * still count them: a listing that loses rows its ranks see. @default 0
+   */
+  hideRate?: number;
+  /** `_changes` answers at most this many rows, whatever `limit` asks. @default no cap */
+  changesCap?: number;
+}
+
+/** True when `id` is one of the rows a registry with `hideRate` leaves out of its listings. */
+export function isHidden(id: string, hideRate: number | undefined): boolean {
+  return (hideRate ?? 0) > 0 && hash32(`hide:${id}`) / 4294967296 < hideRate!;
 }
 
 /** Counters of what the registry served, for benchmarks and tests. */
@@ -120,12 +138,20 @@ function addListingRoutes(app: Hono, ctx: RouteContext): void {
       });
     }
     if (keys !== undefined) return c.json(rowsForKeys(data, keys, q.includeDocs));
+    const hideRate = ctx.options.hideRate;
     const { ids, offset } = listIds(data, {
       ...q,
       limit: Math.min(q.limit, ctx.options.silentCap ?? Infinity),
-    });
+    }, hideRate ? (id) => isHidden(id, hideRate) : undefined);
+    if (q.includeDocs && ids.some((id) => isOversize(id, ctx.options))) {
+      return oversizeAnswer(2 ** 31);
+    }
+    const seq = q.updateSeq ? `,"update_seq":${data.updateSeq}` : "";
+    const rows = hideRate
+      ? ids.map((id) => rowsJson(data, q, data.rank(id), [id], true)).join(",")
+      : rowsJson(data, q, offset, ids);
     return c.body(
-      `{"total_rows":${data.size},"offset":${offset},"rows":[${rowsJson(data, q, offset, ids)}]}`,
+      `{"total_rows":${data.size},"offset":${offset},"rows":[${rows}]${seq}}`,
       200,
       { "content-type": "application/json" },
     );
@@ -155,7 +181,8 @@ function addListingRoutes(app: Hono, ctx: RouteContext): void {
     const limit = intParam(q.limit, 1000);
     if (since instanceof Error) return couchError(c, 400, "bad_request", since.message);
     if (limit instanceof Error) return couchError(c, 400, "bad_request", limit.message);
-    const { results, lastSeq } = data.changes(since, Math.min(limit, ctx.maxLimit));
+    const cap = Math.min(limit, ctx.maxLimit, ctx.options.changesCap ?? Infinity);
+    const { results, lastSeq } = data.changes(since, cap);
     return c.json({
       results: results.map((r) => ({
         seq: r.seq,

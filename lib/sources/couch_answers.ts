@@ -10,14 +10,36 @@ import { FatalError, TransientError } from "../base/errors.ts";
 import { compareKeys } from "../plan/keys.ts";
 import type { ChangeRow, DocResult, ListOptions, Page, Row } from "../plan/source.ts";
 
-/** Longest id accepted, in UTF-8 bytes (it must fit in a URL and in a shard record's cursor). */
-export const MAX_ID_BYTES = 4_000;
-
 const dec = new TextDecoder();
-const enc = new TextEncoder();
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/**
+ * A CouchDB error object answered with a 200 instead of the answer asked for (proxies and
+ * overloaded clusters do this): a {@linkcode TransientError} naming it, asked again like a 5xx.
+ * Anything else is returned unchanged.
+ */
+export function refuseErrorBody<T>(body: T, what: string, expected: string): T {
+  if (isObject(body) && typeof body.error === "string" && !(expected in body)) {
+    const reason = typeof body.reason === "string" ? `: ${body.reason.slice(0, 200)}` : "";
+    throw new TransientError(`${what} answered an error instead: ${body.error}${reason}`, {
+      status: 200,
+    });
+  }
+  return body;
+}
+
+/**
+ * The JSON text of a document on one line. Line breaks can only be whitespace between tokens in
+ * JSON (inside strings they are escaped), so removing them keeps the same value, and the text can
+ * be embedded in NDJSON whatever the server sent (pouchdb-server ends bodies with a newline; some
+ * servers pretty-print).
+ */
+export function oneLine(text: string): string {
+  const t = text.trim();
+  return t.includes("\n") || t.includes("\r") ? t.replace(/[\r\n]+/g, "") : t;
 }
 
 function isCount(v: unknown): v is number {
@@ -47,7 +69,11 @@ export function parseJsonAnswer(body: Uint8Array, type: string | null, what: str
  * does not parse under a JSON content type was most likely cut on the way: a
  * {@linkcode TransientError} (retried, and recorded only if it keeps happening).
  */
-export function docFromBody(body: Uint8Array, type: string | null): DocResult {
+export function docFromBody(
+  body: Uint8Array,
+  type: string | null,
+  expectedId?: string,
+): DocResult {
   if (body.length === 0) return { kind: "error", status: 200, reason: "empty body" };
   const text = dec.decode(body);
   let v: unknown;
@@ -63,7 +89,28 @@ export function docFromBody(body: Uint8Array, type: string | null): DocResult {
   if (!isObject(v)) {
     return { kind: "error", status: 200, reason: `not a JSON object (${jsonType(v)})` };
   }
-  return { kind: "doc", json: text };
+  return checkedDoc(v, oneLine(text), expectedId);
+}
+
+/**
+ * A parsed document as a result, unless its `_id` names another document than `expectedId`
+ * (a cache or proxy answering the wrong document): then that is the item's error, never its
+ * document. A document without `_id` cannot be checked and is taken.
+ */
+export function checkedDoc(
+  doc: Record<string, unknown>,
+  json: string,
+  expectedId?: string,
+): DocResult {
+  const id = doc._id;
+  if (expectedId !== undefined && typeof id === "string" && id !== expectedId) {
+    return {
+      kind: "error",
+      status: 200,
+      reason: `the answer is the document of ${JSON.stringify(id.slice(0, 200))}, not this one`,
+    };
+  }
+  return { kind: "doc", json, docRev: typeof doc._rev === "string" ? doc._rev : null };
 }
 
 function jsonType(v: unknown): string {
@@ -76,13 +123,13 @@ function checkRow(r: unknown, includeDocs: boolean, bad: (why: string) => Error)
   }
   const rev = isObject(r.value) ? r.value.rev : undefined;
   if (typeof rev !== "string") throw bad(`row ${JSON.stringify(r.id)} has no value.rev`);
-  if (r.id.length > MAX_ID_BYTES / 3 && enc.encode(r.id).length > MAX_ID_BYTES) {
-    throw bad(`an id of over ${MAX_ID_BYTES} bytes (not supported)`);
-  }
   const row: Row = { id: r.id, rev };
-  if (includeDocs) {
+  if (includeDocs && r.doc !== undefined) {
+    // A view row (reshaped by the view dialect) says which document it carries: the emitting one,
+    // or null when its value links to another by `_id`.
+    const docId = "docid" in r ? r.docid : r.id;
     row.doc = isObject(r.doc)
-      ? { kind: "doc", json: JSON.stringify(r.doc) }
+      ? checkedDoc(r.doc, JSON.stringify(r.doc), typeof docId === "string" ? docId : undefined)
       : { kind: "error", status: 200, reason: `no document in the listing (${jsonType(r.doc)})` };
   }
   return row;
@@ -95,6 +142,7 @@ function checkRow(r: unknown, includeDocs: boolean, bad: (why: string) => Error)
  */
 export function checkPage(body: unknown, options: ListOptions, description: string): Page {
   const bad = (why: string) => new FatalError(`${description} answered garbage: ${why}`);
+  refuseErrorBody(body, description, "rows");
   if (!isObject(body)) throw bad("not a JSON object");
   if (!Array.isArray(body.rows)) throw bad("no rows array (not a CouchDB listing?)");
   if (!isCount(body.total_rows)) throw bad("total_rows is not a count");
@@ -129,23 +177,34 @@ export function checkPage(body: unknown, options: ListOptions, description: stri
       throw bad(`row ${JSON.stringify(last)} is outside the requested end`);
     }
   }
-  return { offset: body.offset, total: body.total_rows, rows };
+  const seq = body.update_seq;
+  return {
+    offset: body.offset,
+    total: body.total_rows,
+    rows,
+    ...(seq !== undefined && seq !== null ? { seq: String(seq) } : {}),
+  };
 }
 
 /**
  * The documents of a `_bulk_get` answer, in the order of `ids`. An id the answer leaves out, or
- * answers with an error, gets that as its own error.
+ * answers with an error, gets that as its own error; a result for an id not asked is ignored (the
+ * id asked stays without a document), and a document whose `_id` is not the id it is answered
+ * for is that id's error.
  */
 export function checkBulkGet(body: unknown, ids: string[], description: string): DocResult[] {
+  refuseErrorBody(body, `${description}/_bulk_get`, "results");
   if (!isObject(body) || !Array.isArray(body.results)) {
     throw new FatalError(`${description}/_bulk_get answered garbage: no results array`);
   }
+  const asked = new Set(ids);
   const byId = new Map<string, DocResult>();
   for (const r of body.results as unknown[]) {
     if (!isObject(r) || typeof r.id !== "string" || !Array.isArray(r.docs)) continue;
+    if (!asked.has(r.id)) continue;
     const d = r.docs[0];
     if (isObject(d) && isObject(d.ok)) {
-      byId.set(r.id, { kind: "doc", json: JSON.stringify(d.ok) });
+      byId.set(r.id, checkedDoc(d.ok, JSON.stringify(d.ok), r.id));
     } else if (isObject(d) && isObject(d.error)) {
       const e = d.error;
       const status = e.error === "not_found" ? 404 : 0;
@@ -157,11 +216,31 @@ export function checkBulkGet(body: unknown, ids: string[], description: string):
   );
 }
 
+/**
+ * The revisions of an `_all_docs` answer to `{"keys": ids}`, in the order of `ids`: null for an
+ * id answered `not_found` or deleted.
+ */
+export function checkKeyRevs(body: unknown, ids: string[], description: string): (string | null)[] {
+  refuseErrorBody(body, `${description}/_all_docs`, "rows");
+  if (!isObject(body) || !Array.isArray(body.rows) || body.rows.length !== ids.length) {
+    throw new FatalError(`${description}/_all_docs answered garbage to a keys lookup`);
+  }
+  return (body.rows as unknown[]).map((r, i) => {
+    if (!isObject(r) || r.key !== ids[i]) {
+      throw new FatalError(`${description}/_all_docs answered keys in another order`);
+    }
+    const v = r.value;
+    if (r.error !== undefined || !isObject(v) || v.deleted === true) return null;
+    return typeof v.rev === "string" ? v.rev : null;
+  });
+}
+
 /** Rows of a `_changes` answer. */
 export function checkChanges(
   body: unknown,
   description: string,
 ): { rows: ChangeRow[]; lastSeq: string } {
+  refuseErrorBody(body, `${description}/_changes`, "results");
   if (!isObject(body) || !Array.isArray(body.results) || body.last_seq === undefined) {
     throw new FatalError(`${description}/_changes answered garbage`);
   }

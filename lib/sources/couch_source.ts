@@ -5,9 +5,10 @@
  * `http.ts` (redirect policy, byte caps, timeouts, retries); answers of the wrong shape are fatal,
  * never guessed around (`couch_answers.ts`).
  *
- * The source learns the registry's page cap: a 400 that names `limit`, or a listing over its byte
- * cap, lowers `capabilities.maxPage` and the request is made again with the smaller limit (the
- * caller gets a shorter page; it never reads a short page as the end of anything).
+ * The source learns the registry's page cap: a 400 that names `limit` lowers
+ * `capabilities.maxPage` and the request is made again with the smaller limit (the caller gets a
+ * shorter page; it never reads a short page as the end of anything). An answer over the byte cap
+ * is that request's own problem, never a cap for the others.
  *
  * The sources layer (`lib/sources/`): implementations of the source interface, this HTTP one and
  * an in-memory one over the simulator's data.
@@ -17,7 +18,14 @@
 import { FatalError, PermanentError, TransientError } from "../base/errors.ts";
 import { redactUrl } from "../base/redact.ts";
 import type { ChangeRow, DocMode, DocResult, ListOptions, Page, Source } from "../plan/source.ts";
-import { checkBulkGet, checkChanges, docFromBody, parseJsonAnswer } from "./couch_answers.ts";
+import {
+  checkBulkGet,
+  checkChanges,
+  checkKeyRevs,
+  docFromBody,
+  parseJsonAnswer,
+  refuseErrorBody,
+} from "./couch_answers.ts";
 import { type HttpAnswer, HttpClient, type HttpOptions, TooLargeError } from "./http.ts";
 import { ALL_DOCS, type ListingDialect, viewDialect } from "./listing_dialect.ts";
 
@@ -114,33 +122,36 @@ export class CouchSource implements Source {
 
   /**
    * See {@linkcode Source.list}. Checks the answer's shape and order; garbage is a FatalError. A
-   * limit the registry refuses, or an answer over the byte cap, is retried with a smaller limit
-   * (learned for later requests).
+   * limit the registry refuses (a 400 naming `limit`) is learned for later requests. An answer over
+   * the byte cap concerns this request only: with documents, the same rows are listed without them
+   * (each row then lacks its document: the caller fetches it by id); without, the limit is halved
+   * for this request (the page says so in `limit`), down to 2 rows, and an answer still too large
+   * is asked again like a 5xx, then fails.
    */
   async list(options: ListOptions): Promise<Page> {
     this.#requests++;
     let limit = options.limit;
     for (;;) {
       try {
-        return await this.#listOnce({ ...options, limit });
+        const floor = !options.includeDocs && limit <= 2;
+        const page = await this.#listOnce({ ...options, limit }, { oversizeIsTransient: floor });
+        return limit < options.limit ? { ...page, limit } : page;
       } catch (err) {
-        const smaller = this.#smallerLimit(err, limit, options.includeDocs ?? false);
-        if (smaller === null) {
-          if (!(err instanceof TooLargeError)) throw err;
-          if (options.includeDocs) return await this.#listTooLargeDoc(options, err.bytes);
-          throw new FatalError(
-            `${this.#what(this.#listing.path)} answers over ${err.bytes} bytes for 2 rows`,
-          );
+        if (err instanceof TooLargeError) {
+          if (options.includeDocs) return await this.#listWithoutDocs({ ...options, limit });
+          limit = Math.max(2, limit >> 1);
+          continue;
         }
-        limit = smaller;
-        this.capabilities.maxPage = Math.min(this.capabilities.maxPage, Math.max(2, smaller));
+        const stated = this.#statedCap(err, limit);
+        if (stated === null) throw err;
+        limit = stated;
+        this.capabilities.maxPage = Math.min(this.capabilities.maxPage, Math.max(2, stated));
       }
     }
   }
 
-  /** The limit to try next after `err`, or null when `err` is not about the page's size. */
-  #smallerLimit(err: unknown, limit: number, docs: boolean): number | null {
-    if (err instanceof TooLargeError) return limit > 1 && (docs || limit > 2) ? limit >> 1 : null;
+  /** The smaller limit a 400 answer states (or half the limit when it names `limit` only). */
+  #statedCap(err: unknown, limit: number): number | null {
     if (!(err instanceof PermanentError) || err.status !== 400) return null;
     // The registry's own words follow the route: "limit must be at most 100", "limit out of range".
     const reason = err.message.slice(err.message.indexOf("_all_docs: ") + 1);
@@ -150,29 +161,35 @@ export class CouchSource implements Source {
     return stated.length ? Math.max(...stated) : limit >> 1;
   }
 
-  #listOnce(options: ListOptions): Promise<Page> {
+  #listOnce(options: ListOptions, o: { oversizeIsTransient?: boolean } = {}): Promise<Page> {
     const path = this.#listing.path;
     const req = this.#listing.request(options, this.description);
     const maxBytes = options.includeDocs ? MAX_BULK_BYTES : PAGE_BYTES + req.limit * ROW_BYTES;
     const url = `${this.#db}/${path}?${req.params}`;
-    return this.#http.request({ url, maxBytes }, (a) => {
-      if (a.status === 404) {
-        throw new FatalError(
-          this.#listing === ALL_DOCS
-            ? `${this.description} is not a CouchDB database (404 at _all_docs)`
-            : `${this.description}: no such database or view (404 at ${path})`,
-        );
-      }
-      this.#refuseErrors(a, path);
-      const body = parseJsonAnswer(a.body, a.headers.get("content-type"), this.#what(path));
-      return req.finish(body);
-    });
+    return this.#http.request(
+      { url, maxBytes, oversizeIsTransient: o.oversizeIsTransient },
+      (a) => {
+        if (a.status === 404) {
+          throw new FatalError(
+            this.#listing === ALL_DOCS
+              ? `${this.description} is not a CouchDB database (404 at _all_docs)`
+              : `${this.description}: no such database or view (404 at ${path})`,
+          );
+        }
+        this.#refuseErrors(a, path);
+        const body = parseJsonAnswer(a.body, a.headers.get("content-type"), this.#what(path));
+        return req.finish(body);
+      },
+    );
   }
 
-  /** One row whose document alone is over the byte cap: the row, with its document too large. */
-  async #listTooLargeDoc(options: ListOptions, bytes: number): Promise<Page> {
-    const page = await this.#listOnce({ ...options, includeDocs: false, limit: 1 });
-    return { ...page, rows: page.rows.map((r) => ({ ...r, doc: { kind: "tooLarge", bytes } })) };
+  /**
+   * The rows of a listing whose documents make it too large for one answer, without their
+   * documents: the caller fetches each by id (one over `maxDocBytes` is `tooLarge` then). Nothing
+   * is lost and no other page gets smaller.
+   */
+  async #listWithoutDocs(options: ListOptions): Promise<Page> {
+    return await this.#listOnce({ ...options, includeDocs: false });
   }
 
   #what(path: string): string {
@@ -197,7 +214,8 @@ export class CouchSource implements Source {
    * document's own errors; over `maxDocBytes` it is `tooLarge`, and its body is never held.
    */
   async doc(key: string): Promise<DocResult> {
-    const url = this.#docUrl(this.#listing.docId(key));
+    const id = this.#listing.docId(key);
+    const url = this.#docUrl(id);
     if (url === null) {
       return {
         kind: "error",
@@ -209,14 +227,14 @@ export class CouchSource implements Source {
     // Only when every attempt of two rounds answered that way is it the document's own answer:
     // one round of 4 can be all damaged by chance on a registry that cuts a few % of answers.
     for (let round = 1;; round++) {
-      const r = await this.#fetchDoc(url);
+      const r = await this.#fetchDoc(url, id);
       if (!("damaged" in r)) return r;
       if (round === DAMAGED_ROUNDS) return { kind: "error", status: 200, reason: r.damaged };
     }
   }
 
   /** One round of attempts at a document; `damaged` when every attempt's body was damaged. */
-  async #fetchDoc(url: string): Promise<DocResult | { damaged: string }> {
+  async #fetchDoc(url: string, expectedId: string): Promise<DocResult | { damaged: string }> {
     let damaged = 0;
     try {
       return await this.#http.request({
@@ -227,7 +245,7 @@ export class CouchSource implements Source {
       }, (a) => {
         if (a.status >= 400) return docError(a);
         try {
-          const doc = docFromBody(a.body, a.headers.get("content-type"));
+          const doc = docFromBody(a.body, a.headers.get("content-type"), expectedId);
           if (doc.kind === "error" && doc.reason === "empty body") {
             throw new TransientError(`empty body from ${redactUrl(url)}`, { status: 200 });
           }
@@ -302,6 +320,38 @@ export class CouchSource implements Source {
   }
 
   /**
+   * See {@linkcode Source.revs}: `POST _all_docs` with `{"keys": ids}`, 100 ids a request. An id
+   * answered `not_found` or deleted has no revision. Views have no such lookup (their keys are not
+   * document ids): the method is absent for them.
+   */
+  get revs(): ((ids: string[]) => Promise<(string | null)[]>) | undefined {
+    if (this.#listing !== ALL_DOCS) return undefined;
+    return async (ids) => {
+      const out: (string | null)[] = [];
+      for (let i = 0; i < ids.length; i += 100) {
+        const keys = ids.slice(i, i + 100);
+        out.push(
+          ...await this.#http.request({
+            url: `${this.#db}/_all_docs`,
+            method: "POST",
+            body: JSON.stringify({ keys }),
+            maxBytes: PAGE_BYTES + keys.length * ROW_BYTES,
+          }, (a) => {
+            this.#refuseErrors(a, "_all_docs");
+            const body = parseJsonAnswer(
+              a.body,
+              a.headers.get("content-type"),
+              this.#what("_all_docs"),
+            );
+            return checkKeyRevs(body, keys, this.description);
+          }),
+        );
+      }
+      return out;
+    };
+  }
+
+  /**
    * See {@linkcode Source.docMode}: documents from another host are fetched one by one; else
    * `include_docs` when a listing honours it, `_bulk_get` when it answers, `get` otherwise.
    */
@@ -330,7 +380,11 @@ export class CouchSource implements Source {
     if (this.#listing !== ALL_DOCS) return Promise.resolve(null);
     return this.#http.request({ url: this.#db, maxBytes: PAGE_BYTES }, (a) => {
       this.#refuseErrors(a, "");
-      const v = parseJsonAnswer(a.body, a.headers.get("content-type"), this.description);
+      const v = refuseErrorBody(
+        parseJsonAnswer(a.body, a.headers.get("content-type"), this.description),
+        this.description,
+        "update_seq",
+      );
       if (typeof v !== "object" || v === null || Array.isArray(v)) {
         throw new FatalError(`${this.description} info is not a JSON object`);
       }

@@ -63,6 +63,11 @@ export interface HttpRequest {
   maxAttempts?: number;
   /** Timeout of one attempt, in milliseconds. @default the source's `timeoutMs` */
   timeoutMs?: number;
+  /**
+   * A body over `maxBytes` is garbled on the way (a request that cannot be made smaller): asked
+   * again like a 5xx instead of failing as a {@linkcode TooLargeError}. @default false
+   */
+  oversizeIsTransient?: boolean;
 }
 
 /** An answer: its status, headers and body (bytes, at most `maxBytes`). */
@@ -259,6 +264,9 @@ export class HttpClient {
       try {
         body = await readCapped(res, url.href, req.maxBytes);
       } catch (err) {
+        if (err instanceof TooLargeError && req.oversizeIsTransient) {
+          throw new TransientError(err.message, { cause: err });
+        }
         if (err instanceof TooLargeError) throw err;
         throw new TransientError(
           `${networkCause(err, timeoutMs)} while reading ${redactUrl(url.href)}`,

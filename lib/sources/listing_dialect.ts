@@ -9,7 +9,7 @@ import { FatalError } from "../base/errors.ts";
 import { VIEW_PATTERN } from "../base/spec.ts";
 import type { ListOptions, Page } from "../plan/source.ts";
 import { ceilViewRow, decodeViewRow, encodeViewRow, type Json } from "../plan/view_keys.ts";
-import { checkPage } from "./couch_answers.ts";
+import { checkPage, refuseErrorBody } from "./couch_answers.ts";
 
 /** One listing request as a dialect builds it. */
 export interface ListingRequest {
@@ -61,6 +61,7 @@ function common(params: URLSearchParams, options: ListOptions, limit: number): v
   if (options.descending) params.set("descending", "true");
   if (options.skip) params.set("skip", String(options.skip));
   if (options.includeDocs) params.set("include_docs", "true");
+  if (options.updateSeq) params.set("update_seq", "true");
 }
 
 /** Checks the name of a view: `ddoc/view`, each a plain name. @throws FatalError otherwise. */
@@ -146,8 +147,8 @@ function viewRequest(options: ListOptions, description: string): ListingRequest 
 function viewRows(
   body: unknown,
   description: string,
-): { total_rows: unknown; offset: number; rows: { id: string }[] } {
-  const b = body as Record<string, unknown> | null;
+): { total_rows: unknown; offset: number; rows: { id: string }[]; update_seq: unknown } {
+  const b = refuseErrorBody(body, description, "rows") as Record<string, unknown> | null;
   if (typeof b !== "object" || b === null || !Array.isArray(b.rows)) {
     throw new FatalError(`${description} answered garbage: no rows array (not a view?)`);
   }
@@ -163,12 +164,16 @@ function viewRows(
         cause: err,
       });
     }
+    const v = r.value as Record<string, unknown> | null;
+    const linked = typeof v === "object" && v !== null && typeof v._id === "string";
     return {
       id,
       key: id,
       value: { rev: JSON.stringify(r.value ?? null) },
+      // The document a row carries: its own, or (null) the one its value links to.
+      docid: linked ? null : r.id,
       ...("doc" in r ? { doc: r.doc } : {}),
     };
   });
-  return { total_rows: b.total_rows, offset: b.offset as number, rows };
+  return { total_rows: b.total_rows, offset: b.offset as number, rows, update_seq: b.update_seq };
 }

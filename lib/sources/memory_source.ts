@@ -95,6 +95,7 @@ export class MemorySource implements Source {
     return Promise.resolve({
       offset: this.#o.brokenOffsets ? skip : offset,
       total: this.#data.size,
+      ...(options.updateSeq ? { seq: String(this.#data.updateSeq) } : {}),
       rows: ids.map((id): Row => {
         const row: Row = { id, rev: this.#data.rev(id)! };
         if (options.includeDocs) row.doc = this.#doc(id);
@@ -146,6 +147,12 @@ export class MemorySource implements Source {
   bulkDocs(ids: string[]): Promise<DocResult[]> {
     this.docRequests++;
     return Promise.resolve(ids.map((id) => this.#doc(id)));
+  }
+
+  /** See {@linkcode Source.revs}. */
+  revs(ids: string[]): Promise<(string | null)[]> {
+    this.#requests++;
+    return Promise.resolve(ids.map((id) => this.#data.rev(id) ?? null));
   }
 
   /** See {@linkcode Source.docMode}. */
