@@ -16,7 +16,8 @@ import { iterateItems } from "../lib/engine/item_read.ts";
 import { deleteCrawl } from "../lib/engine/lifecycle.ts";
 import { crawlItemsPage, crawlStatus } from "../lib/engine/status.ts";
 import { getCrawl, listCrawls } from "../lib/engine/store.ts";
-import { writeItems } from "../lib/engine/item_store.ts";
+import { MAX_STORED_ID_UNITS, writeItems } from "../lib/engine/item_store.ts";
+import { LONG_KEY_UNITS, sortKeys } from "../lib/plan/keys.ts";
 import { bundledNames, prng, syntheticNames } from "../lib/sim/names.ts";
 import { type ChurnKind, RegistryData } from "../lib/sim/registry_data.ts";
 import { isHidden, type RegistryOptions, startRegistry } from "../lib/sim/registry_server.ts";
@@ -367,4 +368,49 @@ Deno.test("live: a delete killed half-way never leaves a crawl that says done", 
   await watchdog({ kv, dispatcher });
   assert.equal((await getCrawl(kv, id)).value, null);
   assert.equal((await Array.fromAsync(kv.list({ prefix: [] }))).length, 0, "nothing left");
+});
+
+Deno.test("live: ids of any length are crawled; one too long to keep is its item's error, cut and flagged", async () => {
+  const short = await names(600, 24);
+  // Long ids spread through the key space, up to 70,000 characters (a 140 KB JSON row).
+  const long = [5_000, 12_000, 20_000, 30_000, 70_000].flatMap((n, i) => [
+    `${"bdfhk"[i]}${"x".repeat(n)}`,
+    `${"mpsvz"[i]}-${"é".repeat(n >> 1)}`,
+  ]);
+  const keys = sortKeys([...short, ...long]);
+  for (
+    const [label, options] of [["full pages", {}], ["pages cut to 3 rows", {
+      silentCap: 3,
+    }]] as const
+  ) {
+    for (const docs of [false, true]) {
+      const data = new RegistryData([...keys]);
+      const run = await crawlLive(data, options, { docs, maxPage: 7, shards: 5 });
+      try {
+        assert.equal(run.res.report.status, "done", label);
+        assert.equal(run.res.report.verification?.status, "exact");
+        using kv = await Deno.openKv(run.kvPath);
+        const [crawl] = await listCrawls(kv);
+        const seen: string[] = [];
+        for await (const it of iterateItems(kv, crawl.id)) {
+          if (it.idLength === undefined) {
+            seen.push(it.id);
+            if (docs) assert.equal(JSON.parse(it.doc!)._id, it.id);
+            continue;
+          }
+          assert.equal(it.id.length, MAX_STORED_ID_UNITS);
+          assert.match(it.error!.reason, /longer than the 16000 an item keeps/);
+          const whole = long.filter((k) => k.length === it.idLength && k.startsWith(it.id));
+          assert.equal(whole.length, 1, "the cut id names one id");
+          seen.push(whole[0]);
+        }
+        assert.deepEqual(sortKeys(seen), keys, `${label}, docs ${docs}: every id once`);
+        for (const s of (await crawlStatus(kv, crawl.id)).shards) {
+          assert.ok((s.start?.length ?? 0) <= LONG_KEY_UNITS, "no long id is a shard bound");
+        }
+      } finally {
+        await cleanup(run);
+      }
+    }
+  }
 });

@@ -6,10 +6,12 @@ import { pauseCrawl, resumeCrawl } from "../lib/engine/lifecycle.ts";
 import { DEFAULT_MAX_DOC_BYTES } from "../lib/engine/item_store.ts";
 import { processPage } from "../lib/engine/page.ts";
 import { fetchDocs } from "../lib/engine/page_docs.ts";
+import { cursorAt, listPage } from "../lib/engine/page_listing.ts";
+import { keyHash, LONG_KEY_UNITS, sortKeys } from "../lib/plan/keys.ts";
 import { AdaptiveLimit } from "../lib/base/adaptive_limit.ts";
 import { claimShard, runShard } from "../lib/engine/shard_runner.ts";
 import { crawlStatus } from "../lib/engine/status.ts";
-import { getCrawl, getShard, listShards } from "../lib/engine/store.ts";
+import { getCrawl, getShard, listShards, newShard } from "../lib/engine/store.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { begin, finishAll, RecordingDispatcher, runOne, spec } from "./engine_helpers.ts";
 import { assertCrawledExactly, dataOf, randomKeys, wrapSource } from "./helpers.ts";
@@ -219,3 +221,33 @@ Deno.test("page: a document is recorded as failing only when it fails again in a
   assert.equal(calls.get("c"), 2, "one that keeps failing is recorded after its second round");
   assert.equal(calls.get("a"), 1);
 });
+
+Deno.test("page: a long id is never a cursor: a short key stands in, and the row it committed is skipped by hash", async () => {
+  const long = "m" + "q".repeat(LONG_KEY_UNITS + 500);
+  const data = dataOf(sortKeys(["a", "b", "ma", long, "n", "o"]));
+  const source = new MemorySource(data, { maxPage: 100, silentCap: 2 });
+  const crawl = { ...(await getCrawlRecord()), planMethod: "rank" };
+  const shard = {
+    ...newShard({ id: 0, start: null, end: null, cursor: "b" }, { expected: 6, nowMs: 0 }),
+  };
+  // Rows "b", "ma": full page of 2 asked as 2 (cap) -> short page; the cursor after "ma" is "ma".
+  const first = await listPage(source, crawl, shard, { size: 10 });
+  assert.deepEqual(first.next, { cursor: "ma", after: true, skip: null });
+  // Next page: "ma" (dropped), the long id: a short page ending in a long id.
+  const second = await listPage(source, crawl, { ...shard, ...first.next! }, { size: 10 });
+  assert.deepEqual(second.rows.map((r) => r.id), [long]);
+  assert.deepEqual(second.next, { cursor: "mq", after: false, skip: keyHash(long) });
+  // From the short key, the long id's row is left out: nothing is listed twice.
+  const third = await listPage(source, crawl, { ...shard, ...second.next! }, { size: 10 });
+  assert.deepEqual(third.rows.map((r) => r.id), ["n"]);
+  // A full page whose next row is long: the cursor is the shortest key between it and the row before.
+  assert.deepEqual(cursorAt("ma", long), { cursor: "mq", after: false, skip: null });
+  assert.deepEqual(cursorAt("n", "o"), { cursor: "o", after: false, skip: null });
+});
+
+async function getCrawlRecord() {
+  using kv = await Deno.openKv(":memory:");
+  const data = dataOf(["a", "b"]);
+  const { crawl } = await begin(kv, new MemorySource(data), spec({ shards: 1 }));
+  return crawl;
+}

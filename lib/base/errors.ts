@@ -89,3 +89,15 @@ export class ConflictError extends CrawlerError {
   /** Error name. */
   override name = "ConflictError";
 }
+
+/** Longest error line kept or shown, in characters (ids in messages can be very long). */
+export const MAX_ERROR_CHARS = 500;
+
+/**
+ * The one line an error is recorded and shown as: the first line of its message (of `String(err)`
+ * for anything else), cut to {@linkcode MAX_ERROR_CHARS} characters.
+ */
+export function errorLine(err: unknown): string {
+  const text = (err instanceof Error ? err.message : String(err)).split("\n")[0];
+  return text.length <= MAX_ERROR_CHARS ? text : text.slice(0, MAX_ERROR_CHARS - 1) + "…";
+}

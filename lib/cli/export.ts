@@ -12,7 +12,8 @@ import { decodeViewRow } from "../plan/view_keys.ts";
 import { oneLine } from "../sources/couch_answers.ts";
 
 /**
- * One NDJSON line of an item (without the newline). A view's row (`view`) is written as
+ * One NDJSON line of an item (without the newline). An id too long to keep is written cut, with
+ * `"idTruncated": true` and its whole `idLength`. A view's row (`view`) is written as
  * `{"key", "id", "value"}`: its stored id is the encoded row and its `rev` the value's JSON.
  */
 export function itemLine(it: ExportedItem, options: { view?: boolean } = {}): string {
@@ -25,6 +26,7 @@ export function itemLine(it: ExportedItem, options: { view?: boolean } = {}): st
   if (it.doc !== undefined) line += `,"doc":${oneLine(it.doc)}`;
   if (it.tooLarge) line += `,"tooLarge":true,"docBytes":${it.docBytes}`;
   if (it.error) line += `,"error":${JSON.stringify(it.error)}`;
+  if (it.idLength !== undefined) line += `,"idTruncated":true,"idLength":${it.idLength}`;
   return line + "}";
 }
 

@@ -6,7 +6,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { InputError, UsageError } from "../base/errors.ts";
+import { errorLine, InputError, UsageError } from "../base/errors.ts";
 import { VIEW_PATTERN } from "../base/spec.ts";
 
 /** One flag: its type and what `--help` says about it. */
@@ -90,7 +90,7 @@ export function parseFlags<T extends FlagTable>(args: string[], table: T): FlagV
     return parseArgs({ args: joined, options, strict: true, allowPositionals: false })
       .values as FlagValues<T>;
   } catch (err) {
-    throw new UsageError((err as Error).message.split("\n")[0]);
+    throw new UsageError(errorLine(err));
   }
 }
 
@@ -179,7 +179,7 @@ export async function runMain(main: () => Promise<number | void>): Promise<void>
     Deno.exit(code ?? 0);
   } catch (err) {
     const msg = err instanceof Error ? err.message : String(err);
-    console.error(`error: ${msg.split("\n")[0]}`);
+    console.error(`error: ${errorLine(msg)}`);
     Deno.exit(err instanceof InputError ? 2 : 1);
   }
 }

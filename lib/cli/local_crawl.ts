@@ -10,7 +10,7 @@
  *
  * @module
  */
-import { ConflictError, FatalError, StorageError } from "../base/errors.ts";
+import { ConflictError, errorLine, FatalError, StorageError } from "../base/errors.ts";
 import type { CrawlSpec } from "../base/spec.ts";
 import type { Plan } from "../plan/planner.ts";
 import type { Source } from "../plan/source.ts";
@@ -87,7 +87,7 @@ export async function openKvFile(path: string): Promise<Deno.Kv> {
     // Another process on the same file may hold its lock for a moment: waited out, bounded.
     return await kvOp(() => Deno.openKv(path));
   } catch (err) {
-    const why = (err as Error).message.split("\n")[0];
+    const why = errorLine(err);
     throw new FatalError(`cannot open KV at ${path}: ${why}`, { cause: err });
   }
 }
@@ -255,7 +255,7 @@ function processFailure(err: Error, kvPath: string): Error {
       { cause: err },
     );
   }
-  return new FatalError(`a worker stopped: ${err.message.split("\n")[0]}`, { cause: err });
+  return new FatalError(`a worker stopped: ${errorLine(err)}`, { cause: err });
 }
 
 /** Applies `_changes` until `options.follow` aborts, logging each batch that changed something. */

@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { FatalError, TransientError } from "../base/errors.ts";
+import { errorLine, FatalError, TransientError } from "../base/errors.ts";
 import type { Source } from "../plan/source.ts";
 import {
   applyToEnd,
@@ -144,7 +144,7 @@ async function finish(
       } catch (err) {
         // A registry without a usable feed still gets its crawl checked, as one that held still.
         if (err instanceof TransientError || err instanceof RegistryReplacedError) throw err;
-        driftError = `change feed unavailable: ${(err as Error).message.split("\n")[0]}`;
+        driftError = `change feed unavailable: ${errorLine(err)}`;
         await releaseFeed(kv, id, feed.owner);
         feed = null;
       }

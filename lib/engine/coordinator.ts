@@ -16,7 +16,13 @@
  * @module
  */
 import { ITEM_LAYOUT } from "./item_blocks.ts";
-import { FatalError, InputError, NotFoundError, PermanentError } from "../base/errors.ts";
+import {
+  errorLine,
+  FatalError,
+  InputError,
+  NotFoundError,
+  PermanentError,
+} from "../base/errors.ts";
 import { crawlIdFor, type CrawlSpec } from "../base/spec.ts";
 import { evenSplitRanks } from "../plan/baselines.ts";
 import { type Plan, PLAN_PAGE, planShards } from "../plan/planner.ts";
@@ -235,7 +241,7 @@ async function planningFailed(
   err: unknown,
   o: PlanCrawlOptions & { now: () => number },
 ): Promise<CrawlRecord | null> {
-  const message = (err instanceof Error ? err.message : String(err)).split("\n")[0];
+  const message = errorLine(err);
   const failures = (claimed.value.planFailures ?? 0) + 1;
   // A registry that answers 4xx to a listing, or garbage, will not answer better in a minute.
   const permanent = err instanceof FatalError || err instanceof InputError ||

@@ -122,6 +122,8 @@ export interface ItemRecord {
   rev: string;
   /** The id, kept only when the key part is not the id itself. */
   id?: string;
+  /** The whole id's length in UTF-16 units, when `id` holds only its start (too long to keep). */
+  idLength?: number;
   /** The document's JSON text as UTF-8, when stored inline. */
   doc?: Uint8Array;
   /** Size of the fetched document in bytes (inline, chunked or too large). */
@@ -140,6 +142,7 @@ const CHUNKED = 4;
 const TOO_LARGE = 8;
 const ERROR = 16;
 const DOC_SIZE = 32;
+const ID_CUT = 64;
 
 class Writer {
   bytes: Uint8Array;
@@ -208,13 +211,14 @@ export function encodeItem(r: ItemRecord): Uint8Array {
   const w = new Writer(size);
   const flags = (r.id !== undefined ? HAS_ID : 0) | (r.doc ? DOC_INLINE : 0) |
     (r.chunks ? CHUNKED : 0) | (r.tooLarge ? TOO_LARGE : 0) | (r.error ? ERROR : 0) |
-    (r.docBytes !== undefined ? DOC_SIZE : 0);
+    (r.docBytes !== undefined ? DOC_SIZE : 0) | (r.idLength !== undefined ? ID_CUT : 0);
   w.bytes[w.at++] = flags;
   w.text(r.rev);
   if (idUnits) {
     w.varint(idUnits.length / 2);
     w.raw(idUnits);
   }
+  if (r.idLength !== undefined) w.varint(r.idLength);
   if (r.docBytes !== undefined) w.varint(r.docBytes);
   if (r.chunks) w.varint(r.chunks);
   if (r.error) {
@@ -241,6 +245,7 @@ export function decodeItem(bytes: Uint8Array): ItemRecord {
     }
     out.id = id;
   }
+  if (flags & ID_CUT) out.idLength = r.varint();
   if (flags & DOC_SIZE) out.docBytes = r.varint();
   if (flags & CHUNKED) out.chunks = r.varint();
   if (flags & TOO_LARGE) out.tooLarge = true;

@@ -28,6 +28,8 @@ export interface ExportedItem {
   tooLarge?: boolean;
   /** Why the document could not be had. */
   error?: { status: number; reason: string };
+  /** The whole id's length, when `id` is only its start (too long to keep). */
+  idLength?: number;
 }
 
 type Part = string | Uint8Array;
@@ -50,6 +52,7 @@ function toItem(e: Deno.KvEntry<Uint8Array>): Pending {
   if (r.docBytes !== undefined) out.docBytes = r.docBytes;
   if (r.tooLarge) out.tooLarge = true;
   if (r.error) out.error = r.error;
+  if (r.idLength !== undefined) out.idLength = r.idLength;
   return out;
 }
 

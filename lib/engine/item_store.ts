@@ -20,6 +20,35 @@ import { keys, kvOp } from "./store.ts";
 export const INLINE_DOC_BYTES = 60_000;
 /** Chunk size of larger documents, in bytes. */
 export const CHUNK_BYTES = 60_000;
+/**
+ * Longest id an item record keeps, in UTF-16 units (a record is one KV value). A longer id is
+ * crawled like any other (its key is hashed), but its item keeps only the id's start, says so, and
+ * is an error: no document is stored for it.
+ */
+export const MAX_STORED_ID_UNITS = 16_000;
+
+/** The item as stored: an id too long to keep makes it an error (see `MAX_STORED_ID_UNITS`). */
+export function storedForm(it: ItemInput): ItemInput {
+  if (it.id.length <= MAX_STORED_ID_UNITS) return it;
+  return {
+    id: it.id,
+    rev: it.rev,
+    doc: {
+      kind: "error",
+      status: 0,
+      reason: `id of ${it.id.length} characters, longer than the ${MAX_STORED_ID_UNITS} an item ` +
+        `keeps: stored cut, without its document`,
+    },
+  };
+}
+
+/** The start of an id that `MAX_STORED_ID_UNITS` cuts, never inside a surrogate pair. */
+function idStart(id: string): string {
+  const end = MAX_STORED_ID_UNITS;
+  const c = id.charCodeAt(end - 1);
+  return id.slice(0, c >= 0xd800 && c <= 0xdbff ? end - 1 : end);
+}
+
 /** Default largest stored document, in bytes (32 MiB); larger ones are recorded as too large. */
 export const DEFAULT_MAX_DOC_BYTES = 32 * 1024 * 1024;
 
@@ -63,7 +92,7 @@ const enc = new TextEncoder();
 export function tallyItems(items: readonly ItemInput[], maxDocBytes: number): ItemCounts {
   const c: ItemCounts = { items: items.length, docs: 0, tooLarge: 0, docErrors: 0 };
   for (const it of items) {
-    const d = it.doc;
+    const d = storedForm(it).doc;
     if (!d) continue;
     if (d.kind === "error") c.docErrors++;
     else if (
@@ -93,7 +122,8 @@ export async function prepareWrites(
   const maxDoc = options.maxDocBytes ?? DEFAULT_MAX_DOC_BYTES;
   const out: ItemWrite[] = [];
   const prefix = keySize(keys.items(crawl));
-  for (const it of items) {
+  for (const given of items) {
+    const it = storedForm(given);
     // The hot path: a keys-only item under its own id, in one pass over the id and the revision.
     const plain = it.doc === undefined ? plainPartSize(it.id) : -1;
     const fast = plain > 0 ? encodeRevOnly(it.rev) : null;
@@ -104,6 +134,7 @@ export async function prepareWrites(
     const part = await idKeyPart(it.id);
     const rec: ItemRecord = { rev: it.rev };
     if (typeof part !== "string") rec.id = it.id;
+    if (it.id.length > MAX_STORED_ID_UNITS) [rec.id, rec.idLength] = [idStart(it.id), it.id.length];
     const d = it.doc;
     if (d?.kind === "error") rec.error = { status: d.status, reason: d.reason.slice(0, 500) };
     else if (d?.kind === "tooLarge") [rec.tooLarge, rec.docBytes] = [true, d.bytes];

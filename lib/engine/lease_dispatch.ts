@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { StorageError } from "../base/errors.ts";
+import { errorLine, StorageError } from "../base/errors.ts";
 import { checkCompletion } from "./completion.ts";
 import type { Dispatcher } from "./coordinator.ts";
 import { ownerName } from "./owner.ts";
@@ -140,7 +140,7 @@ export async function runLeaseWorker(
     } catch (err) {
       if (err instanceof StorageError || ++inARow >= (options.maxErrorsInARow ?? 10)) throw err;
       stats.errors++;
-      options.log?.(`worker ${owner}: ${(err as Error).message.split("\n")[0]}`);
+      options.log?.(`worker ${owner}: ${errorLine(err)}`);
     }
     if (worked) idle = options.idleMs ?? 250;
     else {

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { ConflictError, NotFoundError } from "../base/errors.ts";
+import { ConflictError, errorLine, NotFoundError } from "../base/errors.ts";
 import { crawlIdFor, type CrawlSpec } from "../base/spec.ts";
 import type { Source } from "../plan/source.ts";
 import { checkSameRegistry } from "./catch_up.ts";
@@ -146,7 +146,7 @@ export function failCrawl(
 ): Promise<CrawlRecord> {
   return transition(kv, id, "failed", (s) => s === "running" || s === "planning", {
     now,
-    error: reason.split("\n")[0],
+    error: errorLine(reason),
     patch: { planLease: null },
   });
 }

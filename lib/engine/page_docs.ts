@@ -14,7 +14,7 @@
  *
  * @module
  */
-import { FatalError, TransientError } from "../base/errors.ts";
+import { errorLine, FatalError, TransientError } from "../base/errors.ts";
 import type { AdaptiveLimit } from "../base/adaptive_limit.ts";
 import { mapPool } from "../base/pool.ts";
 import { compareKeys } from "../plan/keys.ts";
@@ -48,7 +48,7 @@ export type Attempt = DocResult | { kind: "failed"; status: number; reason: stri
 
 /** The attempt a transient failure of one document's request leaves (its first line). */
 function failedAttempt(err: TransientError): Attempt {
-  return { kind: "failed", status: err.status ?? 0, reason: err.message.split("\n")[0] };
+  return { kind: "failed", status: err.status ?? 0, reason: errorLine(err) };
 }
 
 /**

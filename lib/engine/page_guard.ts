@@ -7,6 +7,7 @@
  * @module
  */
 import type { AdaptiveLimit } from "../base/adaptive_limit.ts";
+import { isLongKey } from "../plan/keys.ts";
 import type { DocMode, Source } from "../plan/source.ts";
 import {
   commitShard,
@@ -48,6 +49,7 @@ export class Guard {
   #ctx: PageContext;
   #cursor: string | null;
   #after: boolean;
+  #skip: string | null;
   #queue: Promise<unknown> = Promise.resolve();
 
   constructor(ctx: PageContext, entry: Deno.KvEntry<ShardRecord>) {
@@ -55,6 +57,7 @@ export class Guard {
     this.entry = entry;
     this.#cursor = entry.value.cursor;
     this.#after = entry.value.after;
+    this.#skip = entry.value.skip ?? null;
   }
 
   /** Runs KV writes one at a time (heartbeats and batches share the versionstamp). */
@@ -73,7 +76,10 @@ export class Guard {
     const s = e.value;
     if (!s) this.lost = "shard vanished";
     else if (s.lease?.owner !== this.#ctx.owner) this.lost = "lease lost";
-    else if (s.done || s.cursor !== this.#cursor || s.after !== this.#after) {
+    else if (
+      s.done || s.cursor !== this.#cursor || s.after !== this.#after ||
+      (s.skip ?? null) !== this.#skip
+    ) {
       this.lost = "superseded";
     } else this.entry = e as Deno.KvEntry<ShardRecord>;
     return this.lost === null;
@@ -84,6 +90,7 @@ export class Guard {
     this.entry = entry;
     this.#cursor = entry.value.cursor;
     this.#after = entry.value.after;
+    this.#skip = entry.value.skip ?? null;
   }
 
   /** A lease for this worker from now. */
@@ -116,7 +123,13 @@ export class Guard {
     const timer = setInterval(() => void beat().catch(() => {}), every);
     return {
       progress: (nextKey, started) => {
-        inflight = { nextKey, started, rows, since };
+        // A long id is no place to split at (nor worth a shard record's bytes).
+        inflight = {
+          nextKey: nextKey !== null && isLongKey(nextKey) ? null : nextKey,
+          started,
+          rows,
+          since,
+        };
       },
       stop: async () => {
         clearInterval(timer);

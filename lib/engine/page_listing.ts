@@ -10,15 +10,57 @@
  *
  * @module
  */
+import { FatalError } from "../base/errors.ts";
+import { isLongKey, keyHash, MAX_CUT_UNITS, separator } from "../plan/keys.ts";
 import { OPEN_END, type Row, type Source } from "../plan/source.ts";
 import type { CrawlRecord, ShardRecord } from "./store.ts";
+
+/**
+ * Where a shard's next page starts: at `cursor` (strictly after it when `after`), without the row
+ * whose long id hashes to `skip` (a long id is never a cursor: a short key before it stands in,
+ * and the row itself, already committed, is named by its hash).
+ */
+export interface NextCursor {
+  /** The key listing starts from. */
+  cursor: string;
+  /** The cursor's own row is committed: read strictly after it. */
+  after: boolean;
+  /** The long id of a committed row at the cursor, as `keyHash` names it; null: none. */
+  skip?: string | null;
+}
+
+/**
+ * The cursor for a page starting at row `key` (not yet committed), where `lower` is the last key
+ * before it (the last row committed, or the shard's cursor): `key` itself, or for a long id the
+ * shortest key between them.
+ * @throws FatalError when the two share a prefix longer than any cursor may be.
+ */
+export function cursorAt(lower: string | null, key: string): NextCursor {
+  if (!isLongKey(key)) return { cursor: key, after: false, skip: null };
+  const cut = separator(lower, key);
+  if (cut.length > MAX_CUT_UNITS) {
+    throw new FatalError(
+      `two neighbouring ids share their first ${
+        cut.length - 1
+      } characters; rankcrawl cuts between ` +
+        `ids only where they differ within ${MAX_CUT_UNITS}`,
+    );
+  }
+  return { cursor: cut, after: false, skip: null };
+}
+
+/** The cursor after row `key`, committed last (`lower`: the key before it), on a short page. */
+function cursorAfter(lower: string | null, key: string): NextCursor {
+  if (!isLongKey(key)) return { cursor: key, after: true, skip: null };
+  return { ...cursorAt(lower, key), skip: keyHash(key) };
+}
 
 /** What a listing of one page says. */
 export interface ListedPage {
   /** Rows to commit, in key order, all inside the shard's range. */
   rows: Row[];
   /** Where the next page starts, or null when the range is proven done. */
-  next: { cursor: string; after: boolean } | null;
+  next: NextCursor | null;
   /** How the end was proven (`empty` answer, or `ranks`), when `next` is null. */
   proof?: "empty" | "ranks";
   /** This page came back short without proving the end: its length, a possible cap. */
@@ -68,7 +110,7 @@ export async function listPage(
   options: { size: number; includeDocs?: boolean },
 ): Promise<ListedPage> {
   const end = shard.end ?? (crawl.planMethod === "rank" ? null : OPEN_END);
-  const ask = options.size + 1 + (shard.after ? 1 : 0);
+  const ask = options.size + 1 + (shard.after ? 1 : 0) + (shard.skip ? 1 : 0);
   const page = await source.list({
     start: shard.cursor,
     end,
@@ -78,6 +120,11 @@ export async function listPage(
   const got = page.rows.length;
   let rows = page.rows;
   if (shard.after && rows[0]?.id === shard.cursor) rows = rows.slice(1);
+  if (shard.skip) {
+    const at = rows.findIndex((r) => isLongKey(r.id) && keyHash(r.id) === shard.skip);
+    if (at >= 0) rows = [...rows.slice(0, at), ...rows.slice(at + 1)];
+  }
+  const before = (i: number) => i > 0 ? rows[i - 1].id : shard.cursor;
   const learnedCap = shard.shortOf && rows.length > 0 ? shard.shortOf : undefined;
   const base = { offset: page.offset, total: page.total, learnedCap };
   // The source may have asked the registry for fewer rows than we did (an answer too large):
@@ -85,11 +132,12 @@ export async function listPage(
   const asked = Math.min(ask, page.limit ?? ask);
   if (got >= asked && rows.length > 0) {
     const keep = Math.min(options.size, rows.length - 1);
-    return { ...base, rows: rows.slice(0, keep), next: { cursor: rows[keep].id, after: false } };
+    return { ...base, rows: rows.slice(0, keep), next: cursorAt(before(keep), rows[keep].id) };
   }
   if (rows.length === 0) return { ...base, rows, next: null, proof: "empty" };
   if (crawl.planMethod === "rank" && page.offset + got === page.total) {
     return { ...base, rows, next: null, proof: "ranks" };
   }
-  return { ...base, rows, next: { cursor: rows.at(-1)!.id, after: true }, shortOf: got };
+  const last = rows.length - 1;
+  return { ...base, rows, next: cursorAfter(before(last), rows[last].id), shortOf: got };
 }

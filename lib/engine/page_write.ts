@@ -24,7 +24,7 @@ import {
 import { chunkKeys } from "./item_read.ts";
 import { type ItemInput, prepareWrites, setInBatches, tallyItems } from "./item_store.ts";
 import { AtomicBudget, keySize, valueSizeBound } from "./kv_limits.ts";
-import type { ListedPage } from "./page_listing.ts";
+import { cursorAt, type ListedPage, type NextCursor } from "./page_listing.ts";
 import type { Guard, PageContext } from "./page_guard.ts";
 import {
   commitRelist,
@@ -43,7 +43,7 @@ export type PageResult =
     entry: Deno.KvEntry<ShardRecord>;
     rows: number;
     /** The next page, already being listed from where this one ended (when there is one). */
-    next?: { from: { cursor: string; after: boolean }; listing: Promise<ListedPage> };
+    next?: { from: NextCursor; listing: Promise<ListedPage> };
   }
   | { kind: "lost"; reason: string };
 
@@ -87,7 +87,7 @@ export async function writePage(
       : await nextState(ctx, guard, crawl, {
         listed: {
           ...page.listed,
-          next: { cursor: kept[fit.rows].id, after: false },
+          next: cursorAt(kept[fit.rows - 1].id, kept[fit.rows].id),
           shortOf: undefined,
         },
         kept: kept.slice(0, fit.rows),
@@ -236,7 +236,13 @@ async function nextState(
   };
   const past = next !== null && cur.end !== null && compareKeys(next.cursor, cur.end) >= 0;
   if (next !== null && !page.cut && !past) {
-    return { ...base, cursor: next.cursor, after: next.after, lease: guard.lease() };
+    return {
+      ...base,
+      cursor: next.cursor,
+      after: next.after,
+      skip: next.skip ?? null,
+      lease: guard.lease(),
+    };
   }
   const check = await checkShardEnd(ctx.source, crawl, cur, base.items);
   if (check === "relist") return relisted(base, now, guard.lease());

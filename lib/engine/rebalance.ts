@@ -20,6 +20,7 @@
 import { findKeysAtRanks } from "../plan/boundary_search.ts";
 import { compareKeys } from "../plan/keys.ts";
 import { lastPoint } from "../plan/locate.ts";
+import { shortCut } from "../plan/planner.ts";
 import type { Point } from "../plan/points.ts";
 import type { Source } from "../plan/source.ts";
 import type { Dispatcher } from "./coordinator.ts";
@@ -149,11 +150,12 @@ async function trySplit(
   if (r1 - r0 < 2 * o.minItems || from.rows.length === 0) return null;
   const mid = Math.floor((r0 + r1) / 2);
   const lower = { key: from.rows[0].id, rank: r0, real: true };
-  const [key] = mid === r0 ? [lower.key] : await findKeysAtRanks(deps.source, [mid], {
+  const [found] = mid === r0 ? [lower.key] : await findKeysAtRanks(deps.source, [mid], {
     lower,
     upper,
     maxPage: crawl.maxPage,
   });
+  const key = await shortCut(deps.source, found);
   const floor = position(v);
   if (floor !== null && compareKeys(key, floor) <= 0) return "conflict";
   if (v.cursor !== null && compareKeys(key, v.cursor) <= 0) return "conflict";

@@ -136,6 +136,11 @@ export interface ShardRecord {
   cursor: string | null;
   /** The cursor's own row is already committed: read strictly after it. */
   after: boolean;
+  /**
+   * A long id committed at the cursor (a short key before it is the cursor), as `keyHash` names
+   * it: the next listing leaves that row out. See `page_listing.ts`.
+   */
+  skip?: string | null;
   /** All of [start, end) is committed (and, where ranks exist, its count checked). */
   done: boolean;
   /** Items committed (each counted exactly once). */
@@ -210,6 +215,7 @@ export function relisted(shard: ShardRecord, nowMs: number, lease: Lease | null)
     ...shard,
     cursor: shard.start,
     after: false,
+    skip: null,
     done: false,
     items: 0,
     docs: 0,

@@ -12,7 +12,7 @@
  *
  * @module
  */
-import { FatalError, InputError, PermanentError, StorageError } from "../base/errors.ts";
+import { errorLine, FatalError, InputError, PermanentError, StorageError } from "../base/errors.ts";
 import type { Source } from "../plan/source.ts";
 import { failCrawl, rememberPageCap } from "./lifecycle.ts";
 import { DEFAULT_MAX_DOC_BYTES } from "./item_store.ts";
@@ -156,8 +156,10 @@ export async function runShard(
       // The next page is already being listed from where this one ended, unless the commit moved
       // the cursor elsewhere (the shard was reset to be listed again).
       const s = res.entry.value;
-      listing = res.next && s.cursor === res.next.from.cursor && s.after === res.next.from.after
-        ? res.next.listing
+      const from = res.next?.from;
+      listing = from && s.cursor === from.cursor && s.after === from.after &&
+          (s.skip ?? null) === (from.skip ?? null)
+        ? res.next!.listing
         : undefined;
     }
   } catch (err) {
@@ -188,7 +190,7 @@ async function recordFailure(
 ): Promise<RunResult> {
   if (err instanceof StorageError) throw err;
   const now = (deps.now ?? Date.now)();
-  const message = (err instanceof Error ? err.message : String(err)).split("\n")[0];
+  const message = errorLine(err);
   const { id: crawlId } = held.crawl;
   const shardId = held.entry.value.id;
   const fresh = await getShard(deps.kv, crawlId, shardId);

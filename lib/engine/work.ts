@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { StorageError } from "../base/errors.ts";
+import { errorLine, StorageError } from "../base/errors.ts";
 import type { Source } from "../plan/source.ts";
 import { checkCompletion } from "./completion.ts";
 import { type Dispatcher, planCrawl } from "./coordinator.ts";
@@ -22,10 +22,6 @@ export type WorkEvent =
   | { kind: "split"; crawlId: string; parent: number; child: number; movedItems: number }
   | { kind: "crawl-done"; crawlId: string }
   | { kind: "completion-deferred"; crawlId: string; error: string };
-
-function errorLine(err: unknown): string {
-  return (err instanceof Error ? err.message : String(err)).split("\n")[0];
-}
 
 /** What workers need (all injected). */
 export interface WorkDeps {

@@ -28,6 +28,7 @@ import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import {
   ConflictError,
+  errorLine,
   FatalError,
   InputError,
   NotFoundError,
@@ -97,11 +98,11 @@ export function createApp(deps: AppDeps): Hono {
     const code = errorStatus(err);
     if (code === 500) {
       console.error(
-        `internal error on ${c.req.method} ${c.req.path}: ${err.message.split("\n")[0]}`,
+        `internal error on ${c.req.method} ${c.req.path}: ${errorLine(err)}`,
       );
       return c.json({ error: "internal error" }, 500);
     }
-    return c.json({ error: err.message.split("\n")[0] }, code);
+    return c.json({ error: errorLine(err) }, code);
   });
   app.notFound((c) => c.json({ error: "no such route" }, 404));
 

@@ -8,7 +8,7 @@
  */
 import { createApp } from "./app.ts";
 import { isAllowedSource, parseAllowedSources } from "./auth.ts";
-import { UsageError } from "../base/errors.ts";
+import { errorLine, UsageError } from "../base/errors.ts";
 import { buildSpec, SPEC_DEFAULTS, SPEC_LIMITS } from "../base/spec.ts";
 import { redactUrl } from "../base/redact.ts";
 import { createCrawl, type Dispatcher } from "../engine/coordinator.ts";
@@ -209,9 +209,7 @@ async function openStore(path: string | undefined): Promise<Deno.Kv> {
     return await kvOp(() => Deno.openKv(path));
   } catch (err) {
     throw new UsageError(
-      `cannot open KV at ${path ?? "the default location"}: ${
-        (err as Error).message.split("\n")[0]
-      }`,
+      `cannot open KV at ${path ?? "the default location"}: ${errorLine(err)}`,
     );
   }
 }
@@ -223,7 +221,7 @@ function serve(config: ServerConfig, fetch: (req: Request) => Response | Promise
   } catch (err) {
     const why = err instanceof Deno.errors.AddrInUse
       ? "is in use by another process"
-      : `cannot be opened: ${(err as Error).message.split("\n")[0]}`;
+      : `cannot be opened: ${errorLine(err)}`;
     throw new UsageError(`port ${config.port} on ${config.hostname} ${why}`);
   }
 }
@@ -253,7 +251,7 @@ export async function startServer(
       if (e.kind === "crawl-failed") log(`crawl ${e.crawlId} failed: ${e.error}`);
       if (e.kind === "crawl-done") log(`crawl ${e.crawlId} done`);
     },
-    onProcessError: (err) => log(`error: ${err.message.split("\n")[0]}`),
+    onProcessError: (err) => log(`error: ${errorLine(err)}`),
   });
   let server: Deno.HttpServer;
   try {

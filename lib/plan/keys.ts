@@ -67,6 +67,51 @@ export function codePoints(key: string): number[] {
   return out;
 }
 
+/**
+ * Keys longer than this many UTF-16 units are never a cursor or a shard bound when a shorter key
+ * cuts at the same place (`separator`): cursors travel in URLs (registries limit their length:
+ * CouchDB to 8,000 bytes by default) and in shard records (KV values are at most 64 KiB).
+ */
+export const LONG_KEY_UNITS = 1_000;
+
+/** Longest cut key, in UTF-16 units: four of them fit a shard record with room to spare. */
+export const MAX_CUT_UNITS = 7_000;
+
+/** True when `key` is too long to be a cursor or a bound unless nothing shorter cuts there. */
+export function isLongKey(key: string): boolean {
+  return key.length > LONG_KEY_UNITS;
+}
+
+/**
+ * The shortest prefix of `key` (in whole code points) that sorts after `lower`: listing from it
+ * starts at `key` wherever nothing lies strictly between `lower` and `key`, as between two
+ * neighbouring rows. A prefix sorts at or before its key in any collation. `lower` null: the first
+ * code point. Returns `key` itself when no prefix does (`lower` is `key` or above).
+ */
+export function separator(lower: string | null, key: string): string {
+  let out = "";
+  for (const ch of key) {
+    out += ch;
+    if (lower === null || compareKeys(out, lower) > 0) return out;
+  }
+  return key;
+}
+
+/** A short, stable name for a long key (53-bit hash of its UTF-16 units, and its length). */
+export function keyHash(key: string): string {
+  let h1 = 0xdeadbeef;
+  let h2 = 0x41c6ce57;
+  for (let i = 0; i < key.length; i++) {
+    const c = key.charCodeAt(i);
+    h1 = Math.imul(h1 ^ c, 2654435761);
+    h2 = Math.imul(h2 ^ c, 1597334677);
+  }
+  h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909);
+  h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909);
+  const n = 4294967296 * (2097151 & h2) + (h1 >>> 0);
+  return `${key.length}:${n.toString(36)}`;
+}
+
 function isSurrogate(cp: number): boolean {
   return cp >= 0xd800 && cp <= 0xdfff;
 }

@@ -14,7 +14,8 @@
  *
  * @module
  */
-import { InputError } from "../base/errors.ts";
+import { FatalError, InputError, PermanentError } from "../base/errors.ts";
+import { isLongKey, MAX_CUT_UNITS, separator } from "./keys.ts";
 import { keysAtRanks } from "./locate.ts";
 import type { Listing } from "./source.ts";
 
@@ -113,11 +114,36 @@ export async function planShards(
     }
     return targets = targetRanks(total, shards);
   }, { ...options, maxPage });
+  const keys = await Promise.all(found.keys.map((k) => shortCut(source, k)));
   return {
     total: found.total,
-    shards: shardsFromBoundaries(found.total, found.keys, targets),
+    shards: shardsFromBoundaries(found.total, keys, targets),
     requests: found.requests,
     method: found.method,
     maxPage,
   };
+}
+
+/**
+ * A bound that cuts where `key` does: `key` itself, or for a long id (see `isLongKey`) the
+ * shortest key between it and the key before it (one descending request), so that shard bounds
+ * stay short enough for URLs and shard records. Sources that refuse descending listings keep the
+ * key. @throws FatalError when no cut key is short enough.
+ */
+export async function shortCut(source: Listing, key: string): Promise<string> {
+  if (!isLongKey(key)) return key;
+  let cut = key;
+  try {
+    const page = await source.list({ start: key, descending: true, limit: 2 });
+    if (page.rows[0]?.id === key && page.rows[1]) cut = separator(page.rows[1].id, key);
+  } catch (err) {
+    if (!(err instanceof PermanentError)) throw err;
+  }
+  if (cut.length > MAX_CUT_UNITS) {
+    throw new FatalError(
+      `an id of ${key.length} characters falls on a shard bound and no key of at most ` +
+        `${MAX_CUT_UNITS} characters cuts there`,
+    );
+  }
+  return cut;
 }

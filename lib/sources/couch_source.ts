@@ -55,8 +55,28 @@ export interface CouchSourceOptions extends HttpOptions {
 const ROW_BYTES = 16_384;
 /** Fixed room in every listing answer. */
 const PAGE_BYTES = 65_536;
+/** Room for rows of ids as long as CouchDB allows in any listing answer, however small. */
+const LONG_ROWS_BYTES = 1024 * 1024;
 /** Largest answer that carries documents (a listing with `include_docs`, a `_bulk_get`). */
 const MAX_BULK_BYTES = 64 * 1024 * 1024;
+
+/** Longest listing URL sent as a GET; longer ones are sent as POST with a JSON body. */
+const MAX_GET_URL = 8_000;
+
+/** Longest document URL asked for (the HTTP stack takes up to 65,534 bytes). */
+const MAX_DOC_URL = 32_000;
+
+/** Listing query parameters as the JSON body CouchDB takes instead (`*key` values are JSON). */
+export function paramsBody(params: URLSearchParams): Record<string, unknown> {
+  const body: Record<string, unknown> = {};
+  for (const [k, v] of params) {
+    if (k.endsWith("key")) body[k] = JSON.parse(v);
+    else if (v === "true" || v === "false") body[k] = v === "true";
+    else if (/^\d+$/.test(v)) body[k] = Number(v);
+    else body[k] = v;
+  }
+  return body;
+}
 
 /** Rounds of attempts whose every answer is a damaged body before that is the document's own. */
 const DAMAGED_ROUNDS = 2;
@@ -164,10 +184,19 @@ export class CouchSource implements Source {
   #listOnce(options: ListOptions, o: { oversizeIsTransient?: boolean } = {}): Promise<Page> {
     const path = this.#listing.path;
     const req = this.#listing.request(options, this.description);
-    const maxBytes = options.includeDocs ? MAX_BULK_BYTES : PAGE_BYTES + req.limit * ROW_BYTES;
-    const url = `${this.#db}/${path}?${req.params}`;
+    const maxBytes = options.includeDocs
+      ? MAX_BULK_BYTES
+      : PAGE_BYTES + Math.max(req.limit * ROW_BYTES, LONG_ROWS_BYTES);
+    const get = `${this.#db}/${path}?${req.params}`;
+    // A listing from a long key would make a URL longer than servers take (and than fetch does):
+    // it is sent as POST with the same parameters in a JSON body, as CouchDB 2.2+ accepts.
+    const exchange = get.length <= MAX_GET_URL ? { url: get } : {
+      url: `${this.#db}/${path}`,
+      method: "POST",
+      body: JSON.stringify(paramsBody(req.params)),
+    };
     return this.#http.request(
-      { url, maxBytes, oversizeIsTransient: o.oversizeIsTransient },
+      { ...exchange, maxBytes, oversizeIsTransient: o.oversizeIsTransient },
       (a) => {
         if (a.status === 404) {
           throw new FatalError(
@@ -220,7 +249,7 @@ export class CouchSource implements Source {
       return {
         kind: "error",
         status: 0,
-        reason: "this id cannot be requested by URL ('.', '..', or a lone surrogate)",
+        reason: "this id cannot be requested by URL ('.', '..', a lone surrogate, or too long)",
       };
     }
     // A 200 whose body is empty or cut is most likely damaged on the way: worth other attempts.
@@ -278,6 +307,7 @@ export class CouchSource implements Source {
   #docUrl(id: string): string | null {
     if (id === "." || id === ".." || !id.isWellFormed()) return null;
     const url = `${this.#docs}/${encodeURIComponent(id)}`;
+    if (url.length > MAX_DOC_URL) return null;
     const base = new URL(this.#docs + "/");
     const parsed = new URL(url);
     return parsed.origin === base.origin && parsed.pathname.startsWith(base.pathname) ? url : null;
