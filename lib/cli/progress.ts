@@ -143,5 +143,6 @@ export function summary(
       ]
       : []),
     ...(r.driftError ? [`  no drift catch-up: ${r.driftError}`] : []),
+    ...(r.verification ? [`  checked: ${r.verification.status}: ${r.verification.detail}`] : []),
   ].join("\n");
 }
