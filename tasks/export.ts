@@ -7,7 +7,7 @@ import { UsageError } from "../lib/base/errors.ts";
 import { helpText, parseFlags, runMain } from "../lib/cli/flags.ts";
 import { exportNdjson } from "../lib/cli/export.ts";
 import { openKvFile } from "../lib/cli/local_crawl.ts";
-import { listCrawlSummaries } from "../lib/engine/status.ts";
+import { listCrawlSummaries } from "../lib/engine/mod.ts";
 
 const FLAGS = {
   kv: { type: "string", value: "PATH", help: "KV file written by `deno task crawl` (required)" },

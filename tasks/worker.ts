@@ -8,9 +8,7 @@ import { UsageError } from "../lib/base/errors.ts";
 import { helpText, intFlag, parseFlags, runMain, urlFlag } from "../lib/cli/flags.ts";
 import { openKvFile } from "../lib/cli/local_crawl.ts";
 import { SPEC_FLAGS, specFromFlags } from "../lib/cli/spec_flags.ts";
-import { createCrawl } from "../lib/engine/coordinator.ts";
-import { sourceOpener } from "../lib/engine/open_source.ts";
-import { createRuntime } from "../lib/engine/runtime.ts";
+import { createCrawl, createRuntime, sourceOpener } from "../lib/engine/mod.ts";
 
 const FLAGS = {
   kv: { type: "string", value: "PATH", help: "KV file or KV Connect URL (required)" },

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { createApp } from "../lib/http/app.ts";
-import { planCrawl } from "../lib/engine/coordinator.ts";
+import { planCrawl } from "../lib/engine/crawl/planning.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
-import { getCrawl, listShards } from "../lib/engine/store.ts";
+import { getCrawl, listShards } from "../lib/engine/store/store.ts";
 import { finishAll, RecordingDispatcher, runOne } from "./engine_helpers.ts";
 import { dataOf, randomKeys } from "./helpers.ts";
 

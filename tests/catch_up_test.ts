@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
-import { catchUp } from "../lib/engine/catch_up.ts";
+import { catchUp } from "../lib/engine/crawl/catch_up.ts";
 import { FatalError, PermanentError, TransientError } from "../lib/base/errors.ts";
-import { checkCompletion, watchdog } from "../lib/engine/completion.ts";
-import { crawlStatus } from "../lib/engine/status.ts";
+import { checkCompletion, watchdog } from "../lib/engine/crawl/completion.ts";
+import { crawlStatus } from "../lib/engine/crawl/status.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
-import { type CrawlRecord, getCrawl, updateCrawl } from "../lib/engine/store.ts";
+import { type CrawlRecord, getCrawl, updateCrawl } from "../lib/engine/store/store.ts";
 import { begin, finishAll, runOne, spec } from "./engine_helpers.ts";
 import { assertCrawledExactly, dataOf, randomKeys, wrapSource } from "./helpers.ts";
 

@@ -1,10 +1,10 @@
 /** Drives the engine in tests without a queue: shard runners called by hand, in-process. */
 import type { CrawlSpec } from "../lib/base/spec.ts";
-import type { Dispatcher } from "../lib/engine/coordinator.ts";
-import { openCrawl } from "../lib/engine/lifecycle.ts";
-import { type RunResult, runShard } from "../lib/engine/shard_runner.ts";
-import { listShards } from "../lib/engine/store.ts";
-import { type WorkDeps, workShard } from "../lib/engine/work.ts";
+import type { Dispatcher } from "../lib/engine/crawl/planning.ts";
+import { openCrawl } from "../lib/engine/crawl/lifecycle.ts";
+import { type RunResult, runShard } from "../lib/engine/dispatch/shard_runner.ts";
+import { listShards } from "../lib/engine/store/store.ts";
+import { type WorkDeps, workShard } from "../lib/engine/dispatch/work.ts";
 import type { Source } from "../lib/plan/source.ts";
 
 /** A dispatcher that only records what it was asked, for tests that run shards by hand. */

@@ -6,9 +6,9 @@
  */
 import assert from "node:assert/strict";
 import { bundledNames, prng, syntheticNames } from "../lib/sim/names.ts";
-import { listCrawls, listShards } from "../lib/engine/store.ts";
-import { iterateItems } from "../lib/engine/item_read.ts";
-import { crawlStatus } from "../lib/engine/status.ts";
+import { listCrawls, listShards } from "../lib/engine/store/store.ts";
+import { iterateItems } from "../lib/engine/items/item_read.ts";
+import { crawlStatus } from "../lib/engine/crawl/status.ts";
 import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
 import { startRegistry } from "../lib/sim/registry_server.ts";
 import { RegistryData } from "../lib/sim/registry_data.ts";

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { InputError } from "../lib/base/errors.ts";
 import { compareKeys } from "../lib/plan/keys.ts";
 import { exportNdjson, itemLine } from "../lib/cli/export.ts";
-import { crawlKeysNdjson } from "../lib/engine/status.ts";
+import { crawlKeysNdjson } from "../lib/engine/crawl/status.ts";
 import {
   blockable,
   blockNdjson,
@@ -11,10 +11,10 @@ import {
   decodeBlock,
   encodeBlock,
   packBlocks,
-} from "../lib/engine/item_blocks.ts";
-import { countItems, iterateItems, pageItems } from "../lib/engine/item_read.ts";
-import { writeItems } from "../lib/engine/item_store.ts";
-import { MAX_VALUE_BYTES } from "../lib/engine/kv_limits.ts";
+} from "../lib/engine/items/item_blocks.ts";
+import { countItems, iterateItems, pageItems } from "../lib/engine/items/item_read.ts";
+import { writeItems } from "../lib/engine/items/item_store.ts";
+import { MAX_VALUE_BYTES } from "../lib/engine/store/kv_limits.ts";
 import {
   commitShard,
   type CrawlRecord,
@@ -22,11 +22,11 @@ import {
   keys,
   listShards,
   updateCrawl,
-} from "../lib/engine/store.ts";
+} from "../lib/engine/store/store.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { RegistryData } from "../lib/sim/registry_data.ts";
 import { begin, finishAll, RecordingDispatcher, spec } from "./engine_helpers.ts";
-import { splitStraggler } from "../lib/engine/rebalance.ts";
+import { splitStraggler } from "../lib/engine/crawl/rebalance.ts";
 import { assertCrawledExactly, dataOf, randomKeys } from "./helpers.ts";
 
 const UNI = ["a", "b", "-", "@", "/", "é", "中", "\u{1f600}", "\uffff", "z"];

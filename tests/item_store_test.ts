@@ -1,14 +1,14 @@
 import assert from "node:assert/strict";
-import { idKeyPart } from "../lib/engine/item_codec.ts";
-import { countItems, type ExportedItem, iterateItems } from "../lib/engine/item_read.ts";
+import { idKeyPart } from "../lib/engine/items/item_codec.ts";
+import { countItems, type ExportedItem, iterateItems } from "../lib/engine/items/item_read.ts";
 import {
   batchWrites,
   INLINE_DOC_BYTES,
   prepareWrites,
   writeItems,
-} from "../lib/engine/item_store.ts";
-import { AtomicBudget, MAX_TOTAL_KEY_BYTES } from "../lib/engine/kv_limits.ts";
-import { keys } from "../lib/engine/store.ts";
+} from "../lib/engine/items/item_store.ts";
+import { AtomicBudget, MAX_TOTAL_KEY_BYTES } from "../lib/engine/store/kv_limits.ts";
+import { keys } from "../lib/engine/store/store.ts";
 
 const doc = (json: string) => ({ kind: "doc" as const, json });
 

@@ -9,7 +9,7 @@ import {
   MAX_TOTAL_KEY_BYTES,
   MAX_VALUE_BYTES,
   utf8Length,
-} from "../lib/engine/kv_limits.ts";
+} from "../lib/engine/store/kv_limits.ts";
 
 async function commits(op: Deno.AtomicOperation): Promise<string> {
   try {

@@ -1,12 +1,12 @@
 import assert from "node:assert/strict";
 import { TransientError } from "../lib/base/errors.ts";
-import { LeaseDispatcher, runLeaseWorker } from "../lib/engine/lease_dispatch.ts";
-import { crawlStatus } from "../lib/engine/status.ts";
-import { getCrawl, listCrawls, listShards } from "../lib/engine/store.ts";
-import { iterateItems } from "../lib/engine/item_read.ts";
+import { LeaseDispatcher, runLeaseWorker } from "../lib/engine/dispatch/lease_workers.ts";
+import { crawlStatus } from "../lib/engine/crawl/status.ts";
+import { getCrawl, listCrawls, listShards } from "../lib/engine/store/store.ts";
+import { iterateItems } from "../lib/engine/items/item_read.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { bundledNames, syntheticNames } from "../lib/sim/names.ts";
-import { openCrawl } from "../lib/engine/lifecycle.ts";
+import { openCrawl } from "../lib/engine/crawl/lifecycle.ts";
 import { begin, spec, workDeps } from "./engine_helpers.ts";
 import {
   assertCrawledExactly,

@@ -1,17 +1,17 @@
 /** Pages and shard runners: exactly once under races, crashes, caps and failing sources. */
 import assert from "node:assert/strict";
 import { TransientError } from "../lib/base/errors.ts";
-import { checkCompletion } from "../lib/engine/completion.ts";
-import { pauseCrawl, resumeCrawl } from "../lib/engine/lifecycle.ts";
-import { DEFAULT_MAX_DOC_BYTES } from "../lib/engine/item_store.ts";
-import { processPage } from "../lib/engine/page.ts";
-import { fetchDocs } from "../lib/engine/page_docs.ts";
-import { cursorAt, listPage } from "../lib/engine/page_listing.ts";
+import { checkCompletion } from "../lib/engine/crawl/completion.ts";
+import { pauseCrawl, resumeCrawl } from "../lib/engine/crawl/lifecycle.ts";
+import { DEFAULT_MAX_DOC_BYTES } from "../lib/engine/items/item_store.ts";
+import { processPage } from "../lib/engine/page/page.ts";
+import { fetchDocs } from "../lib/engine/page/page_docs.ts";
+import { cursorAt, listPage } from "../lib/engine/page/page_listing.ts";
 import { keyHash, LONG_KEY_UNITS, sortKeys } from "../lib/plan/keys.ts";
 import { AdaptiveLimit } from "../lib/base/adaptive_limit.ts";
-import { claimShard, runShard } from "../lib/engine/shard_runner.ts";
-import { crawlStatus } from "../lib/engine/status.ts";
-import { getCrawl, getShard, listShards, newShard } from "../lib/engine/store.ts";
+import { claimShard, runShard } from "../lib/engine/dispatch/shard_runner.ts";
+import { crawlStatus } from "../lib/engine/crawl/status.ts";
+import { getCrawl, getShard, listShards, newShard } from "../lib/engine/store/store.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { begin, finishAll, RecordingDispatcher, runOne, spec } from "./engine_helpers.ts";
 import { assertCrawledExactly, dataOf, randomKeys, wrapSource } from "./helpers.ts";

@@ -9,8 +9,8 @@ import assert from "node:assert/strict";
 import { CouchSource } from "../lib/sources/couch_source.ts";
 import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
 import { planShards } from "../lib/plan/planner.ts";
-import { listCrawls } from "../lib/engine/store.ts";
-import { iterateItems } from "../lib/engine/item_read.ts";
+import { listCrawls } from "../lib/engine/store/store.ts";
+import { iterateItems } from "../lib/engine/items/item_read.ts";
 import { freePort, randomKeys, waitHealthy } from "./helpers.ts";
 
 const BIN = Deno.env.get("POUCHDB_SERVER") ??

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { duration, Progress, summary } from "../lib/cli/progress.ts";
-import type { CrawlStatusReport, ShardStatus } from "../lib/engine/status.ts";
+import type { CrawlStatusReport, ShardStatus } from "../lib/engine/crawl/status.ts";
 
 function shard(id: number, start: string | null, end: string | null, items: number): ShardStatus {
   return {

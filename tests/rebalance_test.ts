@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
-import { watchdog } from "../lib/engine/completion.ts";
-import { remainingSeconds, splitStraggler } from "../lib/engine/rebalance.ts";
-import { claimShard, runShard } from "../lib/engine/shard_runner.ts";
-import { crawlStatus } from "../lib/engine/status.ts";
-import { getShard, listShards, newShard } from "../lib/engine/store.ts";
+import { watchdog } from "../lib/engine/crawl/completion.ts";
+import { remainingSeconds, splitStraggler } from "../lib/engine/crawl/rebalance.ts";
+import { claimShard, runShard } from "../lib/engine/dispatch/shard_runner.ts";
+import { crawlStatus } from "../lib/engine/crawl/status.ts";
+import { getShard, listShards, newShard } from "../lib/engine/store/store.ts";
 import type { DocResult } from "../lib/plan/source.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { begin, finishAll, RecordingDispatcher, spec } from "./engine_helpers.ts";

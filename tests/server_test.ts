@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { checkCron, configFromEnv, startServer } from "../lib/http/server.ts";
-import { getCrawl, listCrawls, updateCrawl } from "../lib/engine/store.ts";
+import { getCrawl, listCrawls, updateCrawl } from "../lib/engine/store/store.ts";
 
 const env = (vars: Record<string, string>) => (k: string) => vars[k];
 

@@ -1,7 +1,7 @@
 /** Status reports: the figures a person watching a crawl reads. */
 import assert from "node:assert/strict";
-import { crawlStatus } from "../lib/engine/status.ts";
-import { commitShard, listShards } from "../lib/engine/store.ts";
+import { crawlStatus } from "../lib/engine/crawl/status.ts";
+import { commitShard, listShards } from "../lib/engine/store/store.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { begin, spec } from "./engine_helpers.ts";
 import { dataOf, randomKeys } from "./helpers.ts";

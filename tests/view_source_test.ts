@@ -15,8 +15,8 @@ import { startRegistry } from "../lib/sim/registry_server.ts";
 import { VIEW_NAME, viewRowsOf } from "../lib/sim/registry_view.ts";
 import { bundledNames, prefixNear, syntheticNames } from "../lib/sim/names.ts";
 import { CouchSource } from "../lib/sources/couch_source.ts";
-import { iterateItems } from "../lib/engine/item_read.ts";
-import { listCrawls } from "../lib/engine/store.ts";
+import { iterateItems } from "../lib/engine/items/item_read.ts";
+import { listCrawls } from "../lib/engine/store/store.ts";
 import { exportNdjson } from "../lib/cli/export.ts";
 
 async function registry(size: number, options: Parameters<typeof startRegistry>[1] = {}) {

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { writeItems } from "../engine/item_store.ts";
+import { writeItems } from "../engine/items/item_store.ts";
 import { bundledNames, syntheticNames } from "../sim/names.ts";
 import {
   checkExported,

@@ -5,9 +5,7 @@
  *
  * @module
  */
-import type { ExportedItem } from "../engine/item_read.ts";
-import { crawlItemBatches, crawlKeysNdjson } from "../engine/status.ts";
-import { getCrawl } from "../engine/store.ts";
+import { crawlItemBatches, crawlKeysNdjson, type ExportedItem, findCrawl } from "../engine/mod.ts";
 import { decodeViewRow } from "../plan/view_keys.ts";
 import { oneLine } from "../sources/couch_answers.ts";
 
@@ -47,7 +45,7 @@ export async function exportNdjson(
   id: string,
   out: WritableStream<Uint8Array>,
 ): Promise<number> {
-  const view = (await getCrawl(kv, id)).value?.view !== undefined;
+  const view = (await findCrawl(kv, id))?.view !== undefined;
   const raw = await crawlKeysNdjson(kv, id);
   const writer = out.getWriter();
   const enc = new TextEncoder();

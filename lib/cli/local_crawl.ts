@@ -16,14 +16,21 @@ import type { Plan } from "../plan/planner.ts";
 import type { Source } from "../plan/source.ts";
 import { CouchSource, type CouchSourceOptions } from "../sources/couch_source.ts";
 import { networkCause } from "../sources/http.ts";
-import { catchUp } from "../engine/catch_up.ts";
-import { type OpenAction, openCrawl } from "../engine/lifecycle.ts";
-import { ownerName } from "../engine/owner.ts";
-import { createRuntime, type DispatchMode, type Runtime } from "../engine/runtime.ts";
-import type { RebalanceOptions } from "../engine/rebalance.ts";
-import { crawlStatus, type CrawlStatusReport } from "../engine/status.ts";
-import { type CrawlRecord, kvOp } from "../engine/store.ts";
-import type { WorkEvent } from "../engine/work.ts";
+import {
+  catchUp,
+  type CrawlRecord,
+  crawlStatus,
+  type CrawlStatusReport,
+  createRuntime,
+  type DispatchMode,
+  kvOp,
+  type OpenAction,
+  openCrawl,
+  ownerName,
+  type RebalanceOptions,
+  type Runtime,
+  type WorkEvent,
+} from "../engine/mod.ts";
 import type { Progress } from "./progress.ts";
 
 /** Options of {@linkcode runLocalCrawl}. */

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { CrawlStatusReport } from "../engine/status.ts";
+import type { CrawlStatusReport } from "../engine/mod.ts";
 
 /** Options of {@linkcode Progress}. */
 export interface ProgressOptions {

@@ -37,7 +37,7 @@ import {
 } from "../base/errors.ts";
 import type { Source } from "../plan/source.ts";
 import { CouchSource } from "../sources/couch_source.ts";
-import type { Dispatcher } from "../engine/coordinator.ts";
+import type { Dispatcher } from "../engine/mod.ts";
 import { safeEqual } from "./auth.ts";
 import { addCrawlRoutes } from "./crawl_routes.ts";
 import { addEventRoutes } from "./events.ts";

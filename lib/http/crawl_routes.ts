@@ -18,12 +18,21 @@ import {
   isCrawlId,
   SPEC_LIMITS,
 } from "../base/spec.ts";
-import { createCrawl, type Dispatcher } from "../engine/coordinator.ts";
-import { cancelCrawl, deleteCrawl, pauseCrawl, resumeCrawl } from "../engine/lifecycle.ts";
-import { crawlItemsPage, crawlPicture, crawlStatus, listCrawlSummaries } from "../engine/status.ts";
+import {
+  cancelCrawl,
+  crawlItemsPage,
+  crawlPicture,
+  crawlStatus,
+  createCrawl,
+  deleteCrawl,
+  type Dispatcher,
+  findCrawl,
+  listCrawlSummaries,
+  pauseCrawl,
+  resumeCrawl,
+} from "../engine/mod.ts";
 import { planSvg } from "../plan/plan_svg.ts";
 import { decodeViewRow } from "../plan/view_keys.ts";
-import { getCrawl } from "../engine/store.ts";
 import { isAllowedSource } from "./auth.ts";
 
 /** What the crawl routes need. */
@@ -162,7 +171,7 @@ async function itemsPage(c: Context, kv: Deno.Kv): Promise<Response> {
   }
   const id = crawlId(c);
   const page = await crawlItemsPage(kv, id, { limit: Number(rawLimit), cursor });
-  const view = (await getCrawl(kv, id)).value?.view !== undefined;
+  const view = (await findCrawl(kv, id))?.view !== undefined;
   // A view's row: its stored id is the encoded (key, docid) and its rev the value's JSON.
   const rowOf = (id: string, rev: string) => {
     const { key, docid } = decodeViewRow(id);

@@ -8,7 +8,7 @@
  */
 import type { Hono } from "hono";
 import { streamSSE } from "hono/streaming";
-import { crawlStatus, listCrawlSummaries } from "../engine/status.ts";
+import { crawlStatus, listCrawlSummaries } from "../engine/mod.ts";
 
 /** Adds `GET /events` to `app`. */
 export function addEventRoutes(

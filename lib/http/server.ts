@@ -11,14 +11,17 @@ import { isAllowedSource, parseAllowedSources } from "./auth.ts";
 import { errorLine, UsageError } from "../base/errors.ts";
 import { buildSpec, SPEC_DEFAULTS, SPEC_LIMITS } from "../base/spec.ts";
 import { redactUrl } from "../base/redact.ts";
-import { createCrawl, type Dispatcher } from "../engine/coordinator.ts";
-import { deleteCrawl } from "../engine/lifecycle.ts";
-import { listCrawlSummaries } from "../engine/status.ts";
+import {
+  createCrawl,
+  createRuntime,
+  deleteCrawl,
+  type Dispatcher,
+  kvOp,
+  listCrawlSummaries,
+  sourceOpener,
+} from "../engine/mod.ts";
 import { normalizeSource } from "./crawl_routes.ts";
 import { Metrics } from "./metrics.ts";
-import { sourceOpener } from "../engine/open_source.ts";
-import { createRuntime } from "../engine/runtime.ts";
-import { kvOp } from "../engine/store.ts";
 import { CouchSource } from "../sources/couch_source.ts";
 
 /** `deno task serve --help`: the server is configured by its environment. */

@@ -10,11 +10,11 @@
  *
  * @module
  */
-import { StorageError } from "../base/errors.ts";
-import type { Dispatcher } from "./coordinator.ts";
+import { StorageError } from "../../base/errors.ts";
+import type { Dispatcher } from "../crawl/mod.ts";
 import { type Message, parseMessage } from "./messages.ts";
-import { ownerName } from "./owner.ts";
-import { deadLetterKey } from "./store.ts";
+import { ownerName } from "../store/mod.ts";
+import { deadLetterKey } from "../store/mod.ts";
 import { type WorkDeps, workPlan, workShard } from "./work.ts";
 
 /** Redelivery delays when a handler throws, in milliseconds (KV's default ends at 60 s). */

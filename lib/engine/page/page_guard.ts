@@ -6,9 +6,9 @@
  *
  * @module
  */
-import type { AdaptiveLimit } from "../base/adaptive_limit.ts";
-import { isLongKey } from "../plan/keys.ts";
-import type { DocMode, Source } from "../plan/source.ts";
+import type { AdaptiveLimit } from "../../base/adaptive_limit.ts";
+import { isLongKey } from "../../plan/keys.ts";
+import type { DocMode, Source } from "../../plan/source.ts";
 import {
   commitShard,
   type CrawlRecord,
@@ -16,7 +16,7 @@ import {
   type InFlight,
   keys,
   type ShardRecord,
-} from "./store.ts";
+} from "../store/mod.ts";
 
 /** What one page needs from the worker that holds the shard. */
 export interface PageContext {

@@ -10,10 +10,10 @@
  *
  * @module
  */
-import { FatalError } from "../base/errors.ts";
-import { isLongKey, keyHash, MAX_CUT_UNITS, separator } from "../plan/keys.ts";
-import { OPEN_END, type Row, type Source } from "../plan/source.ts";
-import type { CrawlRecord, ShardRecord } from "./store.ts";
+import { FatalError } from "../../base/errors.ts";
+import { isLongKey, keyHash, MAX_CUT_UNITS, separator } from "../../plan/keys.ts";
+import { OPEN_END, type Row, type Source } from "../../plan/source.ts";
+import type { CrawlRecord, ShardRecord } from "../store/mod.ts";
 
 /**
  * Where a shard's next page starts: at `cursor` (strictly after it when `after`), without the row

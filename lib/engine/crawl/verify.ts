@@ -28,20 +28,10 @@
  *
  * @module
  */
-import { FatalError } from "../base/errors.ts";
-import { mapPool } from "../base/pool.ts";
-import { compareKeys, lowerBound } from "../plan/keys.ts";
-import type { ChangeRow, Page, Source } from "../plan/source.ts";
-import type { CrawlRecord, ShardRecord } from "./store.ts";
-
-/** Times a shard's range is listed again after a count that disagrees, before the crawl fails. */
-export const MAX_RELISTS = 2;
-
-/** A shard that disagrees with the registry after being listed again. */
-export class CompletenessError extends FatalError {
-  /** Error name. */
-  override name = "CompletenessError";
-}
+import { mapPool } from "../../base/pool.ts";
+import { compareKeys, lowerBound } from "../../plan/keys.ts";
+import type { ChangeRow, Page, Source } from "../../plan/source.ts";
+import { showKey } from "../page/mod.ts";
 
 /** A range as the check needs it: its bounds and what the store holds there. */
 export interface RangeToCheck {
@@ -71,20 +61,6 @@ export interface RangeVerdict {
   margin: number;
   /** Why a mismatch is one, in a few words. */
   why?: string;
-}
-
-/** Shows a key in a message. */
-export function showKey(key: string | null): string {
-  return key === null ? "(open)" : JSON.stringify(key.length > 60 ? key.slice(0, 60) + "…" : key);
-}
-
-/** The failure of a range that still disagrees after being listed again. */
-export function completenessError(v: RangeVerdict, r: RangeToCheck, at: string | null) {
-  return new CompletenessError(
-    `shard ${r.id} ${showKey(r.start)} → ${showKey(r.end)} holds ${v.stored} items but the ` +
-      `registry lists ${v.span} there${at === null ? "" : ` at seq ${at}`}` +
-      `${v.why ? ` (${v.why})` : ""}, also after listing it again ${r.relists} time(s)`,
-  );
 }
 
 /**
@@ -177,43 +153,4 @@ export async function checkRanges(
     if (margin > 0) return { ...base, verdict: "undecided" };
     return { ...base, verdict: span === r.stored ? "equal" : "mismatch" };
   }));
-}
-
-/** What a shard's own end check found. */
-export type ShardCheck = "exact" | "relist" | "later";
-
-/**
- * Checks a shard that just reached its end with `items` items in all, early: only when the
- * registry has not changed since the crawl started can its count be held against the ranks now
- * (`exact`, or `relist` when they disagree); otherwise the crawl's final check decides (`later`).
- * Registries whose offsets are not ranks are always `later`.
- * @throws CompletenessError when the range was listed again {@linkcode MAX_RELISTS} times already
- * and still disagrees with a registry that held still.
- */
-export async function checkShardEnd(
-  source: Source,
-  crawl: CrawlRecord,
-  shard: ShardRecord,
-  items: number,
-): Promise<ShardCheck> {
-  if (crawl.planMethod !== "rank") return "later";
-  const [low, high] = await Promise.all([
-    shard.start === null ? 0 : source.list({ start: shard.start, limit: 1 }).then((p) => p.offset),
-    source.list({ start: shard.end, limit: 1 }).then((p) =>
-      shard.end === null ? p.total : p.offset
-    ),
-  ]);
-  // Read after the ranks: equal to the start's, nothing changed before or while they were read.
-  const seq = crawl.startSeq === null ? null : await source.updateSeq().catch(() => undefined);
-  if (seq !== crawl.startSeq) return "later";
-  const span = high - low;
-  if (span === items) return "exact";
-  const relists = shard.relists ?? 0;
-  if (relists < MAX_RELISTS) return "relist";
-  const range = { ...shard, stored: items, relists };
-  throw completenessError(
-    { id: shard.id, verdict: "mismatch", span, stored: items, margin: 0 },
-    range,
-    seq,
-  );
 }

@@ -4,8 +4,8 @@
  *
  * @module
  */
-import type { CrawlSpec } from "../base/spec.ts";
-import type { DocMode } from "../plan/source.ts";
+import type { CrawlSpec } from "../../base/spec.ts";
+import type { DocMode } from "../../plan/source.ts";
 
 /**
  * Lifecycle of a crawl. `deleting`: its items are being deleted (a delete that was interrupted is

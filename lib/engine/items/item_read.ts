@@ -6,13 +6,13 @@
  *
  * @module
  */
-import { InputError } from "../base/errors.ts";
-import { readAhead } from "../base/read_ahead.ts";
-import { compareKeys } from "../plan/keys.ts";
+import { InputError } from "../../base/errors.ts";
+import { readAhead } from "../../base/read_ahead.ts";
+import { compareKeys } from "../../plan/keys.ts";
 import { blockHolding, blockNdjson, decodeBlock } from "./item_blocks.ts";
 import { decodeItem, idKeyPart, plainPartSize } from "./item_codec.ts";
-import { utf8Length } from "./kv_limits.ts";
-import { keys, kvOp } from "./store.ts";
+import { utf8Length } from "../store/mod.ts";
+import { keys, kvOp } from "../store/mod.ts";
 
 /** An exported item: the record with its id and its document reassembled as JSON text. */
 export interface ExportedItem {

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { DocResult } from "../plan/source.ts";
+import type { DocResult } from "../../plan/source.ts";
 import {
   encodeItem,
   encodeRevOnly,
@@ -13,8 +13,8 @@ import {
   type ItemRecord,
   plainPartSize,
 } from "./item_codec.ts";
-import { AtomicBudget, keySize, MAX_VALUE_BYTES } from "./kv_limits.ts";
-import { keys, kvOp } from "./store.ts";
+import { AtomicBudget, keySize, MAX_VALUE_BYTES } from "../store/mod.ts";
+import { keys, kvOp } from "../store/mod.ts";
 
 /** Documents above this many bytes are chunked (with room for the record's other fields). */
 export const INLINE_DOC_BYTES = 60_000;

@@ -21,10 +21,10 @@
  *
  * @module
  */
-import { compareKeys } from "../plan/keys.ts";
+import { compareKeys } from "../../plan/keys.ts";
 import { MAX_PLAIN_ID_KEY_BYTES, plainPartSize } from "./item_codec.ts";
-import { keySize, MAX_VALUE_BYTES } from "./kv_limits.ts";
-import { keys } from "./store.ts";
+import { keySize, MAX_VALUE_BYTES } from "../store/mod.ts";
+import { keys } from "../store/mod.ts";
 
 /** The item layout this version writes (`CrawlRecord.itemLayout`). */
 export const ITEM_LAYOUT = 2;

@@ -1,33 +1,29 @@
 /**
- * The coordinator: creates crawls, plans each exactly once (planning → running, or failed), and
- * hands shard work to the dispatcher. What follows (resume-or-create, pause, resume, cancel,
- * delete) is `lifecycle.ts`'s; completion, the final check and the watchdog are `completion.ts`'s.
+ * A crawl's beginning: creating it (in `planning`), planning it exactly once (planning → running,
+ * or failed), and handing its shards to the dispatcher. What follows (resume-or-create, pause,
+ * resume, cancel, delete) is `lifecycle.ts`'s; the end, the final check and the watchdog are
+ * `completion.ts`'s.
  *
  * Every failure ends in a state that says so: a crawl that cannot be planned (not a CouchDB
  * database, more shards than items, a registry that stays unreachable) becomes `failed` with a
  * one-line reason, never stays `planning`; resuming a failed crawl plans it again or resumes its
  * shards.
  *
- * The engine layer (`lib/engine/`): the store (the only module with KV key layouts), page
- * processing, the shard runner, dispatch by KV queue and by lease, rebalancing, catch-up, status,
- * and the runtime builder that wires them. It imports plan, sources and base; HTTP and CLI import
- * it.
- *
  * @module
  */
-import { ITEM_LAYOUT } from "./item_blocks.ts";
+import { ITEM_LAYOUT } from "../items/mod.ts";
 import {
   errorLine,
   FatalError,
   InputError,
   NotFoundError,
   PermanentError,
-} from "../base/errors.ts";
-import { crawlIdFor, type CrawlSpec } from "../base/spec.ts";
-import { evenSplitRanks } from "../plan/baselines.ts";
-import { type Plan, PLAN_PAGE, planShards } from "../plan/planner.ts";
-import { SEARCH_READ_PAGE } from "../plan/locate.ts";
-import type { Source } from "../plan/source.ts";
+} from "../../base/errors.ts";
+import { crawlIdFor, type CrawlSpec } from "../../base/spec.ts";
+import { evenSplitRanks } from "../../plan/baselines.ts";
+import { type Plan, PLAN_PAGE, planShards } from "../../plan/planner.ts";
+import { SEARCH_READ_PAGE } from "../../plan/locate.ts";
+import type { Source } from "../../plan/source.ts";
 import {
   type CrawlRecord,
   createCrawlRecord,
@@ -36,8 +32,8 @@ import {
   type ShardRecord,
   updateCrawl,
   writePlannedShards,
-} from "./store.ts";
-import { ownerIsDead } from "./owner.ts";
+} from "../store/mod.ts";
+import { ownerIsDead } from "../store/mod.ts";
 
 /** How work reaches workers: a queue message, or nothing (lease workers find it by polling). */
 export interface Dispatcher {

@@ -16,13 +16,13 @@
  *
  * @module
  */
-import { FatalError, TransientError } from "../base/errors.ts";
-import { mapPool } from "../base/pool.ts";
-import { compareKeys } from "../plan/keys.ts";
-import type { ChangeRow, Source } from "../plan/source.ts";
-import { applyDrift, type DriftChange, type ShardRange } from "./drift_store.ts";
-import { againstListing } from "./page_docs.ts";
-import { type CrawlRecord, getCrawl, listShards, updateCrawl } from "./store.ts";
+import { FatalError, TransientError } from "../../base/errors.ts";
+import { mapPool } from "../../base/pool.ts";
+import { compareKeys } from "../../plan/keys.ts";
+import type { ChangeRow, Source } from "../../plan/source.ts";
+import { applyDrift, type DriftChange, type ShardRange } from "../items/mod.ts";
+import { againstListing } from "../page/mod.ts";
+import { type CrawlRecord, getCrawl, listShards, updateCrawl } from "../store/mod.ts";
 
 /** Options of {@linkcode catchUp}. */
 export interface CatchUpOptions {

@@ -17,14 +17,14 @@
  *
  * @module
  */
-import { findKeysAtRanks } from "../plan/boundary_search.ts";
-import { compareKeys } from "../plan/keys.ts";
-import { lastPoint } from "../plan/locate.ts";
-import { shortCut } from "../plan/planner.ts";
-import type { Point } from "../plan/points.ts";
-import type { Source } from "../plan/source.ts";
-import type { Dispatcher } from "./coordinator.ts";
-import { rowsPerPage } from "./page_listing.ts";
+import { findKeysAtRanks } from "../../plan/boundary_search.ts";
+import { compareKeys } from "../../plan/keys.ts";
+import { lastPoint } from "../../plan/locate.ts";
+import { shortCut } from "../../plan/planner.ts";
+import type { Point } from "../../plan/points.ts";
+import type { Source } from "../../plan/source.ts";
+import type { Dispatcher } from "./planning.ts";
+import { rowsPerPage } from "../page/mod.ts";
 import {
   commitSplit,
   type CrawlRecord,
@@ -33,7 +33,7 @@ import {
   listSplits,
   newShard,
   type ShardRecord,
-} from "./store.ts";
+} from "../store/mod.ts";
 
 /** Options of {@linkcode splitStraggler}. */
 export interface RebalanceOptions {

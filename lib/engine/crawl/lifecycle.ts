@@ -1,15 +1,15 @@
 /**
  * A crawl's life after its creation: resume-or-create for a repeated command (`openCrawl`), the
  * moves between states (pause, resume, cancel, fail, done), deletion with everything stored, and
- * the page cap learned from the registry. Creation and planning are `coordinator.ts`'s.
+ * the page cap learned from the registry. Creation and planning are `planning.ts`'s.
  *
  * @module
  */
-import { ConflictError, errorLine, NotFoundError } from "../base/errors.ts";
-import { crawlIdFor, type CrawlSpec } from "../base/spec.ts";
-import type { Source } from "../plan/source.ts";
+import { ConflictError, errorLine, NotFoundError } from "../../base/errors.ts";
+import { crawlIdFor, type CrawlSpec } from "../../base/spec.ts";
+import type { Source } from "../../plan/source.ts";
 import { checkSameRegistry } from "./catch_up.ts";
-import { createCrawl, type Dispatcher, planCrawl, type PlanCrawlOptions } from "./coordinator.ts";
+import { createCrawl, type Dispatcher, planCrawl, type PlanCrawlOptions } from "./planning.ts";
 import {
   commitShard,
   type CrawlRecord,
@@ -18,7 +18,7 @@ import {
   getCrawl,
   listShards,
   updateCrawl,
-} from "./store.ts";
+} from "../store/mod.ts";
 
 /** What {@linkcode openCrawl} found and did. */
 export type OpenAction = "created" | "planned" | "resumed" | "joined" | "already-done";

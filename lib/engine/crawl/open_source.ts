@@ -4,10 +4,10 @@
  *
  * @module
  */
-import { FatalError } from "../base/errors.ts";
-import type { Source } from "../plan/source.ts";
-import { CouchSource, type CouchSourceOptions } from "../sources/couch_source.ts";
-import type { CrawlRecord } from "./store.ts";
+import { FatalError } from "../../base/errors.ts";
+import type { Source } from "../../plan/source.ts";
+import { CouchSource, type CouchSourceOptions } from "../../sources/couch_source.ts";
+import type { CrawlRecord } from "../store/mod.ts";
 
 /**
  * Returns an opener for `openSource` dependencies. `demo:` sources live inside the process that

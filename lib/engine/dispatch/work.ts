@@ -6,13 +6,13 @@
  *
  * @module
  */
-import { errorLine, StorageError } from "../base/errors.ts";
-import type { Source } from "../plan/source.ts";
-import { checkCompletion } from "./completion.ts";
-import { type Dispatcher, planCrawl } from "./coordinator.ts";
-import { type RebalanceOptions, splitStraggler } from "./rebalance.ts";
+import { errorLine, StorageError } from "../../base/errors.ts";
+import type { Source } from "../../plan/source.ts";
+import { checkCompletion } from "../crawl/mod.ts";
+import { type Dispatcher, planCrawl } from "../crawl/mod.ts";
+import { type RebalanceOptions, splitStraggler } from "../crawl/mod.ts";
 import { type RunResult, runShard } from "./shard_runner.ts";
-import { type CrawlRecord, getCrawl } from "./store.ts";
+import { type CrawlRecord, getCrawl } from "../store/mod.ts";
 
 /** Something worth a log line. */
 export type WorkEvent =

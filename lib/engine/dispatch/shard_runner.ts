@@ -12,15 +12,21 @@
  *
  * @module
  */
-import { errorLine, FatalError, InputError, PermanentError, StorageError } from "../base/errors.ts";
-import type { Source } from "../plan/source.ts";
-import { failCrawl, rememberPageCap } from "./lifecycle.ts";
-import { DEFAULT_MAX_DOC_BYTES } from "./item_store.ts";
-import { kvFailureKind } from "./kv_limits.ts";
-import { ownerIsDead } from "./owner.ts";
-import { type Held, type PageContext, processPage } from "./page.ts";
-import type { ListedPage } from "./page_listing.ts";
-import { AdaptiveLimit } from "../base/adaptive_limit.ts";
+import {
+  errorLine,
+  FatalError,
+  InputError,
+  PermanentError,
+  StorageError,
+} from "../../base/errors.ts";
+import type { Source } from "../../plan/source.ts";
+import { failCrawl, rememberPageCap } from "../crawl/mod.ts";
+import { DEFAULT_MAX_DOC_BYTES } from "../items/mod.ts";
+import { kvFailureKind } from "../store/mod.ts";
+import { ownerIsDead } from "../store/mod.ts";
+import { type Held, type PageContext, processPage } from "../page/mod.ts";
+import type { ListedPage } from "../page/mod.ts";
+import { AdaptiveLimit } from "../../base/adaptive_limit.ts";
 import {
   commitShard,
   type CrawlRecord,
@@ -28,7 +34,7 @@ import {
   getCrawlAndShard,
   getShard,
   type ShardRecord,
-} from "./store.ts";
+} from "../store/mod.ts";
 
 /** What a runner needs (all injected). */
 export interface RunnerDeps {

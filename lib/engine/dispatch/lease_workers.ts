@@ -8,12 +8,12 @@
  *
  * @module
  */
-import { errorLine, StorageError } from "../base/errors.ts";
-import { checkCompletion } from "./completion.ts";
-import type { Dispatcher } from "./coordinator.ts";
-import { ownerName } from "./owner.ts";
+import { errorLine, StorageError } from "../../base/errors.ts";
+import { checkCompletion } from "../crawl/mod.ts";
+import type { Dispatcher } from "../crawl/mod.ts";
+import { ownerName } from "../store/mod.ts";
 import { claimable } from "./shard_runner.ts";
-import { type CrawlRecord, listCrawls, listShards } from "./store.ts";
+import { type CrawlRecord, listCrawls, listShards } from "../store/mod.ts";
 import { type WorkDeps, workPlan, workShard } from "./work.ts";
 
 /**

@@ -7,19 +7,19 @@
  *
  * @module
  */
-import type { Source } from "../plan/source.ts";
-import { watchdog } from "./completion.ts";
-import type { Dispatcher } from "./coordinator.ts";
+import type { Source } from "../../plan/source.ts";
+import { watchdog } from "../crawl/mod.ts";
+import type { Dispatcher } from "../crawl/mod.ts";
 import {
   LeaseDispatcher,
   type LeaseWorkerOptions,
   type LeaseWorkerStats,
   runLeaseWorker,
-} from "./lease_dispatch.ts";
-import { ownerName } from "./owner.ts";
+} from "./lease_workers.ts";
+import { ownerName } from "../store/mod.ts";
 import { createQueueHandler, QueueDispatcher } from "./queue_dispatch.ts";
-import type { RebalanceOptions } from "./rebalance.ts";
-import type { CrawlRecord } from "./store.ts";
+import type { RebalanceOptions } from "../crawl/mod.ts";
+import type { CrawlRecord } from "../store/mod.ts";
 import type { WorkDeps, WorkEvent } from "./work.ts";
 
 /** How work reaches workers. */

@@ -12,7 +12,7 @@
  *
  * @module
  */
-import { compareKeys } from "../plan/keys.ts";
+import { compareKeys } from "../../plan/keys.ts";
 import {
   blockable,
   blockRow,
@@ -20,10 +20,10 @@ import {
   keysIn,
   packBlocks,
   type Position,
-} from "./item_blocks.ts";
-import { chunkKeys } from "./item_read.ts";
-import { type ItemInput, prepareWrites, setInBatches, tallyItems } from "./item_store.ts";
-import { AtomicBudget, keySize, valueSizeBound } from "./kv_limits.ts";
+} from "../items/mod.ts";
+import { chunkKeys } from "../items/mod.ts";
+import { type ItemInput, prepareWrites, setInBatches, tallyItems } from "../items/mod.ts";
+import { AtomicBudget, keySize, valueSizeBound } from "../store/mod.ts";
 import { cursorAt, type ListedPage, type NextCursor } from "./page_listing.ts";
 import type { Guard, PageContext } from "./page_guard.ts";
 import {
@@ -33,8 +33,8 @@ import {
   keys,
   relisted,
   type ShardRecord,
-} from "./store.ts";
-import { checkShardEnd } from "./verify.ts";
+} from "../store/mod.ts";
+import { checkShardEnd } from "./shard_end.ts";
 
 /** What became of one page. */
 export type PageResult =

@@ -13,13 +13,13 @@
  *
  * @module
  */
-import type { DocMode } from "../plan/source.ts";
+import type { DocMode } from "../../plan/source.ts";
 import { fetchDocs } from "./page_docs.ts";
 import { Guard, type PageContext } from "./page_guard.ts";
 import { type ListedPage, listPage, rowsPerPage } from "./page_listing.ts";
 import { type PageResult, writePage } from "./page_write.ts";
-import type { ItemInput } from "./item_store.ts";
-import type { CrawlRecord, ShardRecord } from "./store.ts";
+import type { ItemInput } from "../items/mod.ts";
+import type { CrawlRecord, ShardRecord } from "../store/mod.ts";
 
 export type { PageContext } from "./page_guard.ts";
 export type { PageResult } from "./page_write.ts";

@@ -14,12 +14,12 @@
  *
  * @module
  */
-import { errorLine, FatalError, TransientError } from "../base/errors.ts";
-import type { AdaptiveLimit } from "../base/adaptive_limit.ts";
-import { mapPool } from "../base/pool.ts";
-import { compareKeys } from "../plan/keys.ts";
-import type { DocMode, DocResult, Row, Source } from "../plan/source.ts";
-import type { ItemInput } from "./item_store.ts";
+import { errorLine, FatalError, TransientError } from "../../base/errors.ts";
+import type { AdaptiveLimit } from "../../base/adaptive_limit.ts";
+import { mapPool } from "../../base/pool.ts";
+import { compareKeys } from "../../plan/keys.ts";
+import type { DocMode, DocResult, Row, Source } from "../../plan/source.ts";
+import type { ItemInput } from "../items/mod.ts";
 
 /** What fetching a page's documents needs. */
 export interface DocFetch {

@@ -8,8 +8,8 @@
  *
  * @module
  */
-import { errorLine, FatalError, TransientError } from "../base/errors.ts";
-import type { Source } from "../plan/source.ts";
+import { errorLine, FatalError, TransientError } from "../../base/errors.ts";
+import type { Source } from "../../plan/source.ts";
 import {
   applyToEnd,
   catchUp,
@@ -19,10 +19,10 @@ import {
   RegistryReplacedError,
   releaseFeed,
 } from "./catch_up.ts";
-import type { Dispatcher } from "./coordinator.ts";
-import { sampleStored, storedRevision } from "./item_read.ts";
+import type { Dispatcher } from "./planning.ts";
+import { sampleStored, storedRevision } from "../items/mod.ts";
 import { deleteCrawl, failCrawl, transition } from "./lifecycle.ts";
-import { ownerIsDead } from "./owner.ts";
+import { ownerIsDead } from "../store/mod.ts";
 import {
   clearDeadLetter,
   commitRelist,
@@ -38,14 +38,9 @@ import {
   shardStored,
   updateCrawl,
   type Verification,
-} from "./store.ts";
-import {
-  type ChangeWindow,
-  checkRanges,
-  completenessError,
-  MAX_RELISTS,
-  type RangeVerdict,
-} from "./verify.ts";
+} from "../store/mod.ts";
+import { type ChangeWindow, checkRanges, type RangeVerdict } from "./verify.ts";
+import { completenessError, MAX_RELISTS } from "../page/mod.ts";
 
 /** Stored items per range held against the registry's revisions by each final check. */
 const STORED_SAMPLE = 8;
@@ -251,7 +246,7 @@ async function settle(
     } else if (v.verdict === "mismatch") {
       const relistsSoFar = shard.relists ?? 0;
       if (relistsSoFar >= MAX_RELISTS) {
-        throw completenessError(v, { ...shard, stored: v.stored, relists: relistsSoFar }, o.at);
+        throw completenessError({ ...shard, relists: relistsSoFar }, v, o.at);
       }
       const next = relisted(shard, (o.now ?? Date.now)(), null);
       if (await commitRelist(kv, id, entry, next)) {

@@ -1,7 +1,6 @@
 /**
- * The store: the only module that knows Deno KV key layouts (with its private item parts,
- * `item_store.ts`, `item_blocks.ts` and `item_read.ts`, which build every key through
- * {@linkcode keys}). Every multi-key update is one atomic operation guarded by versionstamp
+ * The store: the only module that knows Deno KV key layouts (the items room builds every item key
+ * through {@linkcode keys}). Every multi-key update is one atomic operation guarded by versionstamp
  * checks, every `{ ok: false }` is reported to the caller, and every operation stays inside KV's
  * limits by construction (`kv_limits.ts`).
  *
@@ -17,13 +16,13 @@
  *     ["rdrift", crawlId, shardId, dir]   Deno.KvU64: changes applied in a shard's range since it
  *                                         was listed, `in` (items added) or `out` (items removed)
  *
- * Nothing else in the project reads or writes KV keys: the coordinator, the runners and the status
+ * Nothing else in the project reads or writes KV keys: planning, the runners and the status
  * readers call these functions. KV failures are sorted here: `database is locked` (several
  * processes on one file) is retried; a full disk becomes a {@linkcode StorageError}.
  *
  * @module
  */
-import { FatalError, StorageError } from "../base/errors.ts";
+import { FatalError, StorageError } from "../../base/errors.ts";
 import { kvFailureKind } from "./kv_limits.ts";
 
 export type {

@@ -5,12 +5,12 @@
  *
  * @module
  */
-import { redactUrl } from "../base/redact.ts";
-import { ConflictError, NotFoundError } from "../base/errors.ts";
+import { redactUrl } from "../../base/redact.ts";
+import { ConflictError, NotFoundError } from "../../base/errors.ts";
 import { storedCount } from "./completion.ts";
 import { remainingSeconds } from "./rebalance.ts";
-import { compareKeys } from "../plan/keys.ts";
-import type { PlanPicture } from "../plan/plan_svg.ts";
+import { compareKeys } from "../../plan/keys.ts";
+import type { PlanPicture } from "../../plan/plan_svg.ts";
 import {
   blockNdjsonBatches,
   type ExportedItem,
@@ -18,7 +18,7 @@ import {
   itemBatches,
   iterateItems,
   pageItems,
-} from "./item_read.ts";
+} from "../items/mod.ts";
 import {
   type CrawlRecord,
   type CrawlStatus,
@@ -31,7 +31,7 @@ import {
   type ShardRecord,
   type SplitRecord,
   type Verification,
-} from "./store.ts";
+} from "../store/mod.ts";
 
 /** Progress of one shard, as status reports it. */
 export interface ShardStatus {
@@ -251,6 +251,11 @@ async function requireCrawl(kv: Deno.Kv, id: string): Promise<CrawlRecord> {
   const crawl = (await getCrawl(kv, id)).value;
   if (!crawl) throw new NotFoundError(`no crawl with id ${id}`);
   return crawl;
+}
+
+/** The crawl record of `id` as stored, or null: what readers need beyond its status. */
+export async function findCrawl(kv: Deno.Kv, id: string): Promise<CrawlRecord | null> {
+  return (await getCrawl(kv, id)).value;
 }
 
 /** A crawl whose items may be read: not one being deleted (its items are half gone). */

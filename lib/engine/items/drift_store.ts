@@ -13,13 +13,13 @@
  *
  * @module
  */
-import type { DocResult } from "../plan/source.ts";
+import type { DocResult } from "../../plan/source.ts";
 import { blockHolding, type BlockRow, encodeBlock } from "./item_blocks.ts";
 import { chunkKeys, itemPresence } from "./item_read.ts";
 import { type ItemInput, prepareWrites, setInBatches } from "./item_store.ts";
-import { AtomicBudget, keySize, MAX_CHECKS, valueSizeBound } from "./kv_limits.ts";
-import { compareKeys } from "../plan/keys.ts";
-import { type CrawlRecord, type DriftState, keys, kvOp } from "./store.ts";
+import { AtomicBudget, keySize, MAX_CHECKS, valueSizeBound } from "../store/mod.ts";
+import { compareKeys } from "../../plan/keys.ts";
+import { type CrawlRecord, type DriftState, keys, kvOp } from "../store/mod.ts";
 
 /** A shard's range, for counting changes per range (sorted by start, the open start first). */
 export interface ShardRange {

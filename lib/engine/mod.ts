@@ -1,0 +1,48 @@
+/**
+ * The engine: crawls of rank-balanced shards with all state in Deno KV. This face holds the names
+ * the HTTP and CLI layers use; the engine's rooms, each with its own `mod.ts`, stand on one another:
+ *
+ *     store/     KV layout, records, leases and their owners, KV's limits
+ *     items/     item blocks and records, reading them back, applying the change feed
+ *     page/      one page of one shard: listing, documents, the guarded write, the end check
+ *     crawl/     planning, lifecycle, catch-up, the final check, rebalancing, status, sources
+ *     dispatch/  shard runners, lease workers, the KV queue, the runtime that wires them
+ *
+ * A room imports only the rooms above it in this list, through their `mod.ts`; HTTP and CLI
+ * import only this face.
+ *
+ * @module
+ */
+export {
+  cancelCrawl,
+  catchUp,
+  type CatchUpResult,
+  crawlItemBatches,
+  crawlItemsPage,
+  crawlKeysNdjson,
+  crawlPicture,
+  crawlStatus,
+  type CrawlStatusReport,
+  type CrawlSummary,
+  createCrawl,
+  deleteCrawl,
+  type Dispatcher,
+  findCrawl,
+  listCrawlSummaries,
+  type OpenAction,
+  openCrawl,
+  pauseCrawl,
+  type RebalanceOptions,
+  resumeCrawl,
+  type ShardStatus,
+  sourceOpener,
+} from "./crawl/mod.ts";
+export {
+  createRuntime,
+  type DispatchMode,
+  type Runtime,
+  type RuntimeOptions,
+  type WorkEvent,
+} from "./dispatch/mod.ts";
+export type { ExportedItem } from "./items/mod.ts";
+export { type CrawlRecord, kvOp, ownerName } from "./store/mod.ts";

@@ -1,0 +1,14 @@
+/**
+ * The store room: the only code that knows where things live in Deno KV. Records of crawls, shards
+ * and splits (`records.ts`) and the operations on them (`store.ts`: every multi-key update is one
+ * atomic op guarded by versionstamps, every `{ ok: false }` goes back to the caller), KV's limits
+ * counted exactly (`kv_limits.ts`), and who a lease owner is (`owner.ts`).
+ *
+ * The engine's rooms stand on one another: `store` ← `items` ← `page` ← `crawl` ← `dispatch`; a
+ * room imports only rooms below it, through their `mod.ts`.
+ *
+ * @module
+ */
+export * from "./store.ts";
+export * from "./kv_limits.ts";
+export * from "./owner.ts";
