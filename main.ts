@@ -9,6 +9,7 @@
  * process is kept: the crons are registered all the same and log the problem every minute, and
  * every route answers 503 with it, so a misconfigured app is visible in its logs and cron list.
  */
+import { errorLine } from "./lib/base/errors.ts";
 import {
   configFromEnv,
   SERVE_HELP,
@@ -24,9 +25,7 @@ if (Deno.args.includes("--help") || Deno.args.includes("-h")) {
   Deno.exit(0);
 }
 
-function line(err: unknown): string {
-  return (err instanceof Error ? err.message : String(err)).split("\n")[0];
-}
+const line = errorLine;
 
 let config: ServerConfig | null = null;
 let problem: string | null = null;
@@ -81,6 +80,30 @@ if (config?.schedule) {
     config.schedule.cron,
     () => tick("scheduled recrawl", (rt) => rt.recrawl()),
   );
+}
+
+// Ctrl-C or SIGTERM locally: workers let their shards go at once (other processes take them over
+// without waiting for leases to expire), then the process ends.
+if (!onDeploy) {
+  const stop = async () => {
+    await (await runtime)?.close().catch(() => {});
+    Deno.exit(0);
+  };
+  for (const s of ["SIGINT", "SIGTERM"] as const) {
+    if (Deno.build.os !== "windows" || s === "SIGINT") Deno.addSignalListener(s, () => void stop());
+  }
+}
+
+// Ctrl-C or SIGTERM locally: workers let their shards go at once (other processes take them over
+// without waiting for leases to expire), then the process ends.
+if (!onDeploy) {
+  const stop = async () => {
+    await (await runtime)?.close().catch(() => {});
+    Deno.exit(0);
+  };
+  for (const s of ["SIGINT", "SIGTERM"] as const) {
+    if (Deno.build.os !== "windows" || s === "SIGINT") Deno.addSignalListener(s, () => void stop());
+  }
 }
 
 await runtime;

@@ -6,7 +6,16 @@
 import { UsageError } from "../lib/base/errors.ts";
 import { redactUrl } from "../lib/base/redact.ts";
 import { CRAWL_ID_RULE, isCrawlId } from "../lib/base/spec.ts";
-import { choiceFlag, helpText, intFlag, parseFlags, runMain, urlFlag } from "../lib/cli/flags.ts";
+import {
+  choiceFlag,
+  helpText,
+  intFlag,
+  onInterrupt,
+  parseFlags,
+  runMain,
+  urlFlag,
+} from "../lib/cli/flags.ts";
+import { DEFAULT_WORKERS, MAX_WORKERS } from "../lib/engine/mod.ts";
 import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
 import { Progress, summary } from "../lib/cli/progress.ts";
 import { SPEC_FLAGS, specFromFlags } from "../lib/cli/spec_flags.ts";
@@ -37,7 +46,12 @@ const FLAGS = {
     help: "auto, queue (KV queue) or lease (in-process lease workers)",
     default: "auto: queue for a local file",
   },
-  workers: { type: "string", value: "W", help: "lease workers (lease mode)", default: "shards" },
+  workers: {
+    type: "string",
+    value: "W",
+    help: "lease workers in this process, one shard each at a time",
+    default: `the shard count, at most ${DEFAULT_WORKERS}`,
+  },
   follow: { type: "boolean", help: "when done, keep applying the registry's _changes (Ctrl-C)" },
   redirects: {
     type: "string",
@@ -85,7 +99,7 @@ runMain(async () => {
   const dispatch = choiceFlag("dispatch", f.dispatch, ["auto", "queue", "lease"], "auto");
   const workers = f.workers === undefined
     ? undefined
-    : intFlag("workers", f.workers, { fallback: 1, min: 1, max: 1000 });
+    : intFlag("workers", f.workers, { fallback: 1, min: 1, max: MAX_WORKERS });
   const maxAttempts = intFlag("max-attempts", f["max-attempts"], { fallback: 8, min: 1, max: 100 });
   const redirects = choiceFlag("redirects", f.redirects, ["same-origin", "any"], "same-origin");
   const given = f.source === undefined ? undefined : urlFlag("source", f.source);
@@ -93,8 +107,10 @@ runMain(async () => {
   const kvPath = f.kv ?? "crawl.kv";
   const demo = given === undefined ? await startDemo(log) : undefined;
   log(`crawling ${given ? redactUrl(given) : spec.source} into ${kvPath}`);
-  const stopFollowing = new AbortController();
-  if (f.follow) Deno.addSignalListener("SIGINT", () => stopFollowing.abort());
+  // Ctrl-C or SIGTERM: stop following, or stop the crawl letting its shards go at once (the
+  // same command resumes it).
+  const interrupt = new AbortController();
+  const unlisten = onInterrupt(() => interrupt.abort());
   try {
     const res = await runLocalCrawl({
       kvPath,
@@ -108,7 +124,8 @@ runMain(async () => {
         write: (t) => Deno.stdout.writeSync(new TextEncoder().encode(t)),
       }),
       dispatch: dispatch === "auto" ? undefined : dispatch,
-      follow: f.follow ? stopFollowing.signal : undefined,
+      follow: f.follow ?? false,
+      signal: interrupt.signal,
       sourceOptions: {
         maxAttempts,
         ...(redirects === "any" ? { allowRedirect: (t: URL) => /^https?:$/.test(t.protocol) } : {}),
@@ -118,6 +135,7 @@ runMain(async () => {
     console.log(summary(res.report, res));
     return 0;
   } finally {
+    unlisten();
     await demo?.close();
   }
 });

@@ -1,14 +1,22 @@
 /**
- * `deno task worker`: a lease worker process. It claims shards of the crawls in the KV file (or
- * KV Connect URL) and crawls them; run several against one KV, and a killed worker's leases expire
- * and others take over. With `--source`, it first creates that crawl if missing (the id
- * `deno task crawl` would use), so that identical workers started together share one crawl.
+ * `deno task worker`: a process of lease workers (`--workers`, each running one shard at a time).
+ * They plan and crawl whatever the crawls in the KV file (or KV Connect URL) need; run several
+ * processes against one KV, on any machines: a killed process's shards are taken over within
+ * seconds (its heartbeat goes stale), and one stopped with Ctrl-C or SIGTERM lets them go at once.
+ * With `--source`, it first creates that crawl if missing (the id `deno task crawl` would use), so
+ * that identical processes started together share one crawl.
  */
 import { UsageError } from "../lib/base/errors.ts";
-import { helpText, intFlag, parseFlags, runMain, urlFlag } from "../lib/cli/flags.ts";
+import { helpText, intFlag, onInterrupt, parseFlags, runMain, urlFlag } from "../lib/cli/flags.ts";
 import { openKvFile } from "../lib/cli/local_crawl.ts";
 import { SPEC_FLAGS, specFromFlags } from "../lib/cli/spec_flags.ts";
-import { createCrawl, createRuntime, sourceOpener } from "../lib/engine/mod.ts";
+import {
+  createCrawl,
+  createRuntime,
+  DEFAULT_WORKERS,
+  MAX_WORKERS,
+  sourceOpener,
+} from "../lib/engine/mod.ts";
 
 const FLAGS = {
   kv: { type: "string", value: "PATH", help: "KV file or KV Connect URL (required)" },
@@ -23,6 +31,12 @@ const FLAGS = {
     value: "MS",
     help: "how long a claimed shard stays ours without a commit",
     default: "30000",
+  },
+  workers: {
+    type: "string",
+    value: "N",
+    help: "lease workers in this process, one shard each at a time",
+    default: String(DEFAULT_WORKERS),
   },
   "exit-when-idle": { type: "boolean", help: "stop once no crawl is planning or running" },
   name: { type: "string", value: "NAME", help: "this worker's name in leases and logs" },
@@ -47,6 +61,11 @@ runMain(async () => {
   if (!f.kv) throw new UsageError("--kv PATH (or a KV Connect URL) is required");
   const spec = f.source === undefined ? undefined : specFromFlags(f, urlFlag("source", f.source));
   const leaseMs = intFlag("lease-ms", f["lease-ms"], { fallback: 30_000, min: 100 });
+  const workers = intFlag("workers", f.workers, {
+    fallback: DEFAULT_WORKERS,
+    min: 1,
+    max: MAX_WORKERS,
+  });
   const kv = await openKvFile(f.kv);
   const owner = f.name ?? `worker-${Deno.pid}`;
   const log = (line: string) => console.error(`[${owner}] ${line}`);
@@ -63,16 +82,30 @@ runMain(async () => {
       if (e.kind === "crawl-done") log(`crawl ${e.crawlId} done`);
     },
   });
+  const stop = new AbortController();
+  const unlisten = onInterrupt(() => {
+    log("stopping: letting the shards go");
+    stop.abort();
+  });
   try {
     if (spec) {
       const { crawl } = await createCrawl(kv, spec);
       log(`crawl ${crawl.id} (${crawl.status})`);
     }
-    const stats = await runtime.runWorker({ exitWhenIdle: f["exit-when-idle"] ?? false });
+    const all = await Promise.all(
+      Array.from(
+        { length: workers },
+        () =>
+          runtime.runWorker({ exitWhenIdle: f["exit-when-idle"] ?? false, signal: stop.signal }),
+      ),
+    );
+    const sum = (k: "claims" | "shardsDone" | "errors") => all.reduce((n, s) => n + s[k], 0);
     log(
-      `stopping: ${stats.claims} claims, ${stats.shardsDone} shards done, ${stats.errors} errors`,
+      `stopped: ${workers} workers, ${sum("claims")} claims, ${sum("shardsDone")} shards done, ` +
+        `${sum("errors")} errors`,
     );
   } finally {
+    unlisten();
     await runtime.close();
     kv.close();
   }

@@ -3,11 +3,12 @@
  * a non-zero exit, and leaves stored data alone.
  */
 import assert from "node:assert/strict";
-import { freePort, spawnRegistry } from "./helpers.ts";
+import { freePort, spawnRegistry, taskArgs } from "./helpers.ts";
 
 async function run(script: string, args: string[]) {
+  const task = script === "main.ts" ? "serve" : script.replace(/^tasks\/|\.ts$/g, "");
   const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", script, ...args],
+    args: [...taskArgs(task), ...args],
     stdout: "piped",
     stderr: "piped",
     env: { NO_COLOR: "1" },
@@ -169,7 +170,7 @@ Deno.test("cli: `export | head` ends quietly with 0 when the reader closes the p
     assert.equal(crawled.code, 0, crawled.stderr);
     // 20,000 lines are over a megabyte: far more than a pipe buffers, so export is still writing.
     const child = new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", "tasks/export.ts", "--kv", kv],
+      args: [...taskArgs("export"), "--kv", kv],
       stdout: "piped",
       stderr: "piped",
       env: { NO_COLOR: "1" },

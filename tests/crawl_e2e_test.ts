@@ -9,7 +9,13 @@ import { RegistryData } from "../lib/sim/registry_data.ts";
 import { listCrawls } from "../lib/engine/store/store.ts";
 import { countItems, iterateItems } from "../lib/engine/items/item_read.ts";
 import { buildSpec, type CrawlSpec } from "../lib/base/spec.ts";
-import { assertCrawledExactly, randomKeys, spawnRegistry, waitForItems } from "./helpers.ts";
+import {
+  assertCrawledExactly,
+  randomKeys,
+  spawnRegistry,
+  taskArgs,
+  waitForItems,
+} from "./helpers.ts";
 import { bundledNames, syntheticNames } from "../lib/sim/names.ts";
 import { sortKeys } from "../lib/plan/keys.ts";
 
@@ -119,7 +125,7 @@ Deno.test("e2e: a registry that is down for a while is waited out", async () => 
 
 function runCrawl(args: string[]): Deno.ChildProcess {
   return new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "tasks/crawl.ts", ...args],
+    args: [...taskArgs("crawl"), ...args],
     stdout: "null",
     stderr: "piped",
     env: { NO_COLOR: "1" },
@@ -154,7 +160,7 @@ Deno.test("e2e: `deno task crawl` killed with SIGKILL twice resumes with nothing
       await child.stderr.cancel();
     }
     const done = await new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", "tasks/crawl.ts", ...args],
+      args: [...taskArgs("crawl"), ...args],
       stdout: "piped",
       stderr: "piped",
       env: { NO_COLOR: "1" },
@@ -190,6 +196,60 @@ Deno.test("e2e: default options over names of real length (clusters up to 214 ch
     assert.equal(res.report.verification?.status, "exact");
     using kv = await Deno.openKv(`${dir}/c.kv`);
     await assertCrawledExactly(kv, res.report.id, keys);
+  } finally {
+    await reg.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("e2e: a --docs crawl killed with SIGKILL resumes within seconds with the task's own permissions, not after its leases expire", async () => {
+  const reg = await spawnRegistry([
+    "--synthetic",
+    "3000",
+    "--doc-latency-ms",
+    "20",
+    "--no-include-docs",
+    "--no-bulk-get",
+  ]);
+  const dir = await Deno.makeTempDir();
+  const kvPath = `${dir}/c.kv`;
+  const args = [
+    "--source",
+    reg.url,
+    "--shards",
+    "4",
+    "--kv",
+    kvPath,
+    "--docs",
+    "--concurrency",
+    "2",
+  ];
+  const crawl = () =>
+    new Deno.Command(Deno.execPath(), {
+      args: [...taskArgs("crawl"), ...args],
+      stdout: "null",
+      stderr: "piped",
+      env: { NO_COLOR: "1" },
+    }).spawn();
+  try {
+    const first = crawl();
+    const before = await waitForItems(kvPath, 400);
+    first.kill("SIGKILL");
+    await first.status;
+    await first.stderr.cancel();
+    const started = performance.now();
+    const second = crawl();
+    // Work resumes as soon as the killed process's heartbeat is stale (3 s), long before its
+    // shards' 30 s leases would expire.
+    await waitForItems(kvPath, before + 100);
+    const resumedMs = performance.now() - started;
+    assert.ok(resumedMs < 8_000, `work resumed after ${Math.round(resumedMs)} ms`);
+    const st = await second.status;
+    const err = await new Response(second.stderr).text();
+    assert.equal(st.code, 0, err);
+    const ids = await exportIds(kvPath);
+    assert.equal(new Set(ids).size, 3000);
+    assert.equal(ids.length, 3000);
   } finally {
     await reg.close();
     await Deno.remove(dir, { recursive: true });

@@ -12,7 +12,7 @@ import { crawlStatus } from "../lib/engine/crawl/status.ts";
 import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
 import { startRegistry } from "../lib/sim/registry_server.ts";
 import { RegistryData } from "../lib/sim/registry_data.ts";
-import { spawnRegistry, waitForItems } from "./helpers.ts";
+import { spawnRegistry, taskArgs, waitForItems } from "./helpers.ts";
 
 Deno.test("faults: 20% faults, missing documents, 5 SIGKILLs: every item exactly once", async () => {
   const reg = await spawnRegistry([
@@ -34,9 +34,7 @@ Deno.test("faults: 20% faults, missing documents, 5 SIGKILLs: every item exactly
   ]);
   const dir = await Deno.makeTempDir();
   const args = [
-    "run",
-    "-A",
-    "tasks/crawl.ts",
+    ...taskArgs("crawl"),
     "--source",
     reg.url,
     "--shards",

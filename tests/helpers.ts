@@ -52,7 +52,7 @@ export function dataOf(keys: string[]): RegistryData {
 
 /** Runs `deno task registry` as a subprocess on a free port; resolves once it listens. */
 export function spawnRegistry(args: string[]): Promise<SpawnedTask> {
-  return spawnTask("tasks/registry.ts", args);
+  return spawnTask(taskArgs("registry"), args);
 }
 
 /** A port that was free a moment ago (the OS picked it). */
@@ -93,7 +93,7 @@ export function wrapSource(inner: Source, over: Partial<Source>): Source {
 export function spawnServer(env: Record<string, string>, args: string[] = []) {
   const port = freePort();
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "main.ts", ...args],
+    args: [...taskArgs("serve"), ...args],
     env: { NO_COLOR: "1", PORT: String(port), ...env },
     stdout: "piped",
     stderr: "piped",
@@ -186,4 +186,15 @@ export async function assertCrawledExactly(
       assert.equal(shards[i].start, shards[i - 1].end, "shards still partition the key space");
     }
   }
+}
+
+/**
+ * The `deno` arguments of a `deno task` as deno.json defines it (`run`, its permission flags, its
+ * script), so that tests run tasks with the permissions users give them, never `-A`.
+ */
+export function taskArgs(task: string): string[] {
+  const config = JSON.parse(Deno.readTextFileSync(new URL("../deno.json", import.meta.url)));
+  const line: string | undefined = config.tasks?.[task];
+  if (!line?.startsWith("deno run ")) throw new Error(`task ${task} is not a deno run command`);
+  return line.split(/\s+/).slice(1);
 }

@@ -7,12 +7,15 @@ import { iterateItems } from "../lib/engine/items/item_read.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { bundledNames, syntheticNames } from "../lib/sim/names.ts";
 import { openCrawl } from "../lib/engine/crawl/lifecycle.ts";
+import { readLiveness } from "../lib/engine/store/leases.ts";
+import { claimable } from "../lib/engine/dispatch/shard_runner.ts";
 import { begin, spec, workDeps } from "./engine_helpers.ts";
 import {
   assertCrawledExactly,
   dataOf,
   randomKeys,
   spawnRegistry,
+  taskArgs,
   waitForItems,
   wrapSource,
 } from "./helpers.ts";
@@ -129,9 +132,7 @@ Deno.test("lease: three `deno task worker` processes on one KV file, one killed 
   const worker = (name: string) =>
     new Deno.Command(Deno.execPath(), {
       args: [
-        "run",
-        "-A",
-        "tasks/worker.ts",
+        ...taskArgs("worker"),
         "--kv",
         kvPath,
         "--source",
@@ -143,6 +144,8 @@ Deno.test("lease: three `deno task worker` processes on one KV file, one killed 
         "--lease-ms",
         "1500",
         "--exit-when-idle",
+        "--workers",
+        "2",
         "--name",
         name,
       ],
@@ -175,6 +178,57 @@ Deno.test("lease: three `deno task worker` processes on one KV file, one killed 
     assert.deepEqual(new Set(ids), new Set(truth));
     const counted = (await listShards(kv, crawl.id)).reduce((n, e) => n + e.value.items, 0);
     assert.equal(counted, 20000, "no page counted twice across workers");
+  } finally {
+    await reg.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("lease: a `deno task worker` stopped with SIGTERM lets its shards go at once", async () => {
+  const reg = await spawnRegistry(["--synthetic", "6000", "--latency-ms", "30"]);
+  const dir = await Deno.makeTempDir();
+  const kvPath = `${dir}/w.kv`;
+  const worker = () =>
+    new Deno.Command(Deno.execPath(), {
+      args: [
+        ...taskArgs("worker"),
+        ...["--kv", kvPath, "--source", reg.url, "--shards", "4", "--max-page", "50"],
+        ...["--workers", "4", "--exit-when-idle"],
+      ],
+      stdout: "null",
+      stderr: "piped",
+      env: { NO_COLOR: "1" },
+    }).spawn();
+  try {
+    const first = worker();
+    await waitForItems(kvPath, 800);
+    first.kill("SIGTERM");
+    const [status, log] = await Promise.all([first.status, new Response(first.stderr).text()]);
+    assert.equal(status.code, 0, log);
+    assert.match(log, /stopping: letting the shards go/);
+    {
+      using kv = await Deno.openKv(kvPath);
+      assert.deepEqual(await Array.fromAsync(kv.list({ prefix: ["beat"] })), [], "beat deleted");
+      const [crawl] = await listCrawls(kv);
+      const now = Date.now();
+      const liveness = await readLiveness(kv, now);
+      const open = (await listShards(kv, crawl.id)).filter((e) => !e.value.done);
+      assert.ok(open.length > 0, "stopped mid-crawl");
+      for (const e of open) {
+        assert.ok(claimable(e.value, "next", now, liveness), `shard ${e.value.id} is free at once`);
+      }
+    }
+    const second = worker();
+    const [done, log2] = await Promise.all([second.status, new Response(second.stderr).text()]);
+    assert.equal(done.code, 0, log2);
+    using kv = await Deno.openKv(kvPath);
+    const [crawl] = await listCrawls(kv);
+    assert.equal(crawl.status, "done");
+    await assertCrawledExactly(
+      kv,
+      crawl.id,
+      syntheticNames(await bundledNames(), 6000, { seed: 42 }),
+    );
   } finally {
     await reg.close();
     await Deno.remove(dir, { recursive: true });

@@ -4,7 +4,7 @@ import { InputError } from "../lib/base/errors.ts";
 import { keysAtRanks, locateKeys, percentileRank } from "../lib/plan/locate.ts";
 import { loadKeys } from "../lib/sim/load_keys.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
-import { dataOf, randomKeys, spawnRegistry } from "./helpers.ts";
+import { dataOf, randomKeys, spawnRegistry, taskArgs } from "./helpers.ts";
 
 const UNI = ["a", "b", "-", "@", "/", "é", "中", "\u{1f600}", "z"];
 
@@ -95,9 +95,7 @@ Deno.test("locate: the CLI finds the exact median of a registry it has not seen"
     const truth = await loadKeys({ synthetic: size, seed });
     const out = await new Deno.Command(Deno.execPath(), {
       args: [
-        "run",
-        "-A",
-        "tasks/locate.ts",
+        ...taskArgs("locate"),
         "--source",
         reg.url,
         "--percentile",
@@ -114,7 +112,7 @@ Deno.test("locate: the CLI finds the exact median of a registry it has not seen"
     assert.equal(res.located[1].key, truth[Math.floor((99 * size) / 100)]);
     assert.equal(res.method, "rank");
     const byKey = await new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", "tasks/locate.ts", "--source", reg.url, "--key", truth[777], "--json"],
+      args: [...taskArgs("locate"), "--source", reg.url, "--key", truth[777], "--json"],
       stdout: "piped",
     }).output();
     const place = JSON.parse(new TextDecoder().decode(byKey.stdout));

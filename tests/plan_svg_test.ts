@@ -5,7 +5,7 @@ import { evenSplitRanks } from "../lib/plan/baselines.ts";
 import { planShards } from "../lib/plan/planner.ts";
 import { bundledNames } from "../lib/sim/names.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
-import { dataOf, spawnRegistry } from "./helpers.ts";
+import { dataOf, spawnRegistry, taskArgs } from "./helpers.ts";
 
 function count(svg: string, cls: string): number {
   return (svg.match(new RegExp(`class="${cls}"`, "g")) ?? []).length;
@@ -57,9 +57,7 @@ Deno.test("plan svg: `deno task plan --svg FILE` writes the picture of the plan 
   try {
     const out = await new Deno.Command(Deno.execPath(), {
       args: [
-        "run",
-        "-A",
-        "tasks/plan.ts",
+        ...taskArgs("plan"),
         "--source",
         reg.url,
         "--shards",

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { listCrawls } from "../lib/engine/store/store.ts";
 import { bundledNames, syntheticNames } from "../lib/sim/names.ts";
-import { assertCrawledExactly, spawnRegistry } from "./helpers.ts";
+import { assertCrawledExactly, spawnRegistry, taskArgs } from "./helpers.ts";
 
 const decode = (b: Uint8Array) => new TextDecoder().decode(b);
 
@@ -56,7 +56,7 @@ Deno.test("process: a full disk stops the crawl with one line; the same command 
 Deno.test("process: two crawl processes on one fresh KV file share the crawl; both finish", async () => {
   const reg = await spawnRegistry(["--synthetic", "40000", "--latency-ms", "2"]);
   const dir = await Deno.makeTempDir();
-  const args = ["run", "-A", "tasks/crawl.ts", "--source", reg.url, "--kv", `${dir}/c.kv`];
+  const args = [...taskArgs("crawl"), "--source", reg.url, "--kv", `${dir}/c.kv`];
   try {
     const runs = [0, 1].map(() =>
       new Deno.Command(Deno.execPath(), {

@@ -1,10 +1,10 @@
 /** `deno task serve` (main.ts) as a subprocess, driven over HTTP to a finished crawl. */
 import assert from "node:assert/strict";
-import { cpuMs, freePort, spawnRegistry, spawnServer, waitHealthy } from "./helpers.ts";
+import { cpuMs, freePort, spawnRegistry, spawnServer, taskArgs, waitHealthy } from "./helpers.ts";
 
 Deno.test("serve: refuses to start without CRAWL_TOKEN unless --insecure-local", async () => {
   const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "main.ts"],
+    args: taskArgs("serve"),
     env: { NO_COLOR: "1", PORT: String(freePort()), CRAWL_TOKEN: "" },
     stdout: "piped",
     stderr: "piped",

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { taskArgs } from "./helpers.ts";
 import { checkCron, configFromEnv, startServer } from "../lib/http/server.ts";
 import { getCrawl, listCrawls, updateCrawl } from "../lib/engine/store/store.ts";
 
@@ -156,7 +157,7 @@ Deno.test("server: scheduled recrawls keep the newest K finished crawls and neve
 
 async function runMain(env: Record<string, string>, ms: number) {
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "main.ts"],
+    args: taskArgs("serve"),
     env: { ...env, NO_COLOR: "1" },
     clearEnv: true,
     stdout: "piped",
@@ -172,7 +173,7 @@ Deno.test("main: --help explains the environment", async () => {
   const r = await runMain({}, 20_000);
   assert.equal(r.code, 1, "no token: refused");
   const child = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "main.ts", "--help"],
+    args: [...taskArgs("serve"), "--help"],
     env: { NO_COLOR: "1" },
     clearEnv: true,
     stdout: "piped",

@@ -18,6 +18,7 @@ import { CouchSource } from "../lib/sources/couch_source.ts";
 import { iterateItems } from "../lib/engine/items/item_read.ts";
 import { listCrawls } from "../lib/engine/store/store.ts";
 import { exportNdjson } from "../lib/cli/export.ts";
+import { taskArgs } from "./helpers.ts";
 
 async function registry(size: number, options: Parameters<typeof startRegistry>[1] = {}) {
   const data = new RegistryData(syntheticNames(await bundledNames(), size, { seed: 9 }));
@@ -201,7 +202,7 @@ Deno.test("view: a straggling shard of a view is split inside a run of equal key
 
 async function cli(args: string[]) {
   const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", ...args],
+    args: [...taskArgs(args[0].replace(/^tasks\/|\.ts$/g, "")), ...args.slice(1)],
     stdout: "piped",
     stderr: "piped",
     env: { NO_COLOR: "1" },

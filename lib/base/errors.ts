@@ -78,6 +78,12 @@ export class UsageError extends InputError {
   override name = "UsageError";
 }
 
+/** Stopped by the user (Ctrl-C, SIGTERM): nothing is lost, the same command resumes. */
+export class InterruptedError extends CrawlerError {
+  /** Error name. */
+  override name = "InterruptedError";
+}
+
 /** Not found: an unknown crawl id and the like. */
 export class NotFoundError extends CrawlerError {
   /** Error name. */

@@ -6,7 +6,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { errorLine, InputError, UsageError } from "../base/errors.ts";
+import { errorLine, InputError, InterruptedError, UsageError } from "../base/errors.ts";
 import { VIEW_PATTERN } from "../base/spec.ts";
 
 /** One flag: its type and what `--help` says about it. */
@@ -178,8 +178,31 @@ export async function runMain(main: () => Promise<number | void>): Promise<void>
     const code = await main();
     Deno.exit(code ?? 0);
   } catch (err) {
+    if (err instanceof InterruptedError) {
+      console.error(errorLine(err));
+      Deno.exit(130);
+    }
     const msg = err instanceof Error ? err.message : String(err);
     console.error(`error: ${errorLine(msg)}`);
     Deno.exit(err instanceof InputError ? 2 : 1);
   }
+}
+
+/**
+ * Calls `stop` on the first SIGINT or SIGTERM (where the platform has them), so that a task lets
+ * its leases go at once instead of leaving them to go stale; a second signal exits at once (130).
+ * Returns a function that removes the listeners.
+ */
+export function onInterrupt(stop: () => void): () => void {
+  let stopping = false;
+  const handler = () => {
+    if (stopping) Deno.exit(130);
+    stopping = true;
+    stop();
+  };
+  const signals: Deno.Signal[] = Deno.build.os === "windows" ? ["SIGINT"] : ["SIGINT", "SIGTERM"];
+  for (const s of signals) Deno.addSignalListener(s, handler);
+  return () => {
+    for (const s of signals) Deno.removeSignalListener(s, handler);
+  };
 }

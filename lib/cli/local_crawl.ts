@@ -10,7 +10,13 @@
  *
  * @module
  */
-import { ConflictError, errorLine, FatalError, StorageError } from "../base/errors.ts";
+import {
+  ConflictError,
+  errorLine,
+  FatalError,
+  InterruptedError,
+  StorageError,
+} from "../base/errors.ts";
 import type { CrawlSpec } from "../base/spec.ts";
 import type { Plan } from "../plan/planner.ts";
 import type { Source } from "../plan/source.ts";
@@ -22,11 +28,11 @@ import {
   crawlStatus,
   type CrawlStatusReport,
   createRuntime,
+  DEFAULT_WORKERS,
   type DispatchMode,
   kvOp,
   type OpenAction,
   openCrawl,
-  ownerName,
   type RebalanceOptions,
   type Runtime,
   type WorkEvent,
@@ -59,14 +65,20 @@ export interface LocalCrawlOptions {
   pollMs?: number;
   /**
    * After the crawl is done, keep applying the registry's `_changes` every `followIntervalMs`
-   * until this signal aborts (what npm mirrors do). @default not following
+   * until `signal` aborts (what npm mirrors do). @default false
    */
-  follow?: AbortSignal;
+  follow?: boolean;
+  /**
+   * Stops the run: while the crawl runs, its workers let their shards go at once and the run
+   * throws {@linkcode InterruptedError} (the same command resumes); while following, it ends
+   * following. @default never
+   */
+  signal?: AbortSignal;
   /** Pause between `_changes` reads when following, in milliseconds. @default 2000 */
   followIntervalMs?: number;
   /** How shards reach workers. @default "lease" (workers in this process) */
   dispatch?: DispatchMode;
-  /** In-process lease workers (lease mode). @default the shard count */
+  /** In-process lease workers (lease mode). @default the shard count, at most `DEFAULT_WORKERS` */
   workers?: number;
   /** Tuning of straggler splits (only used when `spec.rebalance`). @default {} */
   rebalance?: RebalanceOptions;
@@ -144,7 +156,7 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
     kv,
     openSource,
     dispatch: options.dispatch ?? "lease",
-    workers: options.workers ?? options.spec.shards,
+    workers: options.workers ?? Math.min(options.spec.shards, DEFAULT_WORKERS),
     rebalance: options.rebalance,
     label: "local",
     maxPlanAttempts: 1,
@@ -156,6 +168,7 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
     onProcessError: (err) => broken.push(err),
     log,
   });
+  const release = await runtime.acquire();
   try {
     const { crawl, action } = await openCrawl(
       { kv, source, dispatcher: runtime.dispatcher },
@@ -164,7 +177,7 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
         id: options.id,
         plan: options.plan,
         where: options.kvPath,
-        owner: ownerName("local"),
+        owner: runtime.ownerName("local"),
         maxPlanAttempts: 1,
         onPlanned: (p) =>
           log(
@@ -175,7 +188,7 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
     );
     logOpened(crawl, action, log);
     const end = await waitForEnd(kv, crawl.id, runtime, options, broken);
-    const report = options.follow
+    const report = options.follow && !options.signal?.aborted
       ? (await follow(kv, source, crawl.id, options, log), await crawlStatus(kv, crawl.id))
       : end.report;
     return {
@@ -190,6 +203,7 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
       ? processFailure(err as Error, options.kvPath)
       : err;
   } finally {
+    await release();
     await runtime.close();
     kv.close();
     await runtime.finished;
@@ -236,6 +250,11 @@ async function waitForEnd(
   let itemsBefore: number | null = null;
   for (;;) {
     if (broken.length > 0) throw broken[0];
+    if (options.signal?.aborted) {
+      throw new InterruptedError(
+        `crawl ${crawlId} stopped: its shards are let go; the same command resumes it`,
+      );
+    }
     const report = await crawlStatus(kv, crawlId);
     itemsBefore ??= report.itemsStored;
     const settled = report.status !== "running" && report.status !== "planning";
@@ -273,7 +292,7 @@ async function follow(
   options: LocalCrawlOptions,
   log: (line: string) => void,
 ): Promise<void> {
-  const signal = options.follow!;
+  const signal = options.signal ?? new AbortController().signal;
   log(`following the registry's changes (Ctrl-C to stop)`);
   while (!signal.aborted) {
     const res = await catchUp({ kv, source }, crawlId, { owner: `follow-${crawlId}` });

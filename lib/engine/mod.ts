@@ -39,10 +39,12 @@ export {
 } from "./crawl/mod.ts";
 export {
   createRuntime,
+  DEFAULT_WORKERS,
   type DispatchMode,
+  MAX_WORKERS,
   type Runtime,
   type RuntimeOptions,
   type WorkEvent,
 } from "./dispatch/mod.ts";
 export type { ExportedItem } from "./items/mod.ts";
-export { type CrawlRecord, kvOp, ownerName } from "./store/mod.ts";
+export { type CrawlRecord, kvOp } from "./store/mod.ts";

@@ -12,10 +12,14 @@ export interface SpawnedTask {
   close(): Promise<void>;
 }
 
-/** Spawns `deno run -A <script> <args>` and resolves with the URL it prints. */
-export async function spawnTask(script: string, args: string[]): Promise<SpawnedTask> {
+/**
+ * Spawns `deno <run> <args>` (`run` is `run`, the permission flags and the script, as deno.json's
+ * task has them) and resolves with the URL it prints.
+ */
+export async function spawnTask(run: string[], args: string[]): Promise<SpawnedTask> {
+  const script = run.at(-1);
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", script, ...args],
+    args: [...run, ...args],
     stdout: "piped",
     stderr: "inherit",
     env: { NO_COLOR: "1" },

@@ -22,7 +22,15 @@ import { compareKeys } from "../../plan/keys.ts";
 import type { ChangeRow, Source } from "../../plan/source.ts";
 import { applyDrift, type DriftChange, type ShardRange } from "../items/mod.ts";
 import { againstListing } from "../page/mod.ts";
-import { type CrawlRecord, getCrawl, listShards, updateCrawl } from "../store/mod.ts";
+import {
+  type CrawlRecord,
+  getCrawl,
+  leaseFor,
+  leaseHeld,
+  listShards,
+  readLiveness,
+  updateCrawl,
+} from "../store/mod.ts";
 
 /** Options of {@linkcode catchUp}. */
 export interface CatchUpOptions {
@@ -108,7 +116,8 @@ export async function claimFeed(
     const crawl = first.value;
     if (!crawl || crawl.startSeq === null) return null;
     const drift = crawl.drift;
-    if (drift?.lease && drift.lease.owner !== owner && drift.lease.untilMs > now()) return null;
+    const liveness = await readLiveness(kv, now());
+    if (leaseHeld(drift?.lease, now(), { liveness, owner })) return null;
     const entry = await updateCrawl(kv, first as Deno.KvEntry<CrawlRecord>, {
       ...crawl,
       drift: {
@@ -117,7 +126,7 @@ export async function claimFeed(
         updated: drift?.updated ?? 0,
         deleted: drift?.deleted ?? 0,
         caughtUpAt: drift?.caughtUpAt ?? null,
-        lease: { owner, untilMs: now() + leaseMs },
+        lease: leaseFor(owner, now(), leaseMs),
       },
     });
     if (entry) return { entry, owner, leaseMs, now };

@@ -22,17 +22,18 @@ import {
 import type { Dispatcher } from "./planning.ts";
 import { sampleStored, storedRevision } from "../items/mod.ts";
 import { deleteCrawl, failCrawl, transition } from "./lifecycle.ts";
-import { ownerIsDead } from "../store/mod.ts";
 import {
   clearDeadLetter,
   commitRelist,
   commitShard,
   type CrawlRecord,
   getCrawl,
+  leaseHeld,
   listCrawls,
   listDeadLetters,
   listRangeDrift,
   listShards,
+  readLiveness,
   relisted,
   type ShardRecord,
   shardStored,
@@ -307,8 +308,8 @@ export async function watchdog(
       continue;
     }
     if (crawl.status === "planning") {
-      const lease = crawl.planLease;
-      if (!lease || lease.untilMs <= now) await deps.dispatcher.plan(crawl.id);
+      const liveness = await readLiveness(deps.kv, now);
+      if (!leaseHeld(crawl.planLease, now, { liveness })) await deps.dispatcher.plan(crawl.id);
       continue;
     }
     if (crawl.status !== "running") continue;
@@ -324,9 +325,10 @@ async function reviveShards(
 ): Promise<number> {
   const shards = await listShards(deps.kv, crawlId);
   const dead = new Set(await listDeadLetters(deps.kv, crawlId));
+  const liveness = await readLiveness(deps.kv, o.now);
   let n = 0;
   for (const { value: s } of shards) {
-    const held = s.lease !== null && s.lease.untilMs > o.now && !ownerIsDead(s.lease.owner);
+    const held = leaseHeld(s.lease, o.now, { liveness });
     const waiting = (s.retryAt ?? 0) > o.now;
     const stalled = o.now - s.updatedAt >= o.stallMs || dead.has(s.id) || s.lease !== null;
     if (!s.done && !held && !waiting && stalled) {

@@ -28,12 +28,14 @@ import {
   type CrawlRecord,
   createCrawlRecord,
   getCrawl,
+  leaseFor,
+  leaseHeld,
   newShard,
+  readLiveness,
   type ShardRecord,
   updateCrawl,
   writePlannedShards,
 } from "../store/mod.ts";
-import { ownerIsDead } from "../store/mod.ts";
 
 /** How work reaches workers: a queue message, or nothing (lease workers find it by polling). */
 export interface Dispatcher {
@@ -118,13 +120,12 @@ async function claimPlanning(
     const cur = entry.value;
     if (!cur) throw new NotFoundError(`no crawl with id ${id}`);
     if (cur.status !== "planning") return cur;
-    const lease = cur.planLease;
-    const live = lease && lease.untilMs > o.nowMs && !ownerIsDead(lease.owner);
-    if (lease && lease.owner !== o.owner && live) return null;
+    const liveness = await readLiveness(kv, o.nowMs);
+    if (leaseHeld(cur.planLease, o.nowMs, { liveness, owner: o.owner })) return null;
     if ((cur.planRetryAt ?? 0) > o.nowMs) return null;
     const claimed = await updateCrawl(kv, entry as Deno.KvEntry<CrawlRecord>, {
       ...cur,
-      planLease: { owner: o.owner, untilMs: o.nowMs + o.leaseMs },
+      planLease: leaseFor(o.owner, o.nowMs, o.leaseMs),
     });
     if (claimed) return claimed;
   }
@@ -156,7 +157,7 @@ export async function planCrawl(
     renewing = renewing.then(async () => {
       const next = await updateCrawl(deps.kv, claimed, {
         ...claimed.value,
-        planLease: { owner, untilMs: now() + leaseMs },
+        planLease: leaseFor(owner, now(), leaseMs),
       }).catch(() => null);
       if (next) claimed = next;
     });

@@ -24,10 +24,12 @@ import {
   type CrawlStatus,
   getCrawl,
   type InFlight,
+  leaseHeld,
   listCrawls,
   listDeadLetters,
   listShards,
   listSplits,
+  readLiveness,
   type ShardRecord,
   type SplitRecord,
   type Verification,
@@ -152,6 +154,7 @@ export async function crawlStatus(
   options: { now?: () => number } = {},
 ): Promise<CrawlStatusReport> {
   const now = (options.now ?? Date.now)();
+  const liveness = await readLiveness(kv, now);
   const crawl = await requireCrawl(kv, id);
   // Splits before shards: a split commits with its child shard, so every split read here has its
   // child in the shards read after it (the other order could show a split without its shard).
@@ -203,7 +206,7 @@ export async function crawlStatus(
       done: s.done,
       pages: s.pages,
       rate: s.items / Math.max(0.001, ((s.done ? s.updatedAt : now) - s.startedAt) / 1000),
-      leased: s.lease !== null && s.lease.untilMs > now,
+      leased: leaseHeld(s.lease, now, { liveness }),
       inflight: s.inflight ?? null,
       docErrors: s.docErrors,
       retries: s.retries ?? 0,

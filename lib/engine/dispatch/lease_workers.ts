@@ -11,10 +11,9 @@
 import { errorLine, StorageError } from "../../base/errors.ts";
 import { checkCompletion } from "../crawl/mod.ts";
 import type { Dispatcher } from "../crawl/mod.ts";
-import { ownerName } from "../store/mod.ts";
 import { claimable } from "./shard_runner.ts";
-import { type CrawlRecord, listCrawls, listShards } from "../store/mod.ts";
-import { type WorkDeps, workPlan, workShard } from "./work.ts";
+import { type CrawlRecord, leaseHeld, listCrawls, listShards, readLiveness } from "../store/mod.ts";
+import { ownerOf, type WorkDeps, workPlan, workShard } from "./work.ts";
 
 /**
  * Lease workers need no message: a claimable shard or a crawl in `planning` is work. Dispatching
@@ -59,7 +58,7 @@ export class LeaseDispatcher implements Dispatcher {
 
 /** Options of {@linkcode runLeaseWorker}. */
 export interface LeaseWorkerOptions {
-  /** This worker's name in leases. @default a name from `ownerName("lease")` */
+  /** This worker's name in leases. @default a name from `deps.ownerName("lease")` */
   owner?: string;
   /** First sleep when there is no work, in milliseconds (doubles up to `maxIdleMs`). @default 250 */
   idleMs?: number;
@@ -112,7 +111,7 @@ export async function runLeaseWorker(
   options: LeaseWorkerOptions = {},
 ): Promise<LeaseWorkerStats> {
   const now = deps.now ?? Date.now;
-  const owner = options.owner ?? ownerName("lease");
+  const owner = options.owner ?? ownerOf(deps, "lease");
   const started = now();
   const stats: LeaseWorkerStats = { claims: 0, shardsDone: 0, errors: 0, idleSleeps: 0 };
   const nudges = deps.dispatcher instanceof LeaseDispatcher ? deps.dispatcher : null;
@@ -158,10 +157,11 @@ async function oneRound(
   crawls: CrawlRecord[],
   o: { owner: string; stop: () => boolean; stats: LeaseWorkerStats; now: () => number },
 ): Promise<boolean> {
+  const liveness = await readLiveness(deps.kv, o.now());
   for (const crawl of crawls) {
     if (crawl.status === "planning") {
-      const lease = crawl.planLease;
-      if ((lease && lease.untilMs > o.now()) || (crawl.planRetryAt ?? 0) > o.now()) continue;
+      const held = leaseHeld(crawl.planLease, o.now(), { liveness, owner: o.owner });
+      if (held || (crawl.planRetryAt ?? 0) > o.now()) continue;
       await workPlan(deps, crawl.id, o.owner);
       return true;
     }
@@ -174,7 +174,7 @@ async function oneRound(
       });
       continue;
     }
-    for (const e of shuffle(shards.filter((e) => claimable(e.value, o.owner, o.now())))) {
+    for (const e of shuffle(shards.filter((e) => claimable(e.value, o.owner, o.now(), liveness)))) {
       const res = await workShard(deps, crawl.id, e.value.id, { owner: o.owner, stop: o.stop });
       if (res.kind === "busy") continue; // someone else was quicker
       o.stats.claims++;

@@ -13,9 +13,8 @@
 import { StorageError } from "../../base/errors.ts";
 import type { Dispatcher } from "../crawl/mod.ts";
 import { type Message, parseMessage } from "./messages.ts";
-import { ownerName } from "../store/mod.ts";
 import { deadLetterKey } from "../store/mod.ts";
-import { type WorkDeps, workPlan, workShard } from "./work.ts";
+import { ownerOf, type WorkDeps, workPlan, workShard } from "./work.ts";
 
 /** Redelivery delays when a handler throws, in milliseconds (KV's default ends at 60 s). */
 export const BACKOFF_SCHEDULE_MS = [500, 1_000, 2_000, 5_000, 10_000];
@@ -67,7 +66,7 @@ export function createQueueHandler(
 ): (raw: unknown) => Promise<void> {
   return async (raw: unknown) => {
     // One owner per run: a duplicate message for a shard this process is running finds it held.
-    const owner = ownerName(options.label ?? "queue");
+    const owner = ownerOf(deps, options.label ?? "queue");
     const msg = parseMessage(raw);
     if (!msg) {
       options.onInvalid?.(raw);

@@ -16,11 +16,20 @@ import {
   type LeaseWorkerStats,
   runLeaseWorker,
 } from "./lease_workers.ts";
-import { ownerName } from "../store/mod.ts";
+import { ProcessBeat } from "../store/mod.ts";
 import { createQueueHandler, QueueDispatcher } from "./queue_dispatch.ts";
 import type { RebalanceOptions } from "../crawl/mod.ts";
 import type { CrawlRecord } from "../store/mod.ts";
 import type { WorkDeps, WorkEvent } from "./work.ts";
+
+/**
+ * Lease workers a process runs unless told otherwise: each runs one shard at a time (with its
+ * document fetches), so this bounds a process's shards in flight whatever the shard count.
+ */
+export const DEFAULT_WORKERS = 16;
+
+/** Most lease workers one process may run (each holds a page of rows in memory). */
+export const MAX_WORKERS = 256;
 
 /** How work reaches workers. */
 export type DispatchMode = "queue" | "lease";
@@ -72,7 +81,18 @@ export interface Runtime {
   leaseTick(ms: number): Promise<void>;
   /** Runs one lease worker with this runtime's hooks until `options` say stop. */
   runWorker(options?: LeaseWorkerOptions): Promise<LeaseWorkerStats>;
-  /** Stops the workers started here (the queue listener stops when KV is closed). */
+  /**
+   * Holds this process's heartbeat (its workers hold it while they run; so should anything else
+   * that takes a lease in its name, such as a whole local crawl): resolves once it beats, with the
+   * function that lets go.
+   */
+  acquire(): Promise<() => Promise<void>>;
+  /** An owner name for a worker of this process (its leases end with the process). */
+  ownerName(label: string): string;
+  /**
+   * Stops the workers started here (the queue listener stops when KV is closed) and deletes this
+   * process's heartbeat, which frees its leases at once.
+   */
   close(): Promise<void>;
   /** Settles when the listener and the workers have ended (after `close()` and `kv.close()`). */
   readonly finished: Promise<void>;
@@ -97,6 +117,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   const stop = new AbortController();
   const background: Promise<unknown>[] = [];
   const label = options.label ?? "worker";
+  const beat = new ProcessBeat(kv, { label, now: options.now });
   const dispatcher: Dispatcher = options.dispatch === "queue"
     ? new QueueDispatcher(kv)
     : new LeaseDispatcher();
@@ -110,22 +131,38 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     maxPlanAttempts: options.maxPlanAttempts,
     maxShardFailures: options.maxShardFailures,
     onEvent: options.onEvent,
+    ownerName: (l) => beat.owner(l),
   };
   const worker = (o: LeaseWorkerOptions = {}) =>
-    runLeaseWorker(deps, { owner: ownerName(label), log: options.log, signal: stop.signal, ...o })
-      .catch((err) => {
-        if (!options.onProcessError) throw err;
-        options.onProcessError(err);
-        return { claims: 0, shardsDone: 0, errors: 1, idleSleeps: 0 };
-      });
+    beat.acquire().then((release) =>
+      runLeaseWorker(deps, {
+        owner: beat.owner(label),
+        log: options.log,
+        ...o,
+        signal: o.signal ? AbortSignal.any([stop.signal, o.signal]) : stop.signal,
+      }).finally(release)
+    ).catch((err: Error) => {
+      if (!options.onProcessError) throw err;
+      options.onProcessError(err);
+      return { claims: 0, shardsDone: 0, errors: 1, idleSleeps: 0 };
+    });
   if (options.dispatch === "queue") {
-    background.push(kv.listenQueue(createQueueHandler(deps, {
+    const handle = createQueueHandler(deps, {
       label,
       onProcessError: options.onProcessError,
       stopping: () => stop.signal.aborted,
-    })));
+    });
+    background.push(kv.listenQueue(async (raw) => {
+      const release = await beat.acquire();
+      try {
+        await handle(raw);
+      } finally {
+        await release();
+      }
+    }));
   } else {
-    for (let i = 0; i < (options.workers ?? 0); i++) background.push(worker());
+    const n = Math.min(options.workers ?? 0, MAX_WORKERS);
+    for (let i = 0; i < n; i++) background.push(worker());
   }
   return {
     dispatcher,
@@ -137,9 +174,14 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       if (options.dispatch === "lease") await worker({ maxRunMs: ms });
     },
     runWorker: (o) => worker(o),
+    acquire: () => beat.acquire(),
+    ownerName: (l) => beat.owner(l),
     close: async () => {
       stop.abort();
-      // Lease workers end at their next step; the queue listener ends only when KV closes.
+      // The beat goes first: this process's shards are free for others at once, while its workers
+      // end at their next step (a page they still commit is refused if another worker took the
+      // shard). The queue listener ends only when KV closes.
+      await beat.stop();
       if (options.dispatch === "lease") await Promise.allSettled(background);
     },
     finished: Promise.allSettled(background).then(() => {}),

@@ -23,16 +23,20 @@ import type { Source } from "../../plan/source.ts";
 import { failCrawl, rememberPageCap } from "../crawl/mod.ts";
 import { DEFAULT_MAX_DOC_BYTES } from "../items/mod.ts";
 import { kvFailureKind } from "../store/mod.ts";
-import { ownerIsDead } from "../store/mod.ts";
 import { type Held, type PageContext, processPage } from "../page/mod.ts";
 import type { ListedPage } from "../page/mod.ts";
 import { AdaptiveLimit } from "../../base/adaptive_limit.ts";
 import {
   commitShard,
   type CrawlRecord,
+  EXPIRY_ONLY,
   getCrawl,
   getCrawlAndShard,
   getShard,
+  leaseFor,
+  leaseHeld,
+  type Liveness,
+  readLiveness,
   type ShardRecord,
 } from "../store/mod.ts";
 
@@ -73,11 +77,15 @@ export type RunResult =
 /** Backoff before a shard is tried again, by failures in a row, in milliseconds. */
 export const RETRY_DELAYS_MS = [1_000, 2_000, 5_000, 10_000, 20_000, 30_000, 60_000];
 
-/** True when the shard can be claimed by `owner` now. */
-export function claimable(s: ShardRecord, owner: string, nowMs: number): boolean {
+/** True when the shard can be claimed by `owner` now: not done, not waiting, held by nobody else. */
+export function claimable(
+  s: ShardRecord,
+  owner: string,
+  nowMs: number,
+  liveness: Liveness = EXPIRY_ONLY,
+): boolean {
   if (s.done || (s.retryAt ?? 0) > nowMs) return false;
-  const l = s.lease;
-  return !l || l.owner === owner || l.untilMs <= nowMs || ownerIsDead(l.owner);
+  return !leaseHeld(s.lease, nowMs, { liveness, owner });
 }
 
 /**
@@ -88,13 +96,13 @@ export async function claimShard(
   kv: Deno.Kv,
   crawlId: string,
   shardId: number,
-  o: { owner: string; leaseMs: number; nowMs: number },
+  o: { owner: string; leaseMs: number; nowMs: number; liveness?: Liveness },
 ): Promise<Held | null> {
   const [c, e] = await getCrawlAndShard(kv, crawlId, shardId);
-  if (c.value?.status !== "running" || !e.value || !claimable(e.value, o.owner, o.nowMs)) {
-    return null;
-  }
-  const lease = { owner: o.owner, untilMs: o.nowMs + o.leaseMs };
+  if (c.value?.status !== "running" || !e.value) return null;
+  const liveness = o.liveness ?? await readLiveness(kv, o.nowMs);
+  if (!claimable(e.value, o.owner, o.nowMs, liveness)) return null;
+  const lease = leaseFor(o.owner, o.nowMs, o.leaseMs);
   const entry = await commitShard(kv, crawlId, e as Deno.KvEntry<ShardRecord>, {
     ...e.value,
     lease,

@@ -43,6 +43,16 @@ export interface WorkDeps {
   leaseMs?: number;
   /** Log-worthy events. */
   onEvent?: (event: WorkEvent) => void;
+  /**
+   * Names a worker of this process in leases (`ProcessBeat.owner`, so that its leases end with the
+   * process). @default a name of no process: its leases only expire
+   */
+  ownerName?: (label: string) => string;
+}
+
+/** An owner name for a worker labelled `label` of the process `deps` belong to. */
+export function ownerOf(deps: WorkDeps, label: string): string {
+  return deps.ownerName?.(label) ?? `${label}-${crypto.randomUUID().slice(0, 8)}`;
 }
 
 /** Plans a crawl in `planning` if nobody else is planning it. */

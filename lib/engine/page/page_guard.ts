@@ -15,6 +15,7 @@ import {
   getShard,
   type InFlight,
   keys,
+  leaseFor,
   type ShardRecord,
 } from "../store/mod.ts";
 
@@ -95,7 +96,7 @@ export class Guard {
 
   /** A lease for this worker from now. */
   lease(): NonNullable<ShardRecord["lease"]> {
-    return { owner: this.#ctx.owner, untilMs: this.#ctx.now() + this.#ctx.leaseMs };
+    return leaseFor(this.#ctx.owner, this.#ctx.now(), this.#ctx.leaseMs);
   }
 
   /** Renews the lease and publishes progress about once a second until stopped. */

@@ -13,6 +13,7 @@
  *     ["chunk", crawlId, idKeyPart, n]    Uint8Array, part n of a large document
  *     ["dead", crawlId, shardId]          a wake-up message the KV queue gave up on
  *     ["split", crawlId, seq]             SplitRecord (dynamic rebalancing log)
+ *     ["beat", processId]                 Beat: a working process's heartbeat (see leases.ts)
  *     ["rdrift", crawlId, shardId, dir]   Deno.KvU64: changes applied in a shard's range since it
  *                                         was listed, `in` (items added) or `out` (items removed)
  *
@@ -62,6 +63,8 @@ export const keys = {
     dir,
   ],
   rangeDrifts: (crawl: string): Deno.KvKey => ["rdrift", crawl],
+  beat: (processId: string): Deno.KvKey => ["beat", processId],
+  beats: (): Deno.KvKey => ["beat"],
 };
 
 /** Items added and removed by applied changes in one shard's range since it was listed. */
