@@ -4,7 +4,7 @@ import { FatalError, PermanentError, TransientError } from "../lib/base/errors.t
 import { checkCompletion, watchdog } from "../lib/engine/crawl/completion.ts";
 import { crawlStatus } from "../lib/engine/crawl/status.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
-import { type CrawlRecord, getCrawl, updateCrawl } from "../lib/engine/store/store.ts";
+import { type CrawlRecord, getCrawl, getFeed, updateCrawl } from "../lib/engine/store/store.ts";
 import { begin, finishAll, runOne, spec } from "./engine_helpers.ts";
 import { assertCrawledExactly, dataOf, randomKeys, wrapSource } from "./helpers.ts";
 
@@ -61,7 +61,7 @@ Deno.test("catch-up: a crash mid-feed resumes from the committed sequence, count
     () => catchUp({ kv, source: flaky }, id, { batch: 15, owner: "me" }),
     /feed broke/,
   );
-  const mid = (await getCrawl(kv, id)).value!.drift!;
+  const mid = (await getFeed(kv, id)).value!;
   assert.equal(mid.inserted + mid.deleted + mid.updated, 15, "first batch committed");
   // The failed runner let its lease go: the next one carries on from the committed sequence.
   let release!: () => void;
@@ -142,7 +142,7 @@ Deno.test("catch-up: another write to the crawl record mid-feed neither stops it
   await finishAll(kv, source, id);
   for (let i = 0; i < 20; i++) data.put(`later-${i}`);
   let touched = 0;
-  // While a batch is read, something else updates the crawl record (as a shard's completion does).
+  // While a batch is read, something else updates the crawl record (its feed has its own now).
   const busy = wrapSource(source, {
     changes: async (s, l) => {
       if (touched++ < 2) {
@@ -156,7 +156,7 @@ Deno.test("catch-up: another write to the crawl record mid-feed neither stops it
   });
   const res = await catchUp({ kv, source: busy }, id, { batch: 8, owner: "me" });
   assert.equal(res.ran, true);
-  const drift = (await getCrawl(kv, id)).value!.drift!;
+  const drift = (await getFeed(kv, id)).value!;
   assert.equal(drift.inserted, 20, "every change applied once");
   assert.equal(drift.lease, null, "the lease is not left behind");
   assert.equal((await catchUp({ kv, source }, id, { owner: "next" })).ran, true);

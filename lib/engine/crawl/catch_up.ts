@@ -24,12 +24,16 @@ import { applyDrift, type DriftChange, type ShardRange } from "../items/mod.ts";
 import { againstListing } from "../page/mod.ts";
 import {
   type CrawlRecord,
+  type DriftState,
   getCrawl,
+  getFeed,
+  keys,
   leaseFor,
   leaseHeld,
   listShards,
+  present,
   readLiveness,
-  updateCrawl,
+  updateRecord,
 } from "../store/mod.ts";
 
 /** Options of {@linkcode catchUp}. */
@@ -76,7 +80,7 @@ export function seqNumber(seq: string | null | undefined): number | null {
 export function checkSameRegistry(
   crawl: CrawlRecord,
   current: string | null,
-  seen: string | null = crawl.drift?.seq ?? crawl.startSeq,
+  seen: string | null = crawl.startSeq,
 ): void {
   const [was, now] = [seqNumber(seen), seqNumber(current)];
   if (was === null || now === null || now >= was) return;
@@ -87,10 +91,12 @@ export function checkSameRegistry(
   );
 }
 
-/** A claim on a crawl's change feed: the crawl record as this runner last wrote it. */
+/** A claim on a crawl's change feed: its feed record as this runner last wrote it. */
 export interface FeedClaim {
-  /** The crawl record entry (its versionstamp guards every batch). */
-  entry: Deno.KvEntry<CrawlRecord>;
+  /** The crawl. */
+  crawl: CrawlRecord;
+  /** The feed record entry (its versionstamp guards every batch). */
+  entry: Deno.KvEntry<DriftState>;
   /** The runner. */
   owner: string;
   /** Lease length, in milliseconds. */
@@ -111,27 +117,25 @@ export async function claimFeed(
   const now = options.now ?? Date.now;
   const owner = options.owner ?? crypto.randomUUID();
   const leaseMs = options.leaseMs ?? 30_000;
-  for (let attempt = 0; attempt < 10; attempt++) {
-    const first = await getCrawl(kv, crawlId);
-    const crawl = first.value;
-    if (!crawl || crawl.startSeq === null) return null;
-    const drift = crawl.drift;
-    const liveness = await readLiveness(kv, now());
-    if (leaseHeld(drift?.lease, now(), { liveness, owner })) return null;
-    const entry = await updateCrawl(kv, first as Deno.KvEntry<CrawlRecord>, {
-      ...crawl,
-      drift: {
-        seq: drift?.seq ?? crawl.startSeq,
-        inserted: drift?.inserted ?? 0,
-        updated: drift?.updated ?? 0,
-        deleted: drift?.deleted ?? 0,
-        caughtUpAt: drift?.caughtUpAt ?? null,
-        lease: leaseFor(owner, now(), leaseMs),
-      },
-    });
-    if (entry) return { entry, owner, leaseMs, now };
-  }
-  return null;
+  const crawl = (await getCrawl(kv, crawlId)).value;
+  if (!crawl || crawl.startSeq === null) return null;
+  const liveness = await readLiveness(kv, now());
+  let ours = false;
+  const entry = await updateRecord<DriftState>(kv, keys.feed(crawlId), (cur) => {
+    ours = !leaseHeld(cur?.lease, now(), { liveness, owner });
+    if (!ours) return undefined;
+    return {
+      seq: crawl.startSeq!,
+      inserted: 0,
+      updated: 0,
+      deleted: 0,
+      caughtUpAt: null,
+      ...cur,
+      lease: leaseFor(owner, now(), leaseMs),
+    };
+  });
+  const held = present(entry);
+  return ours && held ? { crawl, entry: held, owner, leaseMs, now } : null;
 }
 
 /** The shards' ranges of a crawl, sorted by start, for counting changes per range. */
@@ -151,14 +155,14 @@ export async function applyToEnd(
   options: { batch?: number } = {},
 ): Promise<number | null> {
   const batch = options.batch ?? 200;
-  const crawl = claim.entry.value;
+  const crawl = claim.crawl;
   const target = await deps.source.updateSeq();
-  checkSameRegistry(crawl, target);
+  checkSameRegistry(crawl, target, claim.entry.value.seq);
   const ranges = await rangesOf(deps.kv, crawl.id);
   let applied = 0;
   let conflicts = 0;
   for (;;) {
-    const since = claim.entry.value.drift!.seq;
+    const since = claim.entry.value.seq;
     if (reached(since, target)) return applied;
     const { rows, lastSeq } = await deps.source.changes(since, batch);
     stuck(rows, lastSeq, since, deps.source);
@@ -172,11 +176,10 @@ export async function applyToEnd(
       leaseUntilMs: claim.now() + claim.leaseMs,
     });
     if (!next) {
-      // Another writer changed the crawl record (its completion, a shard's end): if the lease is
-      // still ours, go on from what is committed; if not, another runner has the feed now.
-      const fresh = await getCrawl(deps.kv, crawl.id);
-      if (fresh.value?.drift?.lease?.owner !== claim.owner || ++conflicts > 20) return null;
-      claim.entry = fresh as Deno.KvEntry<CrawlRecord>;
+      // Another runner took the feed (this one was seen dead, or its lease ran out).
+      const fresh = await getFeed(deps.kv, crawl.id);
+      if (fresh.value?.lease?.owner !== claim.owner || ++conflicts > 20) return null;
+      claim.entry = present(fresh)!;
       continue;
     }
     claim.entry = next;
@@ -242,26 +245,17 @@ function fetchChanged(source: Source, crawl: CrawlRecord, rows: ChangeRow[]) {
   }, { concurrency: crawl.concurrency });
 }
 
-/**
- * Lets the feed go if this runner still holds it. The crawl record may have changed since this
- * runner last wrote it (its completion, another shard's end): the lease is cleared on a fresh read,
- * so it is never left behind to block the next runner until it expires.
- */
+/** Lets the feed go if this runner still holds it. */
 export async function releaseFeed(
   kv: Deno.Kv,
   crawlId: string,
   owner: string,
-): Promise<Deno.KvEntry<CrawlRecord> | null> {
-  for (let attempt = 0; attempt < 10; attempt++) {
-    const e = await getCrawl(kv, crawlId);
-    if (!e.value?.drift || e.value.drift.lease?.owner !== owner) return null;
-    const done = await updateCrawl(kv, e as Deno.KvEntry<CrawlRecord>, {
-      ...e.value,
-      drift: { ...e.value.drift, lease: null },
-    });
-    if (done) return done;
-  }
-  return null;
+): Promise<Deno.KvEntryMaybe<DriftState>> {
+  return await updateRecord<DriftState>(
+    kv,
+    keys.feed(crawlId),
+    (cur) => cur?.lease?.owner === owner ? { ...cur, lease: null } : undefined,
+  );
 }
 
 /**
@@ -276,8 +270,11 @@ export async function catchUp(
 ): Promise<CatchUpResult> {
   const claim = await claimFeed(deps.kv, crawlId, options);
   if (!claim) {
-    const crawl = (await getCrawl(deps.kv, crawlId)).value;
-    return { applied: 0, seq: crawl?.drift?.seq ?? crawl?.startSeq ?? null, ran: false };
+    const [crawl, feed] = await Promise.all([
+      getCrawl(deps.kv, crawlId),
+      getFeed(deps.kv, crawlId),
+    ]);
+    return { applied: 0, seq: feed.value?.seq ?? crawl.value?.startSeq ?? null, ran: false };
   }
   let applied: number | null;
   try {
@@ -287,7 +284,6 @@ export async function catchUp(
     await releaseFeed(deps.kv, crawlId, claim.owner).catch(() => null);
     throw err;
   }
-  const seq = claim.entry.value.drift!.seq;
   const released = await releaseFeed(deps.kv, crawlId, claim.owner);
-  return { applied: applied ?? 0, seq: released?.value.drift?.seq ?? seq, ran: true };
+  return { applied: applied ?? 0, seq: released.value?.seq ?? claim.entry.value.seq, ran: true };
 }

@@ -28,6 +28,8 @@ import {
   commitShard,
   type CrawlRecord,
   getCrawl,
+  getPlanning,
+  keys,
   leaseHeld,
   listCrawls,
   listDeadLetters,
@@ -37,7 +39,7 @@ import {
   relisted,
   type ShardRecord,
   shardStored,
-  updateCrawl,
+  updateRecord,
   type Verification,
 } from "../store/mod.ts";
 import { type ChangeWindow, checkRanges, type RangeVerdict } from "./verify.ts";
@@ -145,7 +147,7 @@ async function finish(
         feed = null;
       }
     }
-    const at = feed ? feed.entry.value.drift!.seq : null;
+    const at = feed ? feed.entry.value.seq : null;
     const window = async (): Promise<ChangeWindow> =>
       feed ? (await peekChanges(source, at!)) ?? "too-many" : "no-feed";
     const crawl = (await getCrawl(kv, id)).value!;
@@ -261,12 +263,12 @@ async function settle(
 
 /** Notes on the crawl what the final check waits for (the status shows it). */
 async function notePending(kv: Deno.Kv, id: string, detail: string): Promise<void> {
-  for (let attempt = 0; attempt < 5; attempt++) {
-    const e = await getCrawl(kv, id);
-    if (!e.value || e.value.status !== "running") return;
-    const verification: Verification = { status: "pending", detail };
-    if (await updateCrawl(kv, e as Deno.KvEntry<CrawlRecord>, { ...e.value, verification })) return;
-  }
+  const verification: Verification = { status: "pending", detail };
+  await updateRecord<CrawlRecord>(
+    kv,
+    keys.crawl(id),
+    (cur) => cur?.status === "running" ? { ...cur, verification } : undefined,
+  );
 }
 
 /** Moves the crawl to `done` with how it was proven. */
@@ -309,7 +311,8 @@ export async function watchdog(
     }
     if (crawl.status === "planning") {
       const liveness = await readLiveness(deps.kv, now);
-      if (!leaseHeld(crawl.planLease, now, { liveness })) await deps.dispatcher.plan(crawl.id);
+      const planning = (await getPlanning(deps.kv, crawl.id)).value;
+      if (!leaseHeld(planning?.lease, now, { liveness })) await deps.dispatcher.plan(crawl.id);
       continue;
     }
     if (crawl.status !== "running") continue;

@@ -11,13 +11,17 @@ import type { Source } from "../../plan/source.ts";
 import { checkSameRegistry } from "./catch_up.ts";
 import { createCrawl, type Dispatcher, planCrawl, type PlanCrawlOptions } from "./planning.ts";
 import {
+  clearPlanning,
   commitShard,
   type CrawlRecord,
   type CrawlStatus,
   deleteCrawlData,
   getCrawl,
+  keys,
   listShards,
+  present,
   updateCrawl,
+  updateRecord,
 } from "../store/mod.ts";
 
 /** What {@linkcode openCrawl} found and did. */
@@ -104,17 +108,15 @@ export async function transition(
   options: { now?: () => number; error?: string | null; patch?: Partial<CrawlRecord> } = {},
 ): Promise<CrawlRecord> {
   const now = options.now ?? Date.now;
-  for (let i = 0; i < 100; i++) {
-    const entry = await getCrawl(kv, id);
-    if (!entry.value) throw new NotFoundError(`no crawl with id ${id}`);
-    const cur = entry.value;
-    if (cur.status === status) return cur;
+  const entry = await updateRecord<CrawlRecord>(kv, keys.crawl(id), (cur) => {
+    if (!cur) throw new NotFoundError(`no crawl with id ${id}`);
+    if (cur.status === status) return undefined;
     if (!allowed(cur.status)) {
       throw new ConflictError(`crawl ${id} is ${cur.status}; cannot make it ${status}`);
     }
     const t = now();
     const final = status === "done" || status === "cancelled" || status === "failed";
-    const next: CrawlRecord = {
+    return {
       ...cur,
       ...options.patch,
       status,
@@ -122,9 +124,8 @@ export async function transition(
       finishedAt: final ? t : null,
       error: options.error !== undefined ? options.error : cur.error,
     };
-    if (await updateCrawl(kv, entry as Deno.KvEntry<CrawlRecord>, next)) return next;
-  }
-  throw new ConflictError(`crawl ${id}: too many concurrent updates`);
+  }, { maxAttempts: 100 });
+  return entry.value!;
 }
 
 /** Pauses a running crawl: workers stop at their next page; nothing is lost. */
@@ -147,7 +148,6 @@ export function failCrawl(
   return transition(kv, id, "failed", (s) => s === "running" || s === "planning", {
     now,
     error: errorLine(reason),
-    patch: { planLease: null },
   });
 }
 
@@ -170,8 +170,8 @@ export async function resumeCrawl(
     const crawl = await transition(deps.kv, id, "planning", allowed, {
       now: options.now,
       error: null,
-      patch: { planFailures: 0, planRetryAt: 0, planLease: null },
     });
+    await clearPlanning(deps.kv, id); // fresh attempts, no backoff left over
     await deps.dispatcher.plan(id);
     return crawl;
   }
@@ -206,7 +206,7 @@ export async function deleteCrawl(kv: Deno.Kv, id: string, now?: () => number): 
     if (!deletable(s)) {
       throw new ConflictError(`crawl ${id} is ${s}; cancel it before deleting it`);
     }
-    let marked = entry as Deno.KvEntry<CrawlRecord>;
+    let marked = present(entry)!;
     if (s !== "deleting") {
       const t = (now ?? Date.now)();
       const next = { ...entry.value, status: "deleting" as const, updatedAt: t };
@@ -222,11 +222,9 @@ export async function deleteCrawl(kv: Deno.Kv, id: string, now?: () => number): 
 
 /** Records the registry's page cap on the crawl (the smallest seen wins). */
 export async function rememberPageCap(kv: Deno.Kv, id: string, cap: number): Promise<void> {
-  for (let attempt = 0; attempt < 20; attempt++) {
-    const entry = await getCrawl(kv, id);
-    const cur = entry.value;
-    if (!cur || (cur.pageCap ?? Infinity) <= cap) return;
-    const next = { ...cur, pageCap: cap, updatedAt: Date.now() };
-    if (await updateCrawl(kv, entry as Deno.KvEntry<CrawlRecord>, next)) return;
-  }
+  await updateRecord<CrawlRecord>(
+    kv,
+    keys.crawl(id),
+    (cur) => !cur || (cur.pageCap ?? Infinity) <= cap ? undefined : { ...cur, pageCap: cap },
+  );
 }

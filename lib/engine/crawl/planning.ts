@@ -28,12 +28,16 @@ import {
   type CrawlRecord,
   createCrawlRecord,
   getCrawl,
+  keys,
+  kvOp,
   leaseFor,
   leaseHeld,
   newShard,
+  type PlanningState,
+  present,
   readLiveness,
   type ShardRecord,
-  updateCrawl,
+  updateRecord,
   writePlannedShards,
 } from "../store/mod.ts";
 
@@ -81,7 +85,6 @@ export function planningRecord(spec: CrawlSpec, id: string, nowMs: number): Craw
     planMethod: "",
     nextShardId: 0,
     startSeq: null,
-    planLease: null,
     createdAt: nowMs,
     updatedAt: nowMs,
     finishedAt: null,
@@ -109,37 +112,40 @@ export async function createCrawl(
   };
 }
 
-/** Claims the planning lease of a crawl in `planning`; null when it is not ours to plan now. */
+/**
+ * Claims the planning record of a crawl in `planning` for `owner`; null when it is not ours to plan
+ * now (a live planner holds it, or it waits out a failed attempt's backoff). The crawl record as
+ * read is returned when it is not in `planning` (planned already, cancelled, failed).
+ */
 async function claimPlanning(
   kv: Deno.Kv,
   id: string,
   o: { owner: string; leaseMs: number; nowMs: number },
-): Promise<Deno.KvEntry<CrawlRecord> | CrawlRecord | null> {
-  for (let attempt = 0; attempt < 20; attempt++) {
-    const entry = await getCrawl(kv, id);
-    const cur = entry.value;
-    if (!cur) throw new NotFoundError(`no crawl with id ${id}`);
-    if (cur.status !== "planning") return cur;
-    const liveness = await readLiveness(kv, o.nowMs);
-    if (leaseHeld(cur.planLease, o.nowMs, { liveness, owner: o.owner })) return null;
-    if ((cur.planRetryAt ?? 0) > o.nowMs) return null;
-    const claimed = await updateCrawl(kv, entry as Deno.KvEntry<CrawlRecord>, {
-      ...cur,
-      planLease: leaseFor(o.owner, o.nowMs, o.leaseMs),
-    });
-    if (claimed) return claimed;
-  }
-  return null;
+): Promise<Deno.KvEntry<PlanningState> | CrawlRecord | null> {
+  const crawl = (await getCrawl(kv, id)).value;
+  if (!crawl) throw new NotFoundError(`no crawl with id ${id}`);
+  if (crawl.status !== "planning") return crawl;
+  const liveness = await readLiveness(kv, o.nowMs);
+  let ours = false;
+  const entry = await updateRecord<PlanningState>(kv, keys.planning(id), (cur) => {
+    ours = false;
+    if (leaseHeld(cur?.lease, o.nowMs, { liveness, owner: o.owner })) return undefined;
+    if ((cur?.retryAt ?? 0) > o.nowMs) return undefined;
+    ours = true;
+    return { failures: 0, retryAt: 0, ...cur, lease: leaseFor(o.owner, o.nowMs, o.leaseMs) };
+  });
+  return ours ? present(entry) : null;
 }
 
 /**
  * Plans a crawl in `planning` state exactly once, whoever calls it and however often: the caller
- * claims the record with a planning lease (renewed while it plans), plans (or takes the baked
- * plan), writes the shards under that claim, then moves the crawl to `running` and dispatches
- * every shard. A crawl that has a plan is never planned again; a claim held by a live planner
- * elsewhere makes this a no-op (returns null), and a planner that dies is replaced once its short
- * lease runs out. A planning error fails the crawl with its reason (a transient one only after
- * `maxPlanAttempts` tries, with backoff between them); the record is returned either way.
+ * claims the crawl's planning record with a lease (renewed while it plans), plans (or takes the
+ * baked plan), writes the shards under that claim, then moves the crawl to `running` and
+ * dispatches every shard. A crawl that has a plan is never planned again; a claim held by a live
+ * planner elsewhere makes this a no-op (returns null), and a planner that dies is replaced once
+ * its process is seen dead or its short lease runs out. A planning error fails the crawl with its
+ * reason (a transient one only after `maxPlanAttempts` tries, with backoff between them); the
+ * record is returned either way.
  */
 export async function planCrawl(
   deps: { kv: Deno.Kv; source: Source; dispatcher: Dispatcher },
@@ -155,21 +161,20 @@ export async function planCrawl(
   let renewing = Promise.resolve();
   const renew = setInterval(() => {
     renewing = renewing.then(async () => {
-      const next = await updateCrawl(deps.kv, claimed, {
-        ...claimed.value,
-        planLease: leaseFor(owner, now(), leaseMs),
-      }).catch(() => null);
-      if (next) claimed = next;
+      const next = { ...claimed.value, lease: leaseFor(owner, now(), leaseMs) };
+      const res = await deps.kv.atomic().check(claimed).set(claimed.key, next).commit()
+        .catch(() => ({ ok: false as const }));
+      if (res.ok) claimed = { ...claimed, value: next, versionstamp: res.versionstamp };
     });
   }, leaseMs / 4);
+  const stopRenewing = async () => (clearInterval(renew), await renewing);
+  const crawl = (await getCrawl(deps.kv, id)).value!;
   try {
-    const planned = await makePlan(deps.source, claimed.value, options);
-    clearInterval(renew);
-    await renewing;
+    const planned = await makePlan(deps.source, crawl, options);
+    await stopRenewing();
     return await startPlanned(deps, claimed, planned, now);
   } catch (err) {
-    clearInterval(renew);
-    await renewing;
+    await stopRenewing();
     return await planningFailed(deps, claimed, err, { ...options, now });
   }
 }
@@ -202,15 +207,20 @@ async function makePlan(source: Source, crawl: CrawlRecord, options: PlanCrawlOp
 
 async function startPlanned(
   deps: { kv: Deno.Kv; dispatcher: Dispatcher },
-  claimed: Deno.KvEntry<CrawlRecord>,
+  claimed: Deno.KvEntry<PlanningState>,
   p: Awaited<ReturnType<typeof makePlan>>,
   now: () => number,
 ): Promise<CrawlRecord | null> {
+  const id = claimed.key[1] as string;
   const t = now();
   const shards = shardsFromPlan(p.plan, t);
-  if (!await writePlannedShards(deps.kv, claimed, shards)) return null;
-  const running = await updateCrawl(deps.kv, claimed, {
-    ...claimed.value,
+  if (!await writePlannedShards(deps.kv, claimed, id, shards)) return null;
+  // Running, in one op with the end of the claim, if the crawl is still in planning (it may have
+  // been cancelled meanwhile; then its shards stay unused until it is deleted).
+  const entry = await getCrawl(deps.kv, id);
+  if (entry.value?.status !== "planning") return entry.value;
+  const running: CrawlRecord = {
+    ...entry.value,
     shards: p.plan.shards.length,
     status: "running",
     total: p.plan.total,
@@ -221,53 +231,54 @@ async function startPlanned(
     docMode: p.docMode,
     evenSplit: p.evenSplit,
     itemLayout: ITEM_LAYOUT, // no item exists before its shards: this version writes them all
-    planLease: null,
-    planFailures: 0,
+    error: null,
     startedAt: t,
     updatedAt: t,
-  });
-  if (!running) return null;
-  for (const s of shards) await deps.dispatcher.dispatch(claimed.value.id, s.id);
-  return running.value;
+  };
+  const res = await kvOp(() =>
+    deps.kv.atomic().check(claimed).check(entry).set(entry.key, running).delete(claimed.key)
+      .commit()
+  );
+  if (!res.ok) return null;
+  for (const s of shards) await deps.dispatcher.dispatch(id, s.id);
+  return running;
 }
 
 /** Records a planning failure: the crawl fails, or (transient) waits and is planned again. */
 async function planningFailed(
   deps: { kv: Deno.Kv; dispatcher: Dispatcher },
-  claimed: Deno.KvEntry<CrawlRecord>,
+  claimed: Deno.KvEntry<PlanningState>,
   err: unknown,
   o: PlanCrawlOptions & { now: () => number },
 ): Promise<CrawlRecord | null> {
+  const id = claimed.key[1] as string;
   const message = errorLine(err);
-  const failures = (claimed.value.planFailures ?? 0) + 1;
+  const failures = claimed.value.failures + 1;
   // A registry that answers 4xx to a listing, or garbage, will not answer better in a minute.
   const permanent = err instanceof FatalError || err instanceof InputError ||
     err instanceof NotFoundError || err instanceof PermanentError;
   const t = o.now();
-  const max = o.maxPlanAttempts ?? 5;
-  const next: CrawlRecord = permanent || failures >= max
+  const gaveUp = permanent || failures >= (o.maxPlanAttempts ?? 5);
+  const retryAt = t + Math.min(60_000, 2_000 * 2 ** (failures - 1));
+  const planning: PlanningState = { lease: null, failures, retryAt: gaveUp ? 0 : retryAt };
+  const entry = await getCrawl(deps.kv, id);
+  if (entry.value?.status !== "planning") return entry.value;
+  const crawl: CrawlRecord = gaveUp
     ? {
-      ...claimed.value,
+      ...entry.value,
       status: "failed",
       error: permanent || failures === 1
         ? message
         : `${message} (planning gave up after ${failures} attempts)`,
-      planLease: null,
-      planFailures: failures,
       finishedAt: t,
       updatedAt: t,
     }
-    : {
-      ...claimed.value,
-      planLease: null,
-      planFailures: failures,
-      planRetryAt: t + Math.min(60_000, 2_000 * 2 ** (failures - 1)),
-      error: message,
-      updatedAt: t,
-    };
-  const saved = await updateCrawl(deps.kv, claimed, next);
-  if (saved && next.status === "planning") {
-    await deps.dispatcher.plan(next.id, { delayMs: next.planRetryAt! - t });
-  }
-  return saved?.value ?? null;
+    : { ...entry.value, error: message, updatedAt: t };
+  const res = await kvOp(() =>
+    deps.kv.atomic().check(claimed).check(entry).set(claimed.key, planning).set(entry.key, crawl)
+      .commit()
+  );
+  if (!res.ok) return null;
+  if (!gaveUp) await deps.dispatcher.plan(id, { delayMs: retryAt - t });
+  return crawl;
 }

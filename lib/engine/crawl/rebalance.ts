@@ -32,6 +32,7 @@ import {
   listShards,
   listSplits,
   newShard,
+  present,
   type ShardRecord,
 } from "../store/mod.ts";
 
@@ -122,7 +123,7 @@ export async function splitStraggler(
         remainingSeconds(b.value, fallback, now) - remainingSeconds(a.value, fallback, now)
       )[0];
     if (!victim) return null;
-    const res = await trySplit(deps, crawlEntry as Deno.KvEntry<CrawlRecord>, victim, {
+    const res = await trySplit(deps, present(crawlEntry)!, victim, {
       minItems,
       now,
     });

@@ -23,6 +23,7 @@ import {
   type CrawlRecord,
   type CrawlStatus,
   getCrawl,
+  getFeed,
   type InFlight,
   leaseHeld,
   listCrawls,
@@ -161,7 +162,7 @@ export async function crawlStatus(
   const splits = await listSplits(kv, id);
   const shards = (await listShards(kv, id)).map((e) => e.value);
   const sum = (f: (s: (typeof shards)[number]) => number) => shards.reduce((n, s) => n + f(s), 0);
-  const d = crawl.drift;
+  const d = (await getFeed(kv, id)).value;
   const itemsStored = await storedCount(kv, id, shards);
   const from = crawl.startedAt ?? crawl.createdAt;
   const elapsedS = Math.max(0.001, ((crawl.finishedAt ?? now) - from) / 1000);

@@ -12,7 +12,14 @@ import { errorLine, StorageError } from "../../base/errors.ts";
 import { checkCompletion } from "../crawl/mod.ts";
 import type { Dispatcher } from "../crawl/mod.ts";
 import { claimable } from "./shard_runner.ts";
-import { type CrawlRecord, leaseHeld, listCrawls, listShards, readLiveness } from "../store/mod.ts";
+import {
+  type CrawlRecord,
+  getPlanning,
+  leaseHeld,
+  listCrawls,
+  listShards,
+  readLiveness,
+} from "../store/mod.ts";
 import { ownerOf, type WorkDeps, workPlan, workShard } from "./work.ts";
 
 /**
@@ -160,8 +167,9 @@ async function oneRound(
   const liveness = await readLiveness(deps.kv, o.now());
   for (const crawl of crawls) {
     if (crawl.status === "planning") {
-      const held = leaseHeld(crawl.planLease, o.now(), { liveness, owner: o.owner });
-      if (held || (crawl.planRetryAt ?? 0) > o.now()) continue;
+      const planning = (await getPlanning(deps.kv, crawl.id)).value;
+      const held = leaseHeld(planning?.lease, o.now(), { liveness, owner: o.owner });
+      if (held || (planning?.retryAt ?? 0) > o.now()) continue;
       await workPlan(deps, crawl.id, o.owner);
       return true;
     }

@@ -22,7 +22,7 @@ import {
 import type { Source } from "../../plan/source.ts";
 import { failCrawl, rememberPageCap } from "../crawl/mod.ts";
 import { DEFAULT_MAX_DOC_BYTES } from "../items/mod.ts";
-import { kvFailureKind } from "../store/mod.ts";
+import { kvFailureKind, present } from "../store/mod.ts";
 import { type Held, type PageContext, processPage } from "../page/mod.ts";
 import type { ListedPage } from "../page/mod.ts";
 import { AdaptiveLimit } from "../../base/adaptive_limit.ts";
@@ -33,11 +33,13 @@ import {
   getCrawl,
   getCrawlAndShard,
   getShard,
+  keys,
   leaseFor,
   leaseHeld,
   type Liveness,
   readLiveness,
   type ShardRecord,
+  updateRecord,
 } from "../store/mod.ts";
 
 /** What a runner needs (all injected). */
@@ -103,7 +105,7 @@ export async function claimShard(
   const liveness = o.liveness ?? await readLiveness(kv, o.nowMs);
   if (!claimable(e.value, o.owner, o.nowMs, liveness)) return null;
   const lease = leaseFor(o.owner, o.nowMs, o.leaseMs);
-  const entry = await commitShard(kv, crawlId, e as Deno.KvEntry<ShardRecord>, {
+  const entry = await commitShard(kv, crawlId, present(e)!, {
     ...e.value,
     lease,
   });
@@ -117,12 +119,14 @@ export async function releaseShard(
   shardId: number,
   owner: string,
 ): Promise<void> {
-  for (let i = 0; i < 5; i++) {
-    const e = await getShard(kv, crawlId, shardId);
-    if (!e.value || e.value.lease?.owner !== owner) return;
-    const next = { ...e.value, lease: null, inflight: null };
-    if (await commitShard(kv, crawlId, e as Deno.KvEntry<ShardRecord>, next)) return;
-  }
+  await updateRecord<ShardRecord>(
+    kv,
+    keys.shard(crawlId, shardId),
+    (cur) => cur?.lease?.owner === owner ? { ...cur, lease: null, inflight: null } : undefined,
+    {
+      maxAttempts: 5,
+    },
+  ).catch(() => {}); // not let go: its owner's process is seen dead soon, or its lease expires
 }
 
 /** Runs a shard until it is done, stopped, or has failed (see the module comment). */
@@ -218,7 +222,7 @@ async function recordFailure(
   const delay = RETRY_DELAYS_MS[Math.min(failures, RETRY_DELAYS_MS.length) - 1];
   const atMs = now + Math.round(delay * (0.5 + Math.random()));
   if (fresh.value && fresh.value.lease?.owner === o.owner) {
-    await commitShard(deps.kv, crawlId, fresh as Deno.KvEntry<ShardRecord>, {
+    await commitShard(deps.kv, crawlId, present(fresh)!, {
       ...fresh.value,
       failures,
       retries: (fresh.value.retries ?? 0) + 1,

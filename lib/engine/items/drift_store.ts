@@ -2,9 +2,9 @@
  * The store's drift part: applying a batch of `_changes` to a crawl's items with exact counts.
  *
  * Changes are applied in groups that each fit one atomic op. Large documents' chunks are written
- * first (idempotent); then ONE op per group, guarded by the crawl record's versionstamp and by each
- * changed item's own versionstamp as read just before, writes the item records, deletes removed
- * items and their chunks, and moves the crawl's `drift` on to the group's last sequence with exact
+ * first (idempotent); then ONE op per group, guarded by the crawl's feed record's versionstamp and
+ * by each changed item's own versionstamp as read just before, writes the item records, deletes removed
+ * items and their chunks, and moves the feed record on to the group's last sequence with exact
  * counters (an item counts as inserted only if it was absent, as deleted only if it was present).
  * An item held in a block (keys-only crawls) leaves its block in the same op, guarded by the
  * block's versionstamp, and lives on as an item record if it was updated: every item stays in
@@ -19,7 +19,7 @@ import { chunkKeys, itemPresence } from "./item_read.ts";
 import { type ItemInput, prepareWrites, setInBatches } from "./item_store.ts";
 import { AtomicBudget, keySize, MAX_CHECKS, valueSizeBound } from "../store/mod.ts";
 import { compareKeys } from "../../plan/keys.ts";
-import { type CrawlRecord, type DriftState, keys, kvOp } from "../store/mod.ts";
+import { type DriftState, keys, kvOp } from "../store/mod.ts";
 
 /** A shard's range, for counting changes per range (sorted by start, the open start first). */
 export interface ShardRange {
@@ -47,30 +47,20 @@ export type DriftChange =
   & { seq: string }
   & ({ id: string; deleted: true } | { id: string; deleted?: false; rev: string; doc?: DocResult });
 
-function startState(crawl: CrawlRecord): DriftState {
-  return crawl.drift ?? {
-    seq: crawl.startSeq ?? "0",
-    inserted: 0,
-    updated: 0,
-    deleted: 0,
-    lease: null,
-    caughtUpAt: null,
-  };
-}
-
 /**
- * Applies `changes` (oldest first) while the caller holds the crawl record as `claimed`. Returns
- * the new crawl entry, or null when the claim was lost (what was committed before stays counted).
+ * Applies `changes` (oldest first) while the caller holds the crawl's change feed record as
+ * `claimed`. Returns the new feed entry, or null when the claim was lost (what was committed
+ * before stays counted).
  */
 export async function applyDrift(
   kv: Deno.Kv,
-  claimed: Deno.KvEntry<CrawlRecord>,
+  claimed: Deno.KvEntry<DriftState>,
   changes: readonly DriftChange[],
   next: DriftNext & { lastSeq: string },
-): Promise<Deno.KvEntry<CrawlRecord> | null> {
+): Promise<Deno.KvEntry<DriftState> | null> {
   let entry = claimed;
   // Checks are the scarce resource: one per changed item and per block holding one, one for the
-  // crawl record.
+  // feed record.
   const group = (MAX_CHECKS - 2) >> 1;
   for (let i = 0; i < changes.length || i === 0; i += group) {
     const part = changes.slice(i, i + group);
@@ -103,11 +93,11 @@ export interface DriftNext {
 /** Applies one group in as many ops as its size needs (each op moves `drift` on by its part). */
 async function applyGroup(
   kv: Deno.Kv,
-  claimed: Deno.KvEntry<CrawlRecord>,
+  claimed: Deno.KvEntry<DriftState>,
   changes: readonly DriftChange[],
   next: DriftNext & { seq: string },
-): Promise<Deno.KvEntry<CrawlRecord> | null> {
-  const crawl = claimed.value.id;
+): Promise<Deno.KvEntry<DriftState> | null> {
+  const crawl = claimed.key[1] as string;
   const latest = new Map<string, DriftChange>();
   for (const c of changes) latest.set(c.id, c); // the latest change per id wins
   const ids = [...latest.keys()];
@@ -138,7 +128,7 @@ async function applyGroup(
   });
   const records = new Map(writes.filter((w) => w.key[0] === "item").map((w) => [w.id, w]));
   await setInBatches(kv, writes.filter((w) => w.key[0] !== "item"));
-  const drift = startState(claimed.value);
+  const drift = claimed.value;
   const counts = { inserted: 0, updated: 0, deleted: 0 };
   const perRange = new Map<string, number>(); // `${shard}\0${dir}` -> count
   const countIn = (id: string, dir: "in" | "out") => {
@@ -196,21 +186,16 @@ async function applyGroup(
   const lease = drift.lease && next.leaseUntilMs !== undefined
     ? { ...drift.lease, untilMs: next.leaseUntilMs }
     : drift.lease;
-  const value: CrawlRecord = {
-    ...claimed.value,
-    drift: {
-      ...drift,
-      lease,
-      seq: next.seq,
-      inserted: drift.inserted + counts.inserted,
-      updated: drift.updated + counts.updated,
-      deleted: drift.deleted + counts.deleted,
-      caughtUpAt: next.caughtUp ? next.nowMs : drift.caughtUpAt,
-    },
-    updatedAt: next.nowMs,
+  const value: DriftState = {
+    ...drift,
+    lease,
+    seq: next.seq,
+    inserted: drift.inserted + counts.inserted,
+    updated: drift.updated + counts.updated,
+    deleted: drift.deleted + counts.deleted,
+    caughtUpAt: next.caughtUp ? next.nowMs : drift.caughtUpAt,
   };
-  const crawlKeyBytes = keySize(keys.crawl(crawl));
-  if (!budget.fitsSet(crawlKeyBytes, valueSizeBound(value))) {
+  if (!budget.fitsSet(keySize(claimed.key), valueSizeBound(value))) {
     // Deleting many chunked documents at once: halve the group (each half counted on its own).
     if (changes.length === 1) throw new Error(`change of ${ids[0]} does not fit one atomic op`);
     const half = changes.length >> 1;
@@ -221,6 +206,6 @@ async function applyGroup(
     });
     return first ? await applyGroup(kv, first, changes.slice(half), next) : null;
   }
-  const res = await kvOp(() => op.set(keys.crawl(crawl), value).commit());
+  const res = await kvOp(() => op.set(claimed.key, value).commit());
   return res.ok ? { key: claimed.key, value, versionstamp: res.versionstamp } : null;
 }

@@ -16,6 +16,7 @@ import {
   type InFlight,
   keys,
   leaseFor,
+  present,
   type ShardRecord,
 } from "../store/mod.ts";
 
@@ -82,7 +83,7 @@ export class Guard {
       (s.skip ?? null) !== this.#skip
     ) {
       this.lost = "superseded";
-    } else this.entry = e as Deno.KvEntry<ShardRecord>;
+    } else this.entry = present(e)!;
     return this.lost === null;
   }
 

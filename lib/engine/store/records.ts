@@ -58,18 +58,10 @@ export interface CrawlRecord extends CrawlSpec {
   nextShardId: number;
   /** The registry's update sequence when the crawl started (for `_changes` catch-up). */
   startSeq: string | null;
-  /** Held by the process planning the crawl (status `planning`), renewed while it plans. */
-  planLease: Lease | null;
-  /** Planning attempts that failed transiently; planning fails for good after a bound. */
-  planFailures?: number;
-  /** Not before this time is planning tried again, epoch ms. */
-  planRetryAt?: number;
   /** The registry's page cap, once learned (a short page that was not the end). */
   pageCap?: number | null;
   /** How documents are fetched, once probed. */
   docMode?: DocMode | null;
-  /** Changes applied after the shards finished (registry drift), once catch-up has run. */
-  drift?: DriftState;
   /** Why drift catch-up could not run (the registry has no usable `_changes`), if so. */
   driftError?: string;
   /** How the end was checked against the registry, once done. */
@@ -88,7 +80,23 @@ export interface CrawlRecord extends CrawlSpec {
   error: string | null;
 }
 
-/** Where `_changes` catch-up stands, and what it changed. */
+/**
+ * Who plans a crawl in `planning`, and how its attempts went: its own record, so that planning and
+ * the crawl's other writers never conflict.
+ */
+export interface PlanningState {
+  /** Held by the process planning the crawl, renewed while it plans. */
+  lease: Lease | null;
+  /** Planning attempts that failed transiently; planning fails for good after a bound. */
+  failures: number;
+  /** Not before this time is planning tried again, epoch ms. */
+  retryAt: number;
+}
+
+/**
+ * Where `_changes` catch-up stands, and what it changed: the crawl's change feed, its own record
+ * (written with every batch applied).
+ */
 export interface DriftState {
   /** Last change sequence applied (opaque, as the registry gave it). */
   seq: string;

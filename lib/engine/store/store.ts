@@ -7,6 +7,8 @@
  * Layout (crawl ids and shard ids are the only variable parts besides item ids):
  *
  *     ["crawl", crawlId]                  CrawlRecord
+ *     ["planning", crawlId]               PlanningState (who plans it, failed attempts)
+ *     ["feed", crawlId]                   DriftState (its change feed: sequence, counts, lease)
  *     ["shard", crawlId, shardId]         ShardRecord (range, cursor, counters, lease, failures)
  *     ["item", crawlId, idKeyPart]        item record bytes (see item_codec.ts)
  *     ["block", crawlId, firstId]         a keys-only page's rows, packed (see item_blocks.ts)
@@ -23,8 +25,8 @@
  *
  * @module
  */
-import { FatalError, StorageError } from "../../base/errors.ts";
-import { kvFailureKind } from "./kv_limits.ts";
+import { ConflictError, FatalError, StorageError } from "../../base/errors.ts";
+import { AtomicBudget, keySize, kvFailureKind, valueSizeBound } from "./kv_limits.ts";
 
 export type {
   CrawlRecord,
@@ -32,17 +34,26 @@ export type {
   DriftState,
   InFlight,
   Lease,
+  PlanningState,
   ShardRecord,
   SplitRecord,
   Verification,
 } from "./records.ts";
 export { newShard, relisted } from "./records.ts";
-import type { CrawlRecord, ShardRecord, SplitRecord } from "./records.ts";
+import type {
+  CrawlRecord,
+  DriftState,
+  PlanningState,
+  ShardRecord,
+  SplitRecord,
+} from "./records.ts";
 
 /** Key builders, exported for the item part and for tests that need to look underneath. */
 export const keys = {
   crawl: (id: string): Deno.KvKey => ["crawl", id],
   crawls: (): Deno.KvKey => ["crawl"],
+  planning: (crawl: string): Deno.KvKey => ["planning", crawl],
+  feed: (crawl: string): Deno.KvKey => ["feed", crawl],
   shard: (crawl: string, shard: number): Deno.KvKey => ["shard", crawl, shard],
   shards: (crawl: string): Deno.KvKey => ["shard", crawl],
   item: (crawl: string, part: Deno.KvKeyPart): Deno.KvKey => ["item", crawl, part],
@@ -135,6 +146,53 @@ export async function kvOp<T>(fn: () => Promise<T>, options: { maxAttempts?: num
   }
 }
 
+/**
+ * Read-modify-write of one record with bounded retries: the one loop for every such update.
+ * `change` gets the record (null when absent) and returns the next one, or `undefined` to leave it
+ * as it is (the entry as read is returned then). Another writer between the read and the write
+ * makes it read and decide again, at most `maxAttempts` times; `change` may throw to give up.
+ * @throws ConflictError when every attempt met another writer.
+ */
+export async function updateRecord<T>(
+  kv: Deno.Kv,
+  key: Deno.KvKey,
+  change: (current: T | null) => T | undefined,
+  options: { maxAttempts?: number } = {},
+): Promise<Deno.KvEntryMaybe<T>> {
+  const max = options.maxAttempts ?? 20;
+  for (let attempt = 0; attempt < max; attempt++) {
+    const entry = await kvOp(() => kv.get<T>(key));
+    const next = change(entry.value);
+    if (next === undefined) return entry;
+    const res = await kvOp(() => kv.atomic().check(entry).set(key, next).commit());
+    if (res.ok) return { key, value: next, versionstamp: res.versionstamp };
+  }
+  throw new ConflictError(`too many concurrent updates of ${JSON.stringify(key)}`);
+}
+
+/** The planning record of a crawl (absent: nobody plans it, no attempt failed). */
+export async function getPlanning(
+  kv: Deno.Kv,
+  crawl: string,
+): Promise<Deno.KvEntryMaybe<PlanningState>> {
+  return await kvOp(() => kv.get<PlanningState>(keys.planning(crawl)));
+}
+
+/** Forgets how a crawl's planning went (its attempts start afresh). */
+export async function clearPlanning(kv: Deno.Kv, crawl: string): Promise<void> {
+  await kvOp(() => kv.delete(keys.planning(crawl)));
+}
+
+/** The change feed record of a crawl (absent before its first catch-up). */
+export async function getFeed(kv: Deno.Kv, crawl: string): Promise<Deno.KvEntryMaybe<DriftState>> {
+  return await kvOp(() => kv.get<DriftState>(keys.feed(crawl)));
+}
+
+/** The entry when its key holds a value, else null (one typed view of `Deno.KvEntryMaybe`). */
+export function present<T>(entry: Deno.KvEntryMaybe<T>): Deno.KvEntry<T> | null {
+  return entry.versionstamp === null ? null : entry as Deno.KvEntry<T>;
+}
+
 /** The crawl record with its versionstamp, or null. */
 export async function getCrawl(kv: Deno.Kv, id: string): Promise<Deno.KvEntryMaybe<CrawlRecord>> {
   return await kvOp(() => kv.get<CrawlRecord>(keys.crawl(id)));
@@ -191,36 +249,45 @@ export async function createCrawlRecord(
         .set(keys.crawl(crawl.id), crawl).commit()
     );
     const entry = await getCrawl(kv, crawl.id);
-    if (entry.value) return entry as Deno.KvEntry<CrawlRecord>;
+    const found = present(entry);
+    if (found) return found;
     if (!res.ok) continue; // created and deleted in between: try again
   }
   throw new FatalError(`crawl ${crawl.id} could not be created (it keeps being deleted)`);
 }
 
 /**
- * Writes a plan's shards while the planner still holds the crawl record as `claimed` (each batch
- * checks its versionstamp), after deleting shards a crashed earlier attempt left behind. Returns
- * false as soon as the claim is lost: another planner took over and nothing more is written.
+ * Writes a plan's shards while the planner still holds the crawl's planning record as `claimed`
+ * (each batch checks its versionstamp), after deleting shards a crashed earlier attempt left
+ * behind; batches are sized by KV's limits. Returns false as soon as the claim is lost: another
+ * planner took over and nothing more is written.
  */
 export async function writePlannedShards(
   kv: Deno.Kv,
-  claimed: Deno.KvEntry<CrawlRecord>,
+  claimed: Deno.KvEntry<PlanningState>,
+  crawl: string,
   shards: ShardRecord[],
 ): Promise<boolean> {
-  const id = claimed.value.id;
   const keep = new Set(shards.map((s) => s.id));
-  const stale = (await listShards(kv, id)).map((e) => e.value.id).filter((sid) => !keep.has(sid));
-  const muts: ((op: Deno.AtomicOperation) => void)[] = [
-    ...stale.map((sid) => (op: Deno.AtomicOperation) => op.delete(keys.shard(id, sid))),
-    ...shards.map((s) => (op: Deno.AtomicOperation) => op.set(keys.shard(id, s.id), s)),
+  const stale = (await listShards(kv, crawl)).map((e) => e.value.id)
+    .filter((sid) => !keep.has(sid));
+  const muts = [
+    ...stale.map((sid) => ({ key: keys.shard(crawl, sid), value: null })),
+    ...shards.map((s) => ({ key: keys.shard(crawl, s.id), value: s })),
   ];
-  // Shard records hold at most three ids of <= 4 KB each: 50 a batch stays far inside the limits.
-  for (let i = 0; i < muts.length; i += 50) {
-    const res = await kvOp(() => {
-      const op = kv.atomic().check(claimed);
-      for (const m of muts.slice(i, i + 50)) m(op);
-      return op.commit();
-    });
+  const claim = keySize(claimed.key);
+  for (let i = 0; i < muts.length;) {
+    const budget = new AtomicBudget().check(claim);
+    const op = kv.atomic().check(claimed);
+    for (const first = i; i < muts.length; i++) {
+      const m = muts[i];
+      const bytes = keySize(m.key);
+      const size = m.value === null ? null : valueSizeBound(m.value);
+      if (i > first && !budget.fitsSet(bytes, size)) break;
+      if (m.value === null) (op.delete(m.key), budget.delete(bytes));
+      else (op.set(m.key, m.value), budget.set(bytes, size!));
+    }
+    const res = await kvOp(() => op.commit());
     if (!res.ok) return false;
   }
   return true;
@@ -356,8 +423,12 @@ export async function deleteCrawlData(
       deleted += found.length;
     }
   }
+  const own = (await kvOp(() => kv.getMany([keys.planning(id), keys.feed(id)])))
+    .filter((e) => e.versionstamp !== null).map((e) => e.key);
+  deleted += own.length;
   const res = await kvOp(async () => {
     const op = kv.atomic().check(entry).delete(keys.crawl(id));
+    for (const k of own) op.delete(k);
     for await (const e of kv.list({ prefix: keys.deads(id) })) op.delete(e.key);
     return await op.commit();
   });
