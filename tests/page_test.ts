@@ -6,7 +6,7 @@ import { pauseCrawl, resumeCrawl } from "../lib/engine/crawl/lifecycle.ts";
 import { DEFAULT_MAX_DOC_BYTES } from "../lib/engine/items/item_store.ts";
 import { processPage } from "../lib/engine/page/page.ts";
 import { fetchDocs } from "../lib/engine/page/page_docs.ts";
-import { cursorAt, listPage } from "../lib/engine/page/page_listing.ts";
+import { cursorAt, listPage, pageLimit } from "../lib/engine/page/page_listing.ts";
 import { keyHash, LONG_KEY_UNITS, sortKeys } from "../lib/plan/keys.ts";
 import { AdaptiveLimit } from "../lib/base/adaptive_limit.ts";
 import { claimShard, runShard } from "../lib/engine/dispatch/shard_runner.ts";
@@ -41,8 +41,10 @@ Deno.test("page: pages cut short without a word are never read as the end; the c
   await finishAll(kv, source, id);
   assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
   await assertCrawledExactly(kv, id, data.keys);
-  assert.equal((await getCrawl(kv, id)).value!.pageCap, 30, "the registry's cap is remembered");
-  assert.ok(source.capabilities.maxPage <= 30);
+  const crawl = (await getCrawl(kv, id)).value!;
+  assert.equal(crawl.pageCap, 30, "the registry's cap is remembered with the crawl");
+  assert.equal(pageLimit(crawl, source), 30, "and every later page asks for no more");
+  assert.equal(source.capabilities.maxPage, 1000, "the source's own limit is its own");
 });
 
 Deno.test("page: one runner per shard; a worker whose lease was taken over cannot commit", async () => {

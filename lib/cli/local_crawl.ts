@@ -145,12 +145,7 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
   const kv = await openKvFile(options.kvPath);
   const started = performance.now();
   const source = localSource(options, log);
-  const openSource = (crawl: CrawlRecord) => {
-    if (crawl.pageCap) {
-      source.capabilities.maxPage = Math.min(source.capabilities.maxPage, crawl.pageCap);
-    }
-    return source;
-  };
+  const openSource = () => source;
   const broken: Error[] = [];
   const runtime = createRuntime({
     kv,

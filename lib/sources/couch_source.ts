@@ -33,7 +33,10 @@ import { ALL_DOCS, type ListingDialect, viewDialect } from "./listing_dialect.ts
 export interface CouchSourceOptions extends HttpOptions {
   /** Base URL for documents (`<docsUrl>/<encoded id>`). @default the database URL */
   docsUrl?: string;
-  /** Largest page the source accepts (lowered when it learns a smaller cap). @default 1000 */
+  /**
+   * Largest page asked of the registry, until it says it takes fewer (a 400 naming `limit`
+   * lowers `capabilities.maxPage`). @default 10000, the npm replica's cap
+   */
   maxPage?: number;
   /** Whether to use `skip` (only for sources whose offsets are not ranks). @default false */
   skip?: boolean;
@@ -127,7 +130,7 @@ export class CouchSource implements Source {
     this.#maxDocBytes = options.maxDocBytes ?? 32 * 1024 * 1024;
     this.#docAttempts = options.docMaxAttempts ?? 4;
     this.#docTimeoutMs = options.docTimeoutMs ?? 20_000;
-    this.capabilities = { skip: options.skip ?? false, maxPage: options.maxPage ?? 1000 };
+    this.capabilities = { skip: options.skip ?? false, maxPage: options.maxPage ?? 10_000 };
   }
 
   /** Logical listing requests made (retries not counted). */

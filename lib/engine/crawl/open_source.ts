@@ -31,11 +31,7 @@ export function sourceOpener(
         ...options,
         docsUrl: crawl.docsUrl ?? undefined,
         view: crawl.view,
-        maxPage: Math.min(
-          options.maxPage ?? crawl.maxPage,
-          crawl.maxPage,
-          crawl.pageCap ?? Infinity,
-        ),
+        maxPage: Math.min(options.maxPage ?? Infinity, crawl.maxPage),
       });
       cache.set(crawl.id, s);
     }

@@ -12,6 +12,7 @@
  * @module
  */
 import { ITEM_LAYOUT } from "../items/mod.ts";
+import { pageLimit } from "../page/mod.ts";
 import {
   errorLine,
   FatalError,
@@ -195,7 +196,7 @@ async function makePlan(source: Source, crawl: CrawlRecord, options: PlanCrawlOp
   const even = pieces > 1 && !crawl.view
     ? evenSplitRanks(source, Math.min(64, pieces)).catch(() => null)
     : Promise.resolve(null);
-  const cap = Math.min(crawl.maxPage, crawl.pageCap ?? Infinity);
+  const cap = pageLimit(crawl, source);
   const plan = options.plan ?? await planShards(source, crawl.shards, {
     maxPage: Math.min(PLAN_PAGE, cap),
     readPage: Math.min(SEARCH_READ_PAGE, cap),

@@ -24,7 +24,7 @@ import { shortCut } from "../../plan/planner.ts";
 import type { Point } from "../../plan/points.ts";
 import type { Source } from "../../plan/source.ts";
 import type { Dispatcher } from "./planning.ts";
-import { rowsPerPage } from "../page/mod.ts";
+import { pageLimit, rowsPerPage } from "../page/mod.ts";
 import {
   commitSplit,
   type CrawlRecord,
@@ -154,7 +154,7 @@ async function trySplit(
   const [found] = mid === r0 ? [lower.key] : await findKeysAtRanks(deps.source, [mid], {
     lower,
     upper,
-    maxPage: crawl.maxPage,
+    maxPage: pageLimit(crawl, deps.source),
   });
   const key = await shortCut(deps.source, found);
   const floor = position(v);

@@ -152,7 +152,6 @@ export async function runShard(
       maxDocBytes: deps.maxDocBytes ?? DEFAULT_MAX_DOC_BYTES,
       docMode: held.crawl.docs ? held.crawl.docMode ?? await source.docMode?.() ?? "get" : "get",
       docLimit: new AdaptiveLimit(held.crawl.concurrency),
-      onCapLearned: (cap) => rememberPageCap(deps.kv, crawlId, cap),
     };
     let checked = now();
     let listing: Promise<ListedPage> | undefined;
@@ -169,6 +168,13 @@ export async function runShard(
       const res = await processPage(ctx, held, { listing });
       // Let the lease go (when it is still ours) so that a resume can claim the shard at once.
       if (res.kind === "lost") return await stopped(deps, held, o.owner, res.reason);
+      if (res.learnedCap) {
+        await rememberPageCap(deps.kv, crawlId, res.learnedCap);
+        held.crawl = {
+          ...held.crawl,
+          pageCap: Math.min(held.crawl.pageCap ?? Infinity, res.learnedCap),
+        };
+      }
       held = { crawl: held.crawl, entry: res.entry };
       if (res.entry.value.done) return { kind: "done", shard: res.entry.value };
       // The next page is already being listed from where this one ended, unless the commit moved

@@ -64,12 +64,12 @@ export async function processPage(
   held: Held,
   options: { listing?: Promise<ListedPage> } = {},
 ): Promise<PageResult> {
-  const { crawl } = held;
-  const listed = await (options.listing ?? startListing(ctx, crawl, held.entry.value));
-  if (listed.learnedCap) {
-    ctx.source.capabilities.maxPage = Math.min(ctx.source.capabilities.maxPage, listed.learnedCap);
-    await ctx.onCapLearned?.(listed.learnedCap);
-  }
+  const listed = await (options.listing ?? startListing(ctx, held.crawl, held.entry.value));
+  // A cap learned here applies from the next page on; the runner keeps it with the crawl.
+  const learnedCap = listed.learnedCap;
+  const crawl = learnedCap
+    ? { ...held.crawl, pageCap: Math.min(held.crawl.pageCap ?? Infinity, learnedCap) }
+    : held.crawl;
   const from = listed.next;
   const next = from
     ? {
@@ -96,5 +96,6 @@ export async function processPage(
   }
   if (guard.lost) return { kind: "lost", reason: guard.lost };
   const res = await writePage(ctx, guard, crawl, { listed, items });
-  return res.kind === "committed" && next ? { ...res, next } : res;
+  if (res.kind !== "committed") return res;
+  return { ...res, ...(next ? { next } : {}), ...(learnedCap ? { learnedCap } : {}) };
 }

@@ -38,8 +38,6 @@ export interface PageContext {
   docMode: DocMode;
   /** The shard's document concurrency (kept across its pages). */
   docLimit: AdaptiveLimit;
-  /** Called once the registry's page cap is learned. */
-  onCapLearned?: (cap: number) => Promise<void>;
 }
 
 /** The shard entry a page writes against, kept fresh through conflicts and heartbeats. */

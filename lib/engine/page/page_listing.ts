@@ -80,17 +80,27 @@ export interface ListedPage {
 export const ROWS_IN_FLIGHT = 64_000;
 
 /**
- * Rows committed per page: the listing page less the row that carries the next cursor, within the
- * registry's cap, and for keys-only crawls within an even share of {@linkcode ROWS_IN_FLIGHT}
- * (at least 500): with every shard listing one page ahead, latency hides behind KV writes anyway,
- * and memory stays bounded however many rows a page may hold.
+ * The most rows a listing request of this crawl asks for: the one place where the page cap is
+ * decided, as the smallest of what the user allowed (`maxPage`), what the crawl learned from pages
+ * cut short without a word (`pageCap`, see {@linkcode listPage}), and what the source learned the
+ * registry accepts (`capabilities.maxPage`, lowered by the source itself on a 400 naming `limit`).
+ */
+export function pageLimit(crawl: CrawlRecord, source: Source): number {
+  return Math.min(crawl.maxPage, crawl.pageCap ?? Infinity, source.capabilities.maxPage);
+}
+
+/**
+ * Rows committed per page: the listing page less the row that carries the next cursor, within
+ * {@linkcode pageLimit}, and for keys-only crawls within an even share of
+ * {@linkcode ROWS_IN_FLIGHT} (at least 500): with every shard listing one page ahead, latency hides
+ * behind KV writes anyway, and memory stays bounded however many rows a page may hold.
  */
 export function rowsPerPage(
   crawl: CrawlRecord,
   source: Source,
   options: { docRows?: number } = {},
 ): number {
-  const cap = Math.min(crawl.maxPage, source.capabilities.maxPage, crawl.pageCap ?? Infinity);
+  const cap = pageLimit(crawl, source);
   // One row for the next cursor, one for the cursor's own row when reading strictly after it.
   const page = Math.max(1, cap - 2);
   const share = Math.max(500, Math.floor(ROWS_IN_FLIGHT / Math.max(1, crawl.shards)));

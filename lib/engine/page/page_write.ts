@@ -44,6 +44,8 @@ export type PageResult =
     rows: number;
     /** The next page, already being listed from where this one ended (when there is one). */
     next?: { from: NextCursor; listing: Promise<ListedPage> };
+    /** The registry's page cap, learned by this page (the crawl should keep it). */
+    learnedCap?: number;
   }
   | { kind: "lost"; reason: string };
 
