@@ -71,7 +71,8 @@ export type SpecInput = Pick<CrawlSpec, "source"> & Partial<Omit<CrawlSpec, "sou
 
 /**
  * A complete spec from `input`: defaults filled in, numbers checked against
- * {@linkcode SPEC_LIMITS}, trailing slashes of URLs dropped.
+ * {@linkcode SPEC_LIMITS}, URLs in canonical form ({@linkcode normalizeSourceUrl}; a `demo:` source
+ * is kept as it is).
  *
  * @example
  * ```ts
@@ -81,9 +82,11 @@ export type SpecInput = Pick<CrawlSpec, "source"> & Partial<Omit<CrawlSpec, "sou
  * @throws InputError naming the first field out of bounds.
  */
 export function buildSpec(input: SpecInput): CrawlSpec {
+  const url = (raw: string, field: string) =>
+    raw.startsWith("demo:") ? raw : normalizeSourceUrl(raw, field, { credentials: true });
   const spec: CrawlSpec = {
-    source: input.source.replace(/\/+$/, ""),
-    docsUrl: input.docsUrl ? input.docsUrl.replace(/\/+$/, "") : null,
+    source: url(input.source, "source"),
+    docsUrl: input.docsUrl ? url(input.docsUrl, "docsUrl") : null,
     shards: input.shards ?? SPEC_DEFAULTS.shards,
     docs: input.docs ?? SPEC_DEFAULTS.docs,
     concurrency: input.concurrency ?? SPEC_DEFAULTS.concurrency,
@@ -105,6 +108,42 @@ export function buildSpec(input: SpecInput): CrawlSpec {
     }
   }
   return spec;
+}
+
+/**
+ * A registry URL as every entry point (CLI, API, schedule, worker, sources) keeps it, so that the
+ * same registry written differently is the same crawl everywhere: trimmed, parsed and written back
+ * in canonical form (lower-case scheme and host, no default port, dot segments resolved: `
+ * HTTP://X:80/a/../db/` is `http://x/db`), without a trailing slash.
+ * @throws InputError naming `field`, for anything that cannot be a database URL: not a URL, not
+ * http(s), a query or a fragment, an encoded slash, backslash or dot in its path (whether those
+ * escape a path is up to the server: never guessed), or credentials unless `credentials`.
+ */
+export function normalizeSourceUrl(
+  raw: string,
+  field: string,
+  options: { credentials?: boolean } = {},
+): string {
+  let u: URL;
+  try {
+    u = new URL(raw.trim());
+  } catch {
+    throw new InputError(`${field} is not a URL`);
+  }
+  if (u.protocol !== "http:" && u.protocol !== "https:") {
+    throw new InputError(`${field} must be an http(s) URL`);
+  }
+  if ((u.username || u.password) && !options.credentials) {
+    throw new InputError(`${field} must not carry credentials (they would be stored and shown)`);
+  }
+  if (u.search || u.hash || raw.trim().endsWith("?") || raw.trim().endsWith("#")) {
+    throw new InputError(`${field} must be a database URL, without ? or #`);
+  }
+  // Checked on what was given: the URL parser resolves an encoded dot segment before we see it.
+  if (/%(2f|5c|2e)/i.test(raw)) {
+    throw new InputError(`${field} must not have an encoded '/', '\\' or '.' in its path`);
+  }
+  return u.href.replace(/\/+$/, "");
 }
 
 /** A stable crawl id for a spec: the same command resumes the same crawl. */

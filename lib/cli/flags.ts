@@ -7,7 +7,8 @@
  */
 import { parseArgs } from "node:util";
 import { errorLine, InputError, InterruptedError, UsageError } from "../base/errors.ts";
-import { VIEW_PATTERN } from "../base/spec.ts";
+import { normalizeSourceUrl, VIEW_PATTERN } from "../base/spec.ts";
+import { redactUrl } from "../base/redact.ts";
 
 /** One flag: its type and what `--help` says about it. */
 export interface Flag {
@@ -132,18 +133,14 @@ export function numberFlag(
   return n;
 }
 
-/** Parses an http(s) URL flag, or throws a {@linkcode UsageError} naming the flag. */
+/** Parses an http(s) URL flag into canonical form (`normalizeSourceUrl`), or throws a {@linkcode UsageError} naming the flag. */
 export function urlFlag(name: string, raw: string): string {
-  let u: URL;
   try {
-    u = new URL(raw);
-  } catch {
-    throw new UsageError(`--${name} is not a URL: "${raw}"`);
+    // Credentials stay the user's: kept in their own KV file, shown redacted everywhere.
+    return normalizeSourceUrl(raw, `--${name}`, { credentials: true });
+  } catch (err) {
+    throw new UsageError(`${errorLine(err)}: "${redactUrl(raw.trim())}"`);
   }
-  if (u.protocol !== "http:" && u.protocol !== "https:") {
-    throw new UsageError(`--${name} must be an http(s) URL, got "${raw}"`);
-  }
-  return raw.replace(/\/+$/, "");
 }
 
 /** Checks a `--view` flag: `ddoc/view`. */

@@ -20,7 +20,7 @@ import {
 import type { CrawlSpec } from "../base/spec.ts";
 import type { Plan } from "../plan/planner.ts";
 import type { Source } from "../plan/source.ts";
-import { CouchSource, type CouchSourceOptions } from "../sources/couch_source.ts";
+import type { CouchSourceOptions } from "../sources/couch_source.ts";
 import { networkCause } from "../sources/http.ts";
 import {
   catchUp,
@@ -35,6 +35,8 @@ import {
   openCrawl,
   type RebalanceOptions,
   type Runtime,
+  type SourceOpener,
+  sourceOpener,
   type WorkEvent,
 } from "../engine/mod.ts";
 import type { Progress } from "./progress.ts";
@@ -144,8 +146,8 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
   const log = options.log ?? (() => {});
   const kv = await openKvFile(options.kvPath);
   const started = performance.now();
-  const source = localSource(options, log);
-  const openSource = () => source;
+  const openSource = localSources(options, log);
+  const source = openSource(options.spec);
   const broken: Error[] = [];
   const runtime = createRuntime({
     kv,
@@ -205,14 +207,12 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
   }
 }
 
-/** The local source; its retries are logged at most once every few seconds. */
-function localSource(options: LocalCrawlOptions, log: (line: string) => void): CouchSource {
+/** The local crawl's sources; their retries are logged at most once every few seconds. */
+function localSources(options: LocalCrawlOptions, log: (line: string) => void): SourceOpener {
   let lastLog = 0;
-  return new CouchSource(options.sourceUrl, {
-    docsUrl: options.spec.docsUrl ?? undefined,
-    maxPage: options.spec.maxPage,
-    view: options.spec.view,
+  return sourceOpener({
     ...options.sourceOptions,
+    overrides: { [options.spec.source]: options.sourceUrl },
     onRetry: (info) => {
       options.sourceOptions?.onRetry?.(info);
       if (performance.now() - lastLog < 5000) return;

@@ -35,6 +35,7 @@ export {
   type RebalanceOptions,
   resumeCrawl,
   type ShardStatus,
+  type SourceOpener,
   sourceOpener,
 } from "./crawl/mod.ts";
 export {

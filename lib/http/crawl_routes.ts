@@ -16,6 +16,7 @@ import {
   CRAWL_ID_RULE,
   crawlIdFor,
   isCrawlId,
+  normalizeSourceUrl,
   SPEC_LIMITS,
 } from "../base/spec.ts";
 import {
@@ -64,26 +65,11 @@ const CreateBody = z.object({
 }).strict();
 
 /**
- * A database URL as the crawler will use it: trimmed, parsed and written back in canonical form
- * (lower-case scheme and host: `HTTP://X/db` is `http://x/db`), without a trailing slash.
- * @throws InputError (400) for anything that can never be crawled: not a URL, not http(s),
- * credentials, a query or a fragment.
+ * A database URL given to the API, as the crawler keeps it (`normalizeSourceUrl`; credentials are
+ * refused: they would be stored and shown). @throws InputError (400).
  */
 export function normalizeSource(raw: string, field: string): string {
-  let u: URL;
-  try {
-    u = new URL(raw.trim());
-  } catch {
-    throw new InputError(`${field} is not a URL`);
-  }
-  if (u.protocol !== "http:" && u.protocol !== "https:") {
-    throw new InputError(`${field} must be an http(s) URL`);
-  }
-  if (u.username || u.password) {
-    throw new InputError(`${field} must not carry credentials (they would be stored and shown)`);
-  }
-  if (u.search || u.hash) throw new InputError(`${field} must be a database URL, without ? or #`);
-  return u.href.replace(/\/+$/, "");
+  return normalizeSourceUrl(raw, field);
 }
 
 function crawlId(c: Context): string {

@@ -22,7 +22,6 @@ import {
 } from "../engine/mod.ts";
 import { normalizeSource } from "./crawl_routes.ts";
 import { Metrics } from "./metrics.ts";
-import { CouchSource } from "../sources/couch_source.ts";
 
 /** `deno task serve --help`: the server is configured by its environment. */
 export const SERVE_HELP = `usage: deno task serve [--insecure-local]
@@ -238,13 +237,14 @@ export async function startServer(
   const log = options.log ?? ((l: string) => console.error(l));
   const kv = await openStore(config.kvPath);
   const metrics = new Metrics();
+  // A registry may redirect only inside ALLOWED_SOURCES: no hop can leave the allowlist.
+  const openSource = sourceOpener({
+    allowRedirect: (target) => isAllowedSource(target.href, config.allowedSources),
+    onExchange: (info) => metrics.observe(info),
+  });
   const runtime = createRuntime({
     kv,
-    // A registry may redirect only inside ALLOWED_SOURCES: no hop can leave the allowlist.
-    openSource: sourceOpener({
-      allowRedirect: (target) => isAllowedSource(target.href, config.allowedSources),
-      onExchange: (info) => metrics.observe(info),
-    }),
+    openSource,
     dispatch: config.dispatch,
     workers: config.workers,
     log,
@@ -266,11 +266,7 @@ export async function startServer(
         metricsToken: config.metricsToken,
         allowedSources: config.allowedSources,
         dispatcher: runtime.dispatcher,
-        openSource: (url) =>
-          new CouchSource(url, {
-            allowRedirect: (target) => isAllowedSource(target.href, config.allowedSources),
-            onExchange: (info) => metrics.observe(info),
-          }),
+        openSource: (url) => openSource.url(url),
         metrics,
         now: options.now,
       }).fetch,

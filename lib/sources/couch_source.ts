@@ -17,6 +17,7 @@
  */
 import { FatalError, PermanentError, TransientError } from "../base/errors.ts";
 import { redactUrl } from "../base/redact.ts";
+import { normalizeSourceUrl } from "../base/spec.ts";
 import type { ChangeRow, DocMode, DocResult, ListOptions, Page, Source } from "../plan/source.ts";
 import {
   checkBulkGet,
@@ -121,8 +122,11 @@ export class CouchSource implements Source {
    * ```
    */
   constructor(dbUrl: string, options: CouchSourceOptions = {}) {
-    this.#db = dbUrl.replace(/\/+$/, "");
-    this.#docs = (options.docsUrl ?? dbUrl).replace(/\/+$/, "");
+    // The same canonical form every entry point keeps (credentials are the caller's to give).
+    this.#db = normalizeSourceUrl(dbUrl, "database URL", { credentials: true });
+    this.#docs = options.docsUrl === undefined
+      ? this.#db
+      : normalizeSourceUrl(options.docsUrl, "document URL", { credentials: true });
     this.#listing = options.view === undefined ? ALL_DOCS : viewDialect(options.view);
     this.description = redactUrl(this.#db) +
       (this.#listing.label === null ? "" : ` ${this.#listing.label}`);

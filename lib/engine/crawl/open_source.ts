@@ -1,40 +1,55 @@
 /**
- * Opens the source a stored crawl reads from, once per crawl (the source learns the registry's
- * page cap and counts retries, so it is kept), with the page cap the crawl has learned before.
+ * The one way a source is opened, for the CLI, the server (its crawls and `/locate`), scheduled
+ * crawls and workers: the registry a crawl reads, with the HTTP policy of the process (timeouts,
+ * redirects, an injected fetch, metrics), kept once opened (a source counts its retries and learns
+ * the registry's limit).
  *
  * @module
  */
 import { FatalError } from "../../base/errors.ts";
-import type { Source } from "../../plan/source.ts";
+import type { CrawlSpec } from "../../base/spec.ts";
 import { CouchSource, type CouchSourceOptions } from "../../sources/couch_source.ts";
-import type { CrawlRecord } from "../store/mod.ts";
+
+/** Opens sources with one process's HTTP options (see {@linkcode sourceOpener}). */
+export interface SourceOpener {
+  /** The source a crawl (or a spec about to become one) reads from, opened once and kept. */
+  (crawl: Pick<CrawlSpec, "source" | "docsUrl" | "view" | "maxPage">): CouchSource;
+  /** A source for a URL outside any crawl (`/locate`), with the same HTTP options. */
+  url(url: string, options?: { view?: string }): CouchSource;
+}
 
 /**
- * Returns an opener for `openSource` dependencies. `demo:` sources live inside the process that
- * started them; `overrides` maps such a source to a reachable URL (the demo CLI passes its own).
- * HTTP options (timeouts, the redirect policy, an injected fetch) apply to every source opened.
+ * An opener with `options` for every source it opens. `demo:` sources live inside the process
+ * that serves them; `overrides` maps such a source to a reachable URL (the demo CLI passes its
+ * own). @throws FatalError for a crawl whose source only another process serves.
  */
 export function sourceOpener(
   options: CouchSourceOptions & { overrides?: Record<string, string> } = {},
-): (crawl: CrawlRecord) => Source {
-  const cache = new Map<string, Source>();
-  return (crawl) => {
-    let s = cache.get(crawl.id);
+): SourceOpener {
+  const cache = new Map<string, CouchSource>();
+  const { overrides, ...http } = options;
+  const open = (crawl: Pick<CrawlSpec, "source" | "docsUrl" | "view" | "maxPage">) => {
+    const key = JSON.stringify([crawl.source, crawl.docsUrl, crawl.view ?? null, crawl.maxPage]);
+    let s = cache.get(key);
     if (!s) {
-      const url = options.overrides?.[crawl.source] ?? crawl.source;
+      const url = overrides?.[crawl.source] ?? crawl.source;
       if (!/^https?:\/\//.test(url)) {
         throw new FatalError(
-          `crawl ${crawl.id} reads ${crawl.source}, which only its own process serves`,
+          `${crawl.source} is a registry only the process that started it serves`,
         );
       }
       s = new CouchSource(url, {
-        ...options,
+        ...http,
         docsUrl: crawl.docsUrl ?? undefined,
         view: crawl.view,
-        maxPage: Math.min(options.maxPage ?? Infinity, crawl.maxPage),
+        maxPage: Math.min(http.maxPage ?? Infinity, crawl.maxPage),
       });
-      cache.set(crawl.id, s);
+      cache.set(key, s);
     }
     return s;
   };
+  return Object.assign(open, {
+    url: (url: string, o: { view?: string } = {}) =>
+      new CouchSource(url, { ...http, view: o.view }),
+  });
 }
