@@ -17,9 +17,8 @@ import type { DocResult } from "../../plan/source.ts";
 import { blockHolding, type BlockRow, encodeBlock } from "./item_blocks.ts";
 import { chunkKeys, itemPresence } from "./item_read.ts";
 import { type ItemInput, prepareWrites, setInBatches } from "./item_store.ts";
-import { AtomicBudget, keySize, MAX_CHECKS, valueSizeBound } from "../store/mod.ts";
 import { compareKeys } from "../../plan/keys.ts";
-import { type DriftState, keys, kvOp } from "../store/mod.ts";
+import { type DriftState, keys, kvOp, MAX_CHECKS, OpPlan, parseKey } from "../store/mod.ts";
 
 /** A shard's range, for counting changes per range (sorted by start, the open start first). */
 export interface ShardRange {
@@ -90,112 +89,117 @@ export interface DriftNext {
   leaseUntilMs?: number;
 }
 
-/** Applies one group in as many ops as its size needs (each op moves `drift` on by its part). */
+/** What the store holds of a group's ids: their records, and the blocks that hold them. */
+interface Held {
+  /** Each id's record key and versionstamp (null: no record). */
+  records: Map<string, { key: Deno.KvKey; versionstamp: string | null }>;
+  /** The blocks holding some of the ids, by key. */
+  blocks: Map<string, { entry: Deno.KvEntry<Uint8Array>; rows: BlockRow[] }>;
+  /** The ids held in those blocks. */
+  inBlock: Set<string>;
+}
+
+async function readHeld(kv: Deno.Kv, crawl: string, ids: string[]): Promise<Held> {
+  const presence = await itemPresence(kv, crawl, ids);
+  const held: Held = {
+    records: new Map(ids.map((id, j) => [id, presence[j]])),
+    blocks: new Map(),
+    inBlock: new Set(),
+  };
+  const read: { entry: Deno.KvEntry<Uint8Array>; rows: BlockRow[]; ids: Set<string> }[] = [];
+  for (const id of ids) {
+    // Changes often touch neighbours: a block already read answers for every id it holds.
+    let hit = read.find((b) => b.ids.has(id));
+    if (!hit) {
+      const found = await blockHolding(kv, crawl, id);
+      if (!found || found.index < 0) continue;
+      hit = { ...found, ids: new Set(found.rows.map((r) => r.id)) };
+      read.push(hit);
+    }
+    held.inBlock.add(id);
+    held.blocks.set(JSON.stringify(hit.entry.key), hit);
+  }
+  return held;
+}
+
+/** Changes counted by whether their items were present, in all and per shard range. */
+class Counts {
+  inserted = 0;
+  updated = 0;
+  deleted = 0;
+  /** `${shard}\0${dir}` -> items. */
+  perRange = new Map<string, number>();
+  constructor(readonly ranges?: readonly ShardRange[]) {}
+  add(id: string, kind: "inserted" | "updated" | "deleted"): void {
+    this[kind]++;
+    if (kind === "updated" || !this.ranges) return;
+    const shard = rangeOf(this.ranges, id);
+    if (shard === null) return;
+    const k = `${shard}\0${kind === "inserted" ? "in" : "out"}`;
+    this.perRange.set(k, (this.perRange.get(k) ?? 0) + 1);
+  }
+}
+
+/**
+ * Applies one group in one op (halved while it does not fit one): the blocks holding changed
+ * items rewritten without them, each item's record set or deleted (with its chunks), the per-range
+ * counters summed, and the feed moved on, all guarded by versionstamps.
+ */
 async function applyGroup(
   kv: Deno.Kv,
   claimed: Deno.KvEntry<DriftState>,
   changes: readonly DriftChange[],
   next: DriftNext & { seq: string },
 ): Promise<Deno.KvEntry<DriftState> | null> {
-  const crawl = claimed.key[1] as string;
+  const crawl = claimed.key[1] as string; // the feed record is ["feed", crawlId]
   const latest = new Map<string, DriftChange>();
   for (const c of changes) latest.set(c.id, c); // the latest change per id wins
   const ids = [...latest.keys()];
-  const presence = await itemPresence(kv, crawl, ids);
-  const blocks = new Map<string, { entry: Deno.KvEntry<Uint8Array>; rows: BlockRow[] }>();
-  const inBlock = new Set<string>();
-  const held: { entry: Deno.KvEntry<Uint8Array>; rows: BlockRow[]; ids: Set<string> }[] = [];
-  for (const id of ids) {
-    // Changes often touch neighbours: a block already read answers for every id it holds.
-    let hit = held.find((b) => b.ids.has(id));
-    if (!hit) {
-      const found = await blockHolding(kv, crawl, id);
-      if (!found || found.index < 0) continue;
-      hit = { ...found, ids: new Set(found.rows.map((r) => r.id)) };
-      held.push(hit);
-    }
-    inBlock.add(id);
-    blocks.set(hit.entry.key[2] as string, hit);
-  }
-  const upserts = ids.map((id) => latest.get(id)!).filter((c) => !c.deleted) as (
-    & ItemInput
-    & { seq: string }
-  )[];
+  const held = await readHeld(kv, crawl, ids);
+  const upserts = ids.map((id) => latest.get(id)!).filter((c) => !c.deleted) as ItemInput[];
   // Documents go to chunks (idempotent, written first) so that records stay small in the op.
   const writes = await prepareWrites(crawl, upserts, {
     maxDocBytes: next.maxDocBytes,
     inline: false,
   });
-  const records = new Map(writes.filter((w) => w.key[0] === "item").map((w) => [w.id, w]));
-  await setInBatches(kv, writes.filter((w) => w.key[0] !== "item"));
-  const drift = claimed.value;
-  const counts = { inserted: 0, updated: 0, deleted: 0 };
-  const perRange = new Map<string, number>(); // `${shard}\0${dir}` -> count
-  const countIn = (id: string, dir: "in" | "out") => {
-    const shard = next.ranges ? rangeOf(next.ranges, id) : null;
-    if (shard === null) return;
-    const k = `${shard}\0${dir}`;
-    perRange.set(k, (perRange.get(k) ?? 0) + 1);
-  };
-  const op = kv.atomic().check(claimed);
-  const budget = new AtomicBudget().check(keySize(claimed.key));
-  for (const { entry, rows } of blocks.values()) {
-    const left = rows.filter((r) => !inBlock.has(r.id));
-    const bytes = keySize(entry.key);
-    op.check(entry);
-    budget.check(bytes);
-    if (left.length === 0) (op.delete(entry.key), budget.delete(bytes));
-    else {
-      const value = encodeBlock(left);
-      op.set(entry.key, value);
-      budget.set(bytes, value.length);
-    }
+  const chunks = writes.filter((w) => parseKey(w.key)?.kind === "chunk");
+  await setInBatches(kv, chunks);
+  const records = new Map(
+    writes.filter((w) => parseKey(w.key)?.kind === "item").map((w) => [w.id, w]),
+  );
+  const plan = new OpPlan().check(claimed);
+  for (const { entry, rows } of held.blocks.values()) {
+    const left = rows.filter((r) => !held.inBlock.has(r.id));
+    plan.check(entry);
+    if (left.length === 0) plan.delete(entry.key);
+    else plan.set(entry.key, encodeBlock(left));
   }
-  for (let j = 0; j < ids.length; j++) {
-    const { key, versionstamp } = presence[j];
-    const c = latest.get(ids[j])!;
-    op.check({ key, versionstamp });
-    budget.check(keySize(key));
-    const present = versionstamp !== null || inBlock.has(c.id);
+  const counts = new Counts(next.ranges);
+  for (const id of ids) {
+    const c = latest.get(id)!;
+    const record = held.records.get(id)!;
+    plan.check(record);
+    const present = record.versionstamp !== null || held.inBlock.has(id);
+    // A document shorter than before leaves chunks past its own count: they go too (all of them
+    // when the item goes).
+    const kept = c.deleted ? 0 : chunks.filter((w) => w.id === id).length;
+    const stale = record.versionstamp === null ? [] : await chunkKeys(kv, crawl, id);
+    for (const k of stale) if ((parseKey(k) as { n: number }).n >= kept) plan.delete(k);
     if (c.deleted) {
-      if (present) (counts.deleted++, countIn(c.id, "out"));
-      op.delete(key);
-      budget.delete(keySize(key));
-      for (const k of await chunkKeys(kv, crawl, c.id)) (op.delete(k), budget.delete(keySize(k)));
+      if (present) counts.add(id, "deleted");
+      plan.delete(record.key);
     } else {
-      counts[present ? "updated" : "inserted"]++;
-      if (!present) countIn(c.id, "in");
-      const w = records.get(c.id)!;
-      op.set(w.key, w.value);
-      budget.set(w.keyBytes, w.value.length);
-      if (versionstamp !== null) {
-        // A shorter document than before leaves chunks past its own count: they go too.
-        const used = writes.filter((x) => x.id === c.id && x.key[0] === "chunk").length;
-        for (const k of await chunkKeys(kv, crawl, c.id)) {
-          if ((k[3] as number) >= used) (op.delete(k), budget.delete(keySize(k)));
-        }
-      }
+      counts.add(id, present ? "updated" : "inserted");
+      const w = records.get(id)!;
+      plan.set(w.key, w.value);
     }
   }
-  for (const [k, n] of perRange) {
+  for (const [k, n] of counts.perRange) {
     const [shard, dir] = k.split("\0");
-    const key = keys.rangeDrift(crawl, Number(shard), dir as "in" | "out");
-    op.sum(key, BigInt(n));
-    budget.set(keySize(key), 8);
+    plan.sum(keys.rangeDrift(crawl, Number(shard), dir as "in" | "out"), BigInt(n));
   }
-  const lease = drift.lease && next.leaseUntilMs !== undefined
-    ? { ...drift.lease, untilMs: next.leaseUntilMs }
-    : drift.lease;
-  const value: DriftState = {
-    ...drift,
-    lease,
-    seq: next.seq,
-    inserted: drift.inserted + counts.inserted,
-    updated: drift.updated + counts.updated,
-    deleted: drift.deleted + counts.deleted,
-    caughtUpAt: next.caughtUp ? next.nowMs : drift.caughtUpAt,
-  };
-  if (!budget.fitsSet(keySize(claimed.key), valueSizeBound(value))) {
+  const value = moved(claimed.value, counts, next);
+  if (!plan.fitsSet(claimed.key, value)) {
     // Deleting many chunked documents at once: halve the group (each half counted on its own).
     if (changes.length === 1) throw new Error(`change of ${ids[0]} does not fit one atomic op`);
     const half = changes.length >> 1;
@@ -206,6 +210,21 @@ async function applyGroup(
     });
     return first ? await applyGroup(kv, first, changes.slice(half), next) : null;
   }
-  const res = await kvOp(() => op.set(claimed.key, value).commit());
+  const res = await kvOp(() => plan.applyTo(kv.atomic()).set(claimed.key, value).commit());
   return res.ok ? { key: claimed.key, value, versionstamp: res.versionstamp } : null;
+}
+
+/** The feed after a group: its sequence, counts and caught-up time moved on, its lease renewed. */
+function moved(drift: DriftState, counts: Counts, next: DriftNext & { seq: string }): DriftState {
+  return {
+    ...drift,
+    lease: drift.lease && next.leaseUntilMs !== undefined
+      ? { ...drift.lease, untilMs: next.leaseUntilMs }
+      : drift.lease,
+    seq: next.seq,
+    inserted: drift.inserted + counts.inserted,
+    updated: drift.updated + counts.updated,
+    deleted: drift.deleted + counts.deleted,
+    caughtUpAt: next.caughtUp ? next.nowMs : drift.caughtUpAt,
+  };
 }

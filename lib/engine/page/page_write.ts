@@ -16,14 +16,17 @@ import { compareKeys } from "../../plan/keys.ts";
 import {
   blockable,
   blockRow,
+  chunkKeys,
   ITEM_LAYOUT,
+  type ItemInput,
   keysIn,
   packBlocks,
   type Position,
+  prepareWrites,
+  setInBatches,
+  tallyItems,
 } from "../items/mod.ts";
-import { chunkKeys } from "../items/mod.ts";
-import { type ItemInput, prepareWrites, setInBatches, tallyItems } from "../items/mod.ts";
-import { AtomicBudget, keySize, valueSizeBound } from "../store/mod.ts";
+import { AtomicBudget, keySize, parseKey, valueSizeBound } from "../store/mod.ts";
 import { cursorAt, type ListedPage, type NextCursor } from "./page_listing.ts";
 import type { Guard, PageContext } from "./page_guard.ts";
 import {
@@ -133,6 +136,12 @@ interface Part {
   deletes: Deno.KvKey[];
 }
 
+/** The id a string-keyed block or item record is keyed by (where it sorts among the rows). */
+function keyedAt(key: Deno.KvKey): string {
+  const k = parseKey(key)!;
+  return k.kind === "block" ? k.first : k.part as string;
+}
+
 /**
  * As long a front part of the page as fits one op with the shard's own check and set: its rows in
  * order as blocks (runs of blockable rows) and item records (the other rows; a large document's
@@ -147,34 +156,70 @@ async function fitPart(
   const shardKey = keys.shard(crawl.id, cur.id);
   const budget = new AtomicBudget().check(keySize(shardKey))
     .set(keySize(shardKey), valueSizeBound(cur) + 8192);
-  // Only a range listed before can hold what a page must clear (see `item_blocks.ts`).
+  const { stale, chunks, stop } = await staleKeys(ctx, crawl, page);
+  for (const k of [...stale, ...[...chunks.values()].flat()]) budget.delete(keySize(k));
+  const limit = stop === null ? -1 : kept.findIndex((r) => compareKeys(r.id, stop) >= 0);
+  const { rows, writes } = await fillRows(
+    ctx,
+    crawl,
+    kept.slice(0, limit < 0 ? kept.length : limit),
+    budget,
+  );
+  if (stale.length === 0) return { rows, writes, deletes: [] };
+  // Deletes only inside the range this part covers; a stale key it rewrites is set, not deleted.
+  const partEnd = rows < kept.length ? kept[rows].id : null;
+  const written = new Set(writes.map((w) => JSON.stringify(w.key)));
+  const deletes: Deno.KvKey[] = [];
+  for (const k of stale) {
+    if (partEnd !== null && compareKeys(keyedAt(k), partEnd) >= 0) continue;
+    if (written.has(JSON.stringify(k))) continue;
+    deletes.push(k, ...(chunks.get(JSON.stringify(k)) ?? []));
+  }
+  return { rows, writes, deletes };
+}
+
+/**
+ * What an earlier listing left in the range this page covers (only a range listed before can hold
+ * any, see `item_blocks.ts`): its string-keyed blocks and records in key order, at most
+ * {@linkcode MAX_STALE_DELETES} (then `stop` is the first left out: the part ends before it), and
+ * the chunks of those records.
+ */
+async function staleKeys(
+  ctx: PageContext,
+  crawl: CrawlRecord,
+  page: { cur: ShardRecord; listed: ListedPage; cut: boolean },
+): Promise<{ stale: Deno.KvKey[]; chunks: Map<string, Deno.KvKey[]>; stop: string | null }> {
+  const { cur } = page;
   const listedBefore = cur.revisit || (crawl.itemLayout ?? 1) < ITEM_LAYOUT;
-  const found = listedBefore
-    ? await keysIn(ctx.kv, crawl.id, {
-      from: { cursor: cur.cursor, after: cur.after },
-      to: pageEnd(cur, page.listed, page.cut),
-    })
-    : { blocks: [], records: [] };
-  let stale = [...found.blocks, ...found.records];
-  // Too many stale keys for one op: this part covers rows only up to the first one left out.
-  stale.sort((a, b) => compareKeys(a[2] as string, b[2] as string));
-  const stop = stale.length > MAX_STALE_DELETES ? stale[MAX_STALE_DELETES][2] as string : null;
-  stale = stale.slice(0, MAX_STALE_DELETES);
+  if (!listedBefore) return { stale: [], chunks: new Map(), stop: null };
+  const found = await keysIn(ctx.kv, crawl.id, {
+    from: { cursor: cur.cursor, after: cur.after },
+    to: pageEnd(cur, page.listed, page.cut),
+  });
+  const all = [...found.blocks, ...found.records]
+    .sort((a, b) => compareKeys(keyedAt(a), keyedAt(b)));
+  const stop = all.length > MAX_STALE_DELETES ? keyedAt(all[MAX_STALE_DELETES]) : null;
+  const stale = all.slice(0, MAX_STALE_DELETES);
   const chunks = new Map<string, Deno.KvKey[]>();
   for (const k of stale) {
-    budget.delete(keySize(k));
-    if (k[0] !== "item") continue;
-    const ck = await chunkKeys(ctx.kv, crawl.id, k[2] as string);
-    for (const c of ck) budget.delete(keySize(c));
-    chunks.set(k[2] as string, ck);
+    if (parseKey(k)?.kind !== "item") continue;
+    chunks.set(JSON.stringify(k), await chunkKeys(ctx.kv, crawl.id, keyedAt(k)));
   }
+  return { stale, chunks, stop };
+}
+
+/** As many front rows as fit `budget`: runs of blockable rows as blocks, the others as records. */
+async function fillRows(
+  ctx: PageContext,
+  crawl: CrawlRecord,
+  kept: ItemInput[],
+  budget: AtomicBudget,
+): Promise<{ rows: number; writes: { key: Deno.KvKey; value: Uint8Array }[] }> {
   const writes: { key: Deno.KvKey; value: Uint8Array }[] = [];
   let rows = 0;
-  const limit = stop === null ? -1 : kept.findIndex((r) => compareKeys(r.id, stop) >= 0);
-  const end = limit < 0 ? kept.length : limit;
-  fill: while (rows < end) {
+  fill: while (rows < kept.length) {
     let run = rows;
-    while (run < end && blockable(kept[run])) run++;
+    while (run < kept.length && blockable(kept[run])) run++;
     if (run > rows) {
       for (const b of packBlocks(crawl.id, kept.slice(rows, run).map(blockRow))) {
         if (!budget.fitsSet(b.keyBytes, b.value.length)) break fill;
@@ -192,18 +237,7 @@ async function fitPart(
     writes.push(record);
     rows++;
   }
-  if (stale.length === 0) return { rows, writes, deletes: [] };
-  // Deletes only inside the range this part covers; a stale key it rewrites is set, not deleted.
-  const partEnd = rows < kept.length ? kept[rows].id : null;
-  const written = new Set(writes.map((w) => `${w.key[0] as string}\0${w.key[2] as string}`));
-  const deletes: Deno.KvKey[] = [];
-  for (const k of stale) {
-    const id = k[2] as string;
-    if (partEnd !== null && compareKeys(id, partEnd) >= 0) continue;
-    if (written.has(`${k[0] as string}\0${id}`)) continue;
-    deletes.push(k, ...(chunks.get(k[0] === "item" ? id : "") ?? []));
-  }
-  return { rows, writes, deletes };
+  return { rows, writes };
 }
 
 /**

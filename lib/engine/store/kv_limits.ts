@@ -145,3 +145,60 @@ export function kvFailureKind(err: unknown): "locked" | "storage" | "limit" | "o
   if (/too large|Too many (checks|mutations|keys)|key cannot be empty/i.test(msg)) return "limit";
   return "other";
 }
+
+/**
+ * The mutations of one atomic op, each counted against KV's limits as it is added (one call for
+ * the op and its budget, where they went side by side before): callers ask `fits…` first, or
+ * build the whole plan and ask {@linkcode OpPlan.within}. Applied to a real op by `applyTo`.
+ */
+export class OpPlan {
+  /** What the plan holds so far. */
+  readonly budget: AtomicBudget = new AtomicBudget();
+  #steps: ((op: Deno.AtomicOperation) => void)[] = [];
+
+  /** Checks `entry` (its key unchanged since it was read, or absent). */
+  check(entry: { key: Deno.KvKey; versionstamp: string | null }): this {
+    this.budget.check(keySize(entry.key));
+    this.#steps.push((op) => op.check(entry));
+    return this;
+  }
+
+  /** Sets `key` to bytes, or to a record (counted by {@linkcode valueSizeBound}). */
+  set(key: Deno.KvKey, value: unknown): this {
+    this.budget.set(keySize(key), valueSizeBound(value));
+    this.#steps.push((op) => op.set(key, value));
+    return this;
+  }
+
+  /** Deletes `key`. */
+  delete(key: Deno.KvKey): this {
+    this.budget.delete(keySize(key));
+    this.#steps.push((op) => op.delete(key));
+    return this;
+  }
+
+  /** Adds `n` to the `Deno.KvU64` under `key`. */
+  sum(key: Deno.KvKey, n: bigint): this {
+    this.budget.set(keySize(key), 8);
+    this.#steps.push((op) => op.sum(key, n));
+    return this;
+  }
+
+  /** True when one more `set` of `value` under `key` still fits, with `reserve` left free. */
+  fitsSet(key: Deno.KvKey, value: unknown, reserve?: AtomicBudget): boolean {
+    return this.budget.fitsSet(keySize(key), valueSizeBound(value), reserve);
+  }
+
+  /** True when everything planned fits one op. */
+  get within(): boolean {
+    const b = this.budget;
+    return b.checks <= MAX_CHECKS && b.mutations <= MAX_MUTATIONS &&
+      b.payload <= MAX_PAYLOAD_BYTES && b.setKeys <= MAX_TOTAL_KEY_BYTES;
+  }
+
+  /** Adds the planned mutations to `op`. */
+  applyTo(op: Deno.AtomicOperation): Deno.AtomicOperation {
+    for (const step of this.#steps) step(op);
+    return op;
+  }
+}

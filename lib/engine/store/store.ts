@@ -78,6 +78,29 @@ export const keys = {
   beats: (): Deno.KvKey => ["beat"],
 };
 
+/** A key of the items layout, read back into its parts (see `keys`). */
+export type ItemKey =
+  | { kind: "item"; crawl: string; part: Deno.KvKeyPart }
+  | { kind: "block"; crawl: string; first: string }
+  | { kind: "chunk"; crawl: string; part: Deno.KvKeyPart; n: number };
+
+/**
+ * The parts of an item, block or chunk key (built by `keys`); null for any other key. Readers of
+ * keys go through this instead of testing tuple positions by hand.
+ */
+export function parseKey(key: Deno.KvKey): ItemKey | null {
+  const [kind, crawl, a, b] = key;
+  if (typeof crawl !== "string") return null;
+  if (kind === "item" && key.length === 3) return { kind, crawl, part: a };
+  if (kind === "block" && key.length === 3 && typeof a === "string") {
+    return { kind, crawl, first: a };
+  }
+  if (kind === "chunk" && key.length === 4 && typeof b === "number") {
+    return { kind, crawl, part: a, n: b };
+  }
+  return null;
+}
+
 /** Items added and removed by applied changes in one shard's range since it was listed. */
 export interface RangeDrift {
   /** Items added (absent before the change). */
