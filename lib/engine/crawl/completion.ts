@@ -125,91 +125,127 @@ async function finish(
   o: CompletionOptions,
 ): Promise<boolean> {
   const sleep = o.sleep ?? ((ms: number) => new Promise((r) => setTimeout(r, ms)));
-  let feed = claim;
-  let driftError: string | undefined;
-  let applied = 0;
   // Ranges proven by this pass. A range proven earlier (at its end, or by an earlier pass) is
   // proven again: the feed keeps a range in step only while it describes the same database.
-  const proven = new Set<number>();
-  const rounds = o.maxRounds ?? 8;
-  for (let round = 0; round < rounds; round++) {
+  const pass: Pass = { kv, source, id, o, feed: claim, applied: 0, proven: new Set() };
+  for (let round = 0; round < (o.maxRounds ?? 8); round++) {
     if (round > 0) await sleep(Math.min(1000, 50 * 2 ** round));
-    if (feed) {
-      try {
-        const n = await applyToEnd({ kv, source }, feed);
-        if (n === null) return false; // another runner has the feed now
-        applied += n;
-      } catch (err) {
-        // A registry without a usable feed still gets its crawl checked, as one that held still.
-        if (err instanceof TransientError || err instanceof RegistryReplacedError) throw err;
-        driftError = `change feed unavailable: ${errorLine(err)}`;
-        await releaseFeed(kv, id, feed.owner);
-        feed = null;
-      }
-    }
-    const at = feed ? feed.entry.value.seq : null;
-    const window = async (): Promise<ChangeWindow> =>
-      feed ? (await peekChanges(source, at!)) ?? "too-many" : "no-feed";
+    if (!await advanceFeed(pass)) return false; // another runner has the feed now
+    const at = pass.feed ? pass.feed.entry.value.seq : null;
     const crawl = (await getCrawl(kv, id)).value!;
-    const shards = await listShards(kv, id);
-    const drift = await listRangeDrift(kv, id);
-    if (crawl.planMethod !== "rank") {
-      const verdict = await checkTotal(
-        source,
-        shards.map((e) => shardStored(e.value, drift)),
-        window,
-      );
-      if (verdict.verdict === "undecided") continue;
-      if (verdict.verdict === "mismatch") {
-        throw new FatalError(
-          `the crawl stored ${verdict.stored} items but the registry lists ${verdict.span}` +
-            `${at === null ? "" : ` at seq ${at}`}, more than its changes meanwhile explain`,
-        );
-      }
-      return await done(kv, id, o, {
-        status: "total",
-        detail: `${verdict.stored} items, as many as the registry lists` +
-          (at === null ? " (it has no change feed)" : ` at seq ${at}`) +
-          "; its offsets are not ranks, so ranges cannot be checked one by one",
-      }, driftError);
-    }
-    const todo = shards.filter((e) => !proven.has(e.value.id));
-    if (todo.length === 0) {
-      return await done(kv, id, o, {
-        status: "exact",
-        detail: `every one of ${shards.length} ranges holds what the registry lists there` +
-          (at === null ? " (no change feed: counted as it stood)" : ` at seq ${at}`) +
-          (applied > 0 ? `, after ${applied} changes applied` : ""),
-      }, driftError);
-    }
-    const ranges = todo.map((e) => ({
-      id: e.value.id,
-      start: e.value.start,
-      end: e.value.end,
-      stored: shardStored(e.value, drift),
-      relists: e.value.relists ?? 0,
-    }));
-    const verdicts = await checkRanges(source, ranges, {
-      window,
-      storedRev: (itemId) => storedRevision(kv, id, itemId),
-      sampleStored: (r) => sampleStored(kv, id, r, STORED_SAMPLE),
-    });
-    const relists = await settle(kv, id, todo, verdicts, { ...o, at });
-    for (const v of verdicts) if (v.verdict === "equal") proven.add(v.id);
-    if (relists > 0) {
-      await notePending(kv, id, `${relists} range(s) disagreed with the registry: listing again`);
-      return false;
-    }
-    const left = verdicts.filter((v) => v.verdict === "undecided").length;
-    if (left > 0) {
-      await notePending(
-        kv,
-        id,
-        `${left} of ${shards.length} ranges wait for a moment they hold still`,
-      );
-    }
+    const outcome = crawl.planMethod === "rank"
+      ? await rankRound(pass, at)
+      : await totalRound(pass, at);
+    if (outcome === "done") return true;
+    if (outcome === "relisted") return false;
   }
   return false;
+}
+
+/** One pass of the final check: what it holds across its rounds. */
+interface Pass {
+  kv: Deno.Kv;
+  source: Source;
+  id: string;
+  o: CompletionOptions;
+  /** The feed this pass holds; null: none (or it proved unusable). */
+  feed: FeedClaim | null;
+  /** Changes applied by this pass. */
+  applied: number;
+  /** Why the feed could not be used, if so. */
+  driftError?: string;
+  /** Ranges proven by this pass. */
+  proven: Set<number>;
+}
+
+/**
+ * Applies the feed to its proven end. False when another runner took it. A registry without a
+ * usable feed still gets its crawl checked, as one that held still (`driftError` says so).
+ */
+async function advanceFeed(pass: Pass): Promise<boolean> {
+  if (!pass.feed) return true;
+  try {
+    const n = await applyToEnd({ kv: pass.kv, source: pass.source }, pass.feed);
+    if (n === null) return false;
+    pass.applied += n;
+  } catch (err) {
+    if (err instanceof TransientError || err instanceof RegistryReplacedError) throw err;
+    pass.driftError = `change feed unavailable: ${errorLine(err)}`;
+    await releaseFeed(pass.kv, pass.id, pass.feed.owner);
+    pass.feed = null;
+  }
+  return true;
+}
+
+/** What landed since sequence `at`: read from the feed (not applied), or `no-feed`. */
+function windowOf(pass: Pass, at: string | null): () => Promise<ChangeWindow> {
+  return async () => pass.feed ? (await peekChanges(pass.source, at!)) ?? "too-many" : "no-feed";
+}
+
+/** One round over the ranges not yet proven by this pass (see `verify.ts`). */
+async function rankRound(pass: Pass, at: string | null): Promise<"done" | "relisted" | "pending"> {
+  const { kv, id } = pass;
+  const shards = await listShards(kv, id);
+  const drift = await listRangeDrift(kv, id);
+  const todo = shards.filter((e) => !pass.proven.has(e.value.id));
+  if (todo.length === 0) {
+    await done(kv, id, pass.o, {
+      status: "exact",
+      detail: `every one of ${shards.length} ranges holds what the registry lists there` +
+        (at === null ? " (no change feed: counted as it stood)" : ` at seq ${at}`) +
+        (pass.applied > 0 ? `, after ${pass.applied} changes applied` : ""),
+    }, pass.driftError);
+    return "done";
+  }
+  const ranges = todo.map((e) => ({
+    id: e.value.id,
+    start: e.value.start,
+    end: e.value.end,
+    stored: shardStored(e.value, drift),
+    relists: e.value.relists ?? 0,
+  }));
+  const verdicts = await checkRanges(pass.source, ranges, {
+    window: windowOf(pass, at),
+    storedRev: (itemId) => storedRevision(kv, id, itemId),
+    sampleStored: (r) => sampleStored(kv, id, r, STORED_SAMPLE),
+  });
+  const relists = await settle(kv, id, todo, verdicts, { ...pass.o, at });
+  for (const v of verdicts) if (v.verdict === "equal") pass.proven.add(v.id);
+  if (relists > 0) {
+    await notePending(kv, id, `${relists} range(s) disagreed with the registry: listing again`);
+    return "relisted";
+  }
+  const left = verdicts.filter((v) => v.verdict === "undecided").length;
+  if (left > 0) {
+    await notePending(
+      kv,
+      id,
+      `${left} of ${shards.length} ranges wait for a moment they hold still`,
+    );
+  }
+  return "pending";
+}
+
+/** One round holding the total against `total_rows`, where offsets are not ranks. */
+async function totalRound(pass: Pass, at: string | null): Promise<"done" | "pending"> {
+  const shards = await listShards(pass.kv, pass.id);
+  const drift = await listRangeDrift(pass.kv, pass.id);
+  const stored = shards.map((e) => shardStored(e.value, drift));
+  const verdict = await checkTotal(pass.source, stored, windowOf(pass, at));
+  if (verdict.verdict === "undecided") return "pending";
+  if (verdict.verdict === "mismatch") {
+    throw new FatalError(
+      `the crawl stored ${verdict.stored} items but the registry lists ${verdict.span}` +
+        `${at === null ? "" : ` at seq ${at}`}, more than its changes meanwhile explain`,
+    );
+  }
+  await done(pass.kv, pass.id, pass.o, {
+    status: "total",
+    detail: `${verdict.stored} items, as many as the registry lists` +
+      (at === null ? " (it has no change feed)" : ` at seq ${at}`) +
+      "; its offsets are not ranks, so ranges cannot be checked one by one",
+  }, pass.driftError);
+  return "done";
 }
 
 /** The total against `total_rows`, for registries whose offsets are not ranks. */

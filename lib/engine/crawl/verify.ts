@@ -83,36 +83,25 @@ export async function checkRanges(
     concurrency?: number;
   },
 ): Promise<RangeVerdict[]> {
+  const concurrency = o.concurrency ?? 32;
   const bounds = [...new Set(ranges.flatMap((r) => [r.start, r.end]))].filter((b) => b !== null);
   const probes = new Map<string | null, Page>();
   await mapPool([null, ...bounds], async (b) => {
     probes.set(b, await source.list({ start: b, limit: 1, updateSeq: true }));
-  }, { concurrency: o.concurrency ?? 32 });
-  // Items the store holds, held against the registry's current revisions (one lookup for all).
-  const stored = new Map<number, { id: string; rev: string }[]>();
-  if (source.revs && o.sampleStored) {
-    await mapPool(ranges, async (r) => void stored.set(r.id, await o.sampleStored!(r)), {
-      concurrency: o.concurrency ?? 32,
-    });
-  }
-  const asked = [...stored.values()].flat();
-  const current = asked.length > 0 ? await source.revs!(asked.map((s) => s.id)) : [];
-  const registryRev = new Map(asked.map((s, i) => [s.id, current[i]]));
+  }, { concurrency });
+  const stored = await storedAgainstRegistry(source, ranges, o.sampleStored, concurrency);
   const window = await o.window();
   const changed = new Set(Array.isArray(window) ? window.map((c) => c.id) : []);
   const sorted = [...changed].sort(compareKeys);
   const below = (key: string | null) => key === null ? sorted.length : lowerBound(sorted, key);
   return await Promise.all(ranges.map(async (r): Promise<RangeVerdict> => {
     const from = probes.get(r.start)!;
-    // One answer gives both ends of an open-ended range: only changes inside it can move it. Two
-    // answers can also be moved by changes below the start between them.
-    const span = r.end === null
-      ? from.total - (r.start === null ? 0 : from.offset)
-      : probes.get(r.end)!.offset - (r.start === null ? 0 : from.offset);
-    // Two answers computed on the same state of the registry (same update_seq) count as one.
     const to = r.end === null ? undefined : probes.get(r.end)!;
-    const snapshot = r.start === null || r.end === null ||
-      (from.seq !== undefined && from.seq === to!.seq);
+    // One answer gives both ends of an open-ended range, and two answers computed on the same
+    // state of the registry (the same update_seq) count as one: only changes inside the range can
+    // have moved its count. Otherwise changes below its start may have moved one end only.
+    const span = (to ? to.offset : from.total) - (r.start === null ? 0 : from.offset);
+    const snapshot = !to || r.start === null || (from.seq !== undefined && from.seq === to.seq);
     const margin = window === "no-feed"
       ? 0
       : window === "too-many"
@@ -124,33 +113,58 @@ export async function checkRanges(
     if (Math.abs(span - r.stored) > margin) {
       return { ...base, verdict: "mismatch", why: "more than the changes meanwhile explain" };
     }
-    const stale = (stored.get(r.id) ?? []).find((it) =>
-      !changed.has(it.id) && registryRev.get(it.id) !== it.rev
-    );
-    if (stale) {
-      const now = registryRev.get(stale.id);
-      return {
-        ...base,
-        verdict: "mismatch",
-        why: `${showKey(stale.id)} is stored as revision ${stale.rev}, the registry ` +
-          (now === null ? "has no such item" : `has ${now}`),
-      };
-    }
-    const sample = r.start === null ? undefined : from.rows[0];
-    const inRange = sample && (r.end === null || compareKeys(sample.id, r.end) < 0);
-    if (sample && inRange && !changed.has(sample.id)) {
-      const rev = await o.storedRev(sample.id);
-      if (rev !== sample.rev) {
-        return {
-          ...base,
-          verdict: "mismatch",
-          why: rev === null
-            ? `${showKey(sample.id)} is missing`
-            : `${showKey(sample.id)} is stored as revision ${rev}, the registry has ${sample.rev}`,
-        };
-      }
-    }
+    const why = staleItem(stored.get(r.id) ?? [], changed) ??
+      await staleRow(r, from, changed, o.storedRev);
+    if (why) return { ...base, verdict: "mismatch", why };
     if (margin > 0) return { ...base, verdict: "undecided" };
     return { ...base, verdict: span === r.stored ? "equal" : "mismatch" };
   }));
+}
+
+/** An item the store holds, with the revision the registry has for it now. */
+type HeldItem = { id: string; rev: string; now: string | null };
+
+/** Items the store holds at each range's start, with the registry's revisions (one lookup). */
+async function storedAgainstRegistry(
+  source: Source,
+  ranges: readonly RangeToCheck[],
+  sample: ((range: RangeToCheck) => Promise<{ id: string; rev: string }[]>) | undefined,
+  concurrency: number,
+): Promise<Map<number, HeldItem[]>> {
+  const stored = new Map<number, { id: string; rev: string }[]>();
+  if (!source.revs || !sample) return new Map();
+  await mapPool(ranges, async (r) => void stored.set(r.id, await sample(r)), { concurrency });
+  const asked = [...stored.values()].flat();
+  const now = asked.length > 0 ? await source.revs(asked.map((s) => s.id)) : [];
+  const byId = new Map(asked.map((s, i) => [s.id, now[i]]));
+  return new Map([...stored].map(([id, items]) => [
+    id,
+    items.map((it) => ({ ...it, now: byId.get(it.id) ?? null })),
+  ]));
+}
+
+/** Why a stored item no change explains disagrees with the registry, if one does. */
+function staleItem(items: HeldItem[], changed: Set<string>): string | undefined {
+  const it = items.find((it) => !changed.has(it.id) && it.now !== it.rev);
+  if (!it) return undefined;
+  return `${showKey(it.id)} is stored as revision ${it.rev}, the registry ` +
+    (it.now === null ? "has no such item" : `has ${it.now}`);
+}
+
+/** Why the registry's row at a range's start disagrees with the store, if it does. */
+async function staleRow(
+  r: RangeToCheck,
+  from: Page,
+  changed: Set<string>,
+  storedRev: (id: string) => Promise<string | null>,
+): Promise<string | undefined> {
+  const row = r.start === null ? undefined : from.rows[0];
+  if (!row || changed.has(row.id) || (r.end !== null && compareKeys(row.id, r.end) >= 0)) {
+    return undefined;
+  }
+  const rev = await storedRev(row.id);
+  if (rev === row.rev) return undefined;
+  return rev === null
+    ? `${showKey(row.id)} is missing`
+    : `${showKey(row.id)} is stored as revision ${rev}, the registry has ${row.rev}`;
 }
