@@ -1,14 +1,14 @@
 /**
- * An in-memory {@linkcode Source} over {@linkcode RegistryData}, for tests and benchmarks that want
- * the planner's and the engine's logic without HTTP. It answers what the HTTP registry would, and
- * can misbehave the same ways (offsets that are not ranks, no descending listings, a silent cap on
- * page size).
+ * An in-memory {@linkcode Source} over any {@linkcode MemoryData} (the simulator's registry data is
+ * one; {@linkcode MemorySource.fromKeys} makes one from keys), for tests, benchmarks and library
+ * users that want the planner's and the engine's logic without HTTP. It answers what the HTTP
+ * registry would, and can misbehave the same ways (offsets that are not ranks, no descending
+ * listings, a silent cap on page size).
  *
  * @module
  */
 import { PermanentError } from "../base/errors.ts";
-import { compareKeys, sortKeys } from "../plan/keys.ts";
-import { RegistryData } from "../sim/registry_data.ts";
+import { compareKeys, lowerBound, sortKeys } from "../plan/keys.ts";
 import type {
   ChangeRow,
   DocMode,
@@ -18,6 +18,64 @@ import type {
   Row,
   Source,
 } from "../plan/source.ts";
+
+/**
+ * What a {@linkcode MemorySource} serves: keys sorted in code point order with revisions,
+ * documents, and a change log numbered from 1.
+ */
+export interface MemoryData {
+  /** The keys, sorted (read only). */
+  readonly keys: readonly string[];
+  /** Number of keys. */
+  readonly size: number;
+  /** The sequence of the latest change. */
+  readonly updateSeq: number;
+  /** Number of keys sorting before `key`. */
+  rank(key: string): number;
+  /** The current revision of `id`, or undefined when absent. */
+  rev(id: string): string | undefined;
+  /** The document of `id`, or undefined when absent. */
+  doc(id: string): Record<string, unknown> | undefined;
+  /** Changes after `since`, oldest first, at most `limit`, each id at its latest state. */
+  changes(
+    since: number,
+    limit: number,
+  ): { results: { seq: number; id: string; rev: string; deleted: boolean }[]; lastSeq: number };
+}
+
+/** Keys that never change: revision `1-…`, a document `{_id, _rev}`, each key one change. */
+class FixedKeys implements MemoryData {
+  readonly keys: readonly string[];
+  constructor(keys: string[]) {
+    this.keys = keys;
+  }
+  get size(): number {
+    return this.keys.length;
+  }
+  get updateSeq(): number {
+    return this.keys.length;
+  }
+  rank(key: string): number {
+    return lowerBound(this.keys, key);
+  }
+  rev(id: string): string | undefined {
+    return this.keys[this.rank(id)] === id ? "1-fixed" : undefined;
+  }
+  doc(id: string): Record<string, unknown> | undefined {
+    const rev = this.rev(id);
+    return rev === undefined ? undefined : { _id: id, _rev: rev };
+  }
+  changes(since: number, limit: number) {
+    const from = Math.max(0, Math.floor(since));
+    const results = this.keys.slice(from, from + limit).map((id, i) => ({
+      seq: from + i + 1,
+      id,
+      rev: "1-fixed",
+      deleted: false,
+    }));
+    return { results, lastSeq: from + results.length };
+  }
+}
 
 /** Options of {@linkcode MemorySource}. */
 export interface MemorySourceOptions {
@@ -39,7 +97,7 @@ export interface MemorySourceOptions {
 export class MemorySource implements Source {
   readonly description = "memory";
   readonly capabilities: { skip: boolean; maxPage: number };
-  #data: RegistryData;
+  #data: MemoryData;
   #o: MemorySourceOptions;
   #limit: number;
   #requests = 0;
@@ -55,11 +113,11 @@ export class MemorySource implements Source {
    * ```
    */
   static fromKeys(keys: Iterable<string>, options: MemorySourceOptions = {}): MemorySource {
-    return new MemorySource(new RegistryData(sortKeys([...new Set(keys)])), options);
+    return new MemorySource(new FixedKeys(sortKeys([...new Set(keys)])), options);
   }
 
   /** Serves `data` as the HTTP registry would. */
-  constructor(data: RegistryData, options: MemorySourceOptions = {}) {
+  constructor(data: MemoryData, options: MemorySourceOptions = {}) {
     this.#data = data;
     this.#o = options;
     this.#limit = options.maxPage ?? 1000;

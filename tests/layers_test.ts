@@ -1,0 +1,107 @@
+/**
+ * The house's import rules, checked on every file: layers import only the layers below them
+ * (base → plan → sources → engine → http/cli → tasks), the simulator and the bench stand to the
+ * side, the engine's rooms stand on one another (store ← items ← page ← crawl ← dispatch) and
+ * reach each other only through their `mod.ts`, and HTTP and CLI reach the engine only through
+ * `lib/engine/mod.ts`.
+ */
+import assert from "node:assert/strict";
+
+const ROOT = new URL("../", import.meta.url);
+
+/** Every project file (lib, tasks, main.ts, mod.ts) with the project files it imports. */
+async function importGraph(): Promise<Map<string, string[]>> {
+  const graph = new Map<string, string[]>();
+  const walk = async (dir: string) => {
+    for await (const e of Deno.readDir(new URL(dir, ROOT))) {
+      const path = `${dir}${e.name}`;
+      if (e.isDirectory) await walk(`${path}/`);
+      else if (e.name.endsWith(".ts")) graph.set(path, []);
+    }
+  };
+  await walk("lib/");
+  await walk("tasks/");
+  graph.set("main.ts", []);
+  graph.set("mod.ts", []);
+  for (const file of graph.keys()) {
+    const text = await Deno.readTextFile(new URL(file, ROOT));
+    const specs = [...text.matchAll(/(?:from|import)\s*\(?\s*["'](\.{1,2}\/[^"']+)["']/g)];
+    const targets = specs.map((m) =>
+      new URL(m[1], new URL(file, ROOT)).href.slice(ROOT.href.length)
+    );
+    // A file naming itself does so in a doc example, not an import.
+    graph.set(file, targets.filter((t) => t !== file));
+  }
+  return graph;
+}
+
+/** The layer a file belongs to. */
+function layer(file: string): string {
+  const m = /^lib\/(engine\/[a-z]+\/|[a-z]+\/)/.exec(file);
+  if (m) return m[1].replace(/\/$/, "");
+  if (file === "lib/engine/mod.ts") return "engine";
+  return file.startsWith("tasks/") ? "tasks" : file;
+}
+
+const ROOMS = ["store", "items", "page", "crawl", "dispatch"];
+
+/** May a file of layer `from` import a file of layer `to`? */
+function allowed(from: string, to: string, target: string): boolean {
+  if (from === to) return true;
+  const below: Record<string, string[]> = {
+    "base": [],
+    "plan": ["base"],
+    "sources": ["base", "plan"],
+    "sim": ["base", "plan"],
+    "engine": ["base", "plan", "sources", ...ROOMS.map((r) => `engine/${r}`)],
+    "http": ["base", "plan", "sources", "engine"],
+    "cli": ["base", "plan", "sources", "engine"],
+    "bench": ["base", "plan", "sources", "sim", "engine", "cli"],
+    "tasks": ["base", "plan", "sources", "sim", "engine", "cli", "bench", "http"],
+    "main.ts": ["base", "http"],
+    "mod.ts": ["base", "plan", "sources"],
+  };
+  if (from.startsWith("engine/")) {
+    const room = from.slice("engine/".length);
+    const lower = ROOMS.slice(0, ROOMS.indexOf(room)).map((r) => `engine/${r}`);
+    // Another room only through its face.
+    if (to.startsWith("engine/")) return lower.includes(to) && target.endsWith("/mod.ts");
+    return ["base", "plan", "sources"].includes(to);
+  }
+  // The engine's face hands on its rooms' faces; outside the engine, only that face
+  // (tasks and the bench may reach in).
+  if (from === "engine") return to.startsWith("engine/") && target.endsWith("/mod.ts");
+  if (to.startsWith("engine/") && !["tasks", "bench"].includes(from)) return false;
+  const to2 = to.startsWith("engine/") ? "engine" : to;
+  return (below[from] ?? []).includes(to2);
+}
+
+Deno.test("layers: every import runs down the house, and between rooms only through a face", async () => {
+  const graph = await importGraph();
+  const wrong: string[] = [];
+  for (const [file, targets] of graph) {
+    for (const target of targets) {
+      if (!graph.has(target)) continue; // not a project module (a fixture, a data file)
+      if (!allowed(layer(file), layer(target), target)) wrong.push(`${file} -> ${target}`);
+    }
+  }
+  assert.deepEqual(wrong, []);
+});
+
+Deno.test("layers: no circles", async () => {
+  const graph = await importGraph();
+  const state = new Map<string, "open" | "done">();
+  const circles: string[] = [];
+  const visit = (file: string, path: string[]) => {
+    if (state.get(file) === "done") return;
+    if (state.get(file) === "open") {
+      circles.push([...path.slice(path.indexOf(file)), file].join(" -> "));
+      return;
+    }
+    state.set(file, "open");
+    for (const t of graph.get(file) ?? []) if (graph.has(t)) visit(t, [...path, file]);
+    state.set(file, "done");
+  };
+  for (const file of graph.keys()) visit(file, []);
+  assert.deepEqual(circles, []);
+});
