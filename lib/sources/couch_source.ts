@@ -15,6 +15,7 @@
  *
  * @module
  */
+import { DOCUMENT_RETRY } from "../base/retry_policy.ts";
 import { FatalError, PermanentError, TransientError } from "../base/errors.ts";
 import { redactUrl } from "../base/redact.ts";
 import { normalizeSourceUrl } from "../base/spec.ts";
@@ -82,9 +83,6 @@ export function paramsBody(params: URLSearchParams): Record<string, unknown> {
   return body;
 }
 
-/** Rounds of attempts whose every answer is a damaged body before that is the document's own. */
-const DAMAGED_ROUNDS = 2;
-
 /** A document's own error from a 4xx answer. */
 function docError(a: HttpAnswer): DocResult {
   const reason = a.status === 404 || a.status === 410
@@ -132,7 +130,7 @@ export class CouchSource implements Source {
       (this.#listing.label === null ? "" : ` ${this.#listing.label}`);
     this.#http = new HttpClient(options);
     this.#maxDocBytes = options.maxDocBytes ?? 32 * 1024 * 1024;
-    this.#docAttempts = options.docMaxAttempts ?? 4;
+    this.#docAttempts = options.docMaxAttempts ?? DOCUMENT_RETRY.attemptsPerRound;
     this.#docTimeoutMs = options.docTimeoutMs ?? 20_000;
     this.capabilities = { skip: options.skip ?? false, maxPage: options.maxPage ?? 10_000 };
   }
@@ -265,7 +263,9 @@ export class CouchSource implements Source {
     for (let round = 1;; round++) {
       const r = await this.#fetchDoc(url, id);
       if (!("damaged" in r)) return r;
-      if (round === DAMAGED_ROUNDS) return { kind: "error", status: 200, reason: r.damaged };
+      if (round === DOCUMENT_RETRY.damagedRounds) {
+        return { kind: "error", status: 200, reason: r.damaged };
+      }
     }
   }
 

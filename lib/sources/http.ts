@@ -13,6 +13,7 @@
  *
  * @module
  */
+import { HTTP_RETRY } from "../base/retry_policy.ts";
 import { PermanentError, TransientError } from "../base/errors.ts";
 import { redactUrl } from "../base/redact.ts";
 
@@ -163,9 +164,9 @@ export class HttpClient {
     this.#o = {
       fetch: options.fetch ?? globalThis.fetch.bind(globalThis),
       timeoutMs: options.timeoutMs ?? 30_000,
-      maxAttempts: options.maxAttempts ?? 8,
-      backoffBaseMs: options.backoffBaseMs ?? 100,
-      backoffMaxMs: options.backoffMaxMs ?? 30_000,
+      maxAttempts: options.maxAttempts ?? HTTP_RETRY.maxAttempts,
+      backoffBaseMs: options.backoffBaseMs ?? HTTP_RETRY.backoffBaseMs,
+      backoffMaxMs: options.backoffMaxMs ?? HTTP_RETRY.backoffMaxMs,
       allowRedirect: options.allowRedirect ?? ((t, f) => t.origin === f.origin),
       maxRedirects: options.maxRedirects ?? 3,
       random: options.random ?? Math.random,

@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { FINAL_CHECK_RETRY } from "../../base/retry_policy.ts";
 import { errorLine, FatalError, TransientError } from "../../base/errors.ts";
 import type { Source } from "../../plan/source.ts";
 import {
@@ -128,8 +129,9 @@ async function finish(
   // Ranges proven by this pass. A range proven earlier (at its end, or by an earlier pass) is
   // proven again: the feed keeps a range in step only while it describes the same database.
   const pass: Pass = { kv, source, id, o, feed: claim, applied: 0, proven: new Set() };
-  for (let round = 0; round < (o.maxRounds ?? 8); round++) {
-    if (round > 0) await sleep(Math.min(1000, 50 * 2 ** round));
+  const { roundsPerPass, firstPauseMs, maxPauseMs } = FINAL_CHECK_RETRY;
+  for (let round = 0; round < (o.maxRounds ?? roundsPerPass); round++) {
+    if (round > 0) await sleep(Math.min(maxPauseMs, firstPauseMs * 2 ** (round - 1)));
     if (!await advanceFeed(pass)) return false; // another runner has the feed now
     const at = pass.feed ? pass.feed.entry.value.seq : null;
     const crawl = (await getCrawl(kv, id)).value!;

@@ -11,6 +11,7 @@
  *
  * @module
  */
+import { PLANNING_RETRY } from "../../base/retry_policy.ts";
 import { ITEM_LAYOUT } from "../items/mod.ts";
 import { pageLimit } from "../page/mod.ts";
 import {
@@ -259,8 +260,9 @@ async function planningFailed(
   const permanent = err instanceof FatalError || err instanceof InputError ||
     err instanceof NotFoundError || err instanceof PermanentError;
   const t = o.now();
-  const gaveUp = permanent || failures >= (o.maxPlanAttempts ?? 5);
-  const retryAt = t + Math.min(60_000, 2_000 * 2 ** (failures - 1));
+  const gaveUp = permanent || failures >= (o.maxPlanAttempts ?? PLANNING_RETRY.maxAttempts);
+  const delay = PLANNING_RETRY.firstDelayMs * 2 ** (failures - 1);
+  const retryAt = t + Math.min(PLANNING_RETRY.maxDelayMs, delay);
   const planning: PlanningState = { lease: null, failures, retryAt: gaveUp ? 0 : retryAt };
   const entry = await getCrawl(deps.kv, id);
   if (entry.value?.status !== "planning") return entry.value;

@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { IDLE_BACKOFF } from "../../base/retry_policy.ts";
 import { errorLine, StorageError } from "../../base/errors.ts";
 import { checkCompletion } from "../crawl/mod.ts";
 import type { Dispatcher } from "../crawl/mod.ts";
@@ -131,7 +132,7 @@ export async function runLeaseWorker(
   const stop = () =>
     options.signal?.aborted === true ||
     (options.maxRunMs !== undefined && now() - started > options.maxRunMs);
-  let idle = options.idleMs ?? 250;
+  let idle = options.idleMs ?? IDLE_BACKOFF.firstMs;
   let inARow = 0;
   while (!stop()) {
     let worked = false;
@@ -148,11 +149,11 @@ export async function runLeaseWorker(
       stats.errors++;
       options.log?.(`worker ${owner}: ${errorLine(err)}`);
     }
-    if (worked) idle = options.idleMs ?? 250;
+    if (worked) idle = options.idleMs ?? IDLE_BACKOFF.firstMs;
     else {
       stats.idleSleeps++;
       await sleep(idle);
-      idle = Math.min(options.maxIdleMs ?? 5000, idle * 2);
+      idle = Math.min(options.maxIdleMs ?? IDLE_BACKOFF.maxMs, idle * 2);
     }
   }
   return stats;

@@ -10,6 +10,7 @@
  *
  * @module
  */
+import { QUEUE_RETRY } from "../../base/retry_policy.ts";
 import { StorageError } from "../../base/errors.ts";
 import type { Dispatcher } from "../crawl/mod.ts";
 import { type Message, parseMessage } from "./messages.ts";
@@ -17,7 +18,7 @@ import { deadLetterKey } from "../store/mod.ts";
 import { ownerOf, type WorkDeps, workPlan, workShard } from "./work.ts";
 
 /** Redelivery delays when a handler throws, in milliseconds (KV's default ends at 60 s). */
-export const BACKOFF_SCHEDULE_MS = [500, 1_000, 2_000, 5_000, 10_000];
+export const BACKOFF_SCHEDULE_MS: number[] = [...QUEUE_RETRY.backoffScheduleMs];
 
 /** Dispatches by enqueueing wake-up messages on the KV queue. */
 export class QueueDispatcher implements Dispatcher {

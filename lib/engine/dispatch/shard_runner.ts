@@ -12,6 +12,7 @@
  *
  * @module
  */
+import { scheduledDelay, SHARD_RETRY } from "../../base/retry_policy.ts";
 import {
   errorLine,
   FatalError,
@@ -77,7 +78,7 @@ export type RunResult =
   | { kind: "failed"; error: string };
 
 /** Backoff before a shard is tried again, by failures in a row, in milliseconds. */
-export const RETRY_DELAYS_MS = [1_000, 2_000, 5_000, 10_000, 20_000, 30_000, 60_000];
+export const RETRY_DELAYS_MS: readonly number[] = SHARD_RETRY.delaysMs;
 
 /** True when the shard can be claimed by `owner` now: not done, not waiting, held by nobody else. */
 export function claimable(
@@ -219,13 +220,13 @@ async function recordFailure(
   const shardId = held.entry.value.id;
   const fresh = await getShard(deps.kv, crawlId, shardId);
   const failures = (fresh.value?.failures ?? 0) + 1;
-  if (isPermanent(err) || failures >= (o.maxFailures ?? 8)) {
+  if (isPermanent(err) || failures >= (o.maxFailures ?? SHARD_RETRY.maxFailures)) {
     const why = isPermanent(err) ? message : `${message} (gave up after ${failures} attempts)`;
     await failCrawl(deps.kv, crawlId, why).catch(() => {});
     await releaseShard(deps.kv, crawlId, shardId, o.owner);
     return { kind: "failed", error: why };
   }
-  const delay = RETRY_DELAYS_MS[Math.min(failures, RETRY_DELAYS_MS.length) - 1];
+  const delay = scheduledDelay(RETRY_DELAYS_MS, failures);
   const atMs = now + Math.round(delay * (0.5 + Math.random()));
   if (fresh.value && fresh.value.lease?.owner === o.owner) {
     await commitShard(deps.kv, crawlId, present(fresh)!, {

@@ -14,6 +14,7 @@
  *
  * @module
  */
+import { DOCUMENT_RETRY } from "../../base/retry_policy.ts";
 import { errorLine, FatalError, TransientError } from "../../base/errors.ts";
 import type { AdaptiveLimit } from "../../base/adaptive_limit.ts";
 import { mapPool } from "../../base/pool.ts";
@@ -75,7 +76,7 @@ export async function fetchDocs(source: Source, rows: Row[], o: DocFetch): Promi
   const kept = (cut < 0 ? results : results.slice(0, cut)).map((r, i) =>
     againstListing(rows[i], r)
   );
-  const record = (o.pageFailures ?? 0) >= (o.recordAfter ?? 2);
+  const record = (o.pageFailures ?? 0) >= (o.recordAfter ?? DOCUMENT_RETRY.recordAfterPageFailures);
   if (record) await secondRound(source, rows, kept, o);
   judge(kept, rows, source, record);
   return kept.map((r, i) => ({

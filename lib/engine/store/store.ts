@@ -25,6 +25,7 @@
  *
  * @module
  */
+import { KV_LOCKED_RETRY } from "../../base/retry_policy.ts";
 import { ConflictError, FatalError, StorageError } from "../../base/errors.ts";
 import { AtomicBudget, keySize, kvFailureKind, valueSizeBound } from "./kv_limits.ts";
 
@@ -154,7 +155,7 @@ export function commitRelist(
  * number of times; a full disk becomes a {@linkcode StorageError}; anything else is rethrown.
  */
 export async function kvOp<T>(fn: () => Promise<T>, options: { maxAttempts?: number } = {}) {
-  const max = options.maxAttempts ?? 50;
+  const max = options.maxAttempts ?? KV_LOCKED_RETRY.maxAttempts;
   for (let attempt = 1;; attempt++) {
     try {
       return await fn();
@@ -164,7 +165,9 @@ export async function kvOp<T>(fn: () => Promise<T>, options: { maxAttempts?: num
         throw new StorageError(`KV: ${(err as Error).message}`, { cause: err });
       }
       if (kind !== "locked" || attempt >= max) throw err;
-      await new Promise((r) => setTimeout(r, Math.min(200, 5 * attempt) * (0.5 + Math.random())));
+      const { pauseStepMs, maxPauseMs } = KV_LOCKED_RETRY;
+      const pause = Math.min(maxPauseMs, pauseStepMs * attempt) * (0.5 + Math.random());
+      await new Promise((r) => setTimeout(r, pause));
     }
   }
 }

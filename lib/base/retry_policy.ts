@@ -1,0 +1,102 @@
+/**
+ * How often, and after how long, each level tries again: every retry policy of the project, in one
+ * place, from the innermost level out. Each level only retries what the level inside it gave up on,
+ * and every level is bounded, so nothing is retried forever:
+ *
+ * 1. {@linkcode HTTP_RETRY}: one request. 5xx, 408, 429 (with `Retry-After`), timeouts, dropped
+ *    connections, cut or error bodies are asked again with exponential backoff and full jitter.
+ * 2. {@linkcode DOCUMENT_RETRY}: one document. Its own requests use fewer attempts (a bad document
+ *    should not hold a page for minutes); a body that arrives damaged in every attempt of a round
+ *    gets a second round before it is the document's own error. A document that keeps failing
+ *    fails its page (level 3) until the page failed `recordAfterPageFailures` times; then it gets
+ *    a second round of GETs and, failing again, is recorded as its item's error.
+ * 3. {@linkcode SHARD_RETRY}: one page of a shard. A failed page is recorded on the shard and
+ *    tried again after a growing delay; after `maxFailures` in a row the crawl fails with the
+ *    error's line.
+ * 4. {@linkcode PLANNING_RETRY}: a crawl's planning, after transient failures (a registry that
+ *    answers a 4xx or garbage fails it at once).
+ * 5. {@linkcode QUEUE_RETRY}: a KV queue message whose handler threw (only a KV failure does).
+ * 6. {@linkcode KV_LOCKED_RETRY}: a KV operation that met `database is locked` (several processes
+ *    on one file).
+ * 7. {@linkcode FINAL_CHECK_RETRY} and {@linkcode IDLE_BACKOFF}: rounds of the final check that
+ *    wait for ranges to hold still, and lease workers that found nothing to do.
+ *
+ * @module
+ */
+
+/** Level 1: one HTTP request (`sources/http.ts`). */
+export const HTTP_RETRY = {
+  /** Attempts per request. */
+  maxAttempts: 8,
+  /** First backoff step, in milliseconds (doubled each attempt, with full jitter). */
+  backoffBaseMs: 100,
+  /** Largest backoff step and cap on `Retry-After`, in milliseconds. */
+  backoffMaxMs: 30_000,
+} as const;
+
+/** Level 2: one document (`sources/couch_source.ts`, `engine/page/page_docs.ts`). */
+export const DOCUMENT_RETRY = {
+  /** HTTP attempts per round for one document. */
+  attemptsPerRound: 4,
+  /** Rounds whose every answer is a damaged body before that is the document's own error. */
+  damagedRounds: 2,
+  /** Failed attempts of its page after which a document that keeps failing is recorded. */
+  recordAfterPageFailures: 2,
+} as const;
+
+/** Level 3: a page of a shard (`engine/dispatch/shard_runner.ts`). */
+export const SHARD_RETRY = {
+  /** Delay before the next attempt, by failures in a row, in milliseconds (×0.5–1.5 jitter). */
+  delaysMs: [1_000, 2_000, 5_000, 10_000, 20_000, 30_000, 60_000],
+  /** Failures in a row after which the crawl fails. */
+  maxFailures: 8,
+} as const;
+
+/** Level 4: planning a crawl (`engine/crawl/planning.ts`). */
+export const PLANNING_RETRY = {
+  /** Attempts failing transiently before the crawl fails. */
+  maxAttempts: 5,
+  /** Delay after the first failure, in milliseconds (doubled after each). */
+  firstDelayMs: 2_000,
+  /** Longest delay, in milliseconds. */
+  maxDelayMs: 60_000,
+} as const;
+
+/** Level 5: KV queue redelivery of a message whose handler threw (`queue_dispatch.ts`). */
+export const QUEUE_RETRY = {
+  /** Delays before each redelivery, in milliseconds. */
+  backoffScheduleMs: [500, 1_000, 2_000, 5_000, 10_000],
+} as const;
+
+/** Level 6: a KV operation that met `database is locked` (`engine/store/store.ts`). */
+export const KV_LOCKED_RETRY = {
+  /** Attempts. */
+  maxAttempts: 50,
+  /** Pause per attempt so far, in milliseconds (×0.5–1.5 jitter), up to `maxPauseMs`. */
+  pauseStepMs: 5,
+  /** Longest pause, in milliseconds. */
+  maxPauseMs: 200,
+} as const;
+
+/** Rounds of the final check in one pass (`engine/crawl/completion.ts`). */
+export const FINAL_CHECK_RETRY = {
+  /** Rounds per pass before it gives the turn back (the next pass starts afresh). */
+  roundsPerPass: 8,
+  /** Pause before the second round, in milliseconds (doubled each round). */
+  firstPauseMs: 100,
+  /** Longest pause between rounds, in milliseconds. */
+  maxPauseMs: 1_000,
+} as const;
+
+/** Lease workers that found nothing to do (`engine/dispatch/lease_workers.ts`). */
+export const IDLE_BACKOFF = {
+  /** First sleep, in milliseconds (doubled while idle). */
+  firstMs: 250,
+  /** Longest sleep, in milliseconds. */
+  maxMs: 5_000,
+} as const;
+
+/** The delay `failures` failures in a row call for, from a schedule (its last step repeats). */
+export function scheduledDelay(schedule: readonly number[], failures: number): number {
+  return schedule[Math.min(Math.max(1, failures), schedule.length) - 1];
+}
