@@ -99,8 +99,8 @@ interface Held {
   inBlock: Set<string>;
 }
 
-async function readHeld(kv: Deno.Kv, crawl: string, ids: string[]): Promise<Held> {
-  const presence = await itemPresence(kv, crawl, ids);
+async function readHeld(kv: Deno.Kv, crawlId: string, ids: string[]): Promise<Held> {
+  const presence = await itemPresence(kv, crawlId, ids);
   const held: Held = {
     records: new Map(ids.map((id, j) => [id, presence[j]])),
     blocks: new Map(),
@@ -111,7 +111,7 @@ async function readHeld(kv: Deno.Kv, crawl: string, ids: string[]): Promise<Held
     // Changes often touch neighbours: a block already read answers for every id it holds.
     let hit = read.find((b) => b.ids.has(id));
     if (!hit) {
-      const found = await blockHolding(kv, crawl, id);
+      const found = await blockHolding(kv, crawlId, id);
       if (!found || found.index < 0) continue;
       hit = { ...found, ids: new Set(found.rows.map((r) => r.id)) };
       read.push(hit);

@@ -133,12 +133,12 @@ export function decodeBlock(value: Uint8Array): BlockRow[] {
  * Cuts blockable rows (in key order) into blocks of about {@linkcode BLOCK_BYTES}, each exactly
  * under KV's value limit (a block that encodes larger, e.g. through JSON escapes, is halved).
  */
-export function packBlocks(crawl: string, rows: readonly BlockRow[]): BlockWrite[] {
+export function packBlocks(crawlId: string, rows: readonly BlockRow[]): BlockWrite[] {
   const out: BlockWrite[] = [];
   let from = 0;
   let size = 2;
   const close = (to: number) => {
-    if (to > from) pushBlock(crawl, rows.slice(from, to), out);
+    if (to > from) pushBlock(crawlId, rows.slice(from, to), out);
     from = to;
     size = 2;
   };
@@ -152,15 +152,15 @@ export function packBlocks(crawl: string, rows: readonly BlockRow[]): BlockWrite
   return out;
 }
 
-function pushBlock(crawl: string, rows: BlockRow[], out: BlockWrite[]): void {
+function pushBlock(crawlId: string, rows: BlockRow[], out: BlockWrite[]): void {
   const value = encodeBlock(rows);
   if (value.length > MAX_VALUE_BYTES && rows.length > 1) {
     const half = rows.length >> 1;
-    pushBlock(crawl, rows.slice(0, half), out);
-    pushBlock(crawl, rows.slice(half), out);
+    pushBlock(crawlId, rows.slice(0, half), out);
+    pushBlock(crawlId, rows.slice(half), out);
     return;
   }
-  const key = keys.block(crawl, rows[0].id);
+  const key = keys.block(crawlId, rows[0].id);
   out.push({ key, value, keyBytes: keySize(key), rows: rows.length });
 }
 
@@ -204,7 +204,7 @@ export interface KeysInRange {
  */
 export async function keysIn(
   kv: Deno.Kv,
-  crawl: string,
+  crawlId: string,
   range: { from: Position; to: Position | null },
 ): Promise<KeysInRange> {
   const scan = async (prefix: Deno.KvKey, at: (k: string) => Deno.KvKey) => {
@@ -220,8 +220,8 @@ export async function keysIn(
     return out;
   };
   const [blocks, records] = await Promise.all([
-    scan(keys.blocks(crawl), (k) => keys.block(crawl, k)),
-    scan(keys.items(crawl), (k) => keys.item(crawl, k)),
+    scan(keys.blocks(crawlId), (k) => keys.block(crawlId, k)),
+    scan(keys.items(crawlId), (k) => keys.item(crawlId, k)),
   ]);
   return { blocks, records };
 }
@@ -232,13 +232,13 @@ export async function keysIn(
  */
 export async function blockHolding(
   kv: Deno.Kv,
-  crawl: string,
+  crawlId: string,
   id: string,
 ): Promise<{ entry: Deno.KvEntry<Uint8Array>; rows: BlockRow[]; index: number } | null> {
   if (plainPartSize(id) <= 0) return null; // such ids are never in blocks
   const iter = kv.list<Uint8Array>({
-    prefix: keys.blocks(crawl),
-    end: keys.block(crawl, id + "\0"),
+    prefix: keys.blocks(crawlId),
+    end: keys.block(crawlId, id + "\0"),
   }, { reverse: true, limit: 1 });
   for await (const entry of iter) {
     const rows = decodeBlock(entry.value);

@@ -78,14 +78,14 @@ function between(prefix: Deno.KvKey, start?: Deno.KvKey, end?: Deno.KvKey): Deno
   return start ? { prefix, start } : end ? { prefix, end } : { prefix };
 }
 
-async function* recordRuns(kv: Deno.Kv, crawl: string, r: Range): AsyncGenerator<Run> {
-  const prefix = keys.items(crawl);
+async function* recordRuns(kv: Deno.Kv, crawlId: string, r: Range): AsyncGenerator<Run> {
+  const prefix = keys.items(crawlId);
   const start = r.after !== undefined
-    ? keys.item(crawl, r.after)
+    ? keys.item(crawlId, r.after)
     : r.from !== undefined
-    ? keys.item(crawl, r.from)
+    ? keys.item(crawlId, r.from)
     : undefined;
-  const end = r.to !== undefined ? keys.item(crawl, r.to) : undefined;
+  const end = r.to !== undefined ? keys.item(crawlId, r.to) : undefined;
   const selector = between(prefix, start, end);
   let run: Run = { items: [], parts: [] };
   for await (const e of kv.list<Uint8Array>(selector, { batchSize: 1000 })) {
@@ -98,15 +98,15 @@ async function* recordRuns(kv: Deno.Kv, crawl: string, r: Range): AsyncGenerator
   if (run.items.length > 0) yield run;
 }
 
-async function* blockRuns(kv: Deno.Kv, crawl: string, r: Range): AsyncGenerator<Run> {
-  const prefix = keys.blocks(crawl);
+async function* blockRuns(kv: Deno.Kv, crawlId: string, r: Range): AsyncGenerator<Run> {
+  const prefix = keys.blocks(crawlId);
   let from = r.from;
   if (typeof r.after === "string") {
     // Resuming inside a block: start at the block that holds the position.
-    from = (await blockHolding(kv, crawl, r.after))?.entry.key[2] as string ?? r.after;
+    from = (await blockHolding(kv, crawlId, r.after))?.entry.key[2] as string ?? r.after;
   }
-  const start = from !== undefined ? keys.block(crawl, from) : undefined;
-  const end = r.to !== undefined ? keys.block(crawl, r.to) : undefined;
+  const start = from !== undefined ? keys.block(crawlId, from) : undefined;
+  const end = r.to !== undefined ? keys.block(crawlId, r.to) : undefined;
   const selector = between(prefix, start, end);
   for await (const e of kv.list<Uint8Array>(selector, { batchSize: 100 })) {
     let rows = decodeBlock(e.value);
@@ -155,27 +155,27 @@ async function* merge(a: AsyncGenerator<Run>, b: AsyncGenerator<Run>): AsyncGene
   }
 }
 
-function runs(kv: Deno.Kv, crawl: string, r: Range): AsyncGenerator<Run> {
-  return merge(recordRuns(kv, crawl, r), blockRuns(kv, crawl, r));
+function runs(kv: Deno.Kv, crawlId: string, r: Range): AsyncGenerator<Run> {
+  return merge(recordRuns(kv, crawlId, r), blockRuns(kv, crawlId, r));
 }
 
 /** The item with its chunked document read back, if it has one. */
-async function withChunks(kv: Deno.Kv, crawl: string, item: Pending): Promise<ExportedItem> {
+async function withChunks(kv: Deno.Kv, crawlId: string, item: Pending): Promise<ExportedItem> {
   const { chunks, ...rest } = item;
   if (!chunks) return rest;
   const part = await idKeyPart(item.id);
-  return { ...rest, doc: await readChunks(kv, crawl, part, chunks, item.id) };
+  return { ...rest, doc: await readChunks(kv, crawlId, part, chunks, item.id) };
 }
 
 async function readChunks(
   kv: Deno.Kv,
-  crawl: string,
+  crawlId: string,
   part: Part,
   count: number,
   id: string,
 ): Promise<string> {
   const parts: Uint8Array[] = [];
-  const range = { start: keys.chunk(crawl, part, 0), end: keys.chunk(crawl, part, count) };
+  const range = { start: keys.chunk(crawlId, part, 0), end: keys.chunk(crawlId, part, count) };
   for await (const c of kv.list<Uint8Array>(range)) parts.push(c.value);
   if (parts.length !== count) {
     throw new Error(`item ${JSON.stringify(id)}: ${parts.length} of ${count} chunks`);
@@ -186,9 +186,9 @@ async function readChunks(
   return dec.decode(all);
 }
 
-async function finish(kv: Deno.Kv, crawl: string, items: Pending[]): Promise<ExportedItem[]> {
+async function finish(kv: Deno.Kv, crawlId: string, items: Pending[]): Promise<ExportedItem[]> {
   return items.some((it) => it.chunks)
-    ? await Promise.all(items.map((it) => withChunks(kv, crawl, it)))
+    ? await Promise.all(items.map((it) => withChunks(kv, crawlId, it)))
     : items;
 }
 
@@ -214,18 +214,18 @@ function rangesOf(bounds: readonly string[]): Range[] {
  */
 export async function* itemBatches(
   kv: Deno.Kv,
-  crawl: string,
+  crawlId: string,
   options: { bounds?: readonly string[]; concurrency?: number } = {},
 ): AsyncGenerator<ExportedItem[]> {
-  const readers = rangesOf(cutBounds(options.bounds)).map((r) => () => runs(kv, crawl, r));
+  const readers = rangesOf(cutBounds(options.bounds)).map((r) => () => runs(kv, crawlId, r));
   for await (const run of readAhead(readers, { concurrency: options.concurrency ?? 4 })) {
-    yield await finish(kv, crawl, run.items);
+    yield await finish(kv, crawlId, run.items);
   }
 }
 
 /** True when a crawl has item records (not only blocks). */
-export async function hasRecords(kv: Deno.Kv, crawl: string): Promise<boolean> {
-  for await (const _ of kv.list({ prefix: keys.items(crawl) }, { limit: 1 })) return true;
+export async function hasRecords(kv: Deno.Kv, crawlId: string): Promise<boolean> {
+  for await (const _ of kv.list({ prefix: keys.items(crawlId) }, { limit: 1 })) return true;
   return false;
 }
 
@@ -236,11 +236,11 @@ export async function hasRecords(kv: Deno.Kv, crawl: string): Promise<boolean> {
  */
 export async function* blockNdjsonBatches(
   kv: Deno.Kv,
-  crawl: string,
+  crawlId: string,
   options: { bounds?: readonly string[]; concurrency?: number } = {},
 ): AsyncGenerator<{ bytes: Uint8Array; rows: number }> {
-  const prefix = keys.blocks(crawl);
-  const at = (b: string | undefined) => b === undefined ? undefined : keys.block(crawl, b);
+  const prefix = keys.blocks(crawlId);
+  const at = (b: string | undefined) => b === undefined ? undefined : keys.block(crawlId, b);
   const selectors = rangesOf(cutBounds(options.bounds)).map((r) =>
     between(prefix, at(r.from), at(r.to))
   );
@@ -256,8 +256,8 @@ export async function* blockNdjsonBatches(
 }
 
 /** Streams a crawl's items in key order, reassembling chunked documents. Memory stays flat. */
-export async function* iterateItems(kv: Deno.Kv, crawl: string): AsyncGenerator<ExportedItem> {
-  for await (const batch of itemBatches(kv, crawl)) yield* batch;
+export async function* iterateItems(kv: Deno.Kv, crawlId: string): AsyncGenerator<ExportedItem> {
+  for await (const batch of itemBatches(kv, crawlId)) yield* batch;
 }
 
 function encodeCursor(part: Part): string {
@@ -287,13 +287,13 @@ function decodeCursor(cursor: string): Part {
  */
 export async function pageItems(
   kv: Deno.Kv,
-  crawl: string,
+  crawlId: string,
   options: { limit: number; cursor?: string },
 ): Promise<{ items: ExportedItem[]; cursor: string | null }> {
   const after = options.cursor === undefined ? undefined : decodeCursor(options.cursor);
   const items: Pending[] = [];
   let last: Part | null = null;
-  const gen = runs(kv, crawl, after === undefined ? {} : { after });
+  const gen = runs(kv, crawlId, after === undefined ? {} : { after });
   try {
     for await (const run of gen) {
       const take = Math.min(run.items.length, options.limit - items.length);
@@ -305,14 +305,14 @@ export async function pageItems(
     await gen.return(undefined);
   }
   const more = items.length === options.limit && last !== null;
-  return { items: await finish(kv, crawl, items), cursor: more ? encodeCursor(last!) : null };
+  return { items: await finish(kv, crawlId, items), cursor: more ? encodeCursor(last!) : null };
 }
 
 /** Number of stored items of a crawl (a full scan; for tests and verification). */
-export async function countItems(kv: Deno.Kv, crawl: string): Promise<number> {
+export async function countItems(kv: Deno.Kv, crawlId: string): Promise<number> {
   let n = 0;
-  for await (const _ of kv.list({ prefix: keys.items(crawl) }, { batchSize: 1000 })) n++;
-  for await (const e of kv.list<Uint8Array>({ prefix: keys.blocks(crawl) }, { batchSize: 100 })) {
+  for await (const _ of kv.list({ prefix: keys.items(crawlId) }, { batchSize: 1000 })) n++;
+  for await (const e of kv.list<Uint8Array>({ prefix: keys.blocks(crawlId) }, { batchSize: 100 })) {
     n += decodeBlock(e.value).length;
   }
   return n;
@@ -321,10 +321,10 @@ export async function countItems(kv: Deno.Kv, crawl: string): Promise<number> {
 /** Whether each id has an item record now, with the versionstamps to check against (10 a read). */
 export async function itemPresence(
   kv: Deno.Kv,
-  crawl: string,
+  crawlId: string,
   ids: readonly string[],
 ): Promise<{ key: Deno.KvKey; versionstamp: string | null }[]> {
-  const keyList = await Promise.all(ids.map(async (id) => keys.item(crawl, await idKeyPart(id))));
+  const keyList = await Promise.all(ids.map(async (id) => keys.item(crawlId, await idKeyPart(id))));
   const out: { key: Deno.KvKey; versionstamp: string | null }[] = [];
   for (let i = 0; i < keyList.length; i += 10) {
     const got = await kvOp(() => kv.getMany(keyList.slice(i, i + 10)));
@@ -334,9 +334,9 @@ export async function itemPresence(
 }
 
 /** The chunk keys of an item (to delete them with it). */
-export async function chunkKeys(kv: Deno.Kv, crawl: string, id: string): Promise<Deno.KvKey[]> {
+export async function chunkKeys(kv: Deno.Kv, crawlId: string, id: string): Promise<Deno.KvKey[]> {
   const out: Deno.KvKey[] = [];
-  const prefix = keys.chunks(crawl, await idKeyPart(id));
+  const prefix = keys.chunks(crawlId, await idKeyPart(id));
   for await (const e of kv.list({ prefix })) out.push(e.key);
   return out;
 }
@@ -344,12 +344,12 @@ export async function chunkKeys(kv: Deno.Kv, crawl: string, id: string): Promise
 /** The revision the crawl stores for `id` (in a record or a block), or null when it has none. */
 export async function storedRevision(
   kv: Deno.Kv,
-  crawl: string,
+  crawlId: string,
   id: string,
 ): Promise<string | null> {
-  const e = await kvOp(async () => kv.get<Uint8Array>(keys.item(crawl, await idKeyPart(id))));
+  const e = await kvOp(async () => kv.get<Uint8Array>(keys.item(crawlId, await idKeyPart(id))));
   if (e.value) return decodeItem(e.value).rev;
-  const block = await blockHolding(kv, crawl, id);
+  const block = await blockHolding(kv, crawlId, id);
   return block && block.index >= 0 ? block.rows[block.index].rev : null;
 }
 
@@ -360,7 +360,7 @@ export async function storedRevision(
  */
 export async function sampleStored(
   kv: Deno.Kv,
-  crawl: string,
+  crawlId: string,
   range: { start: string | null; end: string | null },
   count: number,
 ): Promise<{ id: string; rev: string }[]> {
@@ -373,14 +373,14 @@ export async function sampleStored(
   const out: { id: string; rev: string }[] = [];
   await kvOp(async () => {
     const blocks = kv.list<Uint8Array>(
-      from(keys.blocks(crawl), keys.block(crawl, range.start ?? "")),
+      from(keys.blocks(crawlId), keys.block(crawlId, range.start ?? "")),
       { limit: 1 },
     );
     for await (const e of blocks) {
       for (const r of decodeBlock(e.value)) if (inRange(r.id)) out.push({ id: r.id, rev: r.rev });
     }
     const records = kv.list<Uint8Array>(
-      from(keys.items(crawl), keys.item(crawl, range.start ?? "")),
+      from(keys.items(crawlId), keys.item(crawlId, range.start ?? "")),
       { limit: count },
     );
     for await (const e of records) {

@@ -115,20 +115,25 @@ function tooBig(json: string, maxDocBytes: number): boolean {
  * `maxDocBytes` becomes a `tooLarge` record; nothing is dropped.
  */
 export async function prepareWrites(
-  crawl: string,
+  crawlId: string,
   items: readonly ItemInput[],
   options: { maxDocBytes?: number; inline?: boolean } = {},
 ): Promise<ItemWrite[]> {
   const maxDoc = options.maxDocBytes ?? DEFAULT_MAX_DOC_BYTES;
   const out: ItemWrite[] = [];
-  const prefix = keySize(keys.items(crawl));
+  const prefix = keySize(keys.items(crawlId));
   for (const given of items) {
     const it = storedForm(given);
     // The hot path: a keys-only item under its own id, in one pass over the id and the revision.
     const plain = it.doc === undefined ? plainPartSize(it.id) : -1;
     const fast = plain > 0 ? encodeRevOnly(it.rev) : null;
     if (fast) {
-      out.push({ id: it.id, key: keys.item(crawl, it.id), value: fast, keyBytes: prefix + plain });
+      out.push({
+        id: it.id,
+        key: keys.item(crawlId, it.id),
+        value: fast,
+        keyBytes: prefix + plain,
+      });
       continue;
     }
     const part = await idKeyPart(it.id);
@@ -146,7 +151,7 @@ export async function prepareWrites(
       else {
         rec.chunks = Math.ceil(doc.length / CHUNK_BYTES);
         for (let i = 0; i < rec.chunks; i++) {
-          const key = keys.chunk(crawl, part, i);
+          const key = keys.chunk(crawlId, part, i);
           const value = doc.subarray(i * CHUNK_BYTES, (i + 1) * CHUNK_BYTES);
           out.push({ id: it.id, key, value, keyBytes: keySize(key) });
         }
@@ -155,9 +160,9 @@ export async function prepareWrites(
     const value = encodeItem(rec);
     if (value.length > MAX_VALUE_BYTES && rec.doc) {
       // An inline document plus a long id would not fit one value: chunk it instead.
-      return await prepareWrites(crawl, items, { ...options, inline: false });
+      return await prepareWrites(crawlId, items, { ...options, inline: false });
     }
-    const key = keys.item(crawl, part);
+    const key = keys.item(crawlId, part);
     out.push({ id: it.id, key, value, keyBytes: keySize(key) });
   }
   return out;
@@ -190,11 +195,11 @@ export function batchWrites(writes: readonly ItemWrite[], reserve: AtomicBudget)
  */
 export async function writeItems(
   kv: Deno.Kv,
-  crawl: string,
+  crawlId: string,
   items: readonly ItemInput[],
   options: { maxDocBytes?: number; batchMutations?: number } = {},
 ): Promise<ItemCounts> {
-  const writes = await prepareWrites(crawl, items, options);
+  const writes = await prepareWrites(crawlId, items, options);
   const reserve = new AtomicBudget();
   reserve.mutations = 1000 - Math.min(1000, options.batchMutations ?? 1000);
   await setInBatches(kv, writes, reserve);

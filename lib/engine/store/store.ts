@@ -51,53 +51,57 @@ import type {
 
 /** Key builders, exported for the item part and for tests that need to look underneath. */
 export const keys = {
-  crawl: (id: string): Deno.KvKey => ["crawl", id],
+  crawl: (crawlId: string): Deno.KvKey => ["crawl", crawlId],
   crawls: (): Deno.KvKey => ["crawl"],
-  planning: (crawl: string): Deno.KvKey => ["planning", crawl],
-  feed: (crawl: string): Deno.KvKey => ["feed", crawl],
-  shard: (crawl: string, shard: number): Deno.KvKey => ["shard", crawl, shard],
-  shards: (crawl: string): Deno.KvKey => ["shard", crawl],
-  item: (crawl: string, part: Deno.KvKeyPart): Deno.KvKey => ["item", crawl, part],
-  items: (crawl: string): Deno.KvKey => ["item", crawl],
-  block: (crawl: string, first: string): Deno.KvKey => ["block", crawl, first],
-  blocks: (crawl: string): Deno.KvKey => ["block", crawl],
-  chunk: (crawl: string, part: Deno.KvKeyPart, n: number): Deno.KvKey => ["chunk", crawl, part, n],
-  chunks: (crawl: string, part?: Deno.KvKeyPart): Deno.KvKey =>
-    part === undefined ? ["chunk", crawl] : ["chunk", crawl, part],
-  dead: (crawl: string, shard: number): Deno.KvKey => ["dead", crawl, shard],
-  deads: (crawl: string): Deno.KvKey => ["dead", crawl],
-  split: (crawl: string, seq: number): Deno.KvKey => ["split", crawl, seq],
-  splits: (crawl: string): Deno.KvKey => ["split", crawl],
-  rangeDrift: (crawl: string, shard: number, dir: "in" | "out"): Deno.KvKey => [
+  planning: (crawlId: string): Deno.KvKey => ["planning", crawlId],
+  feed: (crawlId: string): Deno.KvKey => ["feed", crawlId],
+  shard: (crawlId: string, shard: number): Deno.KvKey => ["shard", crawlId, shard],
+  shards: (crawlId: string): Deno.KvKey => ["shard", crawlId],
+  item: (crawlId: string, part: Deno.KvKeyPart): Deno.KvKey => ["item", crawlId, part],
+  items: (crawlId: string): Deno.KvKey => ["item", crawlId],
+  block: (crawlId: string, first: string): Deno.KvKey => ["block", crawlId, first],
+  blocks: (crawlId: string): Deno.KvKey => ["block", crawlId],
+  chunk: (
+    crawlId: string,
+    part: Deno.KvKeyPart,
+    n: number,
+  ): Deno.KvKey => ["chunk", crawlId, part, n],
+  chunks: (crawlId: string, part?: Deno.KvKeyPart): Deno.KvKey =>
+    part === undefined ? ["chunk", crawlId] : ["chunk", crawlId, part],
+  dead: (crawlId: string, shard: number): Deno.KvKey => ["dead", crawlId, shard],
+  deads: (crawlId: string): Deno.KvKey => ["dead", crawlId],
+  split: (crawlId: string, seq: number): Deno.KvKey => ["split", crawlId, seq],
+  splits: (crawlId: string): Deno.KvKey => ["split", crawlId],
+  rangeDrift: (crawlId: string, shard: number, dir: "in" | "out"): Deno.KvKey => [
     "rdrift",
-    crawl,
+    crawlId,
     shard,
     dir,
   ],
-  rangeDrifts: (crawl: string): Deno.KvKey => ["rdrift", crawl],
+  rangeDrifts: (crawlId: string): Deno.KvKey => ["rdrift", crawlId],
   beat: (processId: string): Deno.KvKey => ["beat", processId],
   beats: (): Deno.KvKey => ["beat"],
 };
 
 /** A key of the items layout, read back into its parts (see `keys`). */
 export type ItemKey =
-  | { kind: "item"; crawl: string; part: Deno.KvKeyPart }
-  | { kind: "block"; crawl: string; first: string }
-  | { kind: "chunk"; crawl: string; part: Deno.KvKeyPart; n: number };
+  | { kind: "item"; crawlId: string; part: Deno.KvKeyPart }
+  | { kind: "block"; crawlId: string; first: string }
+  | { kind: "chunk"; crawlId: string; part: Deno.KvKeyPart; n: number };
 
 /**
  * The parts of an item, block or chunk key (built by `keys`); null for any other key. Readers of
  * keys go through this instead of testing tuple positions by hand.
  */
 export function parseKey(key: Deno.KvKey): ItemKey | null {
-  const [kind, crawl, a, b] = key;
-  if (typeof crawl !== "string") return null;
-  if (kind === "item" && key.length === 3) return { kind, crawl, part: a };
+  const [kind, crawlId, a, b] = key;
+  if (typeof crawlId !== "string") return null;
+  if (kind === "item" && key.length === 3) return { kind, crawlId, part: a };
   if (kind === "block" && key.length === 3 && typeof a === "string") {
-    return { kind, crawl, first: a };
+    return { kind, crawlId, first: a };
   }
   if (kind === "chunk" && key.length === 4 && typeof b === "number") {
-    return { kind, crawl, part: a, n: b };
+    return { kind, crawlId, part: a, n: b };
   }
   return null;
 }
@@ -111,10 +115,13 @@ export interface RangeDrift {
 }
 
 /** The applied changes per shard range of a crawl (shards without any are absent). */
-export async function listRangeDrift(kv: Deno.Kv, crawl: string): Promise<Map<number, RangeDrift>> {
+export async function listRangeDrift(
+  kv: Deno.Kv,
+  crawlId: string,
+): Promise<Map<number, RangeDrift>> {
   return await kvOp(async () => {
     const out = new Map<number, RangeDrift>();
-    for await (const e of kv.list<Deno.KvU64>({ prefix: keys.rangeDrifts(crawl) })) {
+    for await (const e of kv.list<Deno.KvU64>({ prefix: keys.rangeDrifts(crawlId) })) {
       const shard = e.key[2] as number;
       const d = out.get(shard) ?? { in: 0, out: 0 };
       d[e.key[3] as "in" | "out"] = Number(e.value.value);
@@ -139,13 +146,15 @@ export function shardStored(shard: ShardRecord, drift: ReadonlyMap<number, Range
  */
 export function commitRelist(
   kv: Deno.Kv,
-  crawl: string,
+  crawlId: string,
   entry: Deno.KvEntry<ShardRecord>,
   next: ShardRecord,
   extra?: (op: Deno.AtomicOperation) => void,
 ): Promise<Deno.KvEntry<ShardRecord> | null> {
-  return commitShard(kv, crawl, entry, next, (op) => {
-    op.delete(keys.rangeDrift(crawl, next.id, "in")).delete(keys.rangeDrift(crawl, next.id, "out"));
+  return commitShard(kv, crawlId, entry, next, (op) => {
+    op.delete(keys.rangeDrift(crawlId, next.id, "in")).delete(
+      keys.rangeDrift(crawlId, next.id, "out"),
+    );
     extra?.(op);
   });
 }
@@ -199,19 +208,22 @@ export async function updateRecord<T>(
 /** The planning record of a crawl (absent: nobody plans it, no attempt failed). */
 export async function getPlanning(
   kv: Deno.Kv,
-  crawl: string,
+  crawlId: string,
 ): Promise<Deno.KvEntryMaybe<PlanningState>> {
-  return await kvOp(() => kv.get<PlanningState>(keys.planning(crawl)));
+  return await kvOp(() => kv.get<PlanningState>(keys.planning(crawlId)));
 }
 
 /** Forgets how a crawl's planning went (its attempts start afresh). */
-export async function clearPlanning(kv: Deno.Kv, crawl: string): Promise<void> {
-  await kvOp(() => kv.delete(keys.planning(crawl)));
+export async function clearPlanning(kv: Deno.Kv, crawlId: string): Promise<void> {
+  await kvOp(() => kv.delete(keys.planning(crawlId)));
 }
 
 /** The change feed record of a crawl (absent before its first catch-up). */
-export async function getFeed(kv: Deno.Kv, crawl: string): Promise<Deno.KvEntryMaybe<DriftState>> {
-  return await kvOp(() => kv.get<DriftState>(keys.feed(crawl)));
+export async function getFeed(
+  kv: Deno.Kv,
+  crawlId: string,
+): Promise<Deno.KvEntryMaybe<DriftState>> {
+  return await kvOp(() => kv.get<DriftState>(keys.feed(crawlId)));
 }
 
 /** The entry when its key holds a value, else null (one typed view of `Deno.KvEntryMaybe`). */
@@ -227,10 +239,10 @@ export async function getCrawl(kv: Deno.Kv, id: string): Promise<Deno.KvEntryMay
 /** The crawl and one of its shards, read together (one round trip). */
 export async function getCrawlAndShard(
   kv: Deno.Kv,
-  crawl: string,
+  crawlId: string,
   shard: number,
 ): Promise<[Deno.KvEntryMaybe<CrawlRecord>, Deno.KvEntryMaybe<ShardRecord>]> {
-  const [c, s] = await kvOp(() => kv.getMany([keys.crawl(crawl), keys.shard(crawl, shard)]));
+  const [c, s] = await kvOp(() => kv.getMany([keys.crawl(crawlId), keys.shard(crawlId, shard)]));
   return [c as Deno.KvEntryMaybe<CrawlRecord>, s as Deno.KvEntryMaybe<ShardRecord>];
 }
 
@@ -246,17 +258,20 @@ export async function listCrawls(kv: Deno.Kv): Promise<CrawlRecord[]> {
 /** One shard with its versionstamp. */
 export async function getShard(
   kv: Deno.Kv,
-  crawl: string,
+  crawlId: string,
   shard: number,
 ): Promise<Deno.KvEntryMaybe<ShardRecord>> {
-  return await kvOp(() => kv.get<ShardRecord>(keys.shard(crawl, shard)));
+  return await kvOp(() => kv.get<ShardRecord>(keys.shard(crawlId, shard)));
 }
 
 /** Every shard of a crawl, in id order, with versionstamps. */
-export async function listShards(kv: Deno.Kv, crawl: string): Promise<Deno.KvEntry<ShardRecord>[]> {
+export async function listShards(
+  kv: Deno.Kv,
+  crawlId: string,
+): Promise<Deno.KvEntry<ShardRecord>[]> {
   return await kvOp(async () => {
     const out: Deno.KvEntry<ShardRecord>[] = [];
-    for await (const e of kv.list<ShardRecord>({ prefix: keys.shards(crawl) })) out.push(e);
+    for await (const e of kv.list<ShardRecord>({ prefix: keys.shards(crawlId) })) out.push(e);
     return out;
   });
 }
@@ -291,15 +306,15 @@ export async function createCrawlRecord(
 export async function writePlannedShards(
   kv: Deno.Kv,
   claimed: Deno.KvEntry<PlanningState>,
-  crawl: string,
+  crawlId: string,
   shards: ShardRecord[],
 ): Promise<boolean> {
   const keep = new Set(shards.map((s) => s.id));
-  const stale = (await listShards(kv, crawl)).map((e) => e.value.id)
+  const stale = (await listShards(kv, crawlId)).map((e) => e.value.id)
     .filter((sid) => !keep.has(sid));
   const muts = [
-    ...stale.map((sid) => ({ key: keys.shard(crawl, sid), value: null })),
-    ...shards.map((s) => ({ key: keys.shard(crawl, s.id), value: s })),
+    ...stale.map((sid) => ({ key: keys.shard(crawlId, sid), value: null })),
+    ...shards.map((s) => ({ key: keys.shard(crawlId, s.id), value: s })),
   ];
   const claim = keySize(claimed.key);
   for (let i = 0; i < muts.length;) {
@@ -339,13 +354,13 @@ export async function updateCrawl(
  */
 export async function commitShard(
   kv: Deno.Kv,
-  crawl: string,
+  crawlId: string,
   entry: Deno.KvEntry<ShardRecord>,
   next: ShardRecord,
   extra?: (op: Deno.AtomicOperation) => void,
 ): Promise<Deno.KvEntry<ShardRecord> | null> {
   const res = await kvOp(() => {
-    const op = kv.atomic().check(entry).set(keys.shard(crawl, next.id), next);
+    const op = kv.atomic().check(entry).set(keys.shard(crawlId, next.id), next);
     extra?.(op);
     return op.commit();
   });
@@ -386,10 +401,10 @@ export async function commitSplit(
 }
 
 /** The split log of a crawl. */
-export async function listSplits(kv: Deno.Kv, crawl: string): Promise<SplitRecord[]> {
+export async function listSplits(kv: Deno.Kv, crawlId: string): Promise<SplitRecord[]> {
   return await kvOp(async () => {
     const out: SplitRecord[] = [];
-    for await (const e of kv.list<SplitRecord>({ prefix: keys.splits(crawl) })) out.push(e.value);
+    for await (const e of kv.list<SplitRecord>({ prefix: keys.splits(crawlId) })) out.push(e.value);
     return out;
   });
 }
@@ -400,17 +415,17 @@ export function deadLetterKey(crawlId: string, shardId: number): Deno.KvKey {
 }
 
 /** Dead-lettered wake-up messages of a crawl, by shard id. */
-export async function listDeadLetters(kv: Deno.Kv, crawl: string): Promise<number[]> {
+export async function listDeadLetters(kv: Deno.Kv, crawlId: string): Promise<number[]> {
   return await kvOp(async () => {
     const out: number[] = [];
-    for await (const e of kv.list({ prefix: keys.deads(crawl) })) out.push(e.key[2] as number);
+    for await (const e of kv.list({ prefix: keys.deads(crawlId) })) out.push(e.key[2] as number);
     return out;
   });
 }
 
 /** Forgets a shard's dead letter (it was dispatched again). */
-export async function clearDeadLetter(kv: Deno.Kv, crawl: string, shard: number): Promise<void> {
-  await kvOp(() => kv.delete(keys.dead(crawl, shard)));
+export async function clearDeadLetter(kv: Deno.Kv, crawlId: string, shard: number): Promise<void> {
+  await kvOp(() => kv.delete(keys.dead(crawlId, shard)));
 }
 
 /**
