@@ -26,6 +26,7 @@ import {
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { RegistryData } from "../lib/sim/registry_data.ts";
 import { begin, finishAll, RecordingDispatcher, spec } from "./engine_helpers.ts";
+import { claimShard } from "../lib/engine/dispatch/shard_runner.ts";
 import { splitStraggler } from "../lib/engine/crawl/rebalance.ts";
 import { assertCrawledExactly, dataOf, randomKeys } from "./helpers.ts";
 
@@ -154,6 +155,12 @@ Deno.test("blocks: a relisted shard split before it is listed again: its child c
   await finishAll(kv, source, id);
   source.capabilities.maxPage = 23;
   await relistEveryShard(kv, id);
+  // Splits are for idle workers: every shard is held by a worker (none waits unclaimed).
+  for (const e of await listShards(kv, id)) {
+    assert.ok(
+      await claimShard(kv, id, e.value.id, { owner: "w", leaseMs: 60_000, nowMs: Date.now() }),
+    );
+  }
   const split = await splitStraggler({ kv, source, dispatcher: new RecordingDispatcher() }, id, {
     minItems: 50,
   });

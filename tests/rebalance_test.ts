@@ -5,8 +5,9 @@ import { claimShard, runShard } from "../lib/engine/dispatch/shard_runner.ts";
 import { crawlStatus } from "../lib/engine/crawl/status.ts";
 import { getShard, listShards, newShard } from "../lib/engine/store/store.ts";
 import type { DocResult } from "../lib/plan/source.ts";
+import { compareKeys } from "../lib/plan/keys.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
-import { begin, finishAll, RecordingDispatcher, spec } from "./engine_helpers.ts";
+import { begin, finishAll, RecordingDispatcher, runOne, spec } from "./engine_helpers.ts";
 import { assertCrawledExactly, dataOf, randomKeys, wrapSource } from "./helpers.ts";
 
 const ASCII = "abcdefghijklmnopqrstuvwxyz0123456789-".split("");
@@ -15,9 +16,19 @@ Deno.test("rebalance: exact under repeated splits while shards run", async () =>
   using kv = await Deno.openKv(":memory:");
   const data = dataOf(randomKeys(6000, ASCII, 31, 7));
   const source = new MemorySource(data, { maxPage: 40 });
-  const { id } = await begin(kv, source, spec({ shards: 3, maxPage: 40, rebalance: true }));
-  // Two shards at a time: whenever one finishes, the third is still waiting and gets split.
-  await finishAll(kv, source, id, { parallel: 2, deps: { rebalance: { minItems: 40 } } });
+  const { id, crawl } = await begin(kv, source, spec({ shards: 3, maxPage: 40, rebalance: true }));
+  // All shards at once, the last one slower: when the others finish, their workers would be idle,
+  // and the one still running is split (then its children, as they lag too).
+  const slowFrom = (await listShards(kv, crawl.id)).at(-1)!.value.start!;
+  const slow = wrapSource(source, {
+    list: async (o) => {
+      if (o.start && compareKeys(o.start, slowFrom) >= 0) {
+        await new Promise((r) => setTimeout(r, 3));
+      }
+      return await source.list(o);
+    },
+  });
+  await finishAll(kv, slow, id, { parallel: 8, deps: { rebalance: { minItems: 40 } } });
   const r = await crawlStatus(kv, id);
   assert.ok(r.splits.length >= 1, `${r.splits.length} splits happened`);
   assert.equal(r.shardCount, 3 + r.splits.length);
@@ -45,6 +56,8 @@ Deno.test("rebalance: a split racing the victim's in-flight page trims that page
       return page;
     },
   });
+  // Shard 1 is done first: a worker is idle while shard 0's page is in flight.
+  assert.equal((await runOne(kv, source, id, 1)).kind, "done");
   const run = runShard({ kv, openSource: () => gated }, id, 0, { owner: "victim" });
   await wasListed;
   const split = await splitStraggler({ kv, source, dispatcher: new RecordingDispatcher() }, id, {

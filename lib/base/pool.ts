@@ -16,15 +16,26 @@ export class Semaphore {
 
   /** Runs `fn` once a permit is free, releasing it however `fn` ends. */
   async run<T>(fn: () => Promise<T>): Promise<T> {
-    if (this.#free > 0) this.#free--;
-    else await new Promise<void>((r) => this.#waiting.push(r));
+    const release = await this.acquire();
     try {
       return await fn();
     } finally {
+      release();
+    }
+  }
+
+  /** Takes a permit once one is free; the returned function gives it back (once). */
+  async acquire(): Promise<() => void> {
+    if (this.#free > 0) this.#free--;
+    else await new Promise<void>((r) => this.#waiting.push(r));
+    let held = true;
+    return () => {
+      if (!held) return;
+      held = false;
       const next = this.#waiting.shift();
       if (next) next();
       else this.#free++;
-    }
+    };
   }
 }
 

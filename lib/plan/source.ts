@@ -74,10 +74,15 @@ export interface ListOptions {
  * limit (recorded, never held in memory), or a permanent error (404, 401/403, 410, not JSON, not
  * an object, empty, a refused redirect, the answer of another document, or transient failures past
  * their attempts). `docRev` is the body's `_rev` when the source read it (null: it has none), so
- * that the crawler can tell a document older than its listed revision.
+ * that the crawler can tell a document older than its listed revision. A large document may come
+ * as `raw` bytes instead of text (its structure checked, its `_id` and `_rev` read).
  */
 export type DocResult =
   | { kind: "doc"; json: string; docRev?: string | null }
+  /** A large document's JSON as UTF-8 bytes, on one line (kept as bytes: never held as text). */
+  | { kind: "raw"; bytes: Uint8Array; docRev?: string | null }
+  /** A document the caller stored as it arrived (see `DocOptions.keep`): its size and parts. */
+  | { kind: "stored"; bytes: number; chunks: number; docRev?: string | null }
   | { kind: "tooLarge"; bytes: number }
   | { kind: "error"; status: number; reason: string };
 
@@ -124,12 +129,22 @@ export interface Listing {
   list(options: ListOptions): Promise<Page>;
 }
 
+/** Options of one document request. */
+export interface DocOptions {
+  /**
+   * Stores a large document (`raw`) as it arrives and returns what stands for it: called while
+   * the document is the only thing of its answer in memory, and, where the source bounds how many
+   * large answers it holds at once, before the next one is read. @default the document is returned
+   */
+  keep?: (id: string, doc: Extract<DocResult, { kind: "raw" }>) => Promise<DocResult>;
+}
+
 /** A sorted, rank-aware registry listing with documents and changes: what a crawl needs. */
 export interface Source extends Listing {
   /** Retries made so far after transient failures, where the source retries. */
   readonly retries?: number;
   /** One document by id. Transient failures past their attempts throw `TransientError`. */
-  doc(id: string): Promise<DocResult>;
+  doc(id: string, options?: DocOptions): Promise<DocResult>;
   /** Documents of many ids in one request or a few (`_bulk_get`), in the order asked. */
   bulkDocs?(ids: string[]): Promise<DocResult[]>;
   /** The best way the source serves documents (probed once; `get` when nothing better works). */

@@ -75,6 +75,9 @@ export function docFromBody(
   expectedId?: string,
 ): DocResult {
   if (body.length === 0) return { kind: "error", status: 200, reason: "empty body" };
+  if (body.length > RAW_DOC_BYTES && /json/.test(type ?? "json")) {
+    return rawDocFromBody(body, expectedId);
+  }
   const text = dec.decode(body);
   let v: unknown;
   try {
@@ -90,6 +93,74 @@ export function docFromBody(
     return { kind: "error", status: 200, reason: `not a JSON object (${jsonType(v)})` };
   }
   return checkedDoc(v, oneLine(text), expectedId);
+}
+
+/** Documents larger than this many bytes are checked and kept as bytes, never turned into text. */
+export const RAW_DOC_BYTES = 1024 * 1024;
+
+const QUOTE = 0x22, BACKSLASH = 0x5c, COLON = 0x3a, COMMA = 0x2c, CR = 0x0d, LF = 0x0a;
+const OPEN_OBJ = 0x7b, CLOSE_OBJ = 0x7d, OPEN_ARR = 0x5b, CLOSE_ARR = 0x5d;
+
+/**
+ * A large document's outcome from its body, without turning it into text (a 25 MB body would be
+ * held three or four times over as text, parsed object and re-encoded bytes): one pass over the
+ * bytes checks that it is one JSON object whose strings and brackets all close (a body cut on the
+ * way does not), reads its top-level `_id` and `_rev`, and drops line breaks between tokens (the
+ * only place JSON allows raw ones) so that it stays one NDJSON value.
+ */
+export function rawDocFromBody(body: Uint8Array, expectedId?: string): DocResult {
+  let depth = 0, inString = false, escaped = false, crlf = 0;
+  let expectKey = false, keyStart = -1, key = "", valueFor = "", valueStart = -1;
+  const fields: Record<string, string> = {};
+  let first = -1, last = -1;
+  for (let i = 0; i < body.length; i++) {
+    const b = body[i];
+    if (inString) {
+      if (escaped) escaped = false;
+      else if (b === BACKSLASH) escaped = true;
+      else if (b === QUOTE) {
+        inString = false;
+        if (keyStart >= 0) key = i - keyStart < 8 ? dec.decode(body.subarray(keyStart, i)) : "";
+        if (valueStart >= 0 && i - valueStart < 4096) {
+          fields[valueFor] = JSON.parse(dec.decode(body.subarray(valueStart - 1, i + 1)));
+        }
+        keyStart = valueStart = -1;
+      }
+      continue;
+    }
+    if (b === CR || b === LF) crlf++;
+    if (b <= 0x20) continue;
+    if (first < 0) first = b;
+    last = b;
+    if (b === QUOTE) {
+      inString = true;
+      if (depth === 1 && expectKey) (keyStart = i + 1, expectKey = false);
+      else if (depth === 1 && (key === "_id" || key === "_rev")) {
+        (valueStart = i + 1, valueFor = key);
+      }
+    } else if (b === OPEN_OBJ || b === OPEN_ARR) {
+      depth++;
+      if (depth === 1 && b === OPEN_OBJ) expectKey = true;
+    } else if (b === CLOSE_OBJ || b === CLOSE_ARR) depth--;
+    else if (b === COMMA && depth === 1) (expectKey = true, key = "");
+    else if (b === COLON) continue;
+    if (depth < 0) break;
+  }
+  if (first !== OPEN_OBJ || last !== CLOSE_OBJ || depth !== 0 || inString) {
+    throw new TransientError("invalid JSON: a large document does not end where it should", {
+      status: 200,
+    });
+  }
+  const id = fields._id;
+  if (expectedId !== undefined && typeof id === "string" && id !== expectedId) {
+    return {
+      kind: "error",
+      status: 200,
+      reason: `the answer is the document of ${JSON.stringify(id.slice(0, 200))}, not this one`,
+    };
+  }
+  const bytes = crlf === 0 ? body : body.filter((b) => b !== CR && b !== LF);
+  return { kind: "raw", bytes, docRev: typeof fields._rev === "string" ? fields._rev : null };
 }
 
 /**

@@ -19,7 +19,15 @@ import { DOCUMENT_RETRY } from "../base/retry_policy.ts";
 import { FatalError, PermanentError, TransientError } from "../base/errors.ts";
 import { redactUrl } from "../base/redact.ts";
 import { normalizeSourceUrl } from "../base/spec.ts";
-import type { ChangeRow, DocMode, DocResult, ListOptions, Page, Source } from "../plan/source.ts";
+import type {
+  ChangeRow,
+  DocMode,
+  DocOptions,
+  DocResult,
+  ListOptions,
+  Page,
+  Source,
+} from "../plan/source.ts";
 import {
   checkBulkGet,
   checkChanges,
@@ -62,8 +70,12 @@ const ROW_BYTES = 16_384;
 const PAGE_BYTES = 65_536;
 /** Room for rows of ids as long as CouchDB allows in any listing answer, however small. */
 const LONG_ROWS_BYTES = 1024 * 1024;
-/** Largest answer that carries documents (a listing with `include_docs`, a `_bulk_get`). */
-const MAX_BULK_BYTES = 64 * 1024 * 1024;
+/**
+ * Largest answer that carries documents (a listing with `include_docs`, a `_bulk_get`): a larger
+ * one is asked again without documents (fetched by id) or in halves, so that no answer holds more
+ * than this in memory.
+ */
+const MAX_BULK_BYTES = 16 * 1024 * 1024;
 
 /** Longest listing URL sent as a GET; longer ones are sent as POST with a JSON body. */
 const MAX_GET_URL = 8_000;
@@ -247,8 +259,11 @@ export class CouchSource implements Source {
    * object, an empty body, a refused redirect and an id that cannot be a URL path segment are the
    * document's own errors; over `maxDocBytes` it is `tooLarge`, and its body is never held.
    */
-  async doc(key: string): Promise<DocResult> {
-    const id = this.#listing.docId(key);
+  doc(key: string, options: DocOptions = {}): Promise<DocResult> {
+    return this.#docById(this.#listing.docId(key), options);
+  }
+
+  async #docById(id: string, options: DocOptions = {}): Promise<DocResult> {
     const url = this.#docUrl(id);
     if (url === null) {
       return {
@@ -261,7 +276,7 @@ export class CouchSource implements Source {
     // Only when every attempt of two rounds answered that way is it the document's own answer:
     // one round of 4 can be all damaged by chance on a registry that cuts a few % of answers.
     for (let round = 1;; round++) {
-      const r = await this.#fetchDoc(url, id);
+      const r = await this.#fetchDoc(url, id, options);
       if (!("damaged" in r)) return r;
       if (round === DOCUMENT_RETRY.damagedRounds) {
         return { kind: "error", status: 200, reason: r.damaged };
@@ -270,7 +285,11 @@ export class CouchSource implements Source {
   }
 
   /** One round of attempts at a document; `damaged` when every attempt's body was damaged. */
-  async #fetchDoc(url: string, expectedId: string): Promise<DocResult | { damaged: string }> {
+  async #fetchDoc(
+    url: string,
+    expectedId: string,
+    options: DocOptions,
+  ): Promise<DocResult | { damaged: string }> {
     let damaged = 0;
     try {
       return await this.#http.request({
@@ -278,18 +297,20 @@ export class CouchSource implements Source {
         maxBytes: this.#maxDocBytes,
         maxAttempts: this.#docAttempts,
         timeoutMs: this.#docTimeoutMs,
-      }, (a) => {
+      }, async (a) => {
         if (a.status >= 400) return docError(a);
+        let doc: DocResult;
         try {
-          const doc = docFromBody(a.body, a.headers.get("content-type"), expectedId);
+          doc = docFromBody(a.body, a.headers.get("content-type"), expectedId);
           if (doc.kind === "error" && doc.reason === "empty body") {
             throw new TransientError(`empty body from ${redactUrl(url)}`, { status: 200 });
           }
-          return doc;
         } catch (err) {
           if (err instanceof TransientError) damaged++;
           throw err;
         }
+        // Stored while this answer still holds its large-answer permit.
+        return doc.kind === "raw" && options.keep ? await options.keep(expectedId, doc) : doc;
       });
     } catch (err) {
       if (err instanceof TooLargeError) return { kind: "tooLarge", bytes: err.bytes };
@@ -347,7 +368,8 @@ export class CouchSource implements Source {
       });
     } catch (err) {
       if (!(err instanceof TooLargeError)) throw err;
-      if (ids.length === 1) return [{ kind: "tooLarge", bytes: err.bytes }];
+      // One document alone over the answer's cap: asked by itself (its own cap is larger).
+      if (ids.length === 1) return [await this.#docById(ids[0])];
       const half = ids.length >> 1;
       return [
         ...await this.#bulkGet(ids.slice(0, half)),

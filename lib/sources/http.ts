@@ -16,6 +16,20 @@
 import { HTTP_RETRY } from "../base/retry_policy.ts";
 import { PermanentError, TransientError } from "../base/errors.ts";
 import { redactUrl } from "../base/redact.ts";
+import { Semaphore } from "../base/pool.ts";
+
+/** Answers past this many bytes are large: few are read and parsed at once (`largeAnswers`). */
+export const LARGE_ANSWER_BYTES = 1024 * 1024;
+
+/** Large answers one process reads and parses at once, by default. */
+export const LARGE_ANSWERS = 4;
+
+/** A gate for large answers, to share among the sources of a process (see `largeAnswers`). */
+export function largeAnswers(
+  permits: number = LARGE_ANSWERS,
+): { overBytes: number; permits: Semaphore } {
+  return { overBytes: LARGE_ANSWER_BYTES, permits: new Semaphore(permits) };
+}
 
 /** Options shared by every request of a source. */
 export interface HttpOptions {
@@ -41,6 +55,12 @@ export interface HttpOptions {
   onRetry?: (info: { attempt: number; delayMs: number; error: Error }) => void;
   /** Called after every attempt, for metrics: the route, the status (0: no answer), the time. */
   onExchange?: (info: { route: string; status: number; ms: number }) => void;
+  /**
+   * Large answers in memory at once: an answer past `overBytes` waits for one of the permits
+   * before it is read on (the server waits too), and holds it until it is parsed. Share one
+   * among a process's sources to bound them all. @default 4 permits, past 1 MiB, per client
+   */
+  largeAnswers?: { overBytes: number; permits: Semaphore };
 }
 
 /** The kind of registry route a URL is, for metrics: `_all_docs`, `_changes`, `_bulk_get`, `doc`. */
@@ -124,27 +144,45 @@ export function networkCause(err: unknown, timeoutMs: number): string {
   return (e?.message ?? String(err)).split("\n")[0];
 }
 
-/** Reads a body up to `maxBytes`, failing as soon as it is over. */
-async function readCapped(res: Response, url: string, maxBytes: number): Promise<Uint8Array> {
+/**
+ * Reads a body up to `maxBytes`, failing as soon as it is over. Past `large.overBytes` it waits
+ * for a permit (kept in `held` for the caller to give back once the answer is parsed).
+ */
+async function readCapped(
+  res: Response,
+  url: string,
+  maxBytes: number,
+  large: { overBytes: number; permits: Semaphore },
+  held: (() => void)[],
+): Promise<Uint8Array> {
   const declared = Number(res.headers.get("content-length") ?? NaN);
   if (declared > maxBytes) {
     await res.body?.cancel();
     throw new TooLargeError(url, declared, maxBytes);
   }
   if (!res.body) return new Uint8Array(0);
+  // A large answer waits for its permit before anything of it is held.
+  if (declared > large.overBytes) held.push(await large.permits.acquire());
+  // A declared length is read straight into one buffer (no second copy to join the parts).
+  const into = Number.isInteger(declared) && declared > 0 ? new Uint8Array(declared) : null;
   const parts: Uint8Array[] = [];
   let size = 0;
   const reader = res.body.getReader();
   for (;;) {
+    if (held.length === 0 && size > large.overBytes) {
+      held.push(await large.permits.acquire());
+    }
     const { value, done } = await reader.read();
     if (done) break;
-    size += value.length;
-    if (size > maxBytes) {
+    if (size + value.length > maxBytes || (into && size + value.length > into.length)) {
       await reader.cancel();
-      throw new TooLargeError(url, size, maxBytes);
+      throw new TooLargeError(url, size + value.length, maxBytes);
     }
-    parts.push(value);
+    if (into) into.set(value, size);
+    else parts.push(value);
+    size += value.length;
   }
+  if (into) return size === into.length ? into : into.subarray(0, size);
   if (parts.length === 1) return parts[0];
   const out = new Uint8Array(size);
   let at = 0;
@@ -173,6 +211,7 @@ export class HttpClient {
       sleep: options.sleep ?? defaultSleep,
       onRetry: options.onRetry,
       onExchange: options.onExchange,
+      largeAnswers: options.largeAnswers ?? largeAnswers(),
     };
   }
 
@@ -185,13 +224,18 @@ export class HttpClient {
    * Runs `req` with retries, then `parse` on a 2xx-4xx answer (a {@linkcode TransientError}
    * from `parse`, e.g. for cut JSON, is retried like a 5xx). 5xx, 408 and 429 are transient.
    */
-  async request<T>(req: HttpRequest, parse: (answer: HttpAnswer) => T): Promise<T> {
+  async request<T>(req: HttpRequest, parse: (answer: HttpAnswer) => T | Promise<T>): Promise<T> {
     const max = req.maxAttempts ?? this.#o.maxAttempts;
     let last: TransientError = new TransientError("no attempt made");
     for (let attempt = 1; attempt <= max; attempt++) {
+      const held: (() => void)[] = [];
+      // A large answer's permit is given back once it is parsed or dropped, never kept asleep.
+      const letGo = () => held.splice(0).forEach((release) => release());
       try {
-        return parse(await this.#exchange(req));
+        // Awaited here: a large answer's permit is held until its parse is done with it.
+        return await parse(await this.#exchange(req, held));
       } catch (err) {
+        letGo();
         if (!(err instanceof TransientError)) throw err;
         last = err;
         if (attempt === max) break;
@@ -203,6 +247,8 @@ export class HttpClient {
         this.#retries++;
         this.#o.onRetry?.({ attempt, delayMs, error: err });
         await this.#o.sleep(delayMs);
+      } finally {
+        letGo();
       }
     }
     throw new TransientError(`${last.message} (${max} attempts)`, {
@@ -212,11 +258,11 @@ export class HttpClient {
   }
 
   /** One attempt, timed for `onExchange`. */
-  async #exchange(req: HttpRequest): Promise<HttpAnswer> {
+  async #exchange(req: HttpRequest, held: (() => void)[]): Promise<HttpAnswer> {
     const t = performance.now();
     let status = 0;
     try {
-      const answer = await this.#attempt(req);
+      const answer = await this.#attempt(req, held);
       status = answer.status;
       return answer;
     } catch (err) {
@@ -228,7 +274,7 @@ export class HttpClient {
   }
 
   /** One attempt, following allowed redirects. */
-  async #attempt(req: HttpRequest): Promise<HttpAnswer> {
+  async #attempt(req: HttpRequest, held: (() => void)[]): Promise<HttpAnswer> {
     let url = new URL(req.url);
     const timeoutMs = req.timeoutMs ?? this.#o.timeoutMs;
     const signal = AbortSignal.timeout(timeoutMs);
@@ -263,7 +309,7 @@ export class HttpClient {
       }
       let body: Uint8Array;
       try {
-        body = await readCapped(res, url.href, req.maxBytes);
+        body = await readCapped(res, url.href, req.maxBytes, this.#o.largeAnswers, held);
       } catch (err) {
         if (err instanceof TooLargeError && req.oversizeIsTransient) {
           throw new TransientError(err.message, { cause: err });

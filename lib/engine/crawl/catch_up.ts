@@ -240,7 +240,8 @@ function fetchChanged(source: Source, crawl: CrawlRecord, rows: ChangeRow[]) {
     if (doc.kind === "failed") {
       throw new TransientError(`${JSON.stringify(r.id.slice(0, 80))}: ${doc.reason}`);
     }
-    const rev = doc.kind === "doc" && doc.docRev && doc.docRev !== r.rev ? doc.docRev : r.rev;
+    const fresh = (doc.kind === "doc" || doc.kind === "raw") && doc.docRev;
+    const rev = fresh && doc.docRev !== r.rev ? doc.docRev! : r.rev;
     return { seq: r.seq, id: r.id, rev, doc };
   }, { concurrency: crawl.concurrency });
 }

@@ -9,6 +9,7 @@
 import { FatalError } from "../../base/errors.ts";
 import type { CrawlSpec } from "../../base/spec.ts";
 import { CouchSource, type CouchSourceOptions } from "../../sources/couch_source.ts";
+import { largeAnswers } from "../../sources/http.ts";
 
 /** Opens sources with one process's HTTP options (see {@linkcode sourceOpener}). */
 export interface SourceOpener {
@@ -27,7 +28,10 @@ export function sourceOpener(
   options: CouchSourceOptions & { overrides?: Record<string, string> } = {},
 ): SourceOpener {
   const cache = new Map<string, CouchSource>();
-  const { overrides, ...http } = options;
+  // One gate for the large answers of every source of the process: their memory is bounded
+  // together, however many crawls it runs.
+  const { overrides, ...rest } = options;
+  const http = { ...rest, largeAnswers: rest.largeAnswers ?? largeAnswers() };
   const open = (crawl: Pick<CrawlSpec, "source" | "docsUrl" | "view" | "maxPage">) => {
     const key = JSON.stringify([crawl.source, crawl.docsUrl, crawl.view ?? null, crawl.maxPage]);
     let s = cache.get(key);

@@ -233,6 +233,7 @@ async function startPlanned(
     docMode: p.docMode,
     evenSplit: p.evenSplit,
     itemLayout: ITEM_LAYOUT, // no item exists before its shards: this version writes them all
+    indexed: true,
     error: null,
     startedAt: t,
     updatedAt: t,

@@ -29,10 +29,15 @@ import {
   commitSplit,
   type CrawlRecord,
   getCrawl,
+  getShard,
+  getShards,
+  leaseHeld,
+  listPending,
   listShards,
   listSplits,
   newShard,
   present,
+  readLiveness,
   type ShardRecord,
 } from "../store/mod.ts";
 
@@ -97,6 +102,20 @@ function minItemsOf(crawl: CrawlRecord, source: Source, options: RebalanceOption
 }
 
 /**
+ * True when a shard nobody works on is waiting (in a bounded window of the pending index): then
+ * no worker is idle for lack of work, and nothing needs splitting.
+ */
+async function unclaimedWork(kv: Deno.Kv, crawl: CrawlRecord, nowMs: number): Promise<boolean> {
+  if (!crawl.indexed) return false;
+  const ids = await listPending(kv, crawl.id, { limit: 64 });
+  const liveness = await readLiveness(kv, nowMs);
+  return (await getShards(kv, crawl.id, ids)).some((e) =>
+    !e.value.done && (e.value.retryAt ?? 0) <= nowMs &&
+    !leaseHeld(e.value.lease, nowMs, { liveness })
+  );
+}
+
+/**
  * Splits the straggler with the most remaining time, if any is worth splitting. Returns the split,
  * or null when nothing qualifies (all done, ranges too small, shard bound reached, or a lost race).
  */
@@ -113,6 +132,7 @@ export async function splitStraggler(
     if (!crawl || crawl.status !== "running" || !crawl.rebalance) return null;
     if (crawl.planMethod !== "rank") return null;
     if (crawl.nextShardId >= (options.maxShards ?? Math.max(64, 4 * crawl.shards))) return null;
+    if (await unclaimedWork(deps.kv, crawl, now)) return null; // an idle worker has work anyway
     const minItems = minItemsOf(crawl, deps.source, options);
     const shards = await listShards(deps.kv, crawlId);
     const fallback = median(shards.map((e) => e.value.recentRate ?? 0).filter((r) => r > 0));
@@ -157,13 +177,7 @@ async function trySplit(
     maxPage: pageLimit(crawl, deps.source),
   });
   const key = await shortCut(deps.source, found);
-  const floor = position(v);
-  if (floor !== null && compareKeys(key, floor) <= 0) return "conflict";
-  if (v.cursor !== null && compareKeys(key, v.cursor) <= 0) return "conflict";
-  if (v.end !== null && compareKeys(key, v.end) >= 0) return "conflict";
   const childId = crawl.nextShardId;
-  const started = v.inflight?.started ?? 0;
-  const shrunk: ShardRecord = { ...v, end: key, expected: v.items + started + (mid - r0) };
   const child: ShardRecord = {
     ...newShard({ id: childId, start: key, end: v.end, cursor: key }, {
       expected: r1 - mid,
@@ -175,14 +189,29 @@ async function trySplit(
   };
   const seq = (await listSplits(deps.kv, crawl.id)).length;
   const split = { parent: v.id, child: childId, at: key, atMs: o.now, movedItems: r1 - mid };
-  const ok = await commitSplit(deps.kv, {
-    crawl: crawlEntry,
-    victim,
-    shrunk,
-    child,
-    split,
-    seq,
-  });
+  // The victim keeps committing pages while the key is found: its fresh record is taken as long
+  // as the key is still ahead of everything it started (a busy shard would never be split if
+  // each of its commits sent the search back to the start).
+  let ok = false;
+  for (let attempt = 0; attempt < 10 && !ok; attempt++) {
+    const fresh = attempt === 0 ? victim : present(await getShard(deps.kv, crawl.id, v.id));
+    if (!fresh || fresh.value.done || fresh.value.end !== v.end) return "conflict";
+    const f = fresh.value;
+    const floor = position(f);
+    if (floor !== null && compareKeys(key, floor) <= 0) return "conflict";
+    if (f.cursor !== null && compareKeys(key, f.cursor) <= 0) return "conflict";
+    if (f.end !== null && compareKeys(key, f.end) >= 0) return "conflict";
+    const started = v.inflight?.started ?? 0;
+    const shrunk: ShardRecord = { ...f, end: key, expected: v.items + started + (mid - r0) };
+    ok = await commitSplit(deps.kv, {
+      crawl: crawlEntry,
+      victim: fresh,
+      shrunk,
+      child,
+      split,
+      seq,
+    });
+  }
   if (!ok) return "conflict";
   await deps.dispatcher.dispatch(crawl.id, childId);
   return { parent: v.id, child: childId, key, movedItems: r1 - mid };

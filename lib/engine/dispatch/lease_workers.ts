@@ -16,10 +16,13 @@ import { claimable } from "./shard_runner.ts";
 import {
   type CrawlRecord,
   getPlanning,
+  getShards,
   leaseHeld,
   listCrawls,
+  listPending,
   listShards,
   readLiveness,
+  type ShardRecord,
 } from "../store/mod.ts";
 import { ownerOf, type WorkDeps, workPlan, workShard } from "./work.ts";
 
@@ -174,8 +177,8 @@ async function oneRound(
       await workPlan(deps, crawl.id, o.owner);
       return true;
     }
-    const shards = await listShards(deps.kv, crawl.id);
-    if (shards.length > 0 && shards.every((e) => e.value.done)) {
+    const shards = await candidates(deps.kv, crawl);
+    if (shards.length === 0) {
       await checkCompletion(deps.kv, crawl.id, {
         now: deps.now,
         openSource: deps.openSource,
@@ -193,6 +196,22 @@ async function oneRound(
     }
   }
   return false;
+}
+
+/** Shards a worker looks at in one round: a window of the pending index, whatever the count. */
+export const LOOK_AT_SHARDS = 32;
+
+/**
+ * The unfinished shards a worker may look at: a window of {@linkcode LOOK_AT_SHARDS} of the
+ * crawl's pending index from a random shard (workers spread), so a round costs the same with 16
+ * shards or 100,000; empty when every shard is done. Crawls planned by earlier versions have no
+ * index: all their shards are read.
+ */
+async function candidates(kv: Deno.Kv, crawl: CrawlRecord): Promise<Deno.KvEntry<ShardRecord>[]> {
+  if (!crawl.indexed) return (await listShards(kv, crawl.id)).filter((e) => !e.value.done);
+  const from = Math.floor(Math.random() * Math.max(1, crawl.nextShardId));
+  const ids = await listPending(kv, crawl.id, { limit: LOOK_AT_SHARDS, from });
+  return (await getShards(kv, crawl.id, ids)).filter((e) => !e.value.done);
 }
 
 /** Sleeps `ms`; ends early when `signal` aborts or when `wakers` (the caller's set) calls it. */

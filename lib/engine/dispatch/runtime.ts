@@ -17,6 +17,7 @@ import {
   runLeaseWorker,
 } from "./lease_workers.ts";
 import { ProcessBeat } from "../store/mod.ts";
+import { DocMemory } from "../page/mod.ts";
 import { createQueueHandler, QueueDispatcher } from "./queue_dispatch.ts";
 import type { RebalanceOptions } from "../crawl/mod.ts";
 import type { CrawlRecord } from "../store/mod.ts";
@@ -46,6 +47,11 @@ export interface RuntimeOptions {
   workers?: number;
   /** Tuning of straggler splits (crawls opt in with `rebalance`). @default {} */
   rebalance?: RebalanceOptions;
+  /**
+   * Bytes of documents this process holds in memory at once, over all its shards (new document
+   * requests wait beyond). @default DOC_MEMORY_BYTES (256 MiB)
+   */
+  docMemoryBytes?: number;
   /** Label of this process in lease owner names. @default "worker" */
   label?: string;
   /** Shard lease length, in milliseconds. @default 30000 */
@@ -132,6 +138,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     maxShardFailures: options.maxShardFailures,
     onEvent: options.onEvent,
     ownerName: (l) => beat.owner(l),
+    docMemory: new DocMemory(options.docMemoryBytes),
   };
   const worker = (o: LeaseWorkerOptions = {}) =>
     beat.acquire().then((release) =>

@@ -24,7 +24,7 @@ import type { Source } from "../../plan/source.ts";
 import { failCrawl, rememberPageCap } from "../crawl/mod.ts";
 import { DEFAULT_MAX_DOC_BYTES } from "../items/mod.ts";
 import { kvFailureKind, present } from "../store/mod.ts";
-import { type Held, type PageContext, processPage } from "../page/mod.ts";
+import { type DocMemory, type Held, type PageContext, processPage } from "../page/mod.ts";
 import type { ListedPage } from "../page/mod.ts";
 import { AdaptiveLimit } from "../../base/adaptive_limit.ts";
 import {
@@ -53,6 +53,8 @@ export interface RunnerDeps {
   now?: () => number;
   /** Documents above this many bytes are recorded as too large. @default 33554432 */
   maxDocBytes?: number;
+  /** The process's budget of document bytes in memory (shared by its shards). @default none */
+  docMemory?: DocMemory;
 }
 
 /** Options of {@linkcode runShard}. */
@@ -153,6 +155,7 @@ export async function runShard(
       maxDocBytes: deps.maxDocBytes ?? DEFAULT_MAX_DOC_BYTES,
       docMode: held.crawl.docs ? held.crawl.docMode ?? await source.docMode?.() ?? "get" : "get",
       docLimit: new AdaptiveLimit(held.crawl.concurrency),
+      docMemory: deps.docMemory,
     };
     let checked = now();
     let listing: Promise<ListedPage> | undefined;

@@ -10,6 +10,7 @@ import { errorLine, StorageError } from "../../base/errors.ts";
 import type { Source } from "../../plan/source.ts";
 import { checkCompletion } from "../crawl/mod.ts";
 import { type Dispatcher, planCrawl } from "../crawl/mod.ts";
+import type { DocMemory } from "../page/mod.ts";
 import { type RebalanceOptions, splitStraggler } from "../crawl/mod.ts";
 import { type RunResult, runShard } from "./shard_runner.ts";
 import { type CrawlRecord, getCrawl } from "../store/mod.ts";
@@ -43,6 +44,8 @@ export interface WorkDeps {
   leaseMs?: number;
   /** Log-worthy events. */
   onEvent?: (event: WorkEvent) => void;
+  /** The process's budget of document bytes in memory (shared by its shards). @default none */
+  docMemory?: DocMemory;
   /**
    * Names a worker of this process in leases (`ProcessBeat.owner`, so that its leases end with the
    * process). @default a name of no process: its leases only expire

@@ -52,14 +52,56 @@ function idStart(id: string): string {
 /** Default largest stored document, in bytes (32 MiB); larger ones are recorded as too large. */
 export const DEFAULT_MAX_DOC_BYTES = 32 * 1024 * 1024;
 
+/**
+ * A document already written to its item's chunks (`spillDocument`): the page holds only this,
+ * not the document, until its op writes the record that points at them.
+ */
+export type StoredDoc = Extract<DocResult, { kind: "stored" }>;
+
 /** An item to store: a listing row and, when documents are fetched, its document's outcome. */
 export interface ItemInput {
   /** The item's id (its key in the listing). */
   id: string;
   /** Its revision when listed. */
   rev: string;
-  /** Its document's outcome, when documents are fetched. */
+  /** Its document's outcome, when documents are fetched (or its chunks, already written). */
   doc?: DocResult;
+}
+
+/**
+ * Writes a large document to the chunks of item `id` at once (idempotent: keyed by crawl, id and
+ * chunk number), so that nothing waits holding it: the result stands for it in the page. A
+ * document over `maxDocBytes` is `tooLarge` instead (nothing written). Documents short enough to be
+ * kept inline are returned as they are.
+ */
+export async function spillDocument(
+  kv: Deno.Kv,
+  crawlId: string,
+  item: { id: string; doc: DocResult },
+  options: { maxDocBytes?: number } = {},
+): Promise<DocResult> {
+  const d = item.doc;
+  if (d.kind === "doc" && d.json.length <= INLINE_DOC_BYTES / 3) return d;
+  if (d.kind !== "doc" && d.kind !== "raw") return d;
+  const bytes = d.kind === "raw" ? d.bytes : enc.encode(d.json);
+  if (bytes.length <= INLINE_DOC_BYTES) return d;
+  if (bytes.length > (options.maxDocBytes ?? DEFAULT_MAX_DOC_BYTES)) {
+    return { kind: "tooLarge", bytes: bytes.length };
+  }
+  const part = await idKeyPart(item.id);
+  const chunks = Math.ceil(bytes.length / CHUNK_BYTES);
+  const writes: ItemWrite[] = [];
+  for (let i = 0; i < chunks; i++) {
+    const key = keys.chunk(crawlId, part, i);
+    writes.push({
+      id: item.id,
+      key,
+      value: bytes.subarray(i * CHUNK_BYTES, (i + 1) * CHUNK_BYTES),
+      keyBytes: keySize(key),
+    });
+  }
+  await setInBatches(kv, writes);
+  return { kind: "stored", bytes: bytes.length, chunks };
 }
 
 /** One KV `set` of an item's record or of one chunk of its document. */
@@ -95,7 +137,11 @@ export function tallyItems(items: readonly ItemInput[], maxDocBytes: number): It
     const d = storedForm(it).doc;
     if (!d) continue;
     if (d.kind === "error") c.docErrors++;
-    else if (
+    else if (d.kind === "stored") c.docs++;
+    else if (d.kind === "raw") {
+      c.docs++;
+      if (d.bytes.length > maxDocBytes) c.tooLarge++;
+    } else if (
       d.kind === "tooLarge" || d.json.length > maxDocBytes / 3 && tooBig(d.json, maxDocBytes)
     ) {
       c.docs++;
@@ -143,8 +189,9 @@ export async function prepareWrites(
     const d = it.doc;
     if (d?.kind === "error") rec.error = { status: d.status, reason: d.reason.slice(0, 500) };
     else if (d?.kind === "tooLarge") [rec.tooLarge, rec.docBytes] = [true, d.bytes];
-    else if (d?.kind === "doc") {
-      const doc = enc.encode(d.json);
+    else if (d?.kind === "stored") [rec.docBytes, rec.chunks] = [d.bytes, d.chunks];
+    else if (d?.kind === "doc" || d?.kind === "raw") {
+      const doc = d.kind === "raw" ? d.bytes : enc.encode(d.json);
       rec.docBytes = doc.length;
       if (doc.length > maxDoc) rec.tooLarge = true;
       else if (doc.length <= INLINE_DOC_BYTES && options.inline !== false) rec.doc = doc;

@@ -8,5 +8,6 @@
  */
 export * from "./page.ts";
 export * from "./page_docs.ts";
+export * from "./doc_memory.ts";
 export * from "./page_listing.ts";
 export * from "./shard_end.ts";

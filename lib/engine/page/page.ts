@@ -14,7 +14,8 @@
  * @module
  */
 import type { DocMode } from "../../plan/source.ts";
-import { fetchDocs } from "./page_docs.ts";
+import { fetchDocs, heldBytes } from "./page_docs.ts";
+import { spillDocument } from "../items/mod.ts";
 import { Guard, type PageContext } from "./page_guard.ts";
 import { type ListedPage, listPage, rowsPerPage } from "./page_listing.ts";
 import { type PageResult, writePage } from "./page_write.ts";
@@ -89,12 +90,35 @@ export async function processPage(
         currentEnd: () => guard.lost ? "" : guard.entry.value.end,
         pageFailures: held.entry.value.failures ?? 0,
         progress: (nextKey, started) => beat.progress(nextKey, started),
+        memory: ctx.docMemory,
+        // Large documents go to their chunks as they arrive: the page never holds them.
+        spill: (id, doc) =>
+          spillDocument(ctx.kv, crawl.id, { id, doc }, { maxDocBytes: ctx.maxDocBytes }),
       });
     } finally {
       await beat.stop();
     }
   }
-  if (guard.lost) return { kind: "lost", reason: guard.lost };
+  try {
+    if (guard.lost) return { kind: "lost", reason: guard.lost };
+    return await finishPage(ctx, guard, crawl, { listed, items, next, learnedCap });
+  } finally {
+    ctx.docMemory?.refund(heldBytes(items)); // the page's documents are written (or dropped)
+  }
+}
+
+async function finishPage(
+  ctx: PageContext,
+  guard: Guard,
+  crawl: CrawlRecord,
+  p: {
+    listed: ListedPage;
+    items: ItemInput[];
+    next: Extract<PageResult, { kind: "committed" }>["next"];
+    learnedCap?: number;
+  },
+): Promise<PageResult> {
+  const { listed, items, next, learnedCap } = p;
   const res = await writePage(ctx, guard, crawl, { listed, items });
   if (res.kind !== "committed") return res;
   return { ...res, ...(next ? { next } : {}), ...(learnedCap ? { learnedCap } : {}) };

@@ -21,6 +21,7 @@ import { mapPool } from "../../base/pool.ts";
 import { compareKeys } from "../../plan/keys.ts";
 import type { DocMode, DocResult, Row, Source } from "../../plan/source.ts";
 import type { ItemInput } from "../items/mod.ts";
+import { DocMemory, docMemoryBytes } from "./doc_memory.ts";
 
 /** What fetching a page's documents needs. */
 export interface DocFetch {
@@ -42,10 +43,52 @@ export interface DocFetch {
   pageFailures?: number;
   /** Page attempts after which a document that keeps failing is recorded. @default 2 */
   recordAfter?: number;
+  /**
+   * The process's budget of document bytes in memory: each document is charged when it arrives,
+   * and new requests wait while it is spent. @default no budget
+   */
+  memory?: DocMemory;
+  /**
+   * Takes a document out of memory at once when it is large (writes its chunks: `spillDocument`),
+   * so that the page does not hold it. @default documents stay with the page
+   */
+  spill?: (id: string, doc: DocResult) => Promise<DocResult>;
+}
+
+/**
+ * A document that arrived: charged to the budget, and taken out of memory at once when large
+ * (refunded then). What stays with the page is refunded when the page is written (`heldBytes`).
+ */
+async function arrived(row: Row, r: Attempt, o: DocFetch): Promise<Attempt> {
+  if (r?.kind !== "doc" && r?.kind !== "raw") return r;
+  const bytes = r.kind === "raw" ? r.bytes.length : docMemoryBytes(r.json);
+  o.memory?.charge(bytes);
+  const checked = againstListing(row, r);
+  if ((checked.kind !== "doc" && checked.kind !== "raw") || !o.spill) return checked;
+  const kept = await o.spill(row.id, checked);
+  if (kept.kind !== "doc" && kept.kind !== "raw") o.memory?.refund(bytes);
+  return kept;
+}
+
+/** The bytes of documents `items` hold in memory (refunded to the budget once written). */
+export function heldBytes(items: readonly ItemInput[]): number {
+  return items.reduce(
+    (n, it) =>
+      n +
+      (it.doc?.kind === "doc"
+        ? docMemoryBytes(it.doc.json)
+        : it.doc?.kind === "raw"
+        ? it.doc.bytes.length
+        : 0),
+    0,
+  );
 }
 
 /** A document request that kept failing transiently (its own error, or the page's). */
-export type Attempt = DocResult | { kind: "failed"; status: number; reason: string };
+export type Failed = { kind: "failed"; status: number; reason: string };
+
+/** What became of one document request. */
+export type Attempt = DocResult | Failed;
 
 /** The attempt a transient failure of one document's request leaves (its first line). */
 function failedAttempt(err: TransientError): Attempt {
@@ -60,7 +103,8 @@ function failedAttempt(err: TransientError): Attempt {
 export async function fetchDocs(source: Source, rows: Row[], o: DocFetch): Promise<ItemInput[]> {
   let results: Attempt[];
   if (o.mode === "include_docs") {
-    results = rows.map((r) => r.doc as Attempt);
+    results = [];
+    for (const row of rows) results.push(row.doc ? await arrived(row, row.doc, o) : undefined!);
     // Rows the listing could not carry (its answer would have been too large) are fetched by id.
     const missing = rows.flatMap((r, i) => r.doc === undefined ? [i] : []);
     if (missing.length > 0) {
@@ -73,15 +117,15 @@ export async function fetchDocs(source: Source, rows: Row[], o: DocFetch): Promi
     results = await fetchEach(source, rows, o);
   }
   const cut = results.findIndex((r) => r === undefined);
-  const kept = (cut < 0 ? results : results.slice(0, cut)).map((r, i) =>
-    againstListing(rows[i], r)
-  );
+  const kept = cut < 0 ? results : results.slice(0, cut);
   const record = (o.pageFailures ?? 0) >= (o.recordAfter ?? DOCUMENT_RETRY.recordAfterPageFailures);
   if (record) await secondRound(source, rows, kept, o);
   judge(kept, rows, source, record);
   return kept.map((r, i) => ({
     id: rows[i].id,
-    rev: r.kind === "doc" && r.docRev && newer(r.docRev, rows[i].rev) ? r.docRev : rows[i].rev,
+    rev: (r.kind === "doc" || r.kind === "raw") && r.docRev && newer(r.docRev, rows[i].rev)
+      ? r.docRev
+      : rows[i].rev,
     doc: r.kind === "failed"
       ? { kind: "error", status: r.status, reason: `gave up: ${r.reason}` }
       : r,
@@ -106,8 +150,11 @@ function newer(a: string, b: string): boolean {
  * of the same generation, is not the document listed (a cache or replica behind): a failed
  * attempt, asked again with the page, and recorded as the item's error if it keeps coming.
  */
-export function againstListing(row: { id: string; rev: string }, r: Attempt): Attempt {
-  if (r?.kind !== "doc" || !r.docRev || r.docRev === row.rev) return r;
+export function againstListing<T extends Attempt>(
+  row: { id: string; rev: string },
+  r: T,
+): T | Failed {
+  if ((r?.kind !== "doc" && r?.kind !== "raw") || !r.docRev || r.docRev === row.rev) return r;
   if (generation(row.rev) === null || newer(r.docRev, row.rev)) return r;
   return {
     kind: "failed",
@@ -129,7 +176,7 @@ async function secondRound(source: Source, rows: Row[], results: Attempt[], o: D
   if (again.length === 0 || again.length === results.length) return;
   await mapPool(again, async (i) => {
     try {
-      results[i] = againstListing(rows[i], await source.doc(rows[i].id));
+      results[i] = await arrived(rows[i], await source.doc(rows[i].id), o);
     } catch (err) {
       if (!(err instanceof TransientError)) throw err;
       results[i] = failedAttempt(err);
@@ -171,9 +218,18 @@ async function fetchEach(source: Source, rows: Row[], o: DocFetch): Promise<Atte
   let next = 0;
   let inFlight = 0;
   let stopped = false;
+  let waiting = false;
   await new Promise<void>((resolve, reject) => {
     const pump = () => {
       while (!stopped && next < rows.length && inFlight < o.limit.value) {
+        if (o.memory?.full) {
+          // The process holds its budget of documents: the next request waits for room.
+          if (!waiting) {
+            waiting = true;
+            o.memory.room().then(() => (waiting = false, pump()));
+          }
+          break;
+        }
         const end = o.currentEnd();
         if (end !== null && compareKeys(rows[next].id, end) >= 0) {
           stopped = true; // this row and the rest belong to a split-off shard now
@@ -183,11 +239,13 @@ async function fetchEach(source: Source, rows: Row[], o: DocFetch): Promise<Atte
         inFlight++;
         o.progress?.(rows[next]?.id ?? null, next);
         const retries = source.retries ?? 0;
-        source.doc(rows[i].id).then((r) => {
+        // A large document is stored while the source still holds its answer's permit.
+        const keep = o.spill ? (_: string, d: DocResult) => o.spill!(rows[i].id, d) : undefined;
+        source.doc(rows[i].id, { keep }).then(async (r) => {
           // Retries on the way (429s, 503s) mean the registry pushes back, even if it then served.
           if ((source.retries ?? 0) > retries) o.limit.failure();
           else o.limit.success();
-          out[i] = r;
+          out[i] = await arrived(rows[i], r, o);
         }, (err) => {
           if (!(err instanceof TransientError)) throw err;
           // Network failures (timeouts, 5xx, refused) past their attempts make it a suspect.
@@ -201,7 +259,7 @@ async function fetchEach(source: Source, rows: Row[], o: DocFetch): Promise<Atte
           reject(err);
         });
       }
-      if (inFlight === 0 && (stopped || next >= rows.length)) resolve();
+      if (inFlight === 0 && !waiting && (stopped || next >= rows.length)) resolve();
     };
     pump();
   });
@@ -225,7 +283,9 @@ async function fetchBulk(source: Source, rows: Row[], o: DocFetch): Promise<Atte
       o.progress?.(rows[from + ids.length]?.id ?? null, from + ids.length);
       try {
         const docs = await source.bulkDocs!(ids);
-        docs.forEach((d, j) => out[from + j] = d);
+        for (let j = 0; j < docs.length; j++) {
+          out[from + j] = await arrived(rows[from + j], docs[j], o);
+        }
       } catch (err) {
         if (!(err instanceof TransientError)) throw err;
         const failed = { kind: "failed" as const, status: err.status ?? 0, reason: err.message };

@@ -8,6 +8,7 @@
  */
 import type { AdaptiveLimit } from "../../base/adaptive_limit.ts";
 import { isLongKey } from "../../plan/keys.ts";
+import type { DocMemory } from "./doc_memory.ts";
 import type { DocMode, Source } from "../../plan/source.ts";
 import {
   commitShard,
@@ -38,6 +39,8 @@ export interface PageContext {
   docMode: DocMode;
   /** The shard's document concurrency (kept across its pages). */
   docLimit: AdaptiveLimit;
+  /** The process's budget of document bytes in memory. @default none */
+  docMemory?: DocMemory;
 }
 
 /** The shard entry a page writes against, kept fresh through conflicts and heartbeats. */

@@ -66,6 +66,11 @@ export interface CrawlRecord extends CrawlSpec {
   driftError?: string;
   /** How the end was checked against the registry, once done. */
   verification?: Verification;
+  /**
+   * Its shards are indexed by `["pending", id, shardId]` while not done (crawls planned by this
+   * version; lease workers scan the shards of earlier ones).
+   */
+  indexed?: boolean;
   /** The naive even split's cuts with their ranks, for the plan picture (rank plans only). */
   evenSplit?: { key: string; rank: number }[] | null;
   /** Creation time, epoch ms. */

@@ -15,6 +15,7 @@
  *     ["chunk", crawlId, idKeyPart, n]    Uint8Array, part n of a large document
  *     ["dead", crawlId, shardId]          a wake-up message the KV queue gave up on
  *     ["split", crawlId, seq]             SplitRecord (dynamic rebalancing log)
+ *     ["pending", crawlId, shardId]       1: the shard is not done (the index lease workers look in)
  *     ["beat", processId]                 Beat: a working process's heartbeat (see leases.ts)
  *     ["rdrift", crawlId, shardId, dir]   Deno.KvU64: changes applied in a shard's range since it
  *                                         was listed, `in` (items added) or `out` (items removed)
@@ -79,6 +80,8 @@ export const keys = {
     dir,
   ],
   rangeDrifts: (crawlId: string): Deno.KvKey => ["rdrift", crawlId],
+  pending: (crawlId: string, shard: number): Deno.KvKey => ["pending", crawlId, shard],
+  pendings: (crawlId: string): Deno.KvKey => ["pending", crawlId],
   beat: (processId: string): Deno.KvKey => ["beat", processId],
   beats: (): Deno.KvKey => ["beat"],
 };
@@ -313,8 +316,14 @@ export async function writePlannedShards(
   const stale = (await listShards(kv, crawlId)).map((e) => e.value.id)
     .filter((sid) => !keep.has(sid));
   const muts = [
-    ...stale.map((sid) => ({ key: keys.shard(crawlId, sid), value: null })),
-    ...shards.map((s) => ({ key: keys.shard(crawlId, s.id), value: s })),
+    ...stale.flatMap((sid) => [
+      { key: keys.shard(crawlId, sid), value: null },
+      { key: keys.pending(crawlId, sid), value: null },
+    ]),
+    ...shards.flatMap((s) => [
+      { key: keys.shard(crawlId, s.id), value: s },
+      ...(s.done ? [] : [{ key: keys.pending(crawlId, s.id), value: 1 }]),
+    ]),
   ];
   const claim = keySize(claimed.key);
   for (let i = 0; i < muts.length;) {
@@ -361,10 +370,56 @@ export async function commitShard(
 ): Promise<Deno.KvEntry<ShardRecord> | null> {
   const res = await kvOp(() => {
     const op = kv.atomic().check(entry).set(keys.shard(crawlId, next.id), next);
+    // The pending index moves in the same op as the shard: finished, or opened again.
+    if (!entry.value.done && next.done) op.delete(keys.pending(crawlId, next.id));
+    if (entry.value.done && !next.done) op.set(keys.pending(crawlId, next.id), 1);
     extra?.(op);
     return op.commit();
   });
   return res.ok ? { key: entry.key, value: next, versionstamp: res.versionstamp } : null;
+}
+
+/**
+ * Up to `limit` shard ids of a crawl that are not done, from the pending index, starting at shard
+ * `from` and going round: a bounded look, however many shards there are (lease workers start at
+ * a random shard so that they spread).
+ */
+export async function listPending(
+  kv: Deno.Kv,
+  crawlId: string,
+  options: { limit: number; from?: number },
+): Promise<number[]> {
+  const read = (selector: Deno.KvListSelector, limit: number) =>
+    kvOp(async () => {
+      const out: number[] = [];
+      for await (const e of kv.list(selector, { limit })) out.push(e.key[2] as number);
+      return out;
+    });
+  const prefix = keys.pendings(crawlId);
+  const from = options.from ?? 0;
+  const after = await read({ prefix, start: keys.pending(crawlId, from) }, options.limit);
+  if (after.length >= options.limit || from === 0) return after;
+  const before = await read(
+    { prefix, end: keys.pending(crawlId, from) },
+    options.limit - after.length,
+  );
+  return [...after, ...before];
+}
+
+/** The shard records of `ids` (absent ones left out), read ten at a time. */
+export async function getShards(
+  kv: Deno.Kv,
+  crawlId: string,
+  ids: readonly number[],
+): Promise<Deno.KvEntry<ShardRecord>[]> {
+  const out: Deno.KvEntry<ShardRecord>[] = [];
+  for (let i = 0; i < ids.length; i += 10) {
+    const got = await kvOp(() =>
+      kv.getMany<ShardRecord[]>(ids.slice(i, i + 10).map((id) => keys.shard(crawlId, id)))
+    );
+    for (const e of got) if (present(e)) out.push(present(e)!);
+  }
+  return out;
 }
 
 /**
@@ -394,6 +449,7 @@ export async function commitSplit(
       .set(keys.crawl(id), { ...args.crawl.value, nextShardId: args.child.id + 1 })
       .set(keys.shard(id, args.shrunk.id), args.shrunk)
       .set(keys.shard(id, args.child.id), args.child)
+      .set(keys.pending(id, args.child.id), 1)
       .set(keys.split(id, args.seq), args.split)
       .commit()
   );
@@ -447,6 +503,7 @@ export async function deleteCrawlData(
     keys.blocks(id),
     keys.chunks(id),
     keys.rangeDrifts(id),
+    keys.pendings(id),
     keys.shards(id),
     keys.splits(id),
   ];
