@@ -1,15 +1,15 @@
 import assert from "node:assert/strict";
-import { createApp } from "../lib/http/app.ts";
+import { type AppDeps, createApp } from "../lib/http/app.ts";
 import { planCrawl } from "../lib/engine/crawl/planning.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
-import { getCrawl, listShards } from "../lib/engine/store/store.ts";
+import { getCrawl, listCrawls, listShards } from "../lib/engine/store/store.ts";
 import { finishAll, RecordingDispatcher, runOne } from "./engine_helpers.ts";
 import { dataOf, randomKeys } from "./helpers.ts";
 
 const TOKEN = "t0ps3cret-token";
 const SRC = "http://127.0.0.1:5999/registry";
 
-async function setup() {
+async function setup(extra: Partial<AppDeps> = {}) {
   const kv = await Deno.openKv(":memory:");
   const dispatcher = new RecordingDispatcher();
   const data = dataOf(randomKeys(1500, "abcdefghij-".split(""), 51, 6));
@@ -26,6 +26,7 @@ async function setup() {
       assert.equal(url, SRC, "only the allowed source is opened");
       return source;
     },
+    ...extra,
   });
   const call = (method: string, path: string, body?: unknown, token: string | null = TOKEN) =>
     app.request(path, {
@@ -336,6 +337,42 @@ Deno.test("api: /locate answers keys at percentiles and ranks exactly, and a key
     const anon = await call("GET", `/locate?source=${SRC}&percentile=50`, undefined, null);
     assert.equal(anon.status, 401);
     await anon.body?.cancel();
+  } finally {
+    kv.close();
+  }
+});
+
+Deno.test("api: POST /crawls beyond the active bound is a 429, beyond the stored one a 409", async () => {
+  const { kv, call } = await setup({ maxActiveCrawls: 2, maxStoredCrawls: 3 });
+  try {
+    const create = (shards: number) => call("POST", "/crawls", { source: SRC, shards });
+    const ids: string[] = [];
+    for (const shards of [2, 3]) {
+      const res = await create(shards);
+      assert.equal(res.status, 202);
+      ids.push((await res.json()).id);
+    }
+    const busy = await create(4);
+    assert.equal(busy.status, 429);
+    assert.match(
+      (await busy.json()).error,
+      /2 crawls are planning, running or paused \(at most 2\)/,
+    );
+    assert.equal(
+      (await create(2)).status,
+      200,
+      "asking again for a crawl that exists is no new one",
+    );
+    assert.equal((await call("POST", `/crawls/${ids[0]}/cancel`)).status, 200);
+    const third = await create(4);
+    assert.equal(third.status, 202, "a cancelled crawl no longer counts as active");
+    assert.equal((await call("POST", `/crawls/${ids[1]}/cancel`)).status, 200);
+    const full = await create(5);
+    assert.equal(full.status, 409);
+    assert.match((await full.json()).error, /3 crawls are stored \(at most 3\): delete/);
+    assert.equal((await call("DELETE", `/crawls/${ids[0]}`)).status, 200);
+    assert.equal((await create(5)).status, 202);
+    assert.equal((await listCrawls(kv)).length, 3);
   } finally {
     kv.close();
   }

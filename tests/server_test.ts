@@ -25,12 +25,30 @@ Deno.test("server config: token required, allowlist parsed, dispatch chosen, bad
   );
   assert.deepEqual(c.allowedSources, ["http://a/db", "https://b/"]);
   assert.equal(c.port, 9);
+  assert.deepEqual(c.bounds, { maxActiveCrawls: 16, maxStoredCrawls: 1000, maxEventStreams: 50 });
+  const b = configFromEnv(
+    env({
+      CRAWL_TOKEN: "t",
+      MAX_ACTIVE_CRAWLS: "2",
+      MAX_STORED_CRAWLS: "3",
+      MAX_EVENT_STREAMS: "4",
+    }),
+    [],
+    { onDeploy: false },
+  );
+  assert.deepEqual(b.bounds, { maxActiveCrawls: 2, maxStoredCrawls: 3, maxEventStreams: 4 });
   for (
     const [vars, re] of [
       [{ CRAWL_TOKEN: "t", PORT: "x" }, /PORT/],
       [{ CRAWL_TOKEN: "t", PORT: "70000" }, /PORT/],
       [{ CRAWL_TOKEN: "t", ALLOWED_SOURCES: "nope" }, /ALLOWED_SOURCES/],
       [{ CRAWL_TOKEN: "t", DISPATCH: "smoke" }, /DISPATCH/],
+      [{ CRAWL_TOKEN: "t", WORKERS: "257" }, /WORKERS must be a whole number from 1 to 256/],
+      [{ CRAWL_TOKEN: "t", WORKERS: "0" }, /WORKERS must be .* with queue dispatch, got 0/],
+      [{ CRAWL_TOKEN: "t", DISPATCH: "lease", WORKERS: "300" }, /from 0 to 256/],
+      [{ CRAWL_TOKEN: "t", MAX_ACTIVE_CRAWLS: "0" }, /MAX_ACTIVE_CRAWLS/],
+      [{ CRAWL_TOKEN: "t", MAX_STORED_CRAWLS: "1e9" }, /MAX_STORED_CRAWLS/],
+      [{ CRAWL_TOKEN: "t", MAX_EVENT_STREAMS: "-1" }, /MAX_EVENT_STREAMS/],
       [{ CRAWL_TOKEN: "t", CRAWL_SCHEDULE: "0 3 * * *" }, /CRAWL_SOURCE/],
       [{
         CRAWL_TOKEN: "t",

@@ -37,6 +37,15 @@ export class TransientError extends CrawlerError {
   }
 }
 
+/**
+ * Refused for now because a bound is reached (too many crawls running at once): retry later, when
+ * some have finished (HTTP 429).
+ */
+export class BusyError extends TransientError {
+  /** Error name. */
+  override name = "BusyError";
+}
+
 /** Will fail the same way every time; record it and move on. */
 export class PermanentError extends CrawlerError {
   /** Error name. */

@@ -3,13 +3,15 @@
  *
  *     GET    /healthz                     200, no token
  *     GET    /                            the status page (HTML), no token; it asks for one
- *     POST   /crawls                      {source, shards, ...} -> 202 {id, status}
+ *     POST   /crawls                      {source, shards, ...} -> 202 {id, status}; 429 with
+ *                                         too many active, 409 with too many stored
  *     GET    /crawls, /crawls/:id         list; status with per-shard progress, errors, splits
  *     POST   /crawls/:id/pause|resume|cancel
  *     DELETE /crawls/:id                  the crawl and everything it stored
  *     GET    /crawls/:id/items            items page by page (?limit=&cursor=)
  *     GET    /crawls/:id/plan.svg         the plan picture
- *     GET    /events                      server-sent events: crawls as they change
+ *     GET    /events                      server-sent events: crawls as they change (503
+ *                                         beyond the open-stream bound)
  *     GET    /locate?source=&percentile=  the key at a rank or percentile, or a key's rank
  *     GET    /metrics                     Prometheus text (token, or METRICS_TOKEN)
  *
@@ -27,6 +29,7 @@ import { Hono } from "hono";
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import {
+  BusyError,
   ConflictError,
   errorLine,
   FatalError,
@@ -40,7 +43,7 @@ import { CouchSource } from "../sources/couch_source.ts";
 import type { Dispatcher } from "../engine/mod.ts";
 import { safeEqual } from "./auth.ts";
 import { addCrawlRoutes } from "./crawl_routes.ts";
-import { addEventRoutes } from "./events.ts";
+import { addEventRoutes, StatusFeed } from "./events.ts";
 import { addLocateRoute } from "./locate_route.ts";
 import { Metrics, renderMetrics } from "./metrics.ts";
 import { STATUS_PAGE } from "./status_page.ts";
@@ -67,10 +70,17 @@ export interface AppDeps {
   maxBodyBytes?: number;
   /** How often `/events` looks for changes, in milliseconds. @default 1000 */
   eventsEveryMs?: number;
+  /** Event streams open at once (503 beyond). @default MAX_EVENT_STREAMS (50) */
+  maxEventStreams?: number;
+  /** Crawls planning, running or paused at once; a new one beyond is a 429. @default Infinity */
+  maxActiveCrawls?: number;
+  /** Crawls stored; a new one beyond is a 409 (delete finished ones). @default Infinity */
+  maxStoredCrawls?: number;
 }
 
-function errorStatus(err: Error): 400 | 404 | 409 | 502 | 503 | 500 {
+function errorStatus(err: Error): 400 | 404 | 409 | 429 | 502 | 503 | 500 {
   if (err instanceof InputError) return 400;
+  if (err instanceof BusyError) return 429;
   if (err instanceof NotFoundError) return 404;
   if (err instanceof ConflictError) return 409;
   // The registry behind a request failed: a bad gateway, or (for now) an unavailable one.
@@ -125,8 +135,16 @@ export function createApp(deps: AppDeps): Hono {
     dispatcher: deps.dispatcher,
     now,
     maxBodyBytes: deps.maxBodyBytes ?? 16_384,
+    limits: { maxActiveCrawls: deps.maxActiveCrawls, maxStoredCrawls: deps.maxStoredCrawls },
   });
-  addEventRoutes(app, { kv: deps.kv, now, everyMs: deps.eventsEveryMs });
+  addEventRoutes(
+    app,
+    new StatusFeed(deps.kv, {
+      now,
+      everyMs: deps.eventsEveryMs,
+      maxListeners: deps.maxEventStreams,
+    }),
+  );
   addLocateRoute(app, {
     allowedSources: deps.allowedSources,
     openSource: deps.openSource ?? ((url) => new CouchSource(url)),

@@ -22,6 +22,7 @@ import {
 import {
   cancelCrawl,
   crawlItemsPage,
+  type CrawlLimits,
   crawlPicture,
   crawlStatus,
   createCrawl,
@@ -48,6 +49,8 @@ export interface CrawlRouteDeps {
   now: () => number;
   /** Largest request body, in bytes. */
   maxBodyBytes: number;
+  /** Bounds on crawls a new one must stay within (429 or 409 beyond). */
+  limits: CrawlLimits;
 }
 
 const L = SPEC_LIMITS;
@@ -108,11 +111,11 @@ export function addCrawlRoutes(app: Hono, deps: CrawlRouteDeps): void {
     }
     const spec = buildSpec(input);
     const id = givenId ?? await crawlIdFor(spec);
-    let { crawl, created } = await createCrawl(kv, spec, { id, now });
+    let { crawl, created } = await createCrawl(kv, spec, { id, now, ...deps.limits });
     if (crawl.status === "deleting") {
       // A delete of this crawl was interrupted: finish it; then this is a new crawl.
       await deleteCrawl(kv, id, now);
-      ({ crawl, created } = await createCrawl(kv, spec, { id, now }));
+      ({ crawl, created } = await createCrawl(kv, spec, { id, now, ...deps.limits }));
     }
     if (created) await deps.dispatcher.plan(id);
     return c.json({ id: crawl.id, status: crawl.status, created }, created ? 202 : 200);

@@ -1,41 +1,163 @@
 /**
- * `GET /events`: server-sent events for the status page. Every `everyMs` the status of every
- * crawl that changed since the last event is sent (`event: crawl`, the status report as JSON), and
- * crawls that vanished are announced (`event: gone`). The page reads the stream with `fetch` (so
- * the bearer token stays in a header), and falls back to polling when the stream breaks.
+ * `GET /events`: server-sent events for the status page. One feed per server computes what
+ * changed once per tick, for every listener together: the status of each crawl that may have
+ * changed (every active crawl; a finished one only when its record changed) is compared with what
+ * was sent, and only changes go out (`event: crawl`, the status report as JSON); crawls that
+ * vanished are announced (`event: gone`). A new listener first gets every crawl as it stands. The
+ * feed works only while someone listens, and at most `maxListeners` streams are open at once (a
+ * 503 with a JSON reason beyond). The page reads the stream with `fetch` (so the bearer token stays
+ * in a header), and falls back to polling when the stream breaks.
  *
  * @module
  */
 import type { Hono } from "hono";
 import { streamSSE } from "hono/streaming";
-import { crawlStatus, listCrawlSummaries } from "../engine/mod.ts";
+import { crawlStatus, listCrawlVersions } from "../engine/mod.ts";
 
-/** Adds `GET /events` to `app`. */
-export function addEventRoutes(
-  app: Hono,
-  deps: { kv: Deno.Kv; now: () => number; everyMs?: number },
-): void {
-  app.get("/events", (c) =>
-    streamSSE(c, async (stream) => {
-      const last = new Map<string, string>();
-      let id = 0;
-      while (!stream.aborted && !stream.closed) {
-        const summaries = await listCrawlSummaries(deps.kv);
-        const seen = new Set<string>();
-        for (const s of summaries) {
-          seen.add(s.id);
-          const report = await crawlStatus(deps.kv, s.id, { now: deps.now }).catch(() => null);
-          if (!report) continue;
-          const text = JSON.stringify(report);
-          if (last.get(s.id) === text) continue;
-          last.set(s.id, text);
-          await stream.writeSSE({ event: "crawl", data: text, id: String(id++) });
-        }
-        for (const gone of [...last.keys()].filter((k) => !seen.has(k))) {
-          last.delete(gone);
-          await stream.writeSSE({ event: "gone", data: JSON.stringify({ id: gone }) });
-        }
-        await stream.sleep(deps.everyMs ?? 1000);
+/** Event streams one server keeps open at once, by default. */
+export const MAX_EVENT_STREAMS = 50;
+
+/** One server-sent event. */
+export interface FeedEvent {
+  /** `crawl` or `gone`. */
+  event: string;
+  /** JSON. */
+  data: string;
+}
+
+/** The shared feed behind `/events` (see the module comment). */
+export class StatusFeed {
+  #kv: Deno.Kv;
+  #now: () => number;
+  #everyMs: number;
+  #max: number;
+  #listeners = new Set<(events: FeedEvent[]) => void>();
+  /** Per crawl: the record's versionstamp and the status text last sent. */
+  #sent = new Map<string, { versionstamp: string; text: string }>();
+  #joining = 0;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #ticking: Promise<void> = Promise.resolve();
+
+  /** A feed over `kv`, looking every `everyMs`, for at most `maxListeners` listeners. */
+  constructor(
+    kv: Deno.Kv,
+    options: { now?: () => number; everyMs?: number; maxListeners?: number } = {},
+  ) {
+    this.#kv = kv;
+    this.#now = options.now ?? Date.now;
+    this.#everyMs = options.everyMs ?? 1000;
+    this.#max = options.maxListeners ?? MAX_EVENT_STREAMS;
+  }
+
+  /** Listeners now (joined, or joining). */
+  get listeners(): number {
+    return this.#listeners.size + this.#joining;
+  }
+
+  /** Listeners at most. */
+  get maxListeners(): number {
+    return this.#max;
+  }
+
+  /**
+   * Adds a listener: resolves with every crawl as it stands (the first tick is made if none was)
+   * and the function that removes it; null when the feed has its `maxListeners` already.
+   */
+  async subscribe(
+    send: (events: FeedEvent[]) => void,
+  ): Promise<{ snapshot: FeedEvent[]; unsubscribe: () => void } | null> {
+    if (this.#listeners.size + this.#joining >= this.#max) return null;
+    this.#joining++;
+    try {
+      if (this.#timer === undefined) {
+        this.#ticking = this.#tick();
+        this.#schedule();
       }
-    }));
+      await this.#ticking;
+    } finally {
+      this.#joining--;
+    }
+    // Snapshot and joining in one synchronous step: the next tick sends this listener only what
+    // changed after the snapshot.
+    const snapshot = [...this.#sent.values()].map((s) => ({ event: "crawl", data: s.text }));
+    this.#listeners.add(send);
+    return {
+      snapshot,
+      unsubscribe: () => {
+        this.#listeners.delete(send);
+        if (this.#listeners.size + this.#joining === 0) {
+          clearTimeout(this.#timer);
+          this.#timer = undefined;
+        }
+      },
+    };
+  }
+
+  #schedule(): void {
+    const timer = setTimeout(() => {
+      this.#ticking = this.#ticking.then(() => this.#tick()).catch(() => {});
+      this.#ticking.then(() => {
+        // Stopped (no listeners) or restarted by a later subscriber meanwhile: this loop ends.
+        if (this.#timer !== timer) return;
+        if (this.#listeners.size + this.#joining > 0) this.#schedule();
+        else this.#timer = undefined;
+      });
+    }, this.#everyMs);
+    this.#timer = timer;
+  }
+
+  /** One look at every crawl: what changed is sent to every listener. */
+  async #tick(): Promise<void> {
+    const events: FeedEvent[] = [];
+    const seen = new Set<string>();
+    for (const v of await listCrawlVersions(this.#kv)) {
+      seen.add(v.id);
+      const last = this.#sent.get(v.id);
+      const active = v.status === "planning" || v.status === "running" || v.status === "paused";
+      if (last && !active && last.versionstamp === v.versionstamp) continue;
+      const report = await crawlStatus(this.#kv, v.id, { now: this.#now }).catch(() => null);
+      if (!report) continue;
+      const text = JSON.stringify(report);
+      this.#sent.set(v.id, { versionstamp: v.versionstamp, text });
+      if (last?.text !== text) events.push({ event: "crawl", data: text });
+    }
+    for (const gone of [...this.#sent.keys()].filter((k) => !seen.has(k))) {
+      this.#sent.delete(gone);
+      events.push({ event: "gone", data: JSON.stringify({ id: gone }) });
+    }
+    if (events.length > 0) { for (const send of this.#listeners) send(events); }
+  }
+}
+
+/** Adds `GET /events` to `app`, fed by `feed`. */
+export function addEventRoutes(app: Hono, feed: StatusFeed): void {
+  app.get("/events", async (c) => {
+    let wake: () => void = () => {};
+    const queue: FeedEvent[] = [];
+    const sub = await feed.subscribe((events) => (queue.push(...events), wake()));
+    if (!sub) {
+      return c.json({
+        error: `too many event streams are open (at most ${feed.maxListeners}); poll ` +
+          `GET /crawls instead, or try again later`,
+      }, 503);
+    }
+    queue.push(...sub.snapshot);
+    return streamSSE(c, async (stream) => {
+      stream.onAbort(() => (sub.unsubscribe(), wake()));
+      let id = 0;
+      try {
+        while (!stream.aborted && !stream.closed) {
+          for (const e of queue.splice(0)) {
+            await stream.writeSSE({ ...e, id: String(id++) });
+          }
+          await new Promise<void>((r) => {
+            wake = r;
+            if (queue.length > 0 || stream.aborted) r();
+          });
+        }
+      } finally {
+        sub.unsubscribe();
+      }
+    });
+  });
 }

@@ -14,14 +14,22 @@ import { redactUrl } from "../base/redact.ts";
 import {
   createCrawl,
   createRuntime,
+  DEFAULT_WORKERS,
   deleteCrawl,
   type Dispatcher,
   kvOp,
   listCrawlSummaries,
+  MAX_WORKERS,
   sourceOpener,
 } from "../engine/mod.ts";
 import { normalizeSource } from "./crawl_routes.ts";
+import { MAX_EVENT_STREAMS } from "./events.ts";
 import { Metrics } from "./metrics.ts";
+
+/** Crawls planning, running or paused at once that the API accepts, by default. */
+export const DEFAULT_MAX_ACTIVE = 16;
+/** Crawls the API keeps in KV, by default. */
+export const DEFAULT_MAX_STORED = 1000;
 
 /** `deno task serve --help`: the server is configured by its environment. */
 export const SERVE_HELP = `usage: deno task serve [--insecure-local]
@@ -36,12 +44,17 @@ environment:
   PORT               port to listen on (default: 8000)
   KV_PATH            KV file or KV Connect URL (default: the platform's KV)
   DISPATCH           auto, queue or lease (default: auto: lease on Deploy and KV Connect)
-  WORKERS            lease workers in this process (default: 4; 0 on Deploy)
+  WORKERS            shards this process runs at once, up to ${MAX_WORKERS}: lease workers, or queue
+                     messages handled at once (at least 1) (default: ${DEFAULT_WORKERS}; 0 on Deploy)
   CRAWL_SCHEDULE     cron expression of a scheduled recrawl (default: none)
   CRAWL_SOURCE       the scheduled crawl's database URL (needed with CRAWL_SCHEDULE)
   CRAWL_SHARDS       its shards (default: ${SPEC_DEFAULTS.shards})
   CRAWL_DOCS         true to fetch documents too (default: false)
   CRAWL_KEEP         finished scheduled crawls kept; older ones are deleted (default: 7)
+  MAX_ACTIVE_CRAWLS  crawls planning, running or paused at once; POST /crawls beyond is a 429
+                     (default: ${DEFAULT_MAX_ACTIVE})
+  MAX_STORED_CRAWLS  crawls kept in KV; POST /crawls beyond is a 409 (default: ${DEFAULT_MAX_STORED})
+  MAX_EVENT_STREAMS  /events streams open at once; beyond is a 503 (default: ${MAX_EVENT_STREAMS})
 
 flags:
   --insecure-local   no token, bound to 127.0.0.1 only
@@ -64,12 +77,14 @@ export interface ServerConfig {
   allowedSources: string[];
   /** How shard work reaches workers. */
   dispatch: "queue" | "lease";
-  /** Background lease workers in this process (lease mode, not on Deploy). */
+  /** Shards this process runs at once: lease workers, or queue messages handled at once. */
   workers: number;
   /** A scheduled recrawl (`CRAWL_SCHEDULE` and friends), if configured. */
   schedule?: { cron: string; source: string; shards: number; docs: boolean; keep: number };
   /** A token that may only read `/metrics`. */
   metricsToken?: string | null;
+  /** Bounds the API keeps (`MAX_*`); each has the default named in `SERVE_HELP`. */
+  bounds?: { maxActiveCrawls: number; maxStoredCrawls: number; maxEventStreams: number };
 }
 
 const CRON_FIELDS: [string, number, number][] = [
@@ -171,9 +186,27 @@ export function configFromEnv(
   const dispatch = dispatchRaw === "auto"
     ? (options.onDeploy || remoteKv ? "lease" : "queue")
     : dispatchRaw as "queue" | "lease";
-  const workersRaw = env("WORKERS") ?? (options.onDeploy ? "0" : "4");
-  if (!/^\d+$/.test(workersRaw)) throw new UsageError(`WORKERS is not a count: ${workersRaw}`);
+  const workersRaw = env("WORKERS") ?? (options.onDeploy ? "0" : String(DEFAULT_WORKERS));
+  const least = dispatch === "queue" ? 1 : 0;
+  if (!/^\d+$/.test(workersRaw) || Number(workersRaw) < least || Number(workersRaw) > MAX_WORKERS) {
+    throw new UsageError(
+      `WORKERS must be a whole number from ${least} to ${MAX_WORKERS}` +
+        `${least ? " with queue dispatch" : ""}, got ${workersRaw}`,
+    );
+  }
   const schedule = scheduleFromEnv(env);
+  const bound = (name: string, fallback: number) => {
+    const raw = env(name) ?? String(fallback);
+    if (!/^\d+$/.test(raw) || Number(raw) < 1 || Number(raw) > 1_000_000) {
+      throw new UsageError(`${name} must be a whole number from 1 to 1000000, got ${raw}`);
+    }
+    return Number(raw);
+  };
+  const bounds = {
+    maxActiveCrawls: bound("MAX_ACTIVE_CRAWLS", DEFAULT_MAX_ACTIVE),
+    maxStoredCrawls: bound("MAX_STORED_CRAWLS", DEFAULT_MAX_STORED),
+    maxEventStreams: bound("MAX_EVENT_STREAMS", MAX_EVENT_STREAMS),
+  };
   if (schedule && !isAllowedSource(schedule.source, allowedSources)) {
     throw new UsageError(`CRAWL_SOURCE ${redactUrl(schedule.source)} is outside ALLOWED_SOURCES`);
   }
@@ -187,6 +220,7 @@ export function configFromEnv(
     workers: Number(workersRaw),
     schedule,
     metricsToken: env("METRICS_TOKEN") || null,
+    bounds,
   };
 }
 
@@ -269,6 +303,7 @@ export async function startServer(
         openSource: (url) => openSource.url(url),
         metrics,
         now: options.now,
+        ...config.bounds,
       }).fetch,
     );
   } catch (err) {

@@ -15,6 +15,8 @@ import { PLANNING_RETRY } from "../../base/retry_policy.ts";
 import { ITEM_LAYOUT } from "../items/mod.ts";
 import { pageLimit } from "../page/mod.ts";
 import {
+  BusyError,
+  ConflictError,
   errorLine,
   FatalError,
   InputError,
@@ -34,6 +36,7 @@ import {
   kvOp,
   leaseFor,
   leaseHeld,
+  listCrawlEntries,
   newShard,
   type PlanningState,
   present,
@@ -94,24 +97,55 @@ export function planningRecord(spec: CrawlSpec, id: string, nowMs: number): Craw
   };
 }
 
+/** Bounds on how many crawls a store holds, checked when a new one is created. */
+export interface CrawlLimits {
+  /** Crawls planning, running or paused at once; a new one beyond is a BusyError. @default Infinity */
+  maxActiveCrawls?: number;
+  /** Crawls stored (any state); a new one beyond is a ConflictError. @default Infinity */
+  maxStoredCrawls?: number;
+}
+
 /**
  * Creates the crawl in `planning` state if it does not exist (the API answers then, and planning
- * runs behind it). Returns the stored record and whether this call created it.
+ * runs behind it). Returns the stored record and whether this call created it. Asking again for a
+ * crawl that exists is never refused; a new one is refused while `limits` are reached (counted
+ * just before: two creations racing may pass one over).
+ * @throws BusyError with `maxActiveCrawls` active, ConflictError with `maxStoredCrawls` stored.
  */
 export async function createCrawl(
   kv: Deno.Kv,
   spec: CrawlSpec,
-  options: { id?: string; now?: () => number } = {},
+  options: { id?: string; now?: () => number } & CrawlLimits = {},
 ): Promise<{ crawl: CrawlRecord; created: boolean }> {
   const id = options.id ?? await crawlIdFor(spec);
   const existing = await getCrawl(kv, id);
   if (existing.value) return { crawl: existing.value, created: false };
+  await checkLimits(kv, options);
   const mine = planningRecord(spec, id, (options.now ?? Date.now)());
   const entry = await createCrawlRecord(kv, mine);
   return {
     crawl: entry.value,
     created: entry.value.createdAt === mine.createdAt && entry.value.status === "planning",
   };
+}
+
+async function checkLimits(kv: Deno.Kv, limits: CrawlLimits): Promise<void> {
+  const maxActive = limits.maxActiveCrawls ?? Infinity;
+  const maxStored = limits.maxStoredCrawls ?? Infinity;
+  if (maxActive === Infinity && maxStored === Infinity) return;
+  const all = (await listCrawlEntries(kv)).map((e) => e.value.status);
+  if (all.length >= maxStored) {
+    throw new ConflictError(
+      `${all.length} crawls are stored (at most ${maxStored}): delete finished ones first`,
+    );
+  }
+  const active = all.filter((s) => s === "planning" || s === "running" || s === "paused").length;
+  if (active >= maxActive) {
+    throw new BusyError(
+      `${active} crawls are planning, running or paused (at most ${maxActive}): try again when ` +
+        `one has finished, or cancel one`,
+    );
+  }
 }
 
 /**

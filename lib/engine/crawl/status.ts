@@ -26,6 +26,7 @@ import {
   getFeed,
   type InFlight,
   leaseHeld,
+  listCrawlEntries,
   listCrawls,
   listDeadLetters,
   listShards,
@@ -248,6 +249,17 @@ export async function listCrawlSummaries(kv: Deno.Kv): Promise<CrawlSummary[]> {
     total: r.total,
     createdAt: new Date(r.createdAt).toISOString(),
     error: r.error,
+  }));
+}
+
+/** Every crawl's id, state and record versionstamp (what changed since a look, at a glance). */
+export async function listCrawlVersions(
+  kv: Deno.Kv,
+): Promise<{ id: string; status: CrawlStatus; versionstamp: string }[]> {
+  return (await listCrawlEntries(kv)).map((e) => ({
+    id: e.value.id,
+    status: e.value.status,
+    versionstamp: e.versionstamp,
   }));
 }
 

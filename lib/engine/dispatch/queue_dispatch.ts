@@ -12,10 +12,11 @@
  */
 import { QUEUE_RETRY } from "../../base/retry_policy.ts";
 import { StorageError } from "../../base/errors.ts";
+import { Semaphore } from "../../base/pool.ts";
 import type { Dispatcher } from "../crawl/mod.ts";
 import { type Message, parseMessage } from "./messages.ts";
 import { deadLetterKey } from "../store/mod.ts";
-import { ownerOf, type WorkDeps, workPlan, workShard } from "./work.ts";
+import { DEFAULT_WORKERS, ownerOf, type WorkDeps, workPlan, workShard } from "./work.ts";
 
 /** Redelivery delays when a handler throws, in milliseconds (KV's default ends at 60 s). */
 export const BACKOFF_SCHEDULE_MS: number[] = [...QUEUE_RETRY.backoffScheduleMs];
@@ -55,16 +56,29 @@ export interface QueueHandlerOptions {
   onProcessError?: (err: Error) => void;
   /** True once the process is stopping: running shards let their leases go. */
   stopping?: () => boolean;
+  /** Shards this handler runs at once; later messages wait. @default DEFAULT_WORKERS (16) */
+  maxShards?: number;
+  /** Crawls this handler plans at once (planning is request-heavy). @default MAX_PLANNING (2) */
+  maxPlanning?: number;
 }
 
+/** Crawls one process plans at once, by default. */
+export const MAX_PLANNING = 2;
+
 /**
- * The `listenQueue` handler: parses the message and plans the crawl or runs the shard. Errors of a
+ * The `listenQueue` handler: parses the message and plans the crawl or runs the shard, at most
+ * `maxShards` shards and `maxPlanning` plans at once (KV hands messages over without a bound, so a
+ * crawl of 10,000 shards would otherwise run 10,000 shards in one process). A message for a shard
+ * that already waits here is dropped (the watchdog re-sends shards that wait long). Errors of a
  * run are sorted by the runner; only a KV failure escapes, for the queue's own redelivery.
  */
 export function createQueueHandler(
   deps: WorkDeps,
   options: QueueHandlerOptions = {},
 ): (raw: unknown) => Promise<void> {
+  const shardSlots = new Semaphore(options.maxShards ?? DEFAULT_WORKERS);
+  const planSlots = new Semaphore(options.maxPlanning ?? MAX_PLANNING);
+  const waiting = new Set<string>();
   return async (raw: unknown) => {
     // One owner per run: a duplicate message for a shard this process is running finds it held.
     const owner = ownerOf(deps, options.label ?? "queue");
@@ -73,7 +87,13 @@ export function createQueueHandler(
       options.onInvalid?.(raw);
       return;
     }
+    const name = msg.kind === "plan" ? `p/${msg.crawlId}` : `s/${msg.crawlId}/${msg.shardId}`;
+    if (waiting.has(name)) return;
+    waiting.add(name);
+    let release: (() => void) | undefined;
     try {
+      release = await (msg.kind === "plan" ? planSlots : shardSlots).acquire();
+      waiting.delete(name);
       if (msg.kind === "plan") await workPlan(deps, msg.crawlId, owner);
       else await workShard(deps, msg.crawlId, msg.shardId, { owner, stop: options.stopping });
     } catch (err) {
@@ -82,6 +102,9 @@ export function createQueueHandler(
         return; // redelivering into a full disk helps nobody; the resumed run re-sends it
       }
       throw err;
+    } finally {
+      waiting.delete(name);
+      release?.();
     }
   };
 }

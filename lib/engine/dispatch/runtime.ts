@@ -21,16 +21,9 @@ import { DocMemory } from "../page/mod.ts";
 import { createQueueHandler, QueueDispatcher } from "./queue_dispatch.ts";
 import type { RebalanceOptions } from "../crawl/mod.ts";
 import type { CrawlRecord } from "../store/mod.ts";
-import type { WorkDeps, WorkEvent } from "./work.ts";
+import { DEFAULT_WORKERS, MAX_WORKERS, type WorkDeps, type WorkEvent } from "./work.ts";
 
-/**
- * Lease workers a process runs unless told otherwise: each runs one shard at a time (with its
- * document fetches), so this bounds a process's shards in flight whatever the shard count.
- */
-export const DEFAULT_WORKERS = 16;
-
-/** Most lease workers one process may run (each holds a page of rows in memory). */
-export const MAX_WORKERS = 256;
+export { DEFAULT_WORKERS, MAX_WORKERS };
 
 /** How work reaches workers. */
 export type DispatchMode = "queue" | "lease";
@@ -43,8 +36,14 @@ export interface RuntimeOptions {
   openSource: (crawl: CrawlRecord) => Source;
   /** `queue`: KV queue messages (one process); `lease`: workers claim shards (Deploy, many). */
   dispatch: DispatchMode;
-  /** Lease workers started in this process (lease mode only). @default 0 */
+  /**
+   * Shards this process runs at once, at most `MAX_WORKERS`: lease workers started at once (lease
+   * mode; 0 leaves work to `leaseTick` and `runWorker`), or queue messages handled at once (queue
+   * mode; at least 1). @default 0 in lease mode, DEFAULT_WORKERS (16) in queue mode
+   */
   workers?: number;
+  /** Crawls planned at once in queue mode (lease workers plan one at a time each). @default 2 */
+  maxPlanning?: number;
   /** Tuning of straggler splits (crawls opt in with `rebalance`). @default {} */
   rebalance?: RebalanceOptions;
   /**
@@ -158,6 +157,8 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       label,
       onProcessError: options.onProcessError,
       stopping: () => stop.signal.aborted,
+      maxShards: Math.min(Math.max(1, options.workers ?? DEFAULT_WORKERS), MAX_WORKERS),
+      maxPlanning: options.maxPlanning,
     });
     background.push(kv.listenQueue(async (raw) => {
       const release = await beat.acquire();

@@ -15,6 +15,16 @@ import { type RebalanceOptions, splitStraggler } from "../crawl/mod.ts";
 import { type RunResult, runShard } from "./shard_runner.ts";
 import { type CrawlRecord, getCrawl } from "../store/mod.ts";
 
+/**
+ * Shards a process runs at once unless told otherwise (lease workers, or queue messages handled at
+ * once): each runs one shard at a time with its document fetches, so this bounds a process's
+ * shards in flight whatever the shard count.
+ */
+export const DEFAULT_WORKERS = 16;
+
+/** Most shards one process may run at once (each holds a page of rows in memory). */
+export const MAX_WORKERS = 256;
+
 /** Something worth a log line. */
 export type WorkEvent =
   | { kind: "planned"; crawlId: string; total: number; shards: number }

@@ -249,6 +249,15 @@ export async function getCrawlAndShard(
   return [c as Deno.KvEntryMaybe<CrawlRecord>, s as Deno.KvEntryMaybe<ShardRecord>];
 }
 
+/** Every crawl in the store, with versionstamps. */
+export async function listCrawlEntries(kv: Deno.Kv): Promise<Deno.KvEntry<CrawlRecord>[]> {
+  return await kvOp(async () => {
+    const out: Deno.KvEntry<CrawlRecord>[] = [];
+    for await (const e of kv.list<CrawlRecord>({ prefix: keys.crawls() })) out.push(e);
+    return out;
+  });
+}
+
 /** Every crawl in the store. */
 export async function listCrawls(kv: Deno.Kv): Promise<CrawlRecord[]> {
   return await kvOp(async () => {

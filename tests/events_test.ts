@@ -1,0 +1,110 @@
+import assert from "node:assert/strict";
+import { type FeedEvent, StatusFeed } from "../lib/http/events.ts";
+import { createApp } from "../lib/http/app.ts";
+import { cancelCrawl, createCrawl, deleteCrawl } from "../lib/engine/mod.ts";
+import { buildSpec } from "../lib/base/spec.ts";
+import { RecordingDispatcher } from "./engine_helpers.ts";
+
+const SRC = "http://127.0.0.1:5999/registry";
+const fixedNow = () => 1_700_000_000_000;
+
+/** Resolves once `got` holds at least `n` batches, polling every few milliseconds. */
+async function batches(got: FeedEvent[][], n: number): Promise<void> {
+  for (let i = 0; i < 500 && got.length < n; i++) await new Promise((r) => setTimeout(r, 5));
+  assert.ok(got.length >= n, `expected ${n} batches, got ${got.length}`);
+}
+
+Deno.test("events: one look per tick for every listener, and only what changed is sent", async () => {
+  const kv = await Deno.openKv(":memory:");
+  const feed = new StatusFeed(kv, { now: fixedNow, everyMs: 10, maxListeners: 5 });
+  try {
+    for (const shards of [3, 4]) {
+      await createCrawl(kv, buildSpec({ source: SRC, shards }), {
+        id: `c${shards}`,
+        now: fixedNow,
+      });
+    }
+    const a: FeedEvent[][] = [];
+    const b: FeedEvent[][] = [];
+    const subA = (await feed.subscribe((e) => a.push(e)))!;
+    const subB = (await feed.subscribe((e) => b.push(e)))!;
+    assert.equal(feed.listeners, 2);
+    for (const sub of [subA, subB]) {
+      assert.deepEqual(sub.snapshot.map((e) => [e.event, JSON.parse(e.data).id]), [
+        ["crawl", "c3"],
+        ["crawl", "c4"],
+      ]);
+    }
+    // Several ticks with nothing changed: nothing is sent.
+    await new Promise((r) => setTimeout(r, 80));
+    assert.deepEqual([a.length, b.length], [0, 0]);
+
+    await cancelCrawl(kv, "c3", fixedNow);
+    await batches(a, 1);
+    await batches(b, 1);
+    assert.equal(a[0], b[0], "one computation, the same batch handed to every listener");
+    assert.deepEqual(a[0].map((e) => [e.event, JSON.parse(e.data).id]), [["crawl", "c3"]]);
+    assert.equal(JSON.parse(a[0][0].data).status, "cancelled");
+
+    await deleteCrawl(kv, "c3", fixedNow);
+    await batches(a, 2);
+    assert.deepEqual(a[1], [{ event: "gone", data: JSON.stringify({ id: "c3" }) }]);
+
+    subA.unsubscribe();
+    subB.unsubscribe();
+    assert.equal(feed.listeners, 0);
+  } finally {
+    kv.close();
+  }
+});
+
+Deno.test("events: at most maxListeners streams; a freed place can be taken again", async () => {
+  const kv = await Deno.openKv(":memory:");
+  const feed = new StatusFeed(kv, { now: fixedNow, everyMs: 10, maxListeners: 2 });
+  try {
+    const one = await feed.subscribe(() => {});
+    const two = await feed.subscribe(() => {});
+    assert.ok(one && two);
+    assert.equal(await feed.subscribe(() => {}), null);
+    one.unsubscribe();
+    const three = await feed.subscribe(() => {});
+    assert.ok(three);
+    two.unsubscribe();
+    three.unsubscribe();
+  } finally {
+    kv.close();
+  }
+});
+
+Deno.test("events: GET /events beyond maxEventStreams is a 503 with a JSON reason", async () => {
+  const kv = await Deno.openKv(":memory:");
+  const app = createApp({
+    kv,
+    token: "t",
+    allowedSources: [SRC],
+    dispatcher: new RecordingDispatcher(),
+    eventsEveryMs: 10,
+    maxEventStreams: 1,
+    now: fixedNow,
+  });
+  const get = () => app.request("/events", { headers: { authorization: "Bearer t" } });
+  try {
+    const first = await get();
+    assert.equal(first.status, 200);
+    const refused = await get();
+    assert.equal(refused.status, 503);
+    assert.match((await refused.json()).error, /too many event streams are open \(at most 1\)/);
+    await first.body!.cancel();
+    // The stream's place is freed when its reader goes away.
+    let again = await get();
+    for (let i = 0; i < 100 && again.status === 503; i++) {
+      await again.body?.cancel();
+      await new Promise((r) => setTimeout(r, 5));
+      again = await get();
+    }
+    assert.equal(again.status, 200);
+    await again.body!.cancel();
+  } finally {
+    kv.close();
+  }
+});
