@@ -25,7 +25,7 @@ Deno.test("server config: token required, allowlist parsed, dispatch chosen, bad
   );
   assert.deepEqual(c.allowedSources, ["http://a/db", "https://b/"]);
   assert.equal(c.port, 9);
-  assert.deepEqual(c.bounds, { maxActiveCrawls: 16, maxStoredCrawls: 1000, maxEventStreams: 50 });
+  assert.deepEqual(c.bounds, { maxActiveCrawls: 16, maxStoredCrawls: 1000, maxEventStreams: 200 });
   const b = configFromEnv(
     env({
       CRAWL_TOKEN: "t",

@@ -70,7 +70,7 @@ export interface AppDeps {
   maxBodyBytes?: number;
   /** How often `/events` looks for changes, in milliseconds. @default 1000 */
   eventsEveryMs?: number;
-  /** Event streams open at once (503 beyond). @default MAX_EVENT_STREAMS (50) */
+  /** Event streams open at once (503 beyond). @default MAX_EVENT_STREAMS (200) */
   maxEventStreams?: number;
   /** Crawls planning, running or paused at once; a new one beyond is a 429. @default Infinity */
   maxActiveCrawls?: number;

@@ -15,7 +15,7 @@ import { streamSSE } from "hono/streaming";
 import { crawlStatus, listCrawlVersions } from "../engine/mod.ts";
 
 /** Event streams one server keeps open at once, by default. */
-export const MAX_EVENT_STREAMS = 50;
+export const MAX_EVENT_STREAMS = 200;
 
 /** One server-sent event. */
 export interface FeedEvent {
