@@ -40,8 +40,9 @@ export class Semaphore {
 }
 
 /**
- * Maps `items` through `fn` with at most `concurrency` calls in flight, keeping input order. The
- * first rejection rejects the whole map (calls already started still finish).
+ * Maps `items` through `fn` with at most `concurrency` calls in flight, keeping input order. After
+ * the first rejection no new call starts; the calls already started are waited for (so nothing of
+ * this map runs on after it returns), then the map rejects with that first error.
  */
 export async function mapPool<T, R>(
   items: readonly T[],
@@ -50,13 +51,32 @@ export async function mapPool<T, R>(
 ): Promise<R[]> {
   const out = new Array<R>(items.length);
   let next = 0;
+  let failure: { err: unknown } | null = null;
   const worker = async () => {
-    while (next < items.length) {
+    while (next < items.length && failure === null) {
       const i = next++;
-      out[i] = await fn(items[i], i);
+      try {
+        out[i] = await fn(items[i], i);
+      } catch (err) {
+        failure ??= { err };
+      }
     }
   };
   const n = Math.min(items.length, Math.max(1, Math.floor(options.concurrency)));
   await Promise.all(Array.from({ length: n }, worker));
+  if (failure !== null) throw (failure as { err: unknown }).err;
   return out;
+}
+
+/**
+ * `Promise.all` that ends with its work: waits for every promise to settle, then resolves with all
+ * values in order, or rejects with the first rejection (in input order). Requests run together
+ * with retries and backoff sleeps: with `Promise.all`, a failure would leave the others running on
+ * after the caller has moved on (or ended).
+ */
+export async function allSettledOrThrow<T>(promises: readonly Promise<T>[]): Promise<T[]> {
+  const settled = await Promise.allSettled(promises);
+  const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
+  if (failed) throw failed.reason;
+  return settled.map((s) => (s as PromiseFulfilledResult<T>).value);
 }

@@ -19,6 +19,7 @@ import { AdaptiveLimit } from "../base/adaptive_limit.ts";
 import { Alphabet, keyBetween, NAME_CHARS } from "./keys.ts";
 import { inconsistent, type Point, PointSet } from "./points.ts";
 import type { Listing, Page } from "./source.ts";
+import { allSettledOrThrow } from "../base/pool.ts";
 
 /** What a target does next. */
 export type Step =
@@ -168,7 +169,7 @@ export class BoundarySearch {
 
   /** The key at each target rank, in target order. */
   async run(): Promise<string[]> {
-    await Promise.all(
+    await allSettledOrThrow(
       spreadOrder(this.#targets.length).map((i) =>
         this.#search(this.#targets[i]).catch((err) => {
           this.#failed = true; // the other searches stop at their next step

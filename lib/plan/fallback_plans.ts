@@ -5,7 +5,7 @@
  * @module
  */
 import { FatalError } from "../base/errors.ts";
-import { Semaphore } from "../base/pool.ts";
+import { allSettledOrThrow, Semaphore } from "../base/pool.ts";
 import { type Listing, OPEN_END, type Page } from "./source.ts";
 
 /** True when `skip` is accepted and means what it should (probed on the first page). */
@@ -28,7 +28,7 @@ export async function planBySkip(
   concurrency: number,
 ): Promise<string[]> {
   const pool = new Semaphore(concurrency);
-  return await Promise.all(targets.map((t) =>
+  return await allSettledOrThrow(targets.map((t) =>
     pool.run(async () => {
       const page = await source.list({ limit: 1, skip: t, end: OPEN_END });
       const key = page.rows[0]?.id;

@@ -79,7 +79,10 @@ export async function keysAtRanks(
   // The first page and the last key are asked for together: one round trip less where the
   // registry is far away. The last key's failure counts only once the first page has rows.
   const last = lastPoint(source).then((p) => ({ p }), (err: unknown) => ({ err }));
-  const first = await source.list({ limit: maxPage });
+  const first = await source.list({ limit: maxPage }).catch(async (err) => {
+    await last; // settled either way: nothing of this search runs on after it fails
+    throw err;
+  });
   const total = first.total;
   if (total === 0 || first.rows.length === 0) throw new InputError("the registry holds no items");
   const lastAnswer = await last;

@@ -18,6 +18,7 @@ import { FatalError, InputError, PermanentError } from "../base/errors.ts";
 import { isLongKey, MAX_CUT_UNITS, separator } from "./keys.ts";
 import { keysAtRanks } from "./locate.ts";
 import type { Listing } from "./source.ts";
+import { allSettledOrThrow } from "../base/pool.ts";
 
 /** The page size planning uses by default (see {@linkcode PlanOptions.maxPage}). */
 export const PLAN_PAGE = 1000;
@@ -114,7 +115,7 @@ export async function planShards(
     }
     return targets = targetRanks(total, shards);
   }, { ...options, maxPage });
-  const keys = await Promise.all(found.keys.map((k) => shortCut(source, k)));
+  const keys = await allSettledOrThrow(found.keys.map((k) => shortCut(source, k)));
   return {
     total: found.total,
     shards: shardsFromBoundaries(found.total, keys, targets),

@@ -232,12 +232,20 @@ async function makePlan(source: Source, crawl: CrawlRecord, options: PlanCrawlOp
     ? evenSplitRanks(source, Math.min(64, pieces)).catch(() => null)
     : Promise.resolve(null);
   const cap = pageLimit(crawl, source);
-  const plan = options.plan ?? await planShards(source, crawl.shards, {
-    maxPage: Math.min(PLAN_PAGE, cap),
-    readPage: Math.min(SEARCH_READ_PAGE, cap),
-  });
+  let plan: Plan;
+  try {
+    plan = options.plan ?? await planShards(source, crawl.shards, {
+      maxPage: Math.min(PLAN_PAGE, cap),
+      readPage: Math.min(SEARCH_READ_PAGE, cap),
+    });
+  } catch (err) {
+    // Nothing asked for here runs on after planning ends (each side request settles; none throws).
+    await Promise.all([startSeq, docMode, even]);
+    throw err;
+  }
   options.onPlanned?.(plan);
-  const evenSplit = plan.method === "rank" && plan.shards.length > 1 ? await even : null;
+  const evenAnswer = await even;
+  const evenSplit = plan.method === "rank" && plan.shards.length > 1 ? evenAnswer : null;
   return { plan, startSeq: await startSeq, docMode: await docMode, evenSplit };
 }
 

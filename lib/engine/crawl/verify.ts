@@ -28,7 +28,7 @@
  *
  * @module
  */
-import { mapPool } from "../../base/pool.ts";
+import { allSettledOrThrow, mapPool } from "../../base/pool.ts";
 import { compareKeys, lowerBound } from "../../plan/keys.ts";
 import type { ChangeRow, Page, Source } from "../../plan/source.ts";
 import { showKey } from "../page/mod.ts";
@@ -94,7 +94,7 @@ export async function checkRanges(
   const changed = new Set(Array.isArray(window) ? window.map((c) => c.id) : []);
   const sorted = [...changed].sort(compareKeys);
   const below = (key: string | null) => key === null ? sorted.length : lowerBound(sorted, key);
-  return await Promise.all(ranges.map(async (r): Promise<RangeVerdict> => {
+  return await allSettledOrThrow(ranges.map(async (r): Promise<RangeVerdict> => {
     const from = probes.get(r.start)!;
     const to = r.end === null ? undefined : probes.get(r.end)!;
     // One answer gives both ends of an open-ended range, and two answers computed on the same

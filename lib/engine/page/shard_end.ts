@@ -10,6 +10,7 @@
 import { FatalError } from "../../base/errors.ts";
 import type { Source } from "../../plan/source.ts";
 import type { CrawlRecord, ShardRecord } from "../store/mod.ts";
+import { allSettledOrThrow } from "../../base/pool.ts";
 
 /** Times a shard's range is listed again after a count that disagrees, before the crawl fails. */
 export const MAX_RELISTS = 2;
@@ -57,8 +58,10 @@ export async function checkShardEnd(
   items: number,
 ): Promise<ShardCheck> {
   if (crawl.planMethod !== "rank") return "later";
-  const [low, high] = await Promise.all([
-    shard.start === null ? 0 : source.list({ start: shard.start, limit: 1 }).then((p) => p.offset),
+  const [low, high] = await allSettledOrThrow([
+    shard.start === null
+      ? Promise.resolve(0)
+      : source.list({ start: shard.start, limit: 1 }).then((p) => p.offset),
     source.list({ start: shard.end, limit: 1 }).then((p) =>
       shard.end === null ? p.total : p.offset
     ),
