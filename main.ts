@@ -61,7 +61,7 @@ const runtime: Promise<ServerRuntime | null> = config
 if (onDeploy && problem !== null) serveProblem();
 
 /** Runs a cron's work, or logs why it cannot (the configuration is wrong). */
-async function tick(name: string, work: (rt: ServerRuntime) => Promise<void>) {
+async function tick(name: string, work: (rt: ServerRuntime) => Promise<unknown>) {
   const rt = await runtime;
   if (!rt) {
     console.error(`error: cron "${name}" cannot run: ${problem}`);
@@ -72,7 +72,8 @@ async function tick(name: string, work: (rt: ServerRuntime) => Promise<void>) {
 
 // Deno.cron must be registered at module top level, before anything is awaited.
 Deno.cron("watchdog", "* * * * *", () => tick("watchdog", (rt) => rt.watchdogTick()));
-// On Deploy no process lives between requests: each tick drives a lease worker for ~50 s.
+// On Deploy no process lives between requests: each tick drives a lease worker for up to ~50 s
+// (it returns at once when no crawl is planning or running).
 Deno.cron("lease tick", "* * * * *", () => tick("lease tick", (rt) => rt.leaseTick(50_000)));
 if (config?.schedule) {
   Deno.cron(

@@ -1,7 +1,9 @@
 /**
  * `deno task export --kv PATH [--crawl-id ID]`: a crawl's items as NDJSON on stdout, one object a
  * line with `id`, `rev` and (when fetched) `doc`; streamed with flat memory. With one crawl in the
- * KV file no id is needed.
+ * KV store no id is needed. PATH is a KV file or a KV Connect URL (denokv, Deploy's KV), opened with
+ * the token in `DENO_KV_ACCESS_TOKEN`; the task may read that variable and reach the network, and
+ * nothing else of the environment.
  */
 import { UsageError } from "../lib/base/errors.ts";
 import { helpText, parseFlags, runMain } from "../lib/cli/flags.ts";
@@ -10,7 +12,11 @@ import { openKvFile } from "../lib/cli/local_crawl.ts";
 import { listCrawlSummaries } from "../lib/engine/mod.ts";
 
 const FLAGS = {
-  kv: { type: "string", value: "PATH", help: "KV file written by `deno task crawl` (required)" },
+  kv: {
+    type: "string",
+    value: "PATH",
+    help: "KV file, or KV Connect URL with DENO_KV_ACCESS_TOKEN set (required)",
+  },
   "crawl-id": {
     type: "string",
     value: "ID",
@@ -23,7 +29,11 @@ const FLAGS = {
 const HELP = {
   usage: "deno task export --kv PATH",
   summary: 'Writes a crawl\'s items to stdout as NDJSON: {"id","rev","doc"?,"error"?}.',
-  examples: ["deno task export --kv crawl.kv > items.ndjson", "deno task export --kv x.kv | head"],
+  examples: [
+    "deno task export --kv crawl.kv > items.ndjson",
+    "deno task export --kv x.kv | head",
+    "DENO_KV_ACCESS_TOKEN=... deno task export --kv http://kv-host:4512 > items.ndjson",
+  ],
 };
 
 runMain(async () => {
@@ -33,10 +43,16 @@ runMain(async () => {
     return 0;
   }
   if (!f.kv) throw new UsageError("--kv PATH is required");
-  try {
-    await Deno.stat(f.kv);
-  } catch {
-    throw new UsageError(`no KV file at ${f.kv}`);
+  if (/^https?:\/\//i.test(f.kv)) {
+    if (!Deno.env.get("DENO_KV_ACCESS_TOKEN")) {
+      throw new UsageError(`a KV Connect URL needs its token in DENO_KV_ACCESS_TOKEN`);
+    }
+  } else {
+    try {
+      await Deno.stat(f.kv);
+    } catch {
+      throw new UsageError(`no KV file at ${f.kv}`);
+    }
   }
   const kv = await openKvFile(f.kv);
   try {

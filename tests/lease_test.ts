@@ -9,6 +9,7 @@ import { bundledNames, syntheticNames } from "../lib/sim/names.ts";
 import { openCrawl } from "../lib/engine/crawl/lifecycle.ts";
 import { readLiveness } from "../lib/engine/store/leases.ts";
 import { claimable } from "../lib/engine/dispatch/shard_runner.ts";
+import { createRuntime } from "../lib/engine/dispatch/runtime.ts";
 import { begin, spec, workDeps } from "./engine_helpers.ts";
 import {
   assertCrawledExactly,
@@ -232,5 +233,28 @@ Deno.test("lease: a `deno task worker` stopped with SIGTERM lets its shards go a
   } finally {
     await reg.close();
     await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("lease tick: returns at its first look when nothing is pending, else works then returns", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const data = dataOf(randomKeys(600, ASCII, 64, 6));
+  const source = new MemorySource(data, { maxPage: 60 });
+  const runtime = createRuntime({ kv, openSource: () => source, dispatch: "lease", workers: 0 });
+  try {
+    // An idle deployment: a tick of "50 s" looks once and returns, without sleeping.
+    assert.deepEqual(await runtime.leaseTick(50_000), {
+      claims: 0,
+      shardsDone: 0,
+      errors: 0,
+      idleSleeps: 0,
+    });
+    await begin(kv, source, spec({ shards: 3, maxPage: 60 }), "tick");
+    const stats = await runtime.leaseTick(50_000);
+    assert.equal(stats.shardsDone, 3, "the tick ran every shard, then found nothing and returned");
+    assert.equal((await getCrawl(kv, "tick")).value!.status, "done");
+    await assertCrawledExactly(kv, "tick", data.keys, { partition: true });
+  } finally {
+    await runtime.close();
   }
 });

@@ -231,7 +231,7 @@ export interface ServerRuntime {
   /** The watchdog: re-dispatch stalled shards, finish completed crawls. */
   watchdogTick(): Promise<void>;
   /** Lease mode: run a lease worker for about `ms` (a Deploy cron tick). */
-  leaseTick(ms: number): Promise<void>;
+  leaseTick(ms: number): Promise<unknown>;
   /** Scheduled recrawl: create this run's crawl, and delete finished ones beyond the last K. */
   recrawl(): Promise<void>;
   /** Stops serving, stops workers and closes KV. */

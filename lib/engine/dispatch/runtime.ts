@@ -82,8 +82,12 @@ export interface Runtime {
   readonly deps: WorkDeps;
   /** Re-dispatches stalled shards, finishes completed crawls, follows changes; returns shards. */
   watchdogTick(options?: { stallMs?: number }): Promise<number>;
-  /** Runs one lease worker for about `ms` (a Deploy cron tick); nothing in queue mode. */
-  leaseTick(ms: number): Promise<void>;
+  /**
+   * Runs one lease worker for about `ms` (a Deploy cron tick), or less: it returns at its first look
+   * when no crawl is planning or running (an idle deployment costs one KV list a tick). Resolves
+   * with what it did; nothing in queue mode (all zero).
+   */
+  leaseTick(ms: number): Promise<LeaseWorkerStats>;
   /** Runs one lease worker with this runtime's hooks until `options` say stop. */
   runWorker(options?: LeaseWorkerOptions): Promise<LeaseWorkerStats>;
   /**
@@ -178,9 +182,10 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     deps,
     watchdogTick: (o = {}) =>
       watchdog({ kv, dispatcher, openSource }, { stallMs: o.stallMs, now: options.now }),
-    leaseTick: async (ms) => {
-      if (options.dispatch === "lease") await worker({ maxRunMs: ms });
-    },
+    leaseTick: (ms) =>
+      options.dispatch === "lease"
+        ? worker({ maxRunMs: ms, exitWhenIdle: true })
+        : Promise.resolve({ claims: 0, shardsDone: 0, errors: 0, idleSleeps: 0 }),
     runWorker: (o) => worker(o),
     acquire: () => beat.acquire(),
     ownerName: (l) => beat.owner(l),
