@@ -24,6 +24,7 @@ export {
   type Capabilities,
   type ChangeRow,
   type DocMode,
+  type DocOptions,
   type DocResult,
   type Listing,
   type ListOptions,
@@ -59,6 +60,7 @@ export { type PlanPicture, planSvg } from "./lib/plan/plan_svg.ts";
 export { CouchSource, type CouchSourceOptions } from "./lib/sources/couch_source.ts";
 export type { HttpOptions } from "./lib/sources/http.ts";
 export { MemorySource, type MemorySourceOptions } from "./lib/sources/memory_source.ts";
+export { mapPool, Semaphore } from "./lib/base/pool.ts";
 export {
   CrawlerError,
   FatalError,

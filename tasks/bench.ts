@@ -9,8 +9,9 @@ import { benchDocs } from "../lib/bench/docs_bench.ts";
 import { benchKeys } from "../lib/bench/keys_bench.ts";
 import { benchPlan } from "../lib/bench/plan_bench.ts";
 import { benchRebalance } from "../lib/bench/rebalance_bench.ts";
+import { benchWorkers } from "../lib/bench/workers_bench.ts";
 
-const PARTS = ["plan", "keys", "docs", "rebalance", "all"] as const;
+const PARTS = ["plan", "keys", "docs", "rebalance", "workers", "all"] as const;
 
 const FLAGS = {
   part: { type: "string", value: "PART", help: PARTS.join(", "), default: "all" },
@@ -49,4 +50,5 @@ runMain(async () => {
   if (all || part === "rebalance") {
     await benchRebalance({ size: quick ? 10_000 : 20_000, runs, log });
   }
+  if (all || part === "workers") await benchWorkers({ size: quick ? 5_000 : 20_000, runs, log });
 });
