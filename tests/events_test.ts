@@ -108,3 +108,30 @@ Deno.test("events: GET /events beyond maxEventStreams is a 503 with a JSON reaso
     kv.close();
   }
 });
+
+Deno.test("events: closing the feed (a stopping server) ends every open stream", async () => {
+  const kv = await Deno.openKv(":memory:");
+  const feed = new StatusFeed(kv, { now: fixedNow, everyMs: 10 });
+  const app = createApp({
+    kv,
+    token: "t",
+    allowedSources: [SRC],
+    dispatcher: new RecordingDispatcher(),
+    statusFeed: feed,
+    now: fixedNow,
+  });
+  const get = () => app.request("/events", { headers: { authorization: "Bearer t" } });
+  try {
+    const open = await Promise.all([get(), get()]);
+    assert.deepEqual(open.map((r) => r.status), [200, 200]);
+    feed.close();
+    // Each stream ends by itself: reading it to its end returns.
+    for (const res of open) await res.text();
+    assert.equal(feed.listeners, 0);
+    const late = await get();
+    assert.equal(late.status, 503);
+    assert.match((await late.json()).error, /stopping/);
+  } finally {
+    kv.close();
+  }
+});

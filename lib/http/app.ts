@@ -72,6 +72,11 @@ export interface AppDeps {
   eventsEveryMs?: number;
   /** Event streams open at once (503 beyond). @default MAX_EVENT_STREAMS (200) */
   maxEventStreams?: number;
+  /**
+   * The feed behind `/events`, when the caller must close it (a stopping server ends the streams).
+   * @default one made here from `eventsEveryMs` and `maxEventStreams`
+   */
+  statusFeed?: StatusFeed;
   /** Crawls planning, running or paused at once; a new one beyond is a 429. @default Infinity */
   maxActiveCrawls?: number;
   /** Crawls stored; a new one beyond is a 409 (delete finished ones). @default Infinity */
@@ -139,7 +144,7 @@ export function createApp(deps: AppDeps): Hono {
   });
   addEventRoutes(
     app,
-    new StatusFeed(deps.kv, {
+    deps.statusFeed ?? new StatusFeed(deps.kv, {
       now,
       everyMs: deps.eventsEveryMs,
       maxListeners: deps.maxEventStreams,

@@ -89,37 +89,7 @@ export function addCrawlRoutes(app: Hono, deps: CrawlRouteDeps): void {
     onError: (c) => c.json({ error: "request body too large" }, 413),
   });
 
-  app.post("/crawls", limit, async (c) => {
-    const body = await c.req.json().catch(() => {
-      throw new InputError("body is not valid JSON");
-    });
-    const parsed = CreateBody.safeParse(body);
-    if (!parsed.success) {
-      const i = parsed.error.issues[0];
-      throw new InputError(`${i.path.join(".") || "body"}: ${i.message}`);
-    }
-    const { id: givenId, ...input } = parsed.data;
-    input.source = normalizeSource(input.source, "source");
-    if (input.docsUrl !== undefined) input.docsUrl = normalizeSource(input.docsUrl, "docsUrl");
-    for (const url of [input.source, input.docsUrl]) {
-      if (url !== undefined && !isAllowedSource(url, deps.allowedSources)) {
-        return c.json(
-          { error: `source not allowed: ${redactUrl(url)} is outside ALLOWED_SOURCES` },
-          403,
-        );
-      }
-    }
-    const spec = buildSpec(input);
-    const id = givenId ?? await crawlIdFor(spec);
-    let { crawl, created } = await createCrawl(kv, spec, { id, now, ...deps.limits });
-    if (crawl.status === "deleting") {
-      // A delete of this crawl was interrupted: finish it; then this is a new crawl.
-      await deleteCrawl(kv, id, now);
-      ({ crawl, created } = await createCrawl(kv, spec, { id, now, ...deps.limits }));
-    }
-    if (created) await deps.dispatcher.plan(id);
-    return c.json({ id: crawl.id, status: crawl.status, created }, created ? 202 : 200);
-  });
+  app.post("/crawls", limit, (c) => createFromBody(c, deps));
 
   app.get("/crawls", async (c) => c.json({ crawls: await listCrawlSummaries(kv) }));
   app.get("/crawls/:id", async (c) => c.json(await crawlStatus(kv, crawlId(c), { now })));
@@ -146,6 +116,43 @@ export function addCrawlRoutes(app: Hono, deps: CrawlRouteDeps): void {
     const picture = await crawlPicture(kv, crawlId(c));
     return c.body(planSvg(picture), 200, { "content-type": "image/svg+xml" });
   });
+}
+
+/**
+ * `POST /crawls`: validates the body, normalizes and checks the sources against the allowlist,
+ * creates the crawl (within the crawl bounds) and asks for its planning; 200 when it existed.
+ */
+async function createFromBody(c: Context, deps: CrawlRouteDeps): Promise<Response> {
+  const { kv, now } = deps;
+  const body = await c.req.json().catch(() => {
+    throw new InputError("body is not valid JSON");
+  });
+  const parsed = CreateBody.safeParse(body);
+  if (!parsed.success) {
+    const i = parsed.error.issues[0];
+    throw new InputError(`${i.path.join(".") || "body"}: ${i.message}`);
+  }
+  const { id: givenId, ...input } = parsed.data;
+  input.source = normalizeSource(input.source, "source");
+  if (input.docsUrl !== undefined) input.docsUrl = normalizeSource(input.docsUrl, "docsUrl");
+  for (const url of [input.source, input.docsUrl]) {
+    if (url !== undefined && !isAllowedSource(url, deps.allowedSources)) {
+      return c.json(
+        { error: `source not allowed: ${redactUrl(url)} is outside ALLOWED_SOURCES` },
+        403,
+      );
+    }
+  }
+  const spec = buildSpec(input);
+  const id = givenId ?? await crawlIdFor(spec);
+  let { crawl, created } = await createCrawl(kv, spec, { id, now, ...deps.limits });
+  if (crawl.status === "deleting") {
+    // A delete of this crawl was interrupted: finish it; then this is a new crawl.
+    await deleteCrawl(kv, id, now);
+    ({ crawl, created } = await createCrawl(kv, spec, { id, now, ...deps.limits }));
+  }
+  if (created) await deps.dispatcher.plan(id);
+  return c.json({ id: crawl.id, status: crawl.status, created }, created ? 202 : 200);
 }
 
 /** `GET /crawls/:id/items`: a page of items; a view's rows as `{key, id, value}`. */

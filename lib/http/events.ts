@@ -32,6 +32,8 @@ export class StatusFeed {
   #everyMs: number;
   #max: number;
   #listeners = new Set<(events: FeedEvent[]) => void>();
+  #enders = new Set<() => void>();
+  #closed = false;
   /** Per crawl: the record's versionstamp and the status text last sent. */
   #sent = new Map<string, { versionstamp: string; text: string }>();
   #joining = 0;
@@ -54,6 +56,22 @@ export class StatusFeed {
     return this.#listeners.size + this.#joining;
   }
 
+  /** True once {@linkcode StatusFeed.close} was called: streams end, and no new one starts. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /**
+   * Ends every stream (a server stopping must not wait for readers who never leave: a status
+   * page keeps its stream open for as long as it is shown) and stops looking.
+   */
+  close(): void {
+    this.#closed = true;
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    for (const end of [...this.#enders]) end();
+  }
+
   /** Listeners at most. */
   get maxListeners(): number {
     return this.#max;
@@ -61,12 +79,14 @@ export class StatusFeed {
 
   /**
    * Adds a listener: resolves with every crawl as it stands (the first tick is made if none was)
-   * and the function that removes it; null when the feed has its `maxListeners` already.
+   * and the function that removes it; null when the feed has its `maxListeners` already or is
+   * closed. `onEnd` is called when the feed closes.
    */
   async subscribe(
     send: (events: FeedEvent[]) => void,
+    onEnd: () => void = () => {},
   ): Promise<{ snapshot: FeedEvent[]; unsubscribe: () => void } | null> {
-    if (this.#listeners.size + this.#joining >= this.#max) return null;
+    if (this.#closed || this.#listeners.size + this.#joining >= this.#max) return null;
     this.#joining++;
     try {
       if (this.#timer === undefined) {
@@ -81,10 +101,12 @@ export class StatusFeed {
     // changed after the snapshot.
     const snapshot = [...this.#sent.values()].map((s) => ({ event: "crawl", data: s.text }));
     this.#listeners.add(send);
+    this.#enders.add(onEnd);
     return {
       snapshot,
       unsubscribe: () => {
         this.#listeners.delete(send);
+        this.#enders.delete(onEnd);
         if (this.#listeners.size + this.#joining === 0) {
           clearTimeout(this.#timer);
           this.#timer = undefined;
@@ -134,7 +156,8 @@ export function addEventRoutes(app: Hono, feed: StatusFeed): void {
   app.get("/events", async (c) => {
     let wake: () => void = () => {};
     const queue: FeedEvent[] = [];
-    const sub = await feed.subscribe((events) => (queue.push(...events), wake()));
+    const sub = await feed.subscribe((events) => (queue.push(...events), wake()), () => wake());
+    if (!sub && feed.closed) return c.json({ error: "the server is stopping" }, 503);
     if (!sub) {
       return c.json({
         error: `too many event streams are open (at most ${feed.maxListeners}); poll ` +
@@ -146,13 +169,13 @@ export function addEventRoutes(app: Hono, feed: StatusFeed): void {
       stream.onAbort(() => (sub.unsubscribe(), wake()));
       let id = 0;
       try {
-        while (!stream.aborted && !stream.closed) {
+        while (!stream.aborted && !stream.closed && !feed.closed) {
           for (const e of queue.splice(0)) {
             await stream.writeSSE({ ...e, id: String(id++) });
           }
           await new Promise<void>((r) => {
             wake = r;
-            if (queue.length > 0 || stream.aborted) r();
+            if (queue.length > 0 || stream.aborted || feed.closed) r();
           });
         }
       } finally {

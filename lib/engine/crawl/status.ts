@@ -31,6 +31,7 @@ import {
   listDeadLetters,
   listShards,
   listSplits,
+  type Liveness,
   readLiveness,
   type ShardRecord,
   type SplitRecord,
@@ -199,24 +200,29 @@ export async function crawlStatus(
     drift: d ? { seq: d.seq, inserted: d.inserted, updated: d.updated, deleted: d.deleted } : null,
     driftError: crawl.driftError ?? null,
     verification: crawl.verification ?? null,
-    shards: shards.map((s) => ({
-      id: s.id,
-      start: s.start,
-      end: s.end,
-      items: s.items,
-      expected: s.expected,
-      done: s.done,
-      pages: s.pages,
-      rate: s.items / Math.max(0.001, ((s.done ? s.updatedAt : now) - s.startedAt) / 1000),
-      leased: leaseHeld(s.lease, now, { liveness }),
-      inflight: s.inflight ?? null,
-      docErrors: s.docErrors,
-      retries: s.retries ?? 0,
-      lastError: s.lastError ?? null,
-      retryAt: (s.retryAt ?? 0) > now ? iso(s.retryAt) : null,
-      verified: s.verified ?? null,
-      parent: s.parent,
-    })),
+    shards: shards.map((s) => shardStatus(s, now, liveness)),
+  };
+}
+
+/** What status shows of one shard at `nowMs`. */
+function shardStatus(s: ShardRecord, nowMs: number, liveness: Liveness): ShardStatus {
+  return {
+    id: s.id,
+    start: s.start,
+    end: s.end,
+    items: s.items,
+    expected: s.expected,
+    done: s.done,
+    pages: s.pages,
+    rate: s.items / Math.max(0.001, ((s.done ? s.updatedAt : nowMs) - s.startedAt) / 1000),
+    leased: leaseHeld(s.lease, nowMs, { liveness }),
+    inflight: s.inflight ?? null,
+    docErrors: s.docErrors,
+    retries: s.retries ?? 0,
+    lastError: s.lastError ?? null,
+    retryAt: (s.retryAt ?? 0) > nowMs ? iso(s.retryAt) : null,
+    verified: s.verified ?? null,
+    parent: s.parent,
   };
 }
 

@@ -130,19 +130,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   const dispatcher: Dispatcher = options.dispatch === "queue"
     ? new QueueDispatcher(kv)
     : new LeaseDispatcher();
-  const deps: WorkDeps = {
-    kv,
-    openSource,
-    dispatcher,
-    now: options.now,
-    rebalance: options.rebalance,
-    leaseMs: options.leaseMs,
-    maxPlanAttempts: options.maxPlanAttempts,
-    maxShardFailures: options.maxShardFailures,
-    onEvent: options.onEvent,
-    ownerName: (l) => beat.owner(l),
-    docMemory: new DocMemory(options.docMemoryBytes),
-  };
+  const deps = workDepsOf(options, dispatcher, beat);
   const worker = (o: LeaseWorkerOptions = {}) =>
     beat.acquire().then((release) =>
       runLeaseWorker(deps, {
@@ -157,21 +145,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       return { claims: 0, shardsDone: 0, errors: 1, idleSleeps: 0 };
     });
   if (options.dispatch === "queue") {
-    const handle = createQueueHandler(deps, {
-      label,
-      onProcessError: options.onProcessError,
-      stopping: () => stop.signal.aborted,
-      maxShards: Math.min(Math.max(1, options.workers ?? DEFAULT_WORKERS), MAX_WORKERS),
-      maxPlanning: options.maxPlanning,
-    });
-    background.push(kv.listenQueue(async (raw) => {
-      const release = await beat.acquire();
-      try {
-        await handle(raw);
-      } finally {
-        await release();
-      }
-    }));
+    background.push(listenQueue(deps, options, { beat, stopping: () => stop.signal.aborted }));
   } else {
     const n = Math.min(options.workers ?? 0, MAX_WORKERS);
     for (let i = 0; i < n; i++) background.push(worker());
@@ -199,4 +173,47 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     },
     finished: Promise.allSettled(background).then(() => {}),
   };
+}
+
+/** What this runtime's workers use: the options, the dispatcher and the process's beat. */
+function workDepsOf(options: RuntimeOptions, dispatcher: Dispatcher, beat: ProcessBeat): WorkDeps {
+  return {
+    kv: options.kv,
+    openSource: options.openSource,
+    dispatcher,
+    now: options.now,
+    rebalance: options.rebalance,
+    leaseMs: options.leaseMs,
+    maxPlanAttempts: options.maxPlanAttempts,
+    maxShardFailures: options.maxShardFailures,
+    onEvent: options.onEvent,
+    ownerName: (l) => beat.owner(l),
+    docMemory: new DocMemory(options.docMemoryBytes),
+  };
+}
+
+/**
+ * Queue mode: the KV queue listener, at most `workers` shards and `maxPlanning` plans at once,
+ * holding the process's beat while it works. Ends when KV closes.
+ */
+function listenQueue(
+  deps: WorkDeps,
+  options: RuntimeOptions,
+  o: { beat: ProcessBeat; stopping: () => boolean },
+): Promise<void> {
+  const handle = createQueueHandler(deps, {
+    label: options.label ?? "worker",
+    onProcessError: options.onProcessError,
+    stopping: o.stopping,
+    maxShards: Math.min(Math.max(1, options.workers ?? DEFAULT_WORKERS), MAX_WORKERS),
+    maxPlanning: options.maxPlanning,
+  });
+  return options.kv.listenQueue(async (raw) => {
+    const release = await o.beat.acquire();
+    try {
+      await handle(raw);
+    } finally {
+      await release();
+    }
+  });
 }

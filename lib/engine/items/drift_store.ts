@@ -168,31 +168,22 @@ async function applyGroup(
     writes.filter((w) => parseKey(w.key)?.kind === "item").map((w) => [w.id, w]),
   );
   const plan = new OpPlan().check(claimed);
-  for (const { entry, rows } of held.blocks.values()) {
-    const left = rows.filter((r) => !held.inBlock.has(r.id));
-    plan.check(entry);
-    if (left.length === 0) plan.delete(entry.key);
-    else plan.set(entry.key, encodeBlock(left));
-  }
+  dropFromBlocks(plan, held);
   const counts = new Counts(next.ranges);
   for (const id of ids) {
-    const c = latest.get(id)!;
     const record = held.records.get(id)!;
     plan.check(record);
-    const present = record.versionstamp !== null || held.inBlock.has(id);
     // A document shorter than before leaves chunks past its own count: they go too (all of them
     // when the item goes).
-    const kept = c.deleted ? 0 : chunks.filter((w) => w.id === id).length;
     const stale = record.versionstamp === null ? [] : await chunkKeys(kv, crawl, id);
-    for (const k of stale) if ((parseKey(k) as { n: number }).n >= kept) plan.delete(k);
-    if (c.deleted) {
-      if (present) counts.add(id, "deleted");
-      plan.delete(record.key);
-    } else {
-      counts.add(id, present ? "updated" : "inserted");
-      const w = records.get(id)!;
-      plan.set(w.key, w.value);
-    }
+    planChange(plan, latest.get(id)!, {
+      record,
+      held,
+      chunks,
+      stale,
+      counts,
+      write: records.get(id),
+    });
   }
   for (const [k, n] of counts.perRange) {
     const [shard, dir] = k.split("\0");
@@ -212,6 +203,41 @@ async function applyGroup(
   }
   const res = await kvOp(() => plan.applyTo(kv.atomic()).set(claimed.key, value).commit());
   return res.ok ? { key: claimed.key, value, versionstamp: res.versionstamp } : null;
+}
+
+/** The blocks holding changed items, rewritten without them (deleted when nothing is left). */
+function dropFromBlocks(plan: OpPlan, held: Held): void {
+  for (const { entry, rows } of held.blocks.values()) {
+    const left = rows.filter((r) => !held.inBlock.has(r.id));
+    plan.check(entry);
+    if (left.length === 0) plan.delete(entry.key);
+    else plan.set(entry.key, encodeBlock(left));
+  }
+}
+
+/** One item's change in the op: its record set or deleted, stale chunks deleted, counted. */
+function planChange(
+  plan: OpPlan,
+  c: DriftChange,
+  o: {
+    record: { key: Deno.KvKey; versionstamp: string | null };
+    held: Held;
+    chunks: { id: string }[];
+    stale: Deno.KvKey[];
+    counts: Counts;
+    write?: { key: Deno.KvKey; value: unknown };
+  },
+): void {
+  const present = o.record.versionstamp !== null || o.held.inBlock.has(c.id);
+  const kept = c.deleted ? 0 : o.chunks.filter((w) => w.id === c.id).length;
+  for (const k of o.stale) if ((parseKey(k) as { n: number }).n >= kept) plan.delete(k);
+  if (c.deleted) {
+    if (present) o.counts.add(c.id, "deleted");
+    plan.delete(o.record.key);
+  } else {
+    o.counts.add(c.id, present ? "updated" : "inserted");
+    plan.set(o.write!.key, o.write!.value);
+  }
 }
 
 /** The feed after a group: its sequence, counts and caught-up time moved on, its lease renewed. */

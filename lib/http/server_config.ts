@@ -1,0 +1,224 @@
+/**
+ * The server's configuration, read from the environment (`deno task serve --help` lists it): the
+ * token and the allowlist, the port and KV, the dispatch mode and workers, the bounds the API
+ * keeps, and a scheduled recrawl. Every problem is one line naming the variable.
+ *
+ * @module
+ */
+import { isAllowedSource, parseAllowedSources } from "./auth.ts";
+import { UsageError } from "../base/errors.ts";
+import { SPEC_DEFAULTS, SPEC_LIMITS } from "../base/spec.ts";
+import { redactUrl } from "../base/redact.ts";
+import { DEFAULT_WORKERS, MAX_WORKERS } from "../engine/mod.ts";
+import { normalizeSource } from "./crawl_routes.ts";
+import { MAX_EVENT_STREAMS } from "./events.ts";
+
+/** Crawls planning, running or paused at once that the API accepts, by default. */
+export const DEFAULT_MAX_ACTIVE = 16;
+/** Crawls the API keeps in KV, by default. */
+export const DEFAULT_MAX_STORED = 1000;
+
+/** `deno task serve --help`: the server is configured by its environment. */
+export const SERVE_HELP = `usage: deno task serve [--insecure-local]
+
+Serves the HTTP API and status page, runs crawls (KV queue locally, lease workers on Deno Deploy)
+and the cron jobs (watchdog, lease tick, scheduled recrawl).
+
+environment:
+  CRAWL_TOKEN        API bearer token (required unless --insecure-local)
+  METRICS_TOKEN      a token that may only read /metrics (default: none, the API token only)
+  ALLOWED_SOURCES    comma-separated URL prefixes crawls may target (default: none)
+  PORT               port to listen on (default: 8000)
+  KV_PATH            KV file or KV Connect URL (default: the platform's KV)
+  DISPATCH           auto, queue or lease (default: auto: lease on Deploy and KV Connect)
+  WORKERS            shards this process runs at once, up to ${MAX_WORKERS}: lease workers, or queue
+                     messages handled at once (at least 1) (default: ${DEFAULT_WORKERS}; 0 on Deploy)
+  CRAWL_SCHEDULE     cron expression of a scheduled recrawl (default: none)
+  CRAWL_SOURCE       the scheduled crawl's database URL (needed with CRAWL_SCHEDULE)
+  CRAWL_SHARDS       its shards (default: ${SPEC_DEFAULTS.shards})
+  CRAWL_DOCS         true to fetch documents too (default: false)
+  CRAWL_KEEP         finished scheduled crawls kept; older ones are deleted (default: 7)
+  MAX_ACTIVE_CRAWLS  crawls planning, running or paused at once; POST /crawls beyond is a 429
+                     (default: ${DEFAULT_MAX_ACTIVE})
+  MAX_STORED_CRAWLS  crawls kept in KV; POST /crawls beyond is a 409 (default: ${DEFAULT_MAX_STORED})
+  MAX_EVENT_STREAMS  /events streams open at once; beyond is a 503 (default: ${MAX_EVENT_STREAMS})
+
+flags:
+  --insecure-local   no token, bound to 127.0.0.1 only
+  --help, -h         show this help
+
+example:
+  CRAWL_TOKEN=s3cret ALLOWED_SOURCES=http://127.0.0.1:5984/ deno task serve`;
+
+/** Server configuration. */
+export interface ServerConfig {
+  /** Port to listen on (0 = any free one). */
+  port: number;
+  /** Address to bind. */
+  hostname: string;
+  /** KV path or KV Connect URL; undefined = the platform default. */
+  kvPath?: string;
+  /** API token; null only with `--insecure-local`. */
+  token: string | null;
+  /** URL prefixes crawls may target. */
+  allowedSources: string[];
+  /** How shard work reaches workers. */
+  dispatch: "queue" | "lease";
+  /** Shards this process runs at once: lease workers, or queue messages handled at once. */
+  workers: number;
+  /** A scheduled recrawl (`CRAWL_SCHEDULE` and friends), if configured. */
+  schedule?: { cron: string; source: string; shards: number; docs: boolean; keep: number };
+  /** A token that may only read `/metrics`. */
+  metricsToken?: string | null;
+  /** Bounds the API keeps (`MAX_*`); each has the default named in `SERVE_HELP`. */
+  bounds?: { maxActiveCrawls: number; maxStoredCrawls: number; maxEventStreams: number };
+}
+
+const CRON_FIELDS: [string, number, number][] = [
+  ["minute", 0, 59],
+  ["hour", 0, 23],
+  ["day of month", 1, 31],
+  ["month", 1, 12],
+  ["day of week", 0, 7],
+];
+
+/**
+ * Checks a cron expression the way `Deno.cron` takes it (five fields of `*`, numbers, ranges,
+ * lists and steps), so that a typo is one line at start-up rather than an exception later.
+ * @throws UsageError naming the field.
+ */
+export function checkCron(expr: string): string {
+  const fields = expr.trim().split(/\s+/);
+  if (fields.length !== 5) {
+    throw new UsageError(
+      `CRAWL_SCHEDULE must have 5 fields (minute hour day month weekday): "${expr}"`,
+    );
+  }
+  fields.forEach((field, i) => {
+    const [name, min, max] = CRON_FIELDS[i];
+    for (const part of field.split(",")) {
+      const m = /^(\*|(\d+)(?:-(\d+))?)(?:\/(\d+))?$/.exec(part);
+      const nums = m ? [m[2], m[3]].filter((v) => v !== undefined).map(Number) : [];
+      if (!m || nums.some((v) => v < min || v > max) || m[4] === "0") {
+        throw new UsageError(`CRAWL_SCHEDULE: bad ${name} field "${field}" (${min}-${max})`);
+      }
+    }
+  });
+  return expr.trim();
+}
+
+function scheduleFromEnv(env: (name: string) => string | undefined): ServerConfig["schedule"] {
+  const cron = env("CRAWL_SCHEDULE");
+  if (!cron) return undefined;
+  const raw = env("CRAWL_SOURCE");
+  if (!raw) throw new UsageError("CRAWL_SCHEDULE needs CRAWL_SOURCE");
+  let source: string;
+  try {
+    source = normalizeSource(raw, "CRAWL_SOURCE");
+  } catch (err) {
+    throw new UsageError(`${(err as Error).message}: "${raw}"`);
+  }
+  const count = (name: string, fallback: number, min: number, max: number) => {
+    const v = Number(env(name) ?? String(fallback));
+    if (!Number.isInteger(v) || v < min || v > max) {
+      throw new UsageError(`${name} must be a whole number from ${min} to ${max}`);
+    }
+    return v;
+  };
+  const { min, max } = SPEC_LIMITS.shards;
+  return {
+    cron: checkCron(cron),
+    source,
+    shards: count("CRAWL_SHARDS", SPEC_DEFAULTS.shards, min, max),
+    docs: env("CRAWL_DOCS") === "true",
+    keep: count("CRAWL_KEEP", 7, 1, 10_000),
+  };
+}
+
+/**
+ * Reads the configuration. Without `CRAWL_TOKEN` the server refuses to start unless
+ * `--insecure-local` is given, which also binds it to 127.0.0.1 only.
+ * @throws UsageError with a one-line reason for anything malformed or unsafe.
+ */
+export function configFromEnv(
+  env: (name: string) => string | undefined,
+  args: readonly string[],
+  options: { onDeploy: boolean },
+): ServerConfig {
+  const insecure = args.includes("--insecure-local");
+  const unknown = args.filter((a) => a !== "--insecure-local");
+  if (unknown.length) throw new UsageError(`unknown argument ${unknown[0]}`);
+  const token = env("CRAWL_TOKEN") || null;
+  if (token === null && !insecure) {
+    throw new UsageError(
+      "CRAWL_TOKEN is not set; refusing to start (use --insecure-local to serve on 127.0.0.1 without a token)",
+    );
+  }
+  const portRaw = env("PORT") ?? "8000";
+  if (!/^\d+$/.test(portRaw) || Number(portRaw) > 65535) {
+    throw new UsageError(`PORT is not a port: ${portRaw}`);
+  }
+  let allowedSources: string[];
+  try {
+    allowedSources = parseAllowedSources(env("ALLOWED_SOURCES"));
+  } catch (err) {
+    throw new UsageError(`ALLOWED_SOURCES: ${(err as Error).message}`);
+  }
+  const kvPath = env("KV_PATH") || undefined;
+  const remoteKv = kvPath !== undefined && /^https?:\/\//.test(kvPath);
+  const { dispatch, workers } = dispatchFromEnv(env, { onDeploy: options.onDeploy, remoteKv });
+  const schedule = scheduleFromEnv(env);
+  const bounds = boundsFromEnv(env);
+  if (schedule && !isAllowedSource(schedule.source, allowedSources)) {
+    throw new UsageError(`CRAWL_SOURCE ${redactUrl(schedule.source)} is outside ALLOWED_SOURCES`);
+  }
+  return {
+    port: Number(portRaw),
+    hostname: insecure ? "127.0.0.1" : "0.0.0.0",
+    kvPath,
+    token,
+    allowedSources,
+    dispatch,
+    workers,
+    schedule,
+    metricsToken: env("METRICS_TOKEN") || null,
+    bounds,
+  };
+}
+
+function dispatchFromEnv(
+  env: (name: string) => string | undefined,
+  o: { onDeploy: boolean; remoteKv: boolean },
+): Pick<ServerConfig, "dispatch" | "workers"> {
+  const dispatchRaw = env("DISPATCH") ?? "auto";
+  if (!["auto", "queue", "lease"].includes(dispatchRaw)) {
+    throw new UsageError(`DISPATCH must be auto, queue or lease, got ${dispatchRaw}`);
+  }
+  const dispatch = dispatchRaw === "auto"
+    ? (o.onDeploy || o.remoteKv ? "lease" : "queue")
+    : dispatchRaw as "queue" | "lease";
+  const workersRaw = env("WORKERS") ?? (o.onDeploy ? "0" : String(DEFAULT_WORKERS));
+  const least = dispatch === "queue" ? 1 : 0;
+  if (!/^\d+$/.test(workersRaw) || Number(workersRaw) < least || Number(workersRaw) > MAX_WORKERS) {
+    throw new UsageError(
+      `WORKERS must be a whole number from ${least} to ${MAX_WORKERS}` +
+        `${least ? " with queue dispatch" : ""}, got ${workersRaw}`,
+    );
+  }
+  return { dispatch, workers: Number(workersRaw) };
+}
+
+function boundsFromEnv(env: (name: string) => string | undefined): ServerConfig["bounds"] {
+  const bound = (name: string, fallback: number) => {
+    const raw = env(name) ?? String(fallback);
+    if (!/^\d+$/.test(raw) || Number(raw) < 1 || Number(raw) > 1_000_000) {
+      throw new UsageError(`${name} must be a whole number from 1 to 1000000, got ${raw}`);
+    }
+    return Number(raw);
+  };
+  return {
+    maxActiveCrawls: bound("MAX_ACTIVE_CRAWLS", DEFAULT_MAX_ACTIVE),
+    maxStoredCrawls: bound("MAX_STORED_CRAWLS", DEFAULT_MAX_STORED),
+    maxEventStreams: bound("MAX_EVENT_STREAMS", MAX_EVENT_STREAMS),
+  };
+}
