@@ -15,7 +15,8 @@
  *
  * @module
  */
-import { keys, kvOp } from "./store.ts";
+import { keys } from "./keys.ts";
+import { kvOp } from "./kv_ops.ts";
 import type { Lease } from "./records.ts";
 
 /** How often a process beats, in milliseconds. */

@@ -1,34 +1,23 @@
 /**
- * The store: the only module that knows Deno KV key layouts (the items room builds every item key
- * through {@linkcode keys}). Every multi-key update is one atomic operation guarded by versionstamp
+ * The store's operations on records (the layout they use is `keys.ts`; the items room builds every
+ * item key through `keys` too). Every multi-key update is one atomic operation guarded by versionstamp
  * checks, every `{ ok: false }` is reported to the caller, and every operation stays inside KV's
  * limits by construction (`kv_limits.ts`).
  *
- * Layout (crawl ids and shard ids are the only variable parts besides item ids):
- *
- *     ["crawl", crawlId]                  CrawlRecord
- *     ["planning", crawlId]               PlanningState (who plans it, failed attempts)
- *     ["feed", crawlId]                   DriftState (its change feed: sequence, counts, lease)
- *     ["shard", crawlId, shardId]         ShardRecord (range, cursor, counters, lease, failures)
- *     ["item", crawlId, idKeyPart]        item record bytes (see item_codec.ts)
- *     ["block", crawlId, firstId]         a keys-only page's rows, packed (see item_blocks.ts)
- *     ["chunk", crawlId, idKeyPart, n]    Uint8Array, part n of a large document
- *     ["dead", crawlId, shardId]          a wake-up message the KV queue gave up on
- *     ["split", crawlId, seq]             SplitRecord (dynamic rebalancing log)
- *     ["pending", crawlId, shardId]       1: the shard is not done (the index lease workers look in)
- *     ["beat", processId]                 Beat: a working process's heartbeat (see leases.ts)
- *     ["rdrift", crawlId, shardId, dir]   Deno.KvU64: changes applied in a shard's range since it
- *                                         was listed, `in` (items added) or `out` (items removed)
- *
  * Nothing else in the project reads or writes KV keys: planning, the runners and the status
- * readers call these functions. KV failures are sorted here: `database is locked` (several
- * processes on one file) is retried; a full disk becomes a {@linkcode StorageError}.
+ * readers call these functions. KV failures are sorted by `kvOp` (`kv_ops.ts`): `database is
+ * locked` (several processes on one file) is retried; a full disk becomes a `StorageError`.
  *
  * @module
  */
-import { KV_LOCKED_RETRY } from "../../base/retry_policy.ts";
-import { ConflictError, FatalError, StorageError } from "../../base/errors.ts";
-import { AtomicBudget, keySize, kvFailureKind, valueSizeBound } from "./kv_limits.ts";
+import { FatalError } from "../../base/errors.ts";
+import { AtomicBudget, keySize, valueSizeBound } from "./kv_limits.ts";
+import { keys } from "./keys.ts";
+import { kvOp, present } from "./kv_ops.ts";
+
+export { type ItemKey, keys, parseKey } from "./keys.ts";
+export { kvOp, present, updateRecord } from "./kv_ops.ts";
+export { listRangeDrift, type RangeDrift, shardStored } from "./range_drift.ts";
 
 export type {
   CrawlRecord,
@@ -50,99 +39,6 @@ import type {
   SplitRecord,
 } from "./records.ts";
 
-/** Key builders, exported for the item part and for tests that need to look underneath. */
-export const keys = {
-  crawl: (crawlId: string): Deno.KvKey => ["crawl", crawlId],
-  crawls: (): Deno.KvKey => ["crawl"],
-  planning: (crawlId: string): Deno.KvKey => ["planning", crawlId],
-  feed: (crawlId: string): Deno.KvKey => ["feed", crawlId],
-  shard: (crawlId: string, shard: number): Deno.KvKey => ["shard", crawlId, shard],
-  shards: (crawlId: string): Deno.KvKey => ["shard", crawlId],
-  item: (crawlId: string, part: Deno.KvKeyPart): Deno.KvKey => ["item", crawlId, part],
-  items: (crawlId: string): Deno.KvKey => ["item", crawlId],
-  block: (crawlId: string, first: string): Deno.KvKey => ["block", crawlId, first],
-  blocks: (crawlId: string): Deno.KvKey => ["block", crawlId],
-  chunk: (
-    crawlId: string,
-    part: Deno.KvKeyPart,
-    n: number,
-  ): Deno.KvKey => ["chunk", crawlId, part, n],
-  chunks: (crawlId: string, part?: Deno.KvKeyPart): Deno.KvKey =>
-    part === undefined ? ["chunk", crawlId] : ["chunk", crawlId, part],
-  dead: (crawlId: string, shard: number): Deno.KvKey => ["dead", crawlId, shard],
-  deads: (crawlId: string): Deno.KvKey => ["dead", crawlId],
-  split: (crawlId: string, seq: number): Deno.KvKey => ["split", crawlId, seq],
-  splits: (crawlId: string): Deno.KvKey => ["split", crawlId],
-  rangeDrift: (crawlId: string, shard: number, dir: "in" | "out"): Deno.KvKey => [
-    "rdrift",
-    crawlId,
-    shard,
-    dir,
-  ],
-  rangeDrifts: (crawlId: string): Deno.KvKey => ["rdrift", crawlId],
-  pending: (crawlId: string, shard: number): Deno.KvKey => ["pending", crawlId, shard],
-  pendings: (crawlId: string): Deno.KvKey => ["pending", crawlId],
-  beat: (processId: string): Deno.KvKey => ["beat", processId],
-  beats: (): Deno.KvKey => ["beat"],
-};
-
-/** A key of the items layout, read back into its parts (see `keys`). */
-export type ItemKey =
-  | { kind: "item"; crawlId: string; part: Deno.KvKeyPart }
-  | { kind: "block"; crawlId: string; first: string }
-  | { kind: "chunk"; crawlId: string; part: Deno.KvKeyPart; n: number };
-
-/**
- * The parts of an item, block or chunk key (built by `keys`); null for any other key. Readers of
- * keys go through this instead of testing tuple positions by hand.
- */
-export function parseKey(key: Deno.KvKey): ItemKey | null {
-  const [kind, crawlId, a, b] = key;
-  if (typeof crawlId !== "string") return null;
-  if (kind === "item" && key.length === 3) return { kind, crawlId, part: a };
-  if (kind === "block" && key.length === 3 && typeof a === "string") {
-    return { kind, crawlId, first: a };
-  }
-  if (kind === "chunk" && key.length === 4 && typeof b === "number") {
-    return { kind, crawlId, part: a, n: b };
-  }
-  return null;
-}
-
-/** Items added and removed by applied changes in one shard's range since it was listed. */
-export interface RangeDrift {
-  /** Items added (absent before the change). */
-  in: number;
-  /** Items removed (present before the change). */
-  out: number;
-}
-
-/** The applied changes per shard range of a crawl (shards without any are absent). */
-export async function listRangeDrift(
-  kv: Deno.Kv,
-  crawlId: string,
-): Promise<Map<number, RangeDrift>> {
-  return await kvOp(async () => {
-    const out = new Map<number, RangeDrift>();
-    for await (const e of kv.list<Deno.KvU64>({ prefix: keys.rangeDrifts(crawlId) })) {
-      const shard = e.key[2] as number;
-      const d = out.get(shard) ?? { in: 0, out: 0 };
-      d[e.key[3] as "in" | "out"] = Number(e.value.value);
-      out.set(shard, d);
-    }
-    return out;
-  });
-}
-
-/**
- * Items a shard's range holds in the store: what its listing committed plus the changes applied
- * there since (exact by construction: each change is counted by whether its item was present).
- */
-export function shardStored(shard: ShardRecord, drift: ReadonlyMap<number, RangeDrift>): number {
-  const d = drift.get(shard.id);
-  return shard.items + (d ? d.in - d.out : 0);
-}
-
 /**
  * Commits a shard listed again from its start (`next` from `relisted`), guarded like any shard
  * commit; the changes counted in its range go in the same op (the new listing counts them).
@@ -160,52 +56,6 @@ export function commitRelist(
     );
     extra?.(op);
   });
-}
-
-/**
- * Runs a KV operation: `database is locked` (several processes, one file) is retried a bounded
- * number of times; a full disk becomes a {@linkcode StorageError}; anything else is rethrown.
- */
-export async function kvOp<T>(fn: () => Promise<T>, options: { maxAttempts?: number } = {}) {
-  const max = options.maxAttempts ?? KV_LOCKED_RETRY.maxAttempts;
-  for (let attempt = 1;; attempt++) {
-    try {
-      return await fn();
-    } catch (err) {
-      const kind = kvFailureKind(err);
-      if (kind === "storage") {
-        throw new StorageError(`KV: ${(err as Error).message}`, { cause: err });
-      }
-      if (kind !== "locked" || attempt >= max) throw err;
-      const { pauseStepMs, maxPauseMs } = KV_LOCKED_RETRY;
-      const pause = Math.min(maxPauseMs, pauseStepMs * attempt) * (0.5 + Math.random());
-      await new Promise((r) => setTimeout(r, pause));
-    }
-  }
-}
-
-/**
- * Read-modify-write of one record with bounded retries: the one loop for every such update.
- * `change` gets the record (null when absent) and returns the next one, or `undefined` to leave it
- * as it is (the entry as read is returned then). Another writer between the read and the write
- * makes it read and decide again, at most `maxAttempts` times; `change` may throw to give up.
- * @throws ConflictError when every attempt met another writer.
- */
-export async function updateRecord<T>(
-  kv: Deno.Kv,
-  key: Deno.KvKey,
-  change: (current: T | null) => T | undefined,
-  options: { maxAttempts?: number } = {},
-): Promise<Deno.KvEntryMaybe<T>> {
-  const max = options.maxAttempts ?? 20;
-  for (let attempt = 0; attempt < max; attempt++) {
-    const entry = await kvOp(() => kv.get<T>(key));
-    const next = change(entry.value);
-    if (next === undefined) return entry;
-    const res = await kvOp(() => kv.atomic().check(entry).set(key, next).commit());
-    if (res.ok) return { key, value: next, versionstamp: res.versionstamp };
-  }
-  throw new ConflictError(`too many concurrent updates of ${JSON.stringify(key)}`);
 }
 
 /** The planning record of a crawl (absent: nobody plans it, no attempt failed). */
@@ -227,11 +77,6 @@ export async function getFeed(
   crawlId: string,
 ): Promise<Deno.KvEntryMaybe<DriftState>> {
   return await kvOp(() => kv.get<DriftState>(keys.feed(crawlId)));
-}
-
-/** The entry when its key holds a value, else null (one typed view of `Deno.KvEntryMaybe`). */
-export function present<T>(entry: Deno.KvEntryMaybe<T>): Deno.KvEntry<T> | null {
-  return entry.versionstamp === null ? null : entry as Deno.KvEntry<T>;
 }
 
 /** The crawl record with its versionstamp, or null. */

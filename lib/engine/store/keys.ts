@@ -1,0 +1,81 @@
+/**
+ * The KV key layout: every key this project writes is built here, and item keys are read back
+ * here ({@linkcode parseKey}); nothing else tests tuple positions.
+ *
+ * Layout (crawl ids and shard ids are the only variable parts besides item ids):
+ *
+ *     ["crawl", crawlId]                  CrawlRecord
+ *     ["planning", crawlId]               PlanningState (who plans it, failed attempts)
+ *     ["feed", crawlId]                   DriftState (its change feed: sequence, counts, lease)
+ *     ["shard", crawlId, shardId]         ShardRecord (range, cursor, counters, lease, failures)
+ *     ["item", crawlId, idKeyPart]        item record bytes (see item_codec.ts)
+ *     ["block", crawlId, firstId]         a keys-only page's rows, packed (see item_blocks.ts)
+ *     ["chunk", crawlId, idKeyPart, n]    Uint8Array, part n of a large document
+ *     ["dead", crawlId, shardId]          a wake-up message the KV queue gave up on
+ *     ["split", crawlId, seq]             SplitRecord (dynamic rebalancing log)
+ *     ["pending", crawlId, shardId]       1: the shard is not done (the index lease workers look in)
+ *     ["beat", processId]                 Beat: a working process's heartbeat (see leases.ts)
+ *     ["rdrift", crawlId, shardId, dir]   Deno.KvU64: changes applied in a shard's range since it
+ *                                         was listed, `in` (items added) or `out` (items removed)
+ *
+ * @module
+ */
+
+/** Key builders, exported for the item part and for tests that need to look underneath. */
+export const keys = {
+  crawl: (crawlId: string): Deno.KvKey => ["crawl", crawlId],
+  crawls: (): Deno.KvKey => ["crawl"],
+  planning: (crawlId: string): Deno.KvKey => ["planning", crawlId],
+  feed: (crawlId: string): Deno.KvKey => ["feed", crawlId],
+  shard: (crawlId: string, shard: number): Deno.KvKey => ["shard", crawlId, shard],
+  shards: (crawlId: string): Deno.KvKey => ["shard", crawlId],
+  item: (crawlId: string, part: Deno.KvKeyPart): Deno.KvKey => ["item", crawlId, part],
+  items: (crawlId: string): Deno.KvKey => ["item", crawlId],
+  block: (crawlId: string, first: string): Deno.KvKey => ["block", crawlId, first],
+  blocks: (crawlId: string): Deno.KvKey => ["block", crawlId],
+  chunk: (
+    crawlId: string,
+    part: Deno.KvKeyPart,
+    n: number,
+  ): Deno.KvKey => ["chunk", crawlId, part, n],
+  chunks: (crawlId: string, part?: Deno.KvKeyPart): Deno.KvKey =>
+    part === undefined ? ["chunk", crawlId] : ["chunk", crawlId, part],
+  dead: (crawlId: string, shard: number): Deno.KvKey => ["dead", crawlId, shard],
+  deads: (crawlId: string): Deno.KvKey => ["dead", crawlId],
+  split: (crawlId: string, seq: number): Deno.KvKey => ["split", crawlId, seq],
+  splits: (crawlId: string): Deno.KvKey => ["split", crawlId],
+  rangeDrift: (crawlId: string, shard: number, dir: "in" | "out"): Deno.KvKey => [
+    "rdrift",
+    crawlId,
+    shard,
+    dir,
+  ],
+  rangeDrifts: (crawlId: string): Deno.KvKey => ["rdrift", crawlId],
+  pending: (crawlId: string, shard: number): Deno.KvKey => ["pending", crawlId, shard],
+  pendings: (crawlId: string): Deno.KvKey => ["pending", crawlId],
+  beat: (processId: string): Deno.KvKey => ["beat", processId],
+  beats: (): Deno.KvKey => ["beat"],
+};
+
+/** A key of the items layout, read back into its parts (see `keys`). */
+export type ItemKey =
+  | { kind: "item"; crawlId: string; part: Deno.KvKeyPart }
+  | { kind: "block"; crawlId: string; first: string }
+  | { kind: "chunk"; crawlId: string; part: Deno.KvKeyPart; n: number };
+
+/**
+ * The parts of an item, block or chunk key (built by `keys`); null for any other key. Readers of
+ * keys go through this instead of testing tuple positions by hand.
+ */
+export function parseKey(key: Deno.KvKey): ItemKey | null {
+  const [kind, crawlId, a, b] = key;
+  if (typeof crawlId !== "string") return null;
+  if (kind === "item" && key.length === 3) return { kind, crawlId, part: a };
+  if (kind === "block" && key.length === 3 && typeof a === "string") {
+    return { kind, crawlId, first: a };
+  }
+  if (kind === "chunk" && key.length === 4 && typeof b === "number") {
+    return { kind, crawlId, part: a, n: b };
+  }
+  return null;
+}
