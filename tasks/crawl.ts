@@ -19,7 +19,7 @@ import { DEFAULT_WORKERS, MAX_WORKERS } from "../lib/engine/mod.ts";
 import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
 import { Progress, summary } from "../lib/cli/progress.ts";
 import { SPEC_FLAGS, specFromFlags } from "../lib/cli/spec_flags.ts";
-import { readPlanFile } from "../lib/plan/plan_file.ts";
+import { checkPlanOrigin, readPlanFile } from "../lib/plan/plan_file.ts";
 import { bundledNames } from "../lib/sim/names.ts";
 import { RegistryData } from "../lib/sim/registry_data.ts";
 import { startRegistry } from "../lib/sim/registry_server.ts";
@@ -104,6 +104,7 @@ runMain(async () => {
   const redirects = choiceFlag("redirects", f.redirects, ["same-origin", "any"], "same-origin");
   const given = f.source === undefined ? undefined : urlFlag("source", f.source);
   const spec = specFromFlags(f, given ?? "demo:npm-names", { shards: plan?.shards.length });
+  if (plan) checkPlanOrigin(plan.origin, { sourceUrl: spec.source, view: spec.view }, f.plan);
   const kvPath = f.kv ?? "crawl.kv";
   const demo = given === undefined ? await startDemo(log) : undefined;
   log(`crawling ${given ? redactUrl(given) : spec.source} into ${kvPath}`);

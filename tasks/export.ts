@@ -9,7 +9,7 @@ import { UsageError } from "../lib/base/errors.ts";
 import { helpText, parseFlags, runMain } from "../lib/cli/flags.ts";
 import { exportNdjson } from "../lib/cli/export.ts";
 import { openKvFile } from "../lib/cli/local_crawl.ts";
-import { listCrawlSummaries } from "../lib/engine/mod.ts";
+import { findCrawl, listCrawlSummaries } from "../lib/engine/mod.ts";
 
 const FLAGS = {
   kv: {
@@ -23,6 +23,10 @@ const FLAGS = {
     help: "which crawl, when the KV file holds several",
     default: "the only one",
   },
+  partial: {
+    type: "boolean",
+    help: "export a crawl that is not done (running, paused, failed, cancelled): what it holds now",
+  },
   help: { type: "boolean", short: "h", help: "show this help" },
 } as const;
 
@@ -32,6 +36,7 @@ const HELP = {
   examples: [
     "deno task export --kv crawl.kv > items.ndjson",
     "deno task export --kv x.kv | head",
+    "deno task export --kv x.kv --partial > so-far.ndjson   # a crawl still running",
     "DENO_KV_ACCESS_TOKEN=... deno task export --kv http://kv-host:4512 > items.ndjson",
   ],
 };
@@ -69,9 +74,17 @@ runMain(async () => {
       }
       id = crawls[0].id;
     }
+    const crawl = await findCrawl(kv, id);
+    if (!crawl) throw new UsageError(`no crawl with id ${id} in ${f.kv}`);
+    if (crawl.status !== "done" && !f.partial) {
+      throw new UsageError(
+        `crawl ${id} is ${crawl.status}, not done: its items are incomplete (use --partial to ` +
+          `export what it holds now)`,
+      );
+    }
     try {
       const n = await exportNdjson(kv, id, Deno.stdout.writable);
-      console.error(`exported ${n} items of crawl ${id}`);
+      console.error(`exported ${n} items of crawl ${id} (${crawl.status}, ${crawl.total} planned)`);
     } catch (err) {
       // `export | head` closes the pipe early: the reader has what it wanted, not an error.
       if (err instanceof Deno.errors.BrokenPipe) return 0;

@@ -82,6 +82,7 @@ runMain(async () => {
   const out = {
     ...plan,
     source: source.description,
+    sourceUrl: url,
     elapsedMs,
     ...(view === undefined
       ? {}

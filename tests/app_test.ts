@@ -325,6 +325,10 @@ Deno.test("api: /locate answers keys at percentiles and ranks exactly, and a key
         ["rank=-1", 400, /rank/],
         [`rank=${data.size}`, 400, /outside/],
         ["percentile=", 400, /empty/],
+        ["percentile=0x10", 400, /from 0 to 100, got "0x10"/],
+        ["percentile=1e1", 400, /percentile/],
+        ["key=%ED%A0%80", 400, /not well-formed UTF-8/],
+        ["percentile=50&view=pkg/nope", 400, /unknown parameter view/],
       ] as [string, number, RegExp][]
     ) {
       const r = await q(params);
@@ -373,6 +377,29 @@ Deno.test("api: POST /crawls beyond the active bound is a 429, beyond the stored
     assert.equal((await call("DELETE", `/crawls/${ids[0]}`)).status, 200);
     assert.equal((await create(5)).status, 202);
     assert.equal((await listCrawls(kv)).length, 3);
+  } finally {
+    kv.close();
+  }
+});
+
+Deno.test("api: the audit log has a line per state change and per refused token, never a secret", async () => {
+  const lines: string[] = [];
+  const { kv, call } = await setup({ audit: (l) => lines.push(l) });
+  try {
+    const { id } = await (await call("POST", "/crawls", { source: SRC, shards: 3 })).json();
+    await call("GET", `/crawls/${id}`);
+    await call("POST", "/crawls/nope/pause");
+    await call("GET", "/crawls", undefined, "wrong-token-value");
+    await call("POST", `/crawls/${id}/cancel`);
+    await call("DELETE", `/crawls/${id}`);
+    assert.deepEqual(lines, [
+      "audit: POST /crawls 202",
+      "audit: POST /crawls/nope/pause 404",
+      "audit: GET /crawls refused: missing or wrong token",
+      `audit: POST /crawls/${id}/cancel 200`,
+      `audit: DELETE /crawls/${id} 200`,
+    ]);
+    assert.ok(lines.every((l) => !l.includes(TOKEN) && !l.includes("wrong-token-value")));
   } finally {
     kv.close();
   }

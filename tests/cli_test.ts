@@ -3,6 +3,8 @@
  * a non-zero exit, and leaves stored data alone.
  */
 import assert from "node:assert/strict";
+import { createCrawl } from "../lib/engine/mod.ts";
+import { buildSpec } from "../lib/base/spec.ts";
 import { freePort, spawnRegistry, taskArgs } from "./helpers.ts";
 
 async function run(script: string, args: string[]) {
@@ -183,6 +185,61 @@ Deno.test("cli: `export | head` ends quietly with 0 when the reader closes the p
     assert.equal(stderr, "", "nothing on stderr");
   } finally {
     await reg.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("cli: export refuses a crawl that is not done unless --partial, and says its state", async () => {
+  const dir = await Deno.makeTempDir();
+  const kvPath = `${dir}/p.kv`;
+  try {
+    {
+      using kv = await Deno.openKv(kvPath);
+      await createCrawl(kv, buildSpec({ source: "http://127.0.0.1:1/db", shards: 2 }), {
+        id: "unfinished",
+      });
+    }
+    const refused = await run("tasks/export.ts", ["--kv", kvPath]);
+    assert.equal(refused.code, 2);
+    assert.equal(
+      refused.stderr,
+      "error: crawl unfinished is planning, not done: its items are incomplete (use --partial to " +
+        "export what it holds now)",
+    );
+    assert.equal(refused.stdout, "");
+    const partial = await run("tasks/export.ts", ["--kv", kvPath, "--partial"]);
+    assert.equal(partial.code, 0, partial.stderr);
+    assert.equal(partial.stderr, "exported 0 items of crawl unfinished (planning, 0 planned)");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("cli: a plan file made for another registry is refused before anything is crawled", async () => {
+  const a = await spawnRegistry(["--synthetic", "500"]);
+  const b = await spawnRegistry(["--synthetic", "50", "--seed", "7"]);
+  const dir = await Deno.makeTempDir();
+  try {
+    const planned = await run("tasks/plan.ts", [
+      ...["--source", a.url, "--shards", "4", "--out", `${dir}/plan.json`, "--json"],
+    ]);
+    assert.equal(planned.code, 0, planned.stderr);
+    const refused = await run("tasks/crawl.ts", [
+      ...["--source", b.url, "--plan", `${dir}/plan.json`, "--kv", `${dir}/c.kv`],
+    ]);
+    assertOneLineError(
+      refused,
+      /plan\.json was made for http:\/\/127\.0\.0\.1:\d+\/registry, not/,
+      "plan",
+    );
+    assert.equal(refused.code, 2);
+    const ok = await run("tasks/crawl.ts", [
+      ...["--source", a.url, "--plan", `${dir}/plan.json`, "--kv", `${dir}/c.kv`],
+    ]);
+    assert.equal(ok.code, 0, ok.stderr);
+  } finally {
+    await a.close();
+    await b.close();
     await Deno.remove(dir, { recursive: true });
   }
 });

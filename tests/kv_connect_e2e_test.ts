@@ -10,7 +10,7 @@ import { bundledNames, syntheticNames } from "../lib/sim/names.ts";
 import { spawnRegistry, spawnServer, taskArgs, waitHealthy } from "./helpers.ts";
 
 const KV_TOKEN = "kv-connect-token";
-const API_TOKEN = "api-token";
+const API_TOKEN = "api-token-0123456789";
 
 function worker(kvUrl: string) {
   return new Deno.Command(Deno.execPath(), {

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { checkPlan, readPlanFile } from "../lib/plan/plan_file.ts";
+import { checkPlan, checkPlanOrigin, planOrigin, readPlanFile } from "../lib/plan/plan_file.ts";
 import { InputError } from "../lib/base/errors.ts";
 
 const good = {
@@ -43,4 +43,20 @@ Deno.test("plan file: a valid plan round-trips; broken ones are refused", async 
   await Deno.writeTextFile(f, "{nope");
   await assert.rejects(() => readPlanFile(f), /not JSON/);
   await Deno.remove(f);
+});
+
+Deno.test("plan file: one made for another registry or view is refused, naming both", () => {
+  const origin = planOrigin({ sourceUrl: "http://a.example/db", total: 3 });
+  assert.deepEqual(origin, { sourceUrl: "http://a.example/db" });
+  checkPlanOrigin(origin, { sourceUrl: "http://a.example/db" });
+  assert.throws(
+    () => checkPlanOrigin(origin, { sourceUrl: "http://b.example/db" }, "p.json"),
+    /^InputError: p.json was made for http:\/\/a.example\/db, not http:\/\/b.example\/db$/,
+  );
+  assert.throws(
+    () => checkPlanOrigin(origin, { sourceUrl: "http://a.example/db", view: "d/v" }),
+    /was made for _all_docs, not view d\/v/,
+  );
+  // Files of earlier versions carry no origin: only the view is checked.
+  checkPlanOrigin(planOrigin({ total: 3 }), { sourceUrl: "http://c.example/db" });
 });

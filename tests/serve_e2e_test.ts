@@ -109,7 +109,7 @@ Deno.test("serve: redirects that leave ALLOWED_SOURCES are refused; the target n
     canaryUrl,
   ]);
   const dir = await Deno.makeTempDir();
-  const token = "ssrf-token";
+  const token = "ssrf-token-0123456789";
   const server = spawnServer({
     CRAWL_TOKEN: token,
     KV_PATH: `${dir}/s.kv`,
@@ -154,7 +154,7 @@ Deno.test("serve: a crawl that cannot be planned fails visibly, resume plans it 
   const reg = await spawnRegistry(["--synthetic", "2000"]);
   const root = new URL(reg.url).origin;
   const dir = await Deno.makeTempDir();
-  const token = "plan-fail-token";
+  const token = "plan-fail-token-0123456789";
   const server = spawnServer({ CRAWL_TOKEN: token, KV_PATH: `${dir}/p.kv`, ALLOWED_SOURCES: root });
   const call = async (method: string, path: string, body?: unknown) => {
     const res = await fetch(`${server.base}${path}`, {

@@ -4,22 +4,28 @@ import { checkCron, configFromEnv, startServer } from "../lib/http/server.ts";
 import { getCrawl, listCrawls, updateCrawl } from "../lib/engine/store/store.ts";
 
 const env = (vars: Record<string, string>) => (k: string) => vars[k];
+const T = "t".repeat(16);
 
 Deno.test("server config: token required, allowlist parsed, dispatch chosen, bad values refused", () => {
   assert.throws(() => configFromEnv(env({}), [], { onDeploy: false }), /CRAWL_TOKEN is not set/);
   const local = configFromEnv(env({}), ["--insecure-local"], { onDeploy: false });
+  assert.equal(
+    configFromEnv(env({ CRAWL_TOKEN: "t" }), ["--insecure-local"], { onDeploy: false }).token,
+    "t",
+    "a short token is fine on loopback",
+  );
   assert.equal(local.hostname, "127.0.0.1");
   assert.equal(local.token, null);
   assert.equal(local.dispatch, "queue");
-  const deploy = configFromEnv(env({ CRAWL_TOKEN: "t" }), [], { onDeploy: true });
+  const deploy = configFromEnv(env({ CRAWL_TOKEN: T }), [], { onDeploy: true });
   assert.equal(deploy.dispatch, "lease");
   assert.equal(deploy.workers, 0);
-  const remote = configFromEnv(env({ CRAWL_TOKEN: "t", KV_PATH: "https://kv.example:4512" }), [], {
+  const remote = configFromEnv(env({ CRAWL_TOKEN: T, KV_PATH: "https://kv.example:4512" }), [], {
     onDeploy: false,
   });
   assert.equal(remote.dispatch, "lease", "KV Connect has no queues");
   const c = configFromEnv(
-    env({ CRAWL_TOKEN: "t", ALLOWED_SOURCES: "http://a/db, https://b/", PORT: "9" }),
+    env({ CRAWL_TOKEN: T, ALLOWED_SOURCES: "http://a/db, https://b/", PORT: "9" }),
     [],
     { onDeploy: false },
   );
@@ -28,7 +34,7 @@ Deno.test("server config: token required, allowlist parsed, dispatch chosen, bad
   assert.deepEqual(c.bounds, { maxActiveCrawls: 16, maxStoredCrawls: 1000, maxEventStreams: 200 });
   const b = configFromEnv(
     env({
-      CRAWL_TOKEN: "t",
+      CRAWL_TOKEN: T,
       MAX_ACTIVE_CRAWLS: "2",
       MAX_STORED_CRAWLS: "3",
       MAX_EVENT_STREAMS: "4",
@@ -39,28 +45,30 @@ Deno.test("server config: token required, allowlist parsed, dispatch chosen, bad
   assert.deepEqual(b.bounds, { maxActiveCrawls: 2, maxStoredCrawls: 3, maxEventStreams: 4 });
   for (
     const [vars, re] of [
-      [{ CRAWL_TOKEN: "t", PORT: "x" }, /PORT/],
-      [{ CRAWL_TOKEN: "t", PORT: "70000" }, /PORT/],
-      [{ CRAWL_TOKEN: "t", ALLOWED_SOURCES: "nope" }, /ALLOWED_SOURCES/],
-      [{ CRAWL_TOKEN: "t", DISPATCH: "smoke" }, /DISPATCH/],
-      [{ CRAWL_TOKEN: "t", WORKERS: "257" }, /WORKERS must be a whole number from 1 to 256/],
-      [{ CRAWL_TOKEN: "t", WORKERS: "0" }, /WORKERS must be .* with queue dispatch, got 0/],
-      [{ CRAWL_TOKEN: "t", DISPATCH: "lease", WORKERS: "300" }, /from 0 to 256/],
-      [{ CRAWL_TOKEN: "t", MAX_ACTIVE_CRAWLS: "0" }, /MAX_ACTIVE_CRAWLS/],
-      [{ CRAWL_TOKEN: "t", MAX_STORED_CRAWLS: "1e9" }, /MAX_STORED_CRAWLS/],
-      [{ CRAWL_TOKEN: "t", MAX_EVENT_STREAMS: "-1" }, /MAX_EVENT_STREAMS/],
-      [{ CRAWL_TOKEN: "t", CRAWL_SCHEDULE: "0 3 * * *" }, /CRAWL_SOURCE/],
+      [{ CRAWL_TOKEN: T, PORT: "x" }, /PORT/],
+      [{ CRAWL_TOKEN: T, PORT: "70000" }, /PORT/],
+      [{ CRAWL_TOKEN: T, ALLOWED_SOURCES: "nope" }, /ALLOWED_SOURCES/],
+      [{ CRAWL_TOKEN: T, DISPATCH: "smoke" }, /DISPATCH/],
+      [{ CRAWL_TOKEN: "short" }, /CRAWL_TOKEN is shorter than 16 characters/],
+      [{ CRAWL_TOKEN: T, METRICS_TOKEN: "m" }, /METRICS_TOKEN is shorter than 16 characters/],
+      [{ CRAWL_TOKEN: T, WORKERS: "257" }, /WORKERS must be a whole number from 1 to 256/],
+      [{ CRAWL_TOKEN: T, WORKERS: "0" }, /WORKERS must be .* with queue dispatch, got 0/],
+      [{ CRAWL_TOKEN: T, DISPATCH: "lease", WORKERS: "300" }, /from 0 to 256/],
+      [{ CRAWL_TOKEN: T, MAX_ACTIVE_CRAWLS: "0" }, /MAX_ACTIVE_CRAWLS/],
+      [{ CRAWL_TOKEN: T, MAX_STORED_CRAWLS: "1e9" }, /MAX_STORED_CRAWLS/],
+      [{ CRAWL_TOKEN: T, MAX_EVENT_STREAMS: "-1" }, /MAX_EVENT_STREAMS/],
+      [{ CRAWL_TOKEN: T, CRAWL_SCHEDULE: "0 3 * * *" }, /CRAWL_SOURCE/],
       [{
-        CRAWL_TOKEN: "t",
+        CRAWL_TOKEN: T,
         CRAWL_SCHEDULE: "0 3 * * *",
         CRAWL_SOURCE: "http://a/db",
         CRAWL_SHARDS: "0",
       }, /CRAWL_SHARDS/],
-      [{ CRAWL_TOKEN: "t", CRAWL_SCHEDULE: "0 3 * * *", CRAWL_SOURCE: "notaurl" }, /not a URL/],
-      [{ CRAWL_TOKEN: "t", CRAWL_SCHEDULE: "0 3 * * *", CRAWL_SOURCE: "http://a/db" }, /outside/],
-      [{ CRAWL_TOKEN: "t", CRAWL_SCHEDULE: "0 25 * * *", CRAWL_SOURCE: "http://a/db" }, /hour/],
+      [{ CRAWL_TOKEN: T, CRAWL_SCHEDULE: "0 3 * * *", CRAWL_SOURCE: "notaurl" }, /not a URL/],
+      [{ CRAWL_TOKEN: T, CRAWL_SCHEDULE: "0 3 * * *", CRAWL_SOURCE: "http://a/db" }, /outside/],
+      [{ CRAWL_TOKEN: T, CRAWL_SCHEDULE: "0 25 * * *", CRAWL_SOURCE: "http://a/db" }, /hour/],
       [{
-        CRAWL_TOKEN: "t",
+        CRAWL_TOKEN: T,
         ALLOWED_SOURCES: "http://a/db",
         CRAWL_SCHEDULE: "0 3 * * *",
         CRAWL_SOURCE: "http://a/db",
@@ -69,7 +77,7 @@ Deno.test("server config: token required, allowlist parsed, dispatch chosen, bad
     ] as [Record<string, string>, RegExp][]
   ) assert.throws(() => configFromEnv(env(vars), [], { onDeploy: false }), re);
   assert.throws(
-    () => configFromEnv(env({ CRAWL_TOKEN: "t" }), ["--verbose"], { onDeploy: false }),
+    () => configFromEnv(env({ CRAWL_TOKEN: T }), ["--verbose"], { onDeploy: false }),
     /unknown argument/,
   );
 });
@@ -207,10 +215,10 @@ Deno.test("main: --help explains the environment", async () => {
 Deno.test("main: a bad configuration is one error line and exit 1 locally", async () => {
   const dir = await Deno.makeTempDir();
   try {
-    const r = await runMain({ CRAWL_TOKEN: "t", PORT: "x", KV_PATH: `${dir}/k.kv` }, 20_000);
+    const r = await runMain({ CRAWL_TOKEN: T, PORT: "x", KV_PATH: `${dir}/k.kv` }, 20_000);
     assert.equal(r.code, 1);
     assert.deepEqual(r.stderr.trim().split("\n"), ["error: PORT is not a port: x"]);
-    const notKv = await runMain({ CRAWL_TOKEN: "t", PORT: "0", KV_PATH: dir }, 20_000);
+    const notKv = await runMain({ CRAWL_TOKEN: T, PORT: "0", KV_PATH: dir }, 20_000);
     assert.equal(notKv.code, 1);
     assert.match(notKv.stderr.trim(), /^error: cannot open KV at .*$/);
     assert.equal(notKv.stderr.trim().split("\n").length, 1);

@@ -77,6 +77,11 @@ export interface AppDeps {
    * @default one made here from `eventsEveryMs` and `maxEventStreams`
    */
   statusFeed?: StatusFeed;
+  /**
+   * The audit log: one line per request that changes state (method, path, status) and per request
+   * refused for its token; never a token, a body or a query. @default no log
+   */
+  audit?: (line: string) => void;
   /** Crawls planning, running or paused at once; a new one beyond is a 429. @default Infinity */
   maxActiveCrawls?: number;
   /** Crawls stored; a new one beyond is a 409 (delete finished ones). @default Infinity */
@@ -120,6 +125,16 @@ export function createApp(deps: AppDeps): Hono {
     return c.json({ error: errorLine(err) }, code);
   });
   app.notFound((c) => c.json({ error: "no such route" }, 404));
+  if (deps.audit) {
+    const audit = deps.audit;
+    app.use("*", async (c, next) => {
+      await next();
+      const { method, path } = c.req;
+      const status = c.res.status;
+      if (status === 401) audit(`audit: ${method} ${path} refused: missing or wrong token`);
+      else if (method !== "GET" && method !== "HEAD") audit(`audit: ${method} ${path} ${status}`);
+    });
+  }
 
   app.get("/healthz", (c) => c.json({ ok: true }));
   app.get("/", (c) => c.html(STATUS_PAGE));

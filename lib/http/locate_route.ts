@@ -21,12 +21,21 @@ export interface LocateRouteDeps {
   openSource: (url: string) => Source;
 }
 
+const LOCATE_PARAMS = ["source", "rank", "percentile", "key"];
+
 /** Adds `GET /locate` to `app` (authentication is the caller's middleware). */
 export function addLocateRoute(app: Hono, deps: LocateRouteDeps): void {
   app.get("/locate", async (c) => {
     const q = (k: string) => c.req.query(k);
     const raw = q("source");
     if (raw === undefined) throw new InputError("source is required");
+    const unknown = Object.keys(c.req.queries()).filter((k) => !LOCATE_PARAMS.includes(k));
+    if (unknown.length > 0) {
+      throw new InputError(
+        `unknown parameter ${unknown[0]}: /locate takes source and one of rank, percentile or ` +
+          `key${unknown[0] === "view" ? " (views: deno task locate --view)" : ""}`,
+      );
+    }
     const given = ["rank", "percentile", "key"].filter((k) => q(k) !== undefined);
     if (given.length !== 1) throw new InputError("give exactly one of rank, percentile or key");
     const url = normalizeSource(raw, "source");
@@ -40,6 +49,11 @@ export function addLocateRoute(app: Hono, deps: LocateRouteDeps): void {
     const key = q("key");
     if (key !== undefined) {
       if (key.length > 4000) throw new InputError("key is longer than 4000 characters");
+      // Bytes that are not UTF-8 (`%ED%A0%80`, a lone surrogate) are no id any registry holds; the
+      // router would hand their percent-encoded text over as if it were the key.
+      if (!key.isWellFormed() || !decodesAsUtf8(new URL(c.req.url).search, "key")) {
+        throw new InputError("key is not well-formed UTF-8");
+      }
       const [place] = await locateKeys(source, [key]);
       return c.json({ ...place, requests: source.requests });
     }
@@ -47,4 +61,18 @@ export function addLocateRoute(app: Hono, deps: LocateRouteDeps): void {
     const query = parseRankQuery(kind, q(kind)!, { maxValues: 100 });
     return c.json(await locateRanks(source, query));
   });
+}
+
+/** True when every `name=` value of the raw query `search` decodes as UTF-8. */
+function decodesAsUtf8(search: string, name: string): boolean {
+  for (const pair of search.replace(/^\?/, "").split("&")) {
+    const [k, v = ""] = pair.split("=", 2);
+    if (k !== name) continue;
+    try {
+      decodeURIComponent(v.replace(/\+/g, " "));
+    } catch {
+      return false;
+    }
+  }
+  return true;
 }

@@ -95,6 +95,7 @@ export async function startServer(
         now: options.now,
         ...config.bounds,
         statusFeed,
+        audit: log,
       }).fetch,
     );
   } catch (err) {

@@ -13,6 +13,9 @@ import { DEFAULT_WORKERS, MAX_WORKERS } from "../engine/mod.ts";
 import { normalizeSource } from "./crawl_routes.ts";
 import { MAX_EVENT_STREAMS } from "./events.ts";
 
+/** Shortest API or metrics token accepted when serving beyond 127.0.0.1. */
+export const MIN_TOKEN_CHARS = 16;
+
 /** Crawls planning, running or paused at once that the API accepts, by default. */
 export const DEFAULT_MAX_ACTIVE = 16;
 /** Crawls the API keeps in KV, by default. */
@@ -25,7 +28,8 @@ Serves the HTTP API and status page, runs crawls (KV queue locally, lease worker
 and the cron jobs (watchdog, lease tick, scheduled recrawl).
 
 environment:
-  CRAWL_TOKEN        API bearer token (required unless --insecure-local)
+  CRAWL_TOKEN        API bearer token, at least ${MIN_TOKEN_CHARS} characters (required unless
+                     --insecure-local)
   METRICS_TOKEN      a token that may only read /metrics (default: none, the API token only)
   ALLOWED_SOURCES    comma-separated URL prefixes crawls may target (default: none)
   PORT               port to listen on (default: 8000)
@@ -153,6 +157,16 @@ export function configFromEnv(
     throw new UsageError(
       "CRAWL_TOKEN is not set; refusing to start (use --insecure-local to serve on 127.0.0.1 without a token)",
     );
+  }
+  for (const name of ["CRAWL_TOKEN", "METRICS_TOKEN"]) {
+    const value = env(name);
+    // Beyond loopback a short token is guessed; length is what can be checked without the token.
+    if (value && !insecure && value.length < MIN_TOKEN_CHARS) {
+      throw new UsageError(
+        `${name} is shorter than ${MIN_TOKEN_CHARS} characters; refusing to serve beyond ` +
+          `127.0.0.1 with it (e.g. openssl rand -hex 24)`,
+      );
+    }
   }
   const portRaw = env("PORT") ?? "8000";
   if (!/^\d+$/.test(portRaw) || Number(portRaw) > 65535) {

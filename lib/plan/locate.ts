@@ -234,7 +234,8 @@ export function parseRankQuery(
   }
   return {
     percentiles: parts.map((p) => {
-      const n = Number(p);
+      // Decimal only: `Number` would also take "0x10", "1e1" or "Infinity".
+      const n = /^\d{1,3}(\.\d{1,9})?$/.test(p) ? Number(p) : NaN;
       if (!Number.isFinite(n) || n < 0 || n > 100) {
         throw new InputError(`${name} must be from 0 to 100, got "${p}"`);
       }

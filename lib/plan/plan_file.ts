@@ -6,6 +6,7 @@
  */
 import { InputError } from "../base/errors.ts";
 import { compareKeys } from "./keys.ts";
+import { redactUrl } from "../base/redact.ts";
 import type { Plan, ShardSpec } from "./planner.ts";
 
 /** Validates a parsed plan: contiguous shards, open ends, ordered boundaries, counts. */
@@ -51,8 +52,48 @@ export function checkPlan(v: unknown, what = "plan"): Plan {
   };
 }
 
-/** Reads and validates a plan file. */
-export async function readPlanFile(path: string): Promise<Plan> {
+/** What a plan file says it was made for (`deno task plan --out` writes both). */
+export interface PlanOrigin {
+  /** The database URL, normalized; absent in files of earlier versions. */
+  sourceUrl?: string;
+  /** The view, when the plan cuts a view's rows. */
+  view?: string;
+}
+
+/**
+ * Checks that a plan made for `origin` fits a crawl of `sourceUrl` (normalized) and `view`: a
+ * plan of another registry would cut this one's keys wrong and call it done at the other's count.
+ * @throws InputError naming both.
+ */
+export function checkPlanOrigin(
+  origin: PlanOrigin,
+  crawl: { sourceUrl: string; view?: string },
+  what = "the plan file",
+): void {
+  if (origin.sourceUrl !== undefined && origin.sourceUrl !== crawl.sourceUrl) {
+    throw new InputError(
+      `${what} was made for ${redactUrl(origin.sourceUrl)}, not ${redactUrl(crawl.sourceUrl)}`,
+    );
+  }
+  if ((origin.view ?? null) !== (crawl.view ?? null)) {
+    throw new InputError(
+      `${what} was made for ${origin.view ? `view ${origin.view}` : "_all_docs"}, not ` +
+        `${crawl.view ? `view ${crawl.view}` : "_all_docs"}`,
+    );
+  }
+}
+
+/** What a parsed plan file says it was made for. */
+export function planOrigin(v: unknown): PlanOrigin {
+  const p = (typeof v === "object" && v !== null ? v : {}) as Record<string, unknown>;
+  return {
+    ...(typeof p.sourceUrl === "string" ? { sourceUrl: p.sourceUrl } : {}),
+    ...(typeof p.view === "string" ? { view: p.view } : {}),
+  };
+}
+
+/** Reads and validates a plan file; its origin is in `origin`. */
+export async function readPlanFile(path: string): Promise<Plan & { origin: PlanOrigin }> {
   let text: string;
   try {
     text = await Deno.readTextFile(path);
@@ -65,5 +106,5 @@ export async function readPlanFile(path: string): Promise<Plan> {
   } catch {
     throw new InputError(`plan file ${path} is not JSON`);
   }
-  return checkPlan(v, `plan file ${path}`);
+  return { ...checkPlan(v, `plan file ${path}`), origin: planOrigin(v) };
 }
