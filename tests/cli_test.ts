@@ -243,3 +243,22 @@ Deno.test("cli: a plan file made for another registry is refused before anything
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("cli: more shards than items is the user's input: exit 2, one error line, no progress line", async () => {
+  const reg = await spawnRegistry(["--synthetic", "50"]);
+  const dir = await Deno.makeTempDir();
+  try {
+    const res = await run("tasks/crawl.ts", [
+      ...["--source", reg.url, "--shards", "80", "--kv", `${dir}/c.kv`],
+    ]);
+    assert.equal(res.code, 2, res.stderr);
+    const lines = res.stderr.split("\n");
+    assert.equal(lines.length, 2, res.stderr);
+    assert.match(lines[0], /^crawling http:\/\/127\.0\.0\.1:\d+\/registry into /);
+    assert.match(lines[1], /^error: crawl \w+ failed: cannot cut 50 items into 80 shards/);
+    assert.equal(res.stdout, "");
+  } finally {
+    await reg.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});

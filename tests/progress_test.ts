@@ -80,6 +80,12 @@ Deno.test("progress: plain lines at most every interval, with rate and ETA", () 
     out[1],
     /^progress: c1 running: 600\/1,000 items \(60\.0%\) 100 items\/s ETA 4s shards 0\/2\n$/,
   );
+  t = 7000;
+  p.update(report(1000, { status: "done", shardsDone: 2 }), true);
+  assert.match(
+    out[2],
+    /^progress: c1 done: 1,000\/1,000 items \(100\.0%\) \d+ items\/s shards 2\/2\n$/,
+  );
 });
 
 Deno.test("progress: a TTY gets one bar per shard, redrawn in place", () => {

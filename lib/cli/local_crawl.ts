@@ -14,6 +14,7 @@ import {
   ConflictError,
   errorLine,
   FatalError,
+  InputError,
   InterruptedError,
   StorageError,
 } from "../base/errors.ts";
@@ -30,6 +31,7 @@ import {
   createRuntime,
   DEFAULT_WORKERS,
   type DispatchMode,
+  findCrawl,
   kvOp,
   type OpenAction,
   openCrawl,
@@ -256,11 +258,15 @@ async function waitForEnd(
     const report = await crawlStatus(kv, crawlId);
     itemsBefore ??= report.itemsStored;
     const settled = report.status !== "running" && report.status !== "planning";
+    if (report.status === "failed") {
+      // One line says it (the error line); a progress line of a failed crawl would only repeat it.
+      const why = `crawl ${crawlId} failed: ${report.error}`;
+      throw (await findCrawl(kv, crawlId))?.failedOnInput
+        ? new InputError(why)
+        : new FatalError(why);
+    }
     options.progress?.update(report, settled);
     if (report.status === "done") return { report, itemsBefore };
-    if (report.status === "failed") {
-      throw new FatalError(`crawl ${crawlId} failed: ${report.error}`);
-    }
     if (settled) throw new ConflictError(`crawl ${crawlId} is ${report.status}`);
     if (performance.now() - lastWatch > (options.watchdogIntervalMs ?? 5000)) {
       lastWatch = performance.now();

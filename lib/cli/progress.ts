@@ -82,9 +82,11 @@ export class Progress {
     // Never below the report's own ETA, which waits for the slowest shard.
     const eta = rate > 0 ? Math.max(left / rate, r.etaSeconds ?? 0) : null;
     const pct = r.total > 0 ? (100 * r.itemsStored) / r.total : 0;
+    // An ETA only while there is something left to wait for: never on a finished line.
+    const ending = r.status === "running" || r.status === "planning" ? ` ETA ${duration(eta)}` : "";
     const head =
       `${r.id} ${r.status}: ${n(r.itemsStored)}/${n(r.total)} items (${pct.toFixed(1)}%) ` +
-      `${n(rate)} items/s ETA ${duration(eta)} shards ${r.shardsDone}/${r.shardCount}` +
+      `${n(rate)} items/s${ending} shards ${r.shardsDone}/${r.shardCount}` +
       (r.deadLetters ? ` dead letters ${r.deadLetters}` : "");
     if (!this.#o.tty) {
       this.#o.write(`progress: ${head}\n`);

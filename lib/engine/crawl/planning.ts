@@ -316,6 +316,7 @@ async function planningFailed(
       error: permanent || failures === 1
         ? message
         : `${message} (planning gave up after ${failures} attempts)`,
+      failedOnInput: err instanceof InputError,
       finishedAt: t,
       updatedAt: t,
     }

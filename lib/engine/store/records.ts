@@ -83,6 +83,8 @@ export interface CrawlRecord extends CrawlSpec {
   finishedAt: number | null;
   /** Why it failed, if it did (one line). */
   error: string | null;
+  /** The crawl failed because of what it was asked (more shards than items): the user's to fix. */
+  failedOnInput?: boolean;
 }
 
 /**
