@@ -125,16 +125,7 @@ export function createApp(deps: AppDeps): Hono {
     return c.json({ error: errorLine(err) }, code);
   });
   app.notFound((c) => c.json({ error: "no such route" }, 404));
-  if (deps.audit) {
-    const audit = deps.audit;
-    app.use("*", async (c, next) => {
-      await next();
-      const { method, path } = c.req;
-      const status = c.res.status;
-      if (status === 401) audit(`audit: ${method} ${path} refused: missing or wrong token`);
-      else if (method !== "GET" && method !== "HEAD") audit(`audit: ${method} ${path} ${status}`);
-    });
-  }
+  if (deps.audit) app.use("*", auditRequests(deps.audit));
 
   app.get("/healthz", (c) => c.json({ ok: true }));
   app.get("/", (c) => c.html(STATUS_PAGE));
@@ -186,5 +177,18 @@ function authenticate(tokens: (string | null)[]) {
       });
     }
     await next();
+  };
+}
+
+/** The audit middleware: a line per state-changing request and per refused token (see AppDeps). */
+function auditRequests(
+  audit: (line: string) => void,
+): (c: Context, next: () => Promise<void>) => Promise<void> {
+  return async (c, next) => {
+    await next();
+    const { method, path } = c.req;
+    const status = c.res.status;
+    if (status === 401) audit(`audit: ${method} ${path} refused: missing or wrong token`);
+    else if (method !== "GET" && method !== "HEAD") audit(`audit: ${method} ${path} ${status}`);
   };
 }
