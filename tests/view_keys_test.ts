@@ -44,7 +44,9 @@ function randomRows(n: number, seed: number): ViewRowKey[] {
   const rand = prng(seed);
   return Array.from({ length: n }, () => ({
     key: randomJson(rand),
-    docid: ["", "a", "b", "a\u0000", "é"][Math.floor(rand() * 5)] + (rand() < 0.3 ? "x" : ""),
+    docid: ["", "a", "b", "a\u0001", "é"][Math.floor(rand() * 5)] + (rand() < 0.3 ? "x" : ""),
+    // Repeats of a pair (a document emitting one key several times), up to the largest ordinal.
+    dup: rand() < 0.7 ? 0 : rand() < 0.9 ? 1 + Math.floor(rand() * 20) : 0xffff_ffff,
   }));
 }
 
@@ -102,7 +104,13 @@ Deno.test("view keys: rows round-trip; other strings are not rows", () => {
     const back = decodeViewRow(encodeViewRow(row));
     assert.equal(compareViewRows(back, row), 0, JSON.stringify(row));
     assert.equal(back.docid, row.docid);
+    assert.equal(back.dup ?? 0, row.dup ?? 0);
   }
+  // A docid holding U+0000 would read as a repeat: refused, as are ordinals out of range.
+  assert.throws(() => encodeViewRow({ key: 1, docid: "a\u0000" }), RangeError);
+  assert.throws(() => encodeViewRow({ key: 1, docid: "a", dup: 2 ** 32 }), RangeError);
+  assert.throws(() => encodeViewRow({ key: 1, docid: "a", dup: -1 }), RangeError);
+  assert.throws(() => decodeViewRow(encodeViewRow({ key: 1, docid: "a" }) + "\u000000000000"));
   for (const bad of ["", "H", "D12", "Eab", "F", "Ez\u0001\u0005\u0000"]) {
     assert.throws(() => decodeViewRow(bad), RangeError, JSON.stringify(bad));
   }
@@ -157,6 +165,14 @@ Deno.test("view keys: ceil is the least row at or above any string, and monotone
     "D" + "f".repeat(15) + "g",
     "D0",
     "F\u0000",
+    "EaB",
+    "Ea\u0000Ea\u0000",
+    "Ea\u0000Ea\u0000ff",
+    "Ea\u0000Ea\u0000ffffffff",
+    "Ea\u0000Ea\u0000ffffffff0",
+    "Ea\u0000Ea\u0000g",
+    "Ea\u0000Ea\u00000000000",
+    "Ea\u0000Ea\u00009:",
   );
   probes.sort(compareKeys);
   let last = "";

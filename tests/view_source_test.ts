@@ -44,40 +44,59 @@ Deno.test("view: the registry's view mixes every JSON type with long runs of equ
     }
     assert.ok(longest > 500, `a run of ${longest} equal keys`);
     assert.ok(truth.length > 5000, `${truth.length} rows from 5000 documents`);
+    // Documents emitting one key twice: two rows of one pair, told apart by their ordinal.
+    assert.ok(truth.some((t) => decodeViewRow(t).dup === 1));
+    assert.equal(new Set(truth).size, truth.length);
   } finally {
     await reg.close();
   }
 });
 
-Deno.test("view: listings start, end and turn inside runs of equal keys, with exact offsets", async () => {
-  const { reg, truth } = await registry(3000);
-  try {
-    const src = new CouchSource(reg.url, { view: VIEW_NAME, maxPage: 50 });
-    for (const k of [0, 1, 777, 1500, truth.length - 3]) {
-      const up = await src.list({ start: truth[k], limit: 5 });
-      assert.equal(up.offset, k);
-      assert.deepEqual(up.rows.map((r) => r.id), truth.slice(k, k + 5));
-      const bounded = await src.list({ start: truth[k], end: truth[k + 2], limit: 5 });
-      assert.deepEqual(bounded.rows.map((r) => r.id), truth.slice(k, k + 2));
-      const down = await src.list({ start: truth[k], descending: true, limit: 3 });
-      assert.deepEqual(
-        down.rows.map((r) => r.id),
-        truth.slice(Math.max(0, k - 2), k + 1).reverse(),
-      );
-      // A string between two rows (what a search makes up): its rank is the rows before it.
-      const between = truth[k] + "\u0000";
-      assert.equal((await src.list({ start: between, limit: 1 })).offset, k + 1);
-      const downFrom = await src.list({ start: between, descending: true, limit: 2 });
-      assert.equal(downFrom.rows[0].id, truth[k]);
+for (const ignoresDocid of [false, true]) {
+  const like = ignoresDocid ? " (docids ignored, like pouchdb-server)" : "";
+  Deno.test(`view: listings start, end and turn inside runs of equal keys${like}`, async () => {
+    const { reg, truth } = await registry(3000, { viewIgnoresDocid: ignoresDocid });
+    try {
+      const src = new CouchSource(reg.url, { view: VIEW_NAME, maxPage: 50 });
+      const dup = truth.findIndex((t) => decodeViewRow(t).dup === 1);
+      for (const k of [0, 1, 777, 1500, dup - 1, dup, dup + 1, truth.length - 3]) {
+        const up = await src.list({ start: truth[k], limit: 5 });
+        if (!ignoresDocid) assert.equal(up.offset, k);
+        assert.deepEqual(up.rows.map((r) => r.id), truth.slice(k, k + 5));
+        const bounded = await src.list({ start: truth[k], end: truth[k + 2], limit: 5 });
+        assert.deepEqual(bounded.rows.map((r) => r.id), truth.slice(k, k + 2));
+        const down = await src.list({ start: truth[k], descending: true, limit: 3 });
+        assert.deepEqual(
+          down.rows.map((r) => r.id),
+          truth.slice(Math.max(0, k - 2), k + 1).reverse(),
+        );
+        // A string between two rows (what a search makes up): its rank is the rows before it.
+        const between = truth[k] + "\u0000";
+        const after = await src.list({ start: between, limit: 1 });
+        if (!ignoresDocid) assert.equal(after.offset, k + 1);
+        assert.deepEqual(after.rows.map((r) => r.id), truth.slice(k + 1, k + 2));
+        const downFrom = await src.list({ start: between, descending: true, limit: 2 });
+        assert.equal(downFrom.rows[0].id, truth[k]);
+      }
+      // Pages of 50 through the whole view, each from the row after the last: every row once.
+      const paged: string[] = [];
+      for (let from: string | null = null;;) {
+        const page = await src.list({ start: from, limit: 50 });
+        const rows = page.rows.map((r) => r.id);
+        paged.push(...(from === null ? rows : rows.slice(1)));
+        if (rows.length < 50) break;
+        from = rows.at(-1)!;
+      }
+      assert.deepEqual(paged, truth);
+      const total = (await src.list({ limit: 1 })).total;
+      assert.equal(total, truth.length);
+      const past = await src.list({ start: "H", limit: 3 });
+      assert.deepEqual([past.offset, past.rows.length], [total, 0]);
+    } finally {
+      await reg.close();
     }
-    const total = (await src.list({ limit: 1 })).total;
-    assert.equal(total, truth.length);
-    const past = await src.list({ start: "H", limit: 3 });
-    assert.deepEqual([past.offset, past.rows.length], [total, 0]);
-  } finally {
-    await reg.close();
-  }
-});
+  });
+}
 
 Deno.test("view: plans are exactly balanced and locate finds the exact median row", async () => {
   const { reg, truth } = await registry(20_000);
@@ -101,6 +120,48 @@ Deno.test("view: plans are exactly balanced and locate finds the exact median ro
     assert.equal(found.keys[0], truth[percentileRank(50, truth.length)]);
   } finally {
     await reg.close();
+  }
+});
+
+Deno.test("view: on a server that ignores docids, plans, locate and crawls stay exact", async () => {
+  const { reg, truth } = await registry(6000, { viewIgnoresDocid: true, latencyMs: 0 });
+  const dir = await Deno.makeTempDir();
+  try {
+    const src = new CouchSource(reg.url, { view: VIEW_NAME, maxPage: 200 });
+    for (const n of [7, 13]) {
+      const plan = await planShards(src, n);
+      assert.notEqual(plan.method, "rank", "offset is the skip there, not a rank");
+      assert.equal(plan.total, truth.length);
+      plan.shards.forEach((sh, i) => {
+        const lo = Math.floor((i * truth.length) / n);
+        assert.equal(sh.items, Math.floor(((i + 1) * truth.length) / n) - lo, `shard ${i}/${n}`);
+        assert.equal(sh.start, i === 0 ? null : truth[lo]);
+      });
+    }
+    const ranks = [0, 1, 999, percentileRank(50, truth.length), truth.length - 1];
+    const found = await keysAtRanks(src, () => ranks);
+    assert.deepEqual(found.keys, ranks.map((r) => truth[r]));
+    for (const docs of [false, true]) {
+      const kvPath = `${dir}/i${docs}.kv`;
+      const res = await runLocalCrawl({
+        kvPath,
+        spec: buildSpec({ source: reg.url, shards: 7, docs, view: VIEW_NAME, maxPage: 200 }),
+        sourceUrl: reg.url,
+        log: () => {},
+      });
+      assert.equal(res.report.status, "done");
+      using kv = await Deno.openKv(kvPath);
+      const [crawl] = await listCrawls(kv);
+      const ids: string[] = [];
+      for await (const it of iterateItems(kv, crawl.id)) {
+        ids.push(it.id);
+        if (docs) assert.equal(JSON.parse(it.doc!)._id, decodeViewRow(it.id).docid);
+      }
+      assert.deepEqual(ids, truth, "every row once, in view order");
+    }
+  } finally {
+    await reg.close();
+    await Deno.remove(dir, { recursive: true });
   }
 });
 

@@ -6,11 +6,15 @@
 import type { Plan } from "./planner.ts";
 import { decodeViewRow } from "./view_keys.ts";
 
-/** A key as a plan table shows it: JSON, or for a view's encoded row, `key · docid`. */
+/**
+ * A key as a plan table shows it: JSON, or for a view's encoded row, `key · docid`, and ` #n` for
+ * the n-th repeat of that pair (a document emitting one key several times).
+ */
 export function keyLabel(key: string, options: { view?: boolean } = {}): string {
   if (!options.view) return JSON.stringify(key);
   const row = decodeViewRow(key);
-  return `${JSON.stringify(row.key)} · ${JSON.stringify(row.docid)}`;
+  const dup = row.dup ? ` #${row.dup}` : "";
+  return `${JSON.stringify(row.key)} · ${JSON.stringify(row.docid)}${dup}`;
 }
 
 /** A table: shard, start, end, items, share (`view`: keys are encoded view rows). */

@@ -26,13 +26,21 @@ import { compareKeys } from "./keys.ts";
 /** A JSON value, as view keys are. */
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
-/** A view row's place: its key and its document's id. */
+/** A view row's place: its key, its document's id, and which of that pair's rows it is. */
 export interface ViewRowKey {
   /** The emitted key. */
   key: Json;
-  /** The id of the document that emitted it. */
+  /** The id of the document that emitted it (never holds U+0000: see {@linkcode encodeViewRow}). */
   docid: string;
+  /**
+   * Which row of the same `(key, docid)` pair this is, counted from 0 in row order: a document may
+   * emit one key several times, and each such row is its own row. @default 0
+   */
+  dup?: number;
 }
+
+/** Largest {@linkcode ViewRowKey.dup}: eight hex digits. */
+export const MAX_DUP = 0xffff_ffff;
 
 const TERM = "\u0000";
 const ESC = "\u0001";
@@ -74,9 +82,9 @@ export function compareJson(a: Json, b: Json): number {
   return ea.length - eb.length;
 }
 
-/** Row order: by key, then by docid. */
+/** Row order: by key, then by docid, then by `dup`. */
 export function compareViewRows(a: ViewRowKey, b: ViewRowKey): number {
-  return compareJson(a.key, b.key) || compareKeys(a.docid, b.docid);
+  return compareJson(a.key, b.key) || compareKeys(a.docid, b.docid) || (a.dup ?? 0) - (b.dup ?? 0);
 }
 
 // Numbers: the float64's bits, made unsigned-comparable (flip the sign bit of positives, every bit
@@ -117,9 +125,21 @@ export function encodeJson(v: Json): string {
   return TAG.object + pairs.join("") + TERM;
 }
 
-/** A row as one string key: the key's encoding, then the docid as is. */
+/**
+ * A row as one string key: the key's encoding, then the docid as is, then for a repeated row
+ * (`dup` > 0) U+0000 and `dup` in eight hex digits, so that the repeats of a pair sort right after
+ * its first row. A docid holding U+0000 would be ambiguous: it is refused.
+ *
+ * @throws RangeError for a docid holding U+0000, a `dup` out of range, or a key that is not JSON
+ */
 export function encodeViewRow(row: ViewRowKey): string {
-  return encodeJson(row.key) + row.docid;
+  if (row.docid.includes(TERM)) throw new RangeError("a view row's docid holds U+0000");
+  const dup = row.dup ?? 0;
+  if (!Number.isInteger(dup) || dup < 0 || dup > MAX_DUP) {
+    throw new RangeError(`a view row's dup ordinal is out of range: ${dup}`);
+  }
+  const tail = dup === 0 ? "" : TERM + dup.toString(16).padStart(8, "0");
+  return encodeJson(row.key) + row.docid + tail;
 }
 
 /** The row a string made by {@linkcode encodeViewRow} stands for. @throws RangeError otherwise. */
@@ -137,7 +157,34 @@ export function ceilViewRow(s: string): ViewRowKey | null {
   const r = parseValue(s, 0);
   if (r.kind === "over") return null;
   if (r.kind === "above") return { key: r.value, docid: "" };
-  return { key: r.value, docid: s.slice(r.next) };
+  const rest = s.slice(r.next);
+  const cut = rest.indexOf(TERM);
+  if (cut < 0) return { key: r.value, docid: rest };
+  // A repeat of the pair `(key, docid)`, or a string between repeats: the least repeat at or above
+  // it; past the last possible one, the least docid above every docid + U+0000 (none exist).
+  const docid = rest.slice(0, cut);
+  const dup = leastDup(rest.slice(cut + 1));
+  return dup === null ? { key: r.value, docid: docid + ESC } : { key: r.value, docid, dup };
+}
+
+/** The least `dup` (1 and up) whose eight hex digits are at or above `t`, or null: none is. */
+function leastDup(t: string): number | null {
+  let v = 0;
+  for (let j = 0; j < 8; j++) {
+    const d = t[j] === undefined ? -1 : HEX.indexOf(t[j]);
+    if (d >= 0) {
+      v = v * 16 + d;
+      continue;
+    }
+    const c = t[j];
+    // The rest at its least; between '9' and 'a': 'a' then zeros; above 'f': carry.
+    if (c === undefined || c < "0") return Math.max(1, v * 16 ** (8 - j));
+    if (c < "a") return (v * 16 + 10) * 16 ** (7 - j);
+    const next = (v + 1) * 16 ** (8 - j);
+    return next > MAX_DUP ? null : next;
+  }
+  const at = t.length > 8 ? v + 1 : v;
+  return at > MAX_DUP ? null : Math.max(1, at);
 }
 
 /**

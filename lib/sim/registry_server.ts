@@ -48,6 +48,11 @@ export interface RegistryOptions extends FaultOptions, DocServeOptions {
   hideRate?: number;
   /** `_changes` answers at most this many rows, whatever `limit` asks. @default no cap */
   changesCap?: number;
+  /**
+   * The view behaves like pouchdb-server's: `startkey_docid`/`endkey_docid` are ignored (a listing
+   * starts at a key's first row) and `offset` is `skip`. @default false
+   */
+  viewIgnoresDocid?: boolean;
 }
 
 /** True when `id` is one of the rows a registry with `hideRate` leaves out of its listings. */

@@ -1,8 +1,9 @@
 /**
  * The simulated registry's one view, `_design/pkg/_view/by_shape`: every document emits a key of a
  * JSON type chosen by a hash of its id (null, false, true, its length as a number, its first
- * character as a string, `[first character, length % 3]`, or `{"c": first character}`), and one in
- * three also emits `[first character, length]`. So keys repeat in long runs and mix every type the
+ * character as a string, `[first character, length % 3]`, or `{"c": first character}`), one in
+ * three also emits `[first character, length]`, and one in eleven emits its first key twice (two
+ * rows of one `(key, docid)` pair, as CouchDB allows). So keys repeat in long runs and mix every type the
  * view collation orders, which is what a crawler of views must get right. Rows are sorted with
  * `compareViewRows` (the collation, not the string encoding the crawler uses), and listed with
  * CouchDB's view parameters: `startkey`/`endkey` (JSON), `startkey_docid`/`endkey_docid`,
@@ -42,16 +43,26 @@ export function emit(id: string): ViewRow[] {
     }][h % 10] as Json,
   ];
   if (h % 3 === 0) keys.push([first, id.length]);
+  if (h % 11 === 0) keys.push(keys[0]); // the same key twice: two rows of one (key, docid) pair
   return keys.map((key) => ({ key, docid: id, value: id.length }));
 }
 
 const cache = new WeakMap<RegistryData, { seq: number; rows: ViewRow[] }>();
 
-/** Every row of the view over `data`, sorted (recomputed when the data changed). */
+/**
+ * Every row of the view over `data`, sorted, the repeats of a pair numbered (`dup`), recomputed
+ * when the data changed.
+ */
 export function viewRowsOf(data: RegistryData): ViewRow[] {
   const hit = cache.get(data);
   if (hit && hit.seq === data.updateSeq) return hit.rows;
   const rows = data.keys.flatMap(emit).sort(compareViewRows);
+  for (let i = 1; i < rows.length; i++) {
+    const p = rows[i - 1];
+    if (p.docid === rows[i].docid && compareJson(p.key, rows[i].key) === 0) {
+      rows[i].dup = (p.dup ?? 0) + 1;
+    }
+  }
   cache.set(data, { seq: data.updateSeq, rows });
   return rows;
 }
@@ -83,7 +94,13 @@ function jsonParam(raw: string | undefined): Json | undefined | Error {
 export function listView(
   data: RegistryData,
   q: Record<string, string | undefined>,
-  options: { maxLimit: number; includeDocs: boolean; skip: boolean; silentCap?: number },
+  options: {
+    maxLimit: number;
+    includeDocs: boolean;
+    skip: boolean;
+    silentCap?: number;
+    ignoresDocid?: boolean;
+  },
 ): string | Error {
   const rows = viewRowsOf(data);
   const n = rows.length;
@@ -101,8 +118,9 @@ export function listView(
   if (docs && !options.includeDocs) return new Error("include_docs is not supported");
   const desc = q.descending === "true";
   const inclusive = q.inclusive_end !== "false";
-  const startDoc = q.startkey_docid ?? q.start_key_doc_id ?? null;
-  const endDoc = q.endkey_docid ?? q.end_key_doc_id ?? null;
+  const docids = !options.ignoresDocid;
+  const startDoc = docids ? q.startkey_docid ?? q.start_key_doc_id ?? null : null;
+  const endDoc = docids ? q.endkey_docid ?? q.end_key_doc_id ?? null : null;
   const picked: ViewRow[] = [];
   let offset: number;
   if (!desc) {
@@ -127,7 +145,9 @@ export function listView(
       ...(docs ? { doc: data.doc(r.docid) } : {}),
     })
   );
-  return `{"total_rows":${n},"offset":${offset},"rows":[${out.join(",")}]}`;
+  // pouchdb-server's offset is the skip, not a rank.
+  const at = options.ignoresDocid ? skip : offset;
+  return `{"total_rows":${n},"offset":${at},"rows":[${out.join(",")}]}`;
 }
 
 /** Serves the view at `/<db>/_design/pkg/_view/by_shape`; any other view is `missing_named_view`. */
@@ -138,7 +158,12 @@ export function addViewRoute(
     data: RegistryData;
     stats: { allDocs: number };
     maxLimit: number;
-    options: { includeDocs?: boolean; skip?: boolean; silentCap?: number };
+    options: {
+      includeDocs?: boolean;
+      skip?: boolean;
+      silentCap?: number;
+      viewIgnoresDocid?: boolean;
+    };
   },
 ): void {
   app.get(`/${ctx.db}/_design/:ddoc/_view/:view`, (c) => {
@@ -151,6 +176,7 @@ export function addViewRoute(
       silentCap: ctx.options.silentCap,
       includeDocs: ctx.options.includeDocs !== false,
       skip: ctx.options.skip !== false,
+      ignoresDocid: ctx.options.viewIgnoresDocid,
     });
     if (answer instanceof Error) return couchError(c, 400, "query_parse_error", answer.message);
     return c.body(answer, 200, { "content-type": "application/json" });

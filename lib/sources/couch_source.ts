@@ -190,8 +190,10 @@ export class CouchSource implements Source {
   /** The smaller limit a 400 answer states (or half the limit when it names `limit` only). */
   #statedCap(err: unknown, limit: number): number | null {
     if (!(err instanceof PermanentError) || err.status !== 400) return null;
-    // The registry's own words follow the route: "limit must be at most 100", "limit out of range".
-    const reason = err.message.slice(err.message.indexOf("_all_docs: ") + 1);
+    // The registry's own words follow the route: "limit must be at most 100", "limit out of range"
+    // (never the numbers of the URL before them).
+    const route = `${this.#listing.path}: `;
+    const reason = err.message.slice(err.message.indexOf(route) + route.length);
     if (!/limit/i.test(reason) || limit <= 1) return null;
     const stated = [...reason.matchAll(/\b(\d{1,7})\b/g)].map((m) => Number(m[1]))
       .filter((n) => n >= 1 && n < limit);
@@ -199,18 +201,31 @@ export class CouchSource implements Source {
   }
 
   #listOnce(options: ListOptions, o: { oversizeIsTransient?: boolean } = {}): Promise<Page> {
+    return this.#listing.list(options, {
+      description: this.description,
+      maxPage: this.capabilities.maxPage,
+      send: (params) => this.#sendListing(params, options.includeDocs ?? false, o),
+    });
+  }
+
+  /** One listing request; its parsed JSON body. */
+  #sendListing(
+    params: URLSearchParams,
+    includeDocs: boolean,
+    o: { oversizeIsTransient?: boolean },
+  ): Promise<unknown> {
     const path = this.#listing.path;
-    const req = this.#listing.request(options, this.description);
-    const maxBytes = options.includeDocs
+    const limit = Number(params.get("limit") ?? 0);
+    const maxBytes = includeDocs
       ? MAX_BULK_BYTES
-      : PAGE_BYTES + Math.max(req.limit * ROW_BYTES, LONG_ROWS_BYTES);
-    const get = `${this.#db}/${path}?${req.params}`;
+      : PAGE_BYTES + Math.max(limit * ROW_BYTES, LONG_ROWS_BYTES);
+    const get = `${this.#db}/${path}?${params}`;
     // A listing from a long key would make a URL longer than servers take (and than fetch does):
     // it is sent as POST with the same parameters in a JSON body, as CouchDB 2.2+ accepts.
     const exchange = get.length <= MAX_GET_URL ? { url: get } : {
       url: `${this.#db}/${path}`,
       method: "POST",
-      body: JSON.stringify(paramsBody(req.params)),
+      body: JSON.stringify(paramsBody(params)),
     };
     return this.#http.request(
       { ...exchange, maxBytes, oversizeIsTransient: o.oversizeIsTransient },
@@ -223,8 +238,7 @@ export class CouchSource implements Source {
           );
         }
         this.#refuseErrors(a, path);
-        const body = parseJsonAnswer(a.body, a.headers.get("content-type"), this.#what(path));
-        return req.finish(body);
+        return parseJsonAnswer(a.body, a.headers.get("content-type"), this.#what(path));
       },
     );
   }

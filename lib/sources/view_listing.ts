@@ -1,0 +1,425 @@
+/**
+ * Listing a CouchDB view as rows of string keys (`lib/plan/view_keys.ts`), on any server: one that
+ * honours `startkey_docid`/`endkey_docid` (CouchDB, the project's registry) or one that ignores
+ * them and starts every listing at the first row of a key (pouchdb-server).
+ *
+ * The server is asked for a superset, by key (and docid where honoured), and the rows are cut to
+ * the exact bounds here, by their encodings. Repeats of a `(key, docid)` pair (a document emitting
+ * one key several times) are told apart by their ordinal in the pair, so every row is a distinct
+ * key. Inside a run of equal keys on a server that ignores docids, the listing goes on by `skip`
+ * from the run's first row; where a position in a run was seen before, the next listing starts
+ * there (one row early, to check it still is). A server that ignores docids and refuses `skip`
+ * cannot list past a page of one key: that is refused naming what the server lacks.
+ *
+ * @module
+ */
+import { FatalError, PermanentError, TransientError } from "../base/errors.ts";
+import type { ListOptions, Page } from "../plan/source.ts";
+import {
+  ceilViewRow,
+  compareJson,
+  encodeViewRow,
+  type Json,
+  type ViewRowKey,
+} from "../plan/view_keys.ts";
+import { compareKeys } from "../plan/keys.ts";
+import { checkPage, refuseErrorBody } from "./couch_answers.ts";
+
+/** Sends one view request with these parameters and gives back its parsed JSON body. */
+export type SendView = (params: URLSearchParams) => Promise<unknown>;
+
+/** One row as the server sent it. */
+interface RawRow {
+  key: Json;
+  docid: string;
+  value: unknown;
+  doc?: unknown;
+  hasDoc: boolean;
+}
+
+/** One answer, checked for shape. */
+interface RawAnswer {
+  total: unknown;
+  offset: unknown;
+  seq: unknown;
+  rows: RawRow[];
+}
+
+/** What a listing works with. */
+interface ViewCtx {
+  /** Sends one request. */
+  send: SendView;
+  /** What the server was seen to do. */
+  state: ViewState;
+  /** The source, for messages. */
+  description: string;
+  /** The largest limit the server takes, as far as known. */
+  maxPage: number;
+}
+
+/** Most rounds one listing may take before it is refused (each round makes progress). */
+const MAX_ROUNDS = 10_000;
+/** Positions in runs remembered per view (`ViewState.hints`). */
+const MAX_HINTS = 4_096;
+
+/** What a view's server was seen to do, kept for the life of its source. */
+export class ViewState {
+  /** The server was seen to ignore `startkey_docid` (it lists from a key's first row). */
+  ignoresDocid = false;
+  /** Where a pair's first row is in its key's run (rows of that key before it), where seen. */
+  readonly hints = new Map<string, number>();
+
+  /** Remembers `at` for the pair `pair`, forgetting the oldest beyond {@linkcode MAX_HINTS}. */
+  hint(pair: string, at: number): void {
+    this.hints.delete(pair);
+    this.hints.set(pair, at);
+    if (this.hints.size > MAX_HINTS) this.hints.delete(this.hints.keys().next().value!);
+  }
+}
+
+/** The pair `(key, docid)` as one string (its first row's encoding). */
+function pairOf(r: { key: Json; docid: string }, description: string): string {
+  try {
+    return encodeViewRow({ key: r.key, docid: r.docid });
+  } catch (err) {
+    throw new FatalError(
+      `${description}: a row cannot be listed (${(err as Error).message}): ` +
+        JSON.stringify(r.docid).slice(0, 200),
+      { cause: err },
+    );
+  }
+}
+
+/** A view answer's rows, checked for shape (order and bounds are checked after mapping). */
+function rawAnswer(body: unknown, description: string): RawAnswer {
+  const b = refuseErrorBody(body, description, "rows") as Record<string, unknown> | null;
+  if (typeof b !== "object" || b === null || !Array.isArray(b.rows)) {
+    throw new FatalError(`${description} answered garbage: no rows array (not a view?)`);
+  }
+  const rows = b.rows.map((r: Record<string, unknown> | null): RawRow => {
+    if (typeof r !== "object" || r === null || typeof r.id !== "string" || !("key" in r)) {
+      throw new FatalError(`${description} answered garbage: a row is not {id, key, value}`);
+    }
+    return { key: r.key as Json, docid: r.id, value: r.value, doc: r.doc, hasDoc: "doc" in r };
+  });
+  return { total: b.total_rows, offset: b.offset, seq: b.update_seq, rows };
+}
+
+/** Where the listing stands after the rows collected so far. */
+interface Settled {
+  /** Rows within the bounds, in listing order, encoded with their ordinals. */
+  rows: { raw: RawRow; id: string }[];
+  /** Rows collected before the start bound. */
+  before: number;
+  /** A row past the end bound was seen: nothing more is wanted. */
+  ended: boolean;
+}
+
+/**
+ * Encodes the rows collected (ordinals counted within each pair; descending, a pair's ordinals
+ * are known only once its last row is seen, so an open last pair waits unless `complete`), and
+ * cuts them to the bounds. Rows must come in strictly monotone order, or the view is not listed in
+ * the collation implemented (or changed while listed).
+ */
+function settle(
+  raw: RawRow[],
+  pairs: string[],
+  c: { o: ListOptions; complete: boolean; lead: number; description: string },
+): Settled {
+  const { o, complete, description } = c;
+  const desc = o.descending ?? false;
+  const out: Settled = { rows: [], before: 0, ended: false };
+  let prev: string | null = null;
+  for (let i = 0; i < raw.length;) {
+    let j = i + 1;
+    while (j < raw.length && pairs[j] === pairs[i]) j++;
+    if (desc && j === raw.length && !complete) break; // the pair may go on below
+    for (let k = i; k < j; k++) {
+      const dup = desc ? j - 1 - k : k - i;
+      const id = encodeViewRow({ ...raw[k], dup } as ViewRowKey);
+      if (prev !== null && (desc ? compareKeys(prev, id) <= 0 : compareKeys(prev, id) >= 0)) {
+        throw new FatalError(
+          `${description}: rows are not in the order rankcrawl implements (CouchDB's type ` +
+            `order, strings by code point): ${JSON.stringify(raw[k - 1]?.key ?? null)} then ` +
+            `${JSON.stringify(raw[k].key)}; see README "Views"`,
+        );
+      }
+      prev = id;
+      if (k < c.lead) {
+        out.before++; // rows listed early only to tell where the first wanted row's pair begins
+        continue;
+      }
+      const c0 = o.start == null ? (desc ? -1 : 1) : compareKeys(id, o.start);
+      if (desc ? c0 > 0 : c0 < 0) {
+        out.before++;
+        continue;
+      }
+      const c1 = o.end == null ? (desc ? 1 : -1) : compareKeys(id, o.end);
+      if (desc ? c1 <= 0 : c1 >= 0) {
+        out.ended = true;
+        return out;
+      }
+      out.rows.push({ raw: raw[k], id });
+    }
+    i = j;
+  }
+  return out;
+}
+
+/**
+ * Lists one page of a view: `o.limit` rows within `[o.start, o.end)` (descending: `(o.end,
+ * o.start]`), fewer only where the view has no more. `offset` is the server's offset of its first
+ * row plus the rows cut before the start (a rank where the server's offsets are ranks). `skip` is
+ * taken only without a start, ascending (how rank-less sources are planned).
+ */
+export async function listViewPage(
+  o: ListOptions,
+  ctx: ViewCtx,
+): Promise<Page> {
+  const desc = o.descending ?? false;
+  if ((o.skip ?? 0) > 0 && (desc || o.start != null)) {
+    throw new FatalError("a view listing takes skip only from its first row, ascending");
+  }
+  const start = o.start == null ? null : ceilViewRow(o.start);
+  const end = o.end == null ? null : ceilViewRow(o.end);
+  // Bounds above every row: nothing at all in that direction.
+  if ((o.start != null && start === null && !desc) || (o.end != null && end === null && desc)) {
+    return await emptyAtEnd(o, ctx);
+  }
+  const params = (from: ViewRowKey | null, skip: number, limit: number) => {
+    const p = new URLSearchParams();
+    if (from !== null) {
+      p.set("startkey", JSON.stringify(from.key));
+      p.set("startkey_docid", from.docid);
+    }
+    if (end !== null) {
+      // Inclusive, by pair: a superset on every server; the exact end is cut here.
+      p.set("endkey", JSON.stringify(end.key));
+      p.set("endkey_docid", end.docid);
+      p.set("inclusive_end", "true");
+    }
+    p.set("limit", String(limit));
+    if (desc) p.set("descending", "true");
+    if (skip > 0) p.set("skip", String(skip));
+    if (o.includeDocs) p.set("include_docs", "true");
+    if (o.updateSeq) p.set("update_seq", "true");
+    return p;
+  };
+  const first = await firstRound(o, start, params, ctx);
+  const { raw, pairs } = first;
+  const how = { o, complete: first.complete, lead: first.lead, description: ctx.description };
+  let settled = settle(raw, pairs, how);
+  for (let round = 1; !how.complete && !settled.ended && settled.rows.length < o.limit; round++) {
+    if (round > MAX_ROUNDS) throw new FatalError(`${ctx.description}: a listing made no progress`);
+    how.complete = await nextRound(raw, pairs, { o, first, params, ctx });
+    settled = settle(raw, pairs, how);
+  }
+  if (!desc && ctx.state.ignoresDocid && first.globalSkip === null) {
+    rememberRuns(raw, pairs, first.runBase, ctx.state);
+  }
+  const rows = settled.rows.slice(0, o.limit);
+  const mapped = rows.map(({ raw: r, id }) => {
+    const v = r.value as Record<string, unknown> | null;
+    const linked = typeof v === "object" && v !== null && typeof v._id === "string";
+    return {
+      id,
+      key: id,
+      value: { rev: JSON.stringify(r.value ?? null) },
+      // The document a row carries: its own, or (null) the one its value links to.
+      docid: linked ? null : r.docid,
+      ...(r.hasDoc ? { doc: r.doc } : {}),
+    };
+  });
+  const offset = typeof first.offset === "number" ? first.offset + settled.before : first.offset;
+  return checkPage(
+    { total_rows: first.total, offset, rows: mapped, update_seq: first.seq },
+    o,
+    ctx.description,
+  );
+}
+
+/** The first answer of a listing. */
+interface FirstRound {
+  raw: RawRow[];
+  pairs: string[];
+  complete: boolean;
+  total: unknown;
+  offset: unknown;
+  seq: unknown;
+  /** Listed from the view's first row by `skip` (no start key): later rounds go on by `skip`. */
+  globalSkip: number | null;
+  /** Rows of the first row's key before the first row, when the first row is inside a run. */
+  runBase: number;
+  /** Rows at the front listed only to tell where the first wanted row's pair begins. */
+  lead: number;
+}
+
+type Params = (from: ViewRowKey | null, skip: number, limit: number) => URLSearchParams;
+
+async function firstRound(
+  o: ListOptions,
+  start: ViewRowKey | null,
+  params: Params,
+  ctx: ViewCtx,
+): Promise<FirstRound> {
+  const desc = o.descending ?? false;
+  const skip = o.skip ?? 0;
+  if (start === null) {
+    // From the first (or last) row; by `skip`, a few rows early so that the first wanted row's
+    // ordinal in its pair is known (the rows before it show where its pair begins).
+    for (let back = Math.min(skip, 4);; back = Math.min(skip, back * 4)) {
+      const ask = Math.max(1, Math.min(o.limit + back, Math.max(o.limit, ctx.maxPage)));
+      const a = rawAnswer(await ctx.send(params(null, skip - back, ask)), ctx.description);
+      const pairs = a.rows.map((r) => pairOf(r, ctx.description));
+      const known = skip - back === 0 || pairs.slice(0, back).some((p) => p !== pairs[back]);
+      if (!known && back < skip) continue;
+      return {
+        ...a,
+        raw: a.rows,
+        pairs,
+        complete: a.rows.length < ask,
+        globalSkip: skip - back,
+        runBase: 0,
+        lead: back,
+      };
+    }
+  }
+  const at = start === null ? null : pairOf(start, ctx.description);
+  const hinted = at === null || desc || !ctx.state.ignoresDocid ? 0 : ctx.state.hints.get(at) ?? 0;
+  // The caller's limit plus a few of the pair's rows before the start, within the server's cap
+  // (a start between made-up repeats may name an ordinal far above any real one).
+  const ask = Math.max(
+    1,
+    Math.min(o.limit + Math.min(start?.dup ?? 0, 64), Math.max(o.limit, ctx.maxPage)),
+  );
+  const from = hinted > 0 ? hinted - 1 : 0;
+  const a = rawAnswer(await ctx.send(params(start, from, ask)), ctx.description);
+  const pairs = a.rows.map((r) => pairOf(r, ctx.description));
+  const head = a.rows[0];
+  if (start !== null && head !== undefined && compareJson(head.key, start.key) === 0) {
+    const c = compareKeys(head.docid, start.docid);
+    if (from === 0 && (desc ? c > 0 : c < 0)) ctx.state.ignoresDocid = true;
+  }
+  if (hinted > 0) {
+    // The row before the remembered position must be another pair of the same key; else the view
+    // changed: list the run from its first row instead.
+    const ok = head !== undefined && compareJson(head.key, start!.key) === 0 && pairs[0] !== at &&
+      compareKeys(pairs[0], at!) < 0;
+    if (!ok) {
+      ctx.state.hints.delete(at!);
+      return await firstRound(o, start, params, ctx);
+    }
+  }
+  const complete = a.rows.length < ask;
+  return { ...a, raw: a.rows, pairs, complete, globalSkip: null, runBase: from, lead: 0 };
+}
+
+/**
+ * One more round after `raw`: from the last row's pair (where docids are honoured; its rows seen
+ * are dropped, or skipped when a whole answer was that pair), or from its key's first row by
+ * `skip` (where they are not), or by `skip` from the view's first row. Appends to `raw`/`pairs`;
+ * true when the server has nothing more.
+ */
+async function nextRound(
+  raw: RawRow[],
+  pairs: string[],
+  c: {
+    o: ListOptions;
+    first: FirstRound;
+    params: Params;
+    ctx: ViewCtx;
+  },
+): Promise<boolean> {
+  const { o, first, params, ctx } = c;
+  // Rounds ask for the caller's limit in all, the rows seen again included.
+  const ask = Math.max(2, o.limit);
+  const last = raw.at(-1)!;
+  const lastPair = pairs.at(-1)!;
+  let from: ViewRowKey | null = { key: last.key, docid: last.docid };
+  let skip: number;
+  let drop = 0;
+  if (first.globalSkip !== null) {
+    from = null;
+    skip = first.globalSkip + raw.length;
+  } else if (ctx.state.ignoresDocid) {
+    skip = runSeen(raw, first.runBase);
+  } else {
+    const seen = trailing(pairs, (p) => p === lastPair);
+    if (seen < ask / 2) [skip, drop] = [0, seen];
+    else skip = seen;
+  }
+  let body: unknown;
+  try {
+    body = await ctx.send(params(from, skip, ask));
+  } catch (err) {
+    if (skip > 0 && err instanceof PermanentError && err.status === 400) {
+      throw new FatalError(
+        `${ctx.description}: cannot list past one page of equal keys: the server ` +
+          (ctx.state.ignoresDocid ? "ignores startkey_docid and " : "") +
+          `refuses skip (${err.message})`,
+        { cause: err },
+      );
+    }
+    throw err;
+  }
+  const a = rawAnswer(body, ctx.description);
+  const got = a.rows.map((r) => pairOf(r, ctx.description));
+  for (let i = 0; i < drop; i++) {
+    if (got[i] === lastPair) continue;
+    // The server went back to the key's first row: it ignores docids. Go on by skip instead.
+    if (i === 0 && got[0] !== undefined && compareJson(a.rows[0].key, last.key) === 0) {
+      ctx.state.ignoresDocid = true;
+      return await nextRound(raw, pairs, c);
+    }
+    throw new TransientError(`${ctx.description}: the view changed while it was listed`);
+  }
+  if (ctx.state.ignoresDocid && first.globalSkip === null && got.length > 0) {
+    // The row at the skip must follow the last row seen; else the run changed under the listing.
+    if (compareJson(a.rows[0].key, last.key) < 0) {
+      throw new TransientError(`${ctx.description}: the view changed while it was listed`);
+    }
+  }
+  raw.push(...a.rows.slice(drop));
+  pairs.push(...got.slice(drop));
+  return a.rows.length < ask;
+}
+
+/** How many rows at the end of `xs` satisfy `f`. */
+function trailing<T>(xs: T[], f: (x: T) => boolean): number {
+  let n = 0;
+  while (n < xs.length && f(xs[xs.length - 1 - n])) n++;
+  return n;
+}
+
+/** Rows of the last row's key from its run's first row (the first round began `base` into it). */
+function runSeen(raw: RawRow[], base: number): number {
+  const key = raw.at(-1)!.key;
+  const n = trailing(raw, (r) => compareJson(r.key, key) === 0);
+  return n === raw.length ? base + n : n;
+}
+
+/** Remembers where the last pairs of `raw` begin in their runs, for the next listing from them. */
+function rememberRuns(raw: RawRow[], pairs: string[], base: number, state: ViewState): void {
+  let inRun = base;
+  for (let i = 0; i < raw.length; i++) {
+    if (i > 0 && compareJson(raw[i].key, raw[i - 1].key) !== 0) inRun = 0;
+    if ((i === 0 || pairs[i] !== pairs[i - 1]) && i >= raw.length - 3 && inRun > 0) {
+      state.hint(pairs[i], inRun);
+    }
+    inRun++;
+  }
+}
+
+/** An answer with no rows at the end of the listing (the bound is beyond every row). */
+async function emptyAtEnd(
+  o: ListOptions,
+  ctx: { send: SendView; description: string },
+): Promise<Page> {
+  const a = rawAnswer(await ctx.send(new URLSearchParams({ limit: "0" })), ctx.description);
+  const page = checkPage(
+    { total_rows: a.total, offset: a.offset, rows: [] },
+    { limit: 0 },
+    ctx.description,
+  );
+  return { offset: o.descending ? 0 : page.total, total: page.total, rows: [] };
+}
