@@ -2,6 +2,7 @@
 import assert from "node:assert/strict";
 import {
   ceilViewRow,
+  collationOf,
   compareJson,
   compareViewRows,
   decodeViewRow,
@@ -11,8 +12,10 @@ import {
   type ViewRowKey,
 } from "../lib/plan/view_keys.ts";
 import { compareKeys } from "../lib/plan/keys.ts";
+import type { Collation } from "../lib/plan/view_keys.ts";
 import { prng } from "../lib/sim/names.ts";
 
+const COLLATIONS: Collation[] = ["typed", "raw"];
 const CHARS = ["", "a", "b", "\u0000", "\u0001", "\u0002", "é", "\u{1f600}", "A", "z"];
 const NUMBERS = [0, -0, 1, -1, 0.5, -0.5, 2, 1e21, -1e21, 5e-324, -5e-324, 1.7976931348623157e308];
 
@@ -51,10 +54,39 @@ function randomRows(n: number, seed: number): ViewRowKey[] {
 }
 
 Deno.test("view keys: the encoding orders rows exactly as the view collation does", () => {
-  const rows = randomRows(3000, 1);
-  const byCollation = [...rows].sort(compareViewRows).map(encodeViewRow);
-  const byEncoding = rows.map(encodeViewRow).sort(compareKeys);
-  assert.deepEqual(byEncoding, byCollation);
+  for (const c of COLLATIONS) {
+    const rows = randomRows(3000, 1);
+    const byCollation = [...rows].sort((a, b) => compareViewRows(a, b, c))
+      .map((r) => encodeViewRow(r, c));
+    const byEncoding = rows.map((r) => encodeViewRow(r, c)).sort(compareKeys);
+    assert.deepEqual(byEncoding, byCollation, c);
+  }
+  // Raw collation is Erlang term order: numbers < false < null < true < objects < arrays <
+  // strings; within a type, as in the typed collation.
+  const raw: Json[] = [
+    -1e21,
+    0,
+    2,
+    false,
+    null,
+    true,
+    {},
+    { a: 1 },
+    { b: null },
+    [],
+    [1],
+    [1, "a"],
+    ["a"],
+    "",
+    "A",
+    "a",
+    "é",
+  ];
+  for (let i = 1; i < raw.length; i++) {
+    const pair = JSON.stringify(raw.slice(i - 1, i + 1));
+    assert.ok(compareJson(raw[i - 1], raw[i], "raw") < 0, pair);
+    assert.ok(compareKeys(encodeJson(raw[i - 1], "raw"), encodeJson(raw[i], "raw")) < 0, pair);
+  }
   // The collation's own rules, spelled out.
   const ordered: Json[] = [
     null,
@@ -100,11 +132,15 @@ Deno.test("view keys: the encoding orders rows exactly as the view collation doe
 });
 
 Deno.test("view keys: rows round-trip; other strings are not rows", () => {
-  for (const row of randomRows(2000, 2)) {
-    const back = decodeViewRow(encodeViewRow(row));
-    assert.equal(compareViewRows(back, row), 0, JSON.stringify(row));
-    assert.equal(back.docid, row.docid);
-    assert.equal(back.dup ?? 0, row.dup ?? 0);
+  for (const c of COLLATIONS) {
+    for (const row of randomRows(2000, 2)) {
+      const encoded = encodeViewRow(row, c);
+      assert.equal(collationOf(encoded), c);
+      const back = decodeViewRow(encoded);
+      assert.equal(compareViewRows(back, row, c), 0, JSON.stringify(row));
+      assert.equal(back.docid, row.docid);
+      assert.equal(back.dup ?? 0, row.dup ?? 0);
+    }
   }
   // A docid holding U+0000 would read as a repeat: refused, as are ordinals out of range.
   assert.throws(() => encodeViewRow({ key: 1, docid: "a\u0000" }), RangeError);
@@ -117,88 +153,94 @@ Deno.test("view keys: rows round-trip; other strings are not rows", () => {
   assert.throws(() => encodeJson(Infinity), RangeError);
 });
 
-Deno.test("view keys: ceil is the least row at or above any string, and monotone", () => {
-  const rows = randomRows(1500, 3).map(encodeViewRow).sort(compareKeys);
-  const rand = prng(4);
-  const alphabet = [
-    "A",
-    "B",
-    "C",
-    "D",
-    "E",
-    "F",
-    "G",
-    "H",
-    "\u0000",
-    "\u0001",
-    "\u0002",
-    "\u0003",
-    "0",
-    "7",
-    "8",
-    "9",
-    ":",
-    "a",
-    "f",
-    "g",
-    "z",
-    "é",
-    "k",
-  ];
-  const probes: string[] = [];
-  for (let i = 0; i < 3000; i++) {
-    // Mostly a real row cut short and changed at one place: the strings a search makes up.
-    const base = rows[Math.floor(rand() * rows.length)];
-    const at = Math.floor(rand() * (base.length + 1));
-    const tail = Array.from(
-      { length: Math.floor(rand() * 3) },
-      () => alphabet[Math.floor(rand() * alphabet.length)],
-    ).join("");
-    probes.push(base.slice(0, at) + tail);
-  }
-  probes.push(
-    "",
-    "A",
-    "H",
-    "Gzz",
-    "D" + "f".repeat(16),
-    "D" + "f".repeat(15) + "g",
-    "D0",
-    "F\u0000",
-    "EaB",
-    "Ea\u0000Ea\u0000",
-    "Ea\u0000Ea\u0000ff",
-    "Ea\u0000Ea\u0000ffffffff",
-    "Ea\u0000Ea\u0000ffffffff0",
-    "Ea\u0000Ea\u0000g",
-    "Ea\u0000Ea\u00000000000",
-    "Ea\u0000Ea\u00009:",
-  );
-  probes.sort(compareKeys);
-  let last = "";
-  for (const s of probes) {
-    const r = ceilViewRow(s);
-    if (r === null) {
-      assert.ok(rows.every((x) => compareKeys(x, s) < 0), `nothing above ${JSON.stringify(s)}`);
-      last = "\u{10ffff}";
-      continue;
+for (const c of COLLATIONS) {
+  Deno.test(`view keys: ceil is the least row at or above any string, and monotone (${c})`, () => {
+    const rows = randomRows(1500, 3).map((r) => encodeViewRow(r, c)).sort(compareKeys);
+    const rand = prng(4);
+    const alphabet = [
+      "A",
+      "B",
+      "C",
+      "D",
+      "E",
+      "F",
+      "G",
+      "H",
+      "I",
+      "L",
+      "O",
+      "P",
+      "\u0000",
+      "\u0001",
+      "\u0002",
+      "\u0003",
+      "0",
+      "7",
+      "8",
+      "9",
+      ":",
+      "a",
+      "f",
+      "g",
+      "z",
+      "é",
+      "k",
+    ];
+    const probes: string[] = [];
+    for (let i = 0; i < 3000; i++) {
+      // Mostly a real row cut short and changed at one place: the strings a search makes up.
+      const base = rows[Math.floor(rand() * rows.length)];
+      const at = Math.floor(rand() * (base.length + 1));
+      const tail = Array.from(
+        { length: Math.floor(rand() * 3) },
+        () => alphabet[Math.floor(rand() * alphabet.length)],
+      ).join("");
+      probes.push(base.slice(0, at) + tail);
     }
-    const e = encodeViewRow(r);
-    assert.ok(
-      compareKeys(e, s) >= 0,
-      `ceil(${JSON.stringify(s)}) = ${JSON.stringify(e)} is below it`,
+    probes.push(
+      "",
+      "A",
+      "H",
+      "Gzz",
+      "D" + "f".repeat(16),
+      "D" + "f".repeat(15) + "g",
+      "D0",
+      "F\u0000",
+      "EaB",
+      "Ea\u0000Ea\u0000",
+      "Ea\u0000Ea\u0000ff",
+      "Ea\u0000Ea\u0000ffffffff",
+      "Ea\u0000Ea\u0000ffffffff0",
+      "Ea\u0000Ea\u0000g",
+      "Ea\u0000Ea\u00000000000",
+      "Ea\u0000Ea\u00009:",
     );
-    // No real row lies between the string and its ceiling.
-    for (const x of rows) {
-      if (compareKeys(x, s) >= 0) {
-        assert.ok(
-          compareKeys(x, e) >= 0,
-          `${JSON.stringify(x)} between ${JSON.stringify(s)} and ${JSON.stringify(e)}`,
-        );
+    probes.sort(compareKeys);
+    let last = "";
+    for (const s of probes) {
+      const r = ceilViewRow(s, c);
+      if (r === null) {
+        assert.ok(rows.every((x) => compareKeys(x, s) < 0), `nothing above ${JSON.stringify(s)}`);
+        last = "\u{10ffff}";
+        continue;
       }
+      const e = encodeViewRow(r, c);
+      assert.ok(
+        compareKeys(e, s) >= 0,
+        `ceil(${JSON.stringify(s)}) = ${JSON.stringify(e)} is below it`,
+      );
+      // No real row lies between the string and its ceiling.
+      for (const x of rows) {
+        if (compareKeys(x, s) >= 0) {
+          assert.ok(
+            compareKeys(x, e) >= 0,
+            `${JSON.stringify(x)} between ${JSON.stringify(s)} and ${JSON.stringify(e)}`,
+          );
+        }
+      }
+      assert.ok(compareKeys(e, last) >= 0, "monotone");
+      last = e;
     }
-    assert.ok(compareKeys(e, last) >= 0, "monotone");
-    last = e;
-  }
-  for (const x of rows.slice(0, 300)) assert.equal(encodeViewRow(ceilViewRow(x)!), x);
-});
+    for (const x of rows.slice(0, 300)) assert.equal(encodeViewRow(ceilViewRow(x, c)!, c), x);
+  });
+}

@@ -19,11 +19,14 @@ import { iterateItems } from "../lib/engine/items/item_read.ts";
 import { listCrawls } from "../lib/engine/store/store.ts";
 import { exportNdjson } from "../lib/cli/export.ts";
 import { taskArgs } from "./helpers.ts";
+import { FatalError } from "../lib/base/errors.ts";
 
 async function registry(size: number, options: Parameters<typeof startRegistry>[1] = {}) {
   const data = new RegistryData(syntheticNames(await bundledNames(), size, { seed: 9 }));
   const reg = await startRegistry(data, options);
-  const truth = viewRowsOf(data).map(encodeViewRow);
+  const truth = viewRowsOf(data, options.viewCollation).map((r) =>
+    encodeViewRow(r, options.viewCollation)
+  );
   return { reg, data, truth };
 }
 
@@ -162,6 +165,68 @@ Deno.test("view: on a server that ignores docids, plans, locate and crawls stay 
   } finally {
     await reg.close();
     await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("view: a view in raw collation (Erlang term order) is planned and crawled exactly", async () => {
+  const { reg, truth } = await registry(6000, { viewCollation: "raw", latencyMs: 0 });
+  const dir = await Deno.makeTempDir();
+  try {
+    // Raw order: numbers first, strings last (the typed order has null first, objects last).
+    assert.equal(typeof decodeViewRow(truth[0]).key, "number");
+    assert.equal(typeof decodeViewRow(truth.at(-1)!).key, "string");
+    const src = new CouchSource(reg.url, { view: VIEW_NAME, maxPage: 200 });
+    const plan = await planShards(src, 7);
+    assert.equal(plan.method, "rank");
+    plan.shards.forEach((sh, i) => {
+      const lo = Math.floor((i * truth.length) / 7);
+      assert.equal(sh.start, i === 0 ? null : truth[lo], `shard ${i}`);
+      assert.equal(sh.items, Math.floor(((i + 1) * truth.length) / 7) - lo, `shard ${i}`);
+    });
+    const kvPath = `${dir}/raw.kv`;
+    const res = await runLocalCrawl({
+      kvPath,
+      spec: buildSpec({ source: reg.url, shards: 7, view: VIEW_NAME, maxPage: 200 }),
+      sourceUrl: reg.url,
+      log: () => {},
+    });
+    assert.equal(res.report.status, "done");
+    using kv = await Deno.openKv(kvPath);
+    const [crawl] = await listCrawls(kv);
+    const ids: string[] = [];
+    for await (const it of iterateItems(kv, crawl.id)) ids.push(it.id);
+    assert.deepEqual(ids, truth, "every row once, in raw order");
+  } finally {
+    await reg.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("view: CouchDB's default (ICU) collation is refused, saying how to declare raw", async () => {
+  const { reg } = await registry(500, { vendor: "The Apache Software Foundation" });
+  try {
+    const src = new CouchSource(reg.url, { view: VIEW_NAME });
+    await assert.rejects(
+      () => src.list({ limit: 1 }),
+      (err: Error) =>
+        err instanceof FatalError && /ICU/.test(err.message) &&
+        err.message.includes(`"options": {"collation": "raw"}`),
+    );
+    const missing = new CouchSource(reg.url, { view: "nope/v" });
+    await assert.rejects(() => missing.list({ limit: 1 }), /no design document _design\/nope/);
+  } finally {
+    await reg.close();
+  }
+  // Declared raw, the same server is crawled in raw order.
+  const raw = await registry(500, {
+    vendor: "The Apache Software Foundation",
+    viewCollation: "raw",
+  });
+  try {
+    const page = await new CouchSource(raw.reg.url, { view: VIEW_NAME }).list({ limit: 3 });
+    assert.deepEqual(page.rows.map((r) => r.id), raw.truth.slice(0, 3));
+  } finally {
+    await raw.reg.close();
   }
 });
 
@@ -344,7 +409,7 @@ Deno.test("view: `plan --view` and `locate --view` from the command line", async
       "2",
     ]);
     assert.notEqual(missing.code, 0);
-    assert.match(missing.stderr, /^error: .*no such database or view \(404/);
+    assert.match(missing.stderr, /^error: .*_design\/pkg has no view "nope"/);
   } finally {
     await reg.close();
   }

@@ -5,16 +5,22 @@
  * A view row is `(key, docid)`: keys are JSON values, several rows may share one, and CouchDB
  * orders rows by key, then by docid (`startkey_docid` cuts inside a run of equal keys). This module
  * maps each row to a string whose code point order is the row order (an order-preserving,
- * prefix-free encoding of the key, then the docid), and back. The collation implemented is
- * CouchDB's view collation with strings compared by code point:
+ * prefix-free encoding of the key, then the docid), and back. Two collations are implemented
+ * ({@linkcode Collation}), each with its own type tags, so that a row's encoding says which one
+ * it was made for:
  *
- * - types: `null` < `false` < `true` < numbers < strings < arrays < objects;
- * - numbers by value (`-0` is `0`); strings by code point, i.e. a view declared with
- *   `"options": {"collation": "raw"}`; CouchDB's default ICU collation of strings is not
- *   implemented (a listing in another order is refused as out of order, never crawled wrongly);
- * - arrays element by element, a prefix first; objects pair by pair in their order (key, then
- *   value), fewer pairs first. Object keys that look like array indices (`"7"`) are not supported:
- *   JavaScript moves them to the front of an object, so their order cannot be kept.
+ * - `typed`: CouchDB's documented view collation with strings by code point: `null` < `false` <
+ *   `true` < numbers < strings < arrays < objects (pouchdb-server, which orders strings by UTF-16
+ *   code unit: the same unless U+E000..U+FFFF meets astral characters; the project's registry);
+ * - `raw`: a CouchDB view declared with `"options": {"collation": "raw"}`, which compares the
+ *   decoded JSON as Erlang terms: numbers < `false` < `null` < `true` < objects < arrays <
+ *   strings (strings by their UTF-8 bytes, i.e. by code point).
+ *
+ * In both, numbers by value (`-0` is `0`); arrays element by element, a prefix first; objects pair
+ * by pair in their order (key, then value), fewer pairs first. CouchDB's default collation (ICU)
+ * is not implemented: a listing in another order is refused as out of order, never crawled
+ * wrongly. Object keys that look like array indices (`"7"`) are not supported: JavaScript moves
+ * them to the front of an object, so their order cannot be kept.
  *
  * The planner also asks for ranks of made-up keys between rows; {@linkcode ceilViewRow} gives the
  * least row at or above any string, so those are exact too.
@@ -42,33 +48,75 @@ export interface ViewRowKey {
 /** Largest {@linkcode ViewRowKey.dup}: eight hex digits. */
 export const MAX_DUP = 0xffff_ffff;
 
+/**
+ * A view's order of keys (module comment): `typed` (CouchDB's documented type order, strings by
+ * code point) or `raw` (Erlang term order, CouchDB's `"collation": "raw"`).
+ */
+export type Collation = "typed" | "raw";
+
 const TERM = "\u0000";
 const ESC = "\u0001";
-const TAG = { null: "A", false: "B", true: "C", number: "D", string: "E", array: "F", object: "G" };
-const TAGS = "ABCDEFG";
 
-function typeRank(v: Json): number {
-  if (v === null) return 0;
-  if (v === false) return 1;
-  if (v === true) return 2;
-  if (typeof v === "number") return 3;
-  if (typeof v === "string") return 4;
-  if (Array.isArray(v)) return 5;
-  return 6;
+type Kind = "null" | "false" | "true" | "number" | "string" | "array" | "object";
+
+/** A collation's types in order, and the tag letter of each (contiguous, distinct per collation). */
+interface Order {
+  tags: string;
+  kinds: Kind[];
 }
 
-/** CouchDB view collation (module comment): negative, zero or positive. */
-export function compareJson(a: Json, b: Json): number {
-  const ta = typeRank(a);
-  const tb = typeRank(b);
+const ORDERS: Record<Collation, Order> = {
+  typed: {
+    tags: "ABCDEFG",
+    kinds: ["null", "false", "true", "number", "string", "array", "object"],
+  },
+  raw: { tags: "IJKLMNO", kinds: ["number", "false", "null", "true", "object", "array", "string"] },
+};
+
+/** The least value of each type. */
+const LEAST: Record<Kind, Json> = {
+  null: null,
+  false: false,
+  true: true,
+  number: -Number.MAX_VALUE,
+  string: "",
+  array: [],
+  object: {},
+};
+
+function kindOf(v: Json): Kind {
+  if (v === null) return "null";
+  if (v === false) return "false";
+  if (v === true) return "true";
+  if (typeof v === "number") return "number";
+  if (typeof v === "string") return "string";
+  return Array.isArray(v) ? "array" : "object";
+}
+
+function tagOf(kind: Kind, o: Order): string {
+  return o.tags[o.kinds.indexOf(kind)];
+}
+
+/** The collation a row's encoding was made for, or null when it is not an encoded value. */
+export function collationOf(s: string): Collation | null {
+  if (s.length === 0) return null;
+  if (ORDERS.typed.tags.includes(s[0])) return "typed";
+  return ORDERS.raw.tags.includes(s[0]) ? "raw" : null;
+}
+
+/** The view collation `c` (module comment): negative, zero or positive. */
+export function compareJson(a: Json, b: Json, c: Collation = "typed"): number {
+  const o = ORDERS[c];
+  const ta = o.kinds.indexOf(kindOf(a));
+  const tb = o.kinds.indexOf(kindOf(b));
   if (ta !== tb) return ta - tb;
   if (typeof a === "number") return a === b ? 0 : a < (b as number) ? -1 : 1;
   if (typeof a === "string") return compareKeys(a, b as string);
   if (Array.isArray(a)) {
     const bb = b as Json[];
     for (let i = 0; i < Math.min(a.length, bb.length); i++) {
-      const c = compareJson(a[i], bb[i]);
-      if (c !== 0) return c;
+      const r = compareJson(a[i], bb[i], c);
+      if (r !== 0) return r;
     }
     return a.length - bb.length;
   }
@@ -76,15 +124,16 @@ export function compareJson(a: Json, b: Json): number {
   const ea = Object.entries(a as Record<string, Json>);
   const eb = Object.entries(b as Record<string, Json>);
   for (let i = 0; i < Math.min(ea.length, eb.length); i++) {
-    const c = compareKeys(ea[i][0], eb[i][0]) || compareJson(ea[i][1], eb[i][1]);
-    if (c !== 0) return c;
+    const r = compareKeys(ea[i][0], eb[i][0]) || compareJson(ea[i][1], eb[i][1], c);
+    if (r !== 0) return r;
   }
   return ea.length - eb.length;
 }
 
-/** Row order: by key, then by docid, then by `dup`. */
-export function compareViewRows(a: ViewRowKey, b: ViewRowKey): number {
-  return compareJson(a.key, b.key) || compareKeys(a.docid, b.docid) || (a.dup ?? 0) - (b.dup ?? 0);
+/** Row order under collation `c`: by key, then by docid, then by `dup`. */
+export function compareViewRows(a: ViewRowKey, b: ViewRowKey, c: Collation = "typed"): number {
+  return compareJson(a.key, b.key, c) || compareKeys(a.docid, b.docid) ||
+    (a.dup ?? 0) - (b.dup ?? 0);
 }
 
 // Numbers: the float64's bits, made unsigned-comparable (flip the sign bit of positives, every bit
@@ -106,23 +155,28 @@ function codeNumber(c: bigint): number {
 
 const hex = (c: bigint) => c.toString(16).padStart(16, "0");
 
-function encodeString(s: string): string {
-  return TAG.string + s.replaceAll(ESC, ESC + "\u0002").replaceAll(TERM, ESC + ESC) + TERM;
+function encodeString(s: string, o: Order): string {
+  return tagOf("string", o) + s.replaceAll(ESC, ESC + "\u0002").replaceAll(TERM, ESC + ESC) + TERM;
 }
 
-/** The order-preserving, prefix-free encoding of a JSON value. */
-export function encodeJson(v: Json): string {
-  if (v === null) return TAG.null;
-  if (v === false) return TAG.false;
-  if (v === true) return TAG.true;
-  if (typeof v === "number") {
+/** The order-preserving (under collation `c`), prefix-free encoding of a JSON value. */
+export function encodeJson(v: Json, c: Collation = "typed"): string {
+  const o = ORDERS[c];
+  const kind = kindOf(v);
+  const tag = tagOf(kind, o);
+  if (kind === "number") {
     if (!Number.isFinite(v)) throw new RangeError(`view keys are JSON: ${v} is not`);
-    return TAG.number + hex(numberCode(v));
+    return tag + hex(numberCode(v as number));
   }
-  if (typeof v === "string") return encodeString(v);
-  if (Array.isArray(v)) return TAG.array + v.map(encodeJson).join("") + TERM;
-  const pairs = Object.entries(v).map(([k, x]) => encodeString(k) + encodeJson(x));
-  return TAG.object + pairs.join("") + TERM;
+  if (kind === "string") return encodeString(v as string, o);
+  if (kind === "array") return tag + (v as Json[]).map((x) => encodeJson(x, c)).join("") + TERM;
+  if (kind === "object") {
+    const pairs = Object.entries(v as Record<string, Json>).map(([k, x]) =>
+      encodeString(k, o) + encodeJson(x, c)
+    );
+    return tag + pairs.join("") + TERM;
+  }
+  return tag;
 }
 
 /**
@@ -132,29 +186,33 @@ export function encodeJson(v: Json): string {
  *
  * @throws RangeError for a docid holding U+0000, a `dup` out of range, or a key that is not JSON
  */
-export function encodeViewRow(row: ViewRowKey): string {
+export function encodeViewRow(row: ViewRowKey, c: Collation = "typed"): string {
   if (row.docid.includes(TERM)) throw new RangeError("a view row's docid holds U+0000");
   const dup = row.dup ?? 0;
   if (!Number.isInteger(dup) || dup < 0 || dup > MAX_DUP) {
     throw new RangeError(`a view row's dup ordinal is out of range: ${dup}`);
   }
   const tail = dup === 0 ? "" : TERM + dup.toString(16).padStart(8, "0");
-  return encodeJson(row.key) + row.docid + tail;
+  return encodeJson(row.key, c) + row.docid + tail;
 }
 
-/** The row a string made by {@linkcode encodeViewRow} stands for. @throws RangeError otherwise. */
+/**
+ * The row a string made by {@linkcode encodeViewRow} stands for, under either collation (its tags
+ * tell which). @throws RangeError otherwise.
+ */
 export function decodeViewRow(s: string): ViewRowKey {
-  const r = ceilViewRow(s);
-  if (r === null || encodeViewRow(r) !== s) throw new RangeError("not an encoded view row");
+  const c = collationOf(s);
+  const r = c === null ? null : ceilViewRow(s, c);
+  if (r === null || encodeViewRow(r, c!) !== s) throw new RangeError("not an encoded view row");
   return r;
 }
 
 /**
- * The least row whose encoding is at or above `s` (any string), or null when `s` is above every
- * row. For an encoded row, that row itself.
+ * The least row of collation `c` whose encoding is at or above `s` (any string), or null when `s`
+ * is above every row. For an encoded row of that collation, that row itself.
  */
-export function ceilViewRow(s: string): ViewRowKey | null {
-  const r = parseValue(s, 0);
+export function ceilViewRow(s: string, c: Collation = "typed"): ViewRowKey | null {
+  const r = parseValue(s, 0, ORDERS[c]);
   if (r.kind === "over") return null;
   if (r.kind === "above") return { key: r.value, docid: "" };
   const rest = s.slice(r.next);
@@ -197,23 +255,30 @@ type Parsed =
   | { kind: "above"; value: Json }
   | { kind: "over" };
 
-/** The least value of each tag (the first of the next tag, when one tag is exhausted). */
-const FIRST: Json[] = [null, false, true, -Number.MAX_VALUE, "", [], {}];
+/** The least value of the type after `kind` in `o`, or undefined after the last. */
+function nextTypeLeast(kind: Kind, o: Order): Json | undefined {
+  const next = o.kinds[o.kinds.indexOf(kind) + 1];
+  return next === undefined ? undefined : LEAST[next];
+}
 
-function parseValue(s: string, i: number): Parsed {
-  if (i >= s.length) return { kind: "above", value: null };
+function parseValue(s: string, i: number, o: Order): Parsed {
+  const least = LEAST[o.kinds[0]];
+  if (i >= s.length) return { kind: "above", value: least };
   const t = s[i];
-  const ti = TAGS.indexOf(t);
-  if (ti < 0) return t < "A" ? { kind: "above", value: null } : { kind: "over" };
+  const ti = o.tags.indexOf(t);
+  if (ti < 0) return t < o.tags[0] ? { kind: "above", value: least } : { kind: "over" };
+  const kind = o.kinds[ti];
   let r: Parsed;
-  if (ti <= 2) r = { kind: "exact", value: FIRST[ti], next: i + 1 };
-  else if (t === TAG.number) r = parseNumber(s, i + 1);
-  else if (t === TAG.string) r = parseString(s, i + 1);
-  else if (t === TAG.array) r = parseArray(s, i + 1);
-  else r = parseObject(s, i + 1);
+  if (kind === "null" || kind === "false" || kind === "true") {
+    r = { kind: "exact", value: LEAST[kind], next: i + 1 };
+  } else if (kind === "number") r = parseNumber(s, i + 1);
+  else if (kind === "string") r = parseString(s, i + 1);
+  else if (kind === "array") r = parseArray(s, i + 1, o);
+  else r = parseObject(s, i + 1, o);
   if (r.kind !== "over") return r;
   // Nothing of this type is at or above the rest: the first value of the next type is.
-  return ti + 1 < FIRST.length ? { kind: "above", value: FIRST[ti + 1] } : { kind: "over" };
+  const next = nextTypeLeast(kind, o);
+  return next === undefined ? { kind: "over" } : { kind: "above", value: next };
 }
 
 const HEX = "0123456789abcdef";
@@ -280,12 +345,12 @@ function parseString(s: string, i: number): Parsed {
   }
 }
 
-function parseArray(s: string, i: number): Parsed {
+function parseArray(s: string, i: number, o: Order): Parsed {
   const items: Json[] = [];
   for (let j = i;;) {
     if (j >= s.length) return { kind: "above", value: items };
     if (s[j] === TERM) return { kind: "exact", value: items, next: j + 1 };
-    const r = parseValue(s, j);
+    const r = parseValue(s, j, o);
     if (r.kind === "exact") {
       items.push(r.value);
       j = r.next;
@@ -294,37 +359,39 @@ function parseArray(s: string, i: number): Parsed {
     } else {
       // No element is high enough here: the previous one moves up to its successor.
       if (items.length === 0) return { kind: "over" };
-      return { kind: "above", value: [...items.slice(0, -1), successor(items.at(-1)!)] };
+      return { kind: "above", value: [...items.slice(0, -1), successor(items.at(-1)!, o)] };
     }
   }
 }
 
-function parseObject(s: string, i: number): Parsed {
+function parseObject(s: string, i: number, o: Order): Parsed {
   const pairs: [string, Json][] = [];
+  const least = LEAST[o.kinds[0]];
+  const stringTag = tagOf("string", o);
   const obj = (extra: [string, Json][] = []) => Object.fromEntries([...pairs, ...extra]);
   for (let j = i;;) {
     if (j >= s.length) return { kind: "above", value: obj() };
     if (s[j] === TERM) return { kind: "exact", value: obj(), next: j + 1 };
-    const k = s[j] < TAG.string ? { kind: "above" as const, value: "" } : parseValue(s, j);
+    const k = s[j] < stringTag ? { kind: "above" as const, value: "" } : parseValue(s, j, o);
     if (k.kind === "over" || typeof k.value !== "string") {
       // Keys are strings: past them, the previous pair's value moves up.
       if (pairs.length === 0) return { kind: "over" };
       const [lk, lv] = pairs.pop()!;
-      return { kind: "above", value: obj([[lk, successor(lv)]]) };
+      return { kind: "above", value: obj([[lk, successor(lv, o)]]) };
     }
     // Index-like keys are not supported (module comment): the least key above one is its + NUL.
     if (k.kind === "above" || isIndexKey(k.value)) {
       const key = isIndexKey(k.value) ? k.value + TERM : k.value;
-      return { kind: "above", value: obj([[key, null]]) };
+      return { kind: "above", value: obj([[key, least]]) };
     }
-    const v = parseValue(s, k.next);
+    const v = parseValue(s, k.next, o);
     if (v.kind === "exact") {
       pairs.push([k.value as string, v.value]);
       j = v.next;
     } else if (v.kind === "above") {
       return { kind: "above", value: obj([[k.value as string, v.value]]) };
     } else {
-      return { kind: "above", value: obj([[(k.value as string) + TERM, null]]) };
+      return { kind: "above", value: obj([[(k.value as string) + TERM, least]]) };
     }
   }
 }
@@ -334,20 +401,23 @@ export function isIndexKey(k: string): boolean {
   return /^(0|[1-9]\d{0,9})$/.test(k) && Number(k) < 2 ** 32 - 1;
 }
 
-/** The least value whose encoding is above `v`'s and does not start with it. */
-function successor(v: Json): Json {
-  if (v === null) return false;
-  if (v === false) return true;
-  if (v === true) return -Number.MAX_VALUE;
+/** The least value whose encoding is above `v`'s and does not start with it, under `o`. */
+function successor(v: Json, o: Order): Json {
+  const kind = kindOf(v);
+  const least = LEAST[o.kinds[0]];
+  // Past the last value of a type: the first of the next (every type has one after it here,
+  // since a value of the last type always has a successor of its own type).
+  const after = () => nextTypeLeast(kind, o)!;
+  if (kind === "null" || kind === "false" || kind === "true") return after();
   if (typeof v === "number") {
-    if (v === Number.MAX_VALUE) return "";
+    if (v === Number.MAX_VALUE) return after();
     const r = numberAt(numberCode(v) + 1n, true, 0);
-    return r.kind === "over" ? "" : (r as { value: Json }).value;
+    return r.kind === "over" ? after() : (r as { value: Json }).value;
   }
   if (typeof v === "string") return v + TERM;
-  if (Array.isArray(v)) return [...v, null];
+  if (Array.isArray(v)) return [...v, least];
   // An object: one more pair; the least key not already used (objects cannot repeat keys).
   let k = "";
-  while (k in v) k += TERM;
-  return { ...v, [k]: null };
+  while (k in (v as Record<string, Json>)) k += TERM;
+  return { ...(v as Record<string, Json>), [k]: least };
 }

@@ -30,6 +30,7 @@ import {
 } from "./registry_docs.ts";
 import { paddingStream } from "./registry_hostile.ts";
 import { addViewRoute } from "./registry_view.ts";
+import type { Collation } from "../plan/view_keys.ts";
 
 /** How the registry behaves. */
 export interface RegistryOptions extends FaultOptions, DocServeOptions {
@@ -53,6 +54,13 @@ export interface RegistryOptions extends FaultOptions, DocServeOptions {
    * starts at a key's first row) and `offset` is `skip`. @default false
    */
   viewIgnoresDocid?: boolean;
+  /**
+   * The view's order: `typed` (CouchDB's documented type order, strings by code point) or `raw`
+   * (Erlang term order; its design document then declares `"collation": "raw"`). @default "typed"
+   */
+  viewCollation?: Collation;
+  /** `vendor.name` of the server's welcome (`GET /`). @default "rankcrawl registry simulator" */
+  vendor?: string;
 }
 
 /** True when `id` is one of the rows a registry with `hideRate` leaves out of its listings. */
@@ -94,7 +102,12 @@ export function createRegistryApp(
 
   app.get(
     "/",
-    (c) => c.json({ couchdb: "Welcome", version: "3.3.3-sim", vendor: { name: "sim" } }),
+    (c) =>
+      c.json({
+        couchdb: "Welcome",
+        version: "3.3.3-sim",
+        vendor: { name: options.vendor ?? "rankcrawl registry simulator" },
+      }),
   );
 
   app.get(`/${db}`, (c) =>

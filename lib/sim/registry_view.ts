@@ -13,7 +13,13 @@
  * @module
  */
 import { compareKeys } from "../plan/keys.ts";
-import { compareJson, compareViewRows, type Json, type ViewRowKey } from "../plan/view_keys.ts";
+import {
+  type Collation,
+  compareJson,
+  compareViewRows,
+  type Json,
+  type ViewRowKey,
+} from "../plan/view_keys.ts";
 import type { RegistryData } from "./registry_data.ts";
 import type { Hono } from "hono";
 import { couchError, intParam } from "./registry_listing.ts";
@@ -47,33 +53,40 @@ export function emit(id: string): ViewRow[] {
   return keys.map((key) => ({ key, docid: id, value: id.length }));
 }
 
-const cache = new WeakMap<RegistryData, { seq: number; rows: ViewRow[] }>();
+const cache = new WeakMap<RegistryData, Map<Collation, { seq: number; rows: ViewRow[] }>>();
 
 /**
  * Every row of the view over `data`, sorted, the repeats of a pair numbered (`dup`), recomputed
  * when the data changed.
  */
-export function viewRowsOf(data: RegistryData): ViewRow[] {
-  const hit = cache.get(data);
+export function viewRowsOf(data: RegistryData, collation: Collation = "typed"): ViewRow[] {
+  const byOrder = cache.get(data) ?? new Map();
+  cache.set(data, byOrder);
+  const hit = byOrder.get(collation);
   if (hit && hit.seq === data.updateSeq) return hit.rows;
-  const rows = data.keys.flatMap(emit).sort(compareViewRows);
+  const rows = data.keys.flatMap(emit).sort((a, b) => compareViewRows(a, b, collation));
   for (let i = 1; i < rows.length; i++) {
     const p = rows[i - 1];
     if (p.docid === rows[i].docid && compareJson(p.key, rows[i].key) === 0) {
       rows[i].dup = (p.dup ?? 0) + 1;
     }
   }
-  cache.set(data, { seq: data.updateSeq, rows });
+  byOrder.set(collation, { seq: data.updateSeq, rows });
   return rows;
 }
 
 /** Rows before `(key, docid)`; `docid` null stands for all rows of `key` (`orEqual`: through them). */
-function countBefore(rows: ViewRow[], key: Json, docid: string | null, orEqual: boolean): number {
+function countBefore(
+  rows: ViewRow[],
+  at: { key: Json; docid: string | null; collation: Collation },
+  orEqual: boolean,
+): number {
+  const { key, docid } = at;
   let lo = 0;
   let hi = rows.length;
   while (lo < hi) {
     const mid = (lo + hi) >> 1;
-    const c = compareJson(rows[mid].key, key) ||
+    const c = compareJson(rows[mid].key, key, at.collation) ||
       (docid === null ? 0 : compareKeys(rows[mid].docid, docid));
     if (c < 0 || (orEqual && c === 0)) lo = mid + 1;
     else hi = mid;
@@ -100,9 +113,11 @@ export function listView(
     skip: boolean;
     silentCap?: number;
     ignoresDocid?: boolean;
+    collation?: Collation;
   },
 ): string | Error {
-  const rows = viewRowsOf(data);
+  const collation = options.collation ?? "typed";
+  const rows = viewRowsOf(data, collation);
   const n = rows.length;
   const start = jsonParam(q.startkey ?? q.start_key);
   const end = jsonParam(q.endkey ?? q.end_key);
@@ -124,13 +139,21 @@ export function listView(
   const picked: ViewRow[] = [];
   let offset: number;
   if (!desc) {
-    const lo = start === undefined ? 0 : countBefore(rows, start as Json, startDoc, false);
-    const hi = end === undefined ? n : countBefore(rows, end as Json, endDoc, inclusive);
+    const lo = start === undefined
+      ? 0
+      : countBefore(rows, { key: start as Json, docid: startDoc, collation }, false);
+    const hi = end === undefined
+      ? n
+      : countBefore(rows, { key: end as Json, docid: endDoc, collation }, inclusive);
     offset = Math.min(lo + (skip as number), n);
     for (let i = offset; i < hi && picked.length < take; i++) picked.push(rows[i]);
   } else {
-    const from = start === undefined ? n - 1 : countBefore(rows, start as Json, startDoc, true) - 1;
-    const to = end === undefined ? -1 : countBefore(rows, end as Json, endDoc, !inclusive) - 1;
+    const from = start === undefined
+      ? n - 1
+      : countBefore(rows, { key: start as Json, docid: startDoc, collation }, true) - 1;
+    const to = end === undefined
+      ? -1
+      : countBefore(rows, { key: end as Json, docid: endDoc, collation }, !inclusive) - 1;
     const first = from - (skip as number);
     offset = Math.min(n - 1 - first, n);
     for (let i = first; i > to && i >= 0 && picked.length < take; i--) {
@@ -163,9 +186,27 @@ export function addViewRoute(
       skip?: boolean;
       silentCap?: number;
       viewIgnoresDocid?: boolean;
+      viewCollation?: Collation;
     };
   },
 ): void {
+  // The design document: the view's map, and its collation where it is not the default.
+  app.get(`/${ctx.db}/_design/:ddoc`, (c) => {
+    if (`${c.req.param("ddoc")}/by_shape` !== VIEW_NAME) {
+      return couchError(c, 404, "not_found", "missing");
+    }
+    const raw = ctx.options.viewCollation === "raw";
+    return c.json({
+      _id: "_design/pkg",
+      _rev: "1-sim",
+      views: {
+        by_shape: {
+          map: "(see lib/sim/registry_view.ts)",
+          ...(raw ? { options: { collation: "raw" } } : {}),
+        },
+      },
+    });
+  });
   app.get(`/${ctx.db}/_design/:ddoc/_view/:view`, (c) => {
     ctx.stats.allDocs++;
     if (`${c.req.param("ddoc")}/${c.req.param("view")}` !== VIEW_NAME) {
@@ -177,6 +218,7 @@ export function addViewRoute(
       includeDocs: ctx.options.includeDocs !== false,
       skip: ctx.options.skip !== false,
       ignoresDocid: ctx.options.viewIgnoresDocid,
+      collation: ctx.options.viewCollation,
     });
     if (answer instanceof Error) return couchError(c, 400, "query_parse_error", answer.message);
     return c.body(answer, 200, { "content-type": "application/json" });

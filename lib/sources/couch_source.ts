@@ -204,7 +204,22 @@ export class CouchSource implements Source {
     return this.#listing.list(options, {
       description: this.description,
       maxPage: this.capabilities.maxPage,
+      dbUrl: this.#db,
+      getJson: (url) => this.#getJson(url),
       send: (params) => this.#sendListing(params, options.includeDocs ?? false, o),
+    });
+  }
+
+  /** A GET's status and JSON body (null when not JSON); network failures are retried, then thrown. */
+  #getJson(url: string): Promise<{ status: number; body: unknown }> {
+    return this.#http.request({ url, maxBytes: PAGE_BYTES + LONG_ROWS_BYTES }, (a) => {
+      let body: unknown = null;
+      try {
+        body = JSON.parse(new TextDecoder().decode(a.body));
+      } catch {
+        // not JSON: the status alone says what it is
+      }
+      return { status: a.status, body };
     });
   }
 

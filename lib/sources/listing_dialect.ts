@@ -10,10 +10,25 @@ import { VIEW_PATTERN } from "../base/spec.ts";
 import type { ListOptions, Page } from "../plan/source.ts";
 import { decodeViewRow } from "../plan/view_keys.ts";
 import { checkPage } from "./couch_answers.ts";
+import { type GetJson, viewCollation } from "./view_collation.ts";
 import { listViewPage, ViewState } from "./view_listing.ts";
 
 /** Sends one listing request with these parameters and gives back its parsed JSON body. */
 export type SendListing = (params: URLSearchParams) => Promise<unknown>;
+
+/** What a dialect lists with. */
+export interface ListingContext {
+  /** Sends one listing request. */
+  send: SendListing;
+  /** The source, for messages. */
+  description: string;
+  /** The largest limit the server takes, as far as known. */
+  maxPage: number;
+  /** The database URL. */
+  dbUrl: string;
+  /** A GET of any URL of the server (status and JSON body), for what a dialect must ask first. */
+  getJson: GetJson;
+}
 
 /** A kind of listing. */
 export interface ListingDialect {
@@ -25,10 +40,7 @@ export interface ListingDialect {
    * The checked page for `options` (see `Source.list`), made of one request or more (a view on a
    * server that ignores `startkey_docid` may take several).
    */
-  list(
-    options: ListOptions,
-    ctx: { send: SendListing; description: string; maxPage: number },
-  ): Promise<Page>;
+  list(options: ListOptions, ctx: ListingContext): Promise<Page>;
   /** The document id of a listed key. */
   docId(key: string): string;
 }
@@ -76,7 +88,18 @@ export function viewDialect(view: string): ListingDialect {
   return {
     path: `_design/${encodeURIComponent(ddoc)}/_view/${encodeURIComponent(name)}`,
     label: `view ${ddoc}/${name}`,
-    list: (options, ctx) => listViewPage(options, { ...ctx, state }),
+    list: async (options, ctx) => {
+      state.ready ??= viewCollation(ctx.getJson, ctx.dbUrl, {
+        ddoc,
+        name,
+        description: ctx.description,
+      }).then((c) => void (state.collation = c), (err) => {
+        if (!(err instanceof FatalError)) state.ready = null; // asked again next time
+        throw err;
+      });
+      await state.ready;
+      return await listViewPage(options, { ...ctx, state });
+    },
     docId: (key) => decodeViewRow(key).docid,
   };
 }

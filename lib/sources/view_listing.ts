@@ -17,6 +17,7 @@ import { FatalError, PermanentError, TransientError } from "../base/errors.ts";
 import type { ListOptions, Page } from "../plan/source.ts";
 import {
   ceilViewRow,
+  type Collation,
   compareJson,
   encodeViewRow,
   type Json,
@@ -64,6 +65,10 @@ const MAX_HINTS = 4_096;
 
 /** What a view's server was seen to do, kept for the life of its source. */
 export class ViewState {
+  /** The view's collation, once known (`view_collation.ts`): rows are encoded in its order. */
+  collation: Collation = "typed";
+  /** Settles when the collation is known (asked once; asked again after a failure). */
+  ready: Promise<void> | null = null;
   /** The server was seen to ignore `startkey_docid` (it lists from a key's first row). */
   ignoresDocid = false;
   /** Where a pair's first row is in its key's run (rows of that key before it), where seen. */
@@ -78,9 +83,10 @@ export class ViewState {
 }
 
 /** The pair `(key, docid)` as one string (its first row's encoding). */
-function pairOf(r: { key: Json; docid: string }, description: string): string {
+function pairOf(r: { key: Json; docid: string }, ctx: ViewCtx): string {
+  const description = ctx.description;
   try {
-    return encodeViewRow({ key: r.key, docid: r.docid });
+    return encodeViewRow({ key: r.key, docid: r.docid }, ctx.state.collation);
   } catch (err) {
     throw new FatalError(
       `${description}: a row cannot be listed (${(err as Error).message}): ` +
@@ -124,7 +130,7 @@ interface Settled {
 function settle(
   raw: RawRow[],
   pairs: string[],
-  c: { o: ListOptions; complete: boolean; lead: number; description: string },
+  c: { o: ListOptions; complete: boolean; lead: number; description: string; collation: Collation },
 ): Settled {
   const { o, complete, description } = c;
   const desc = o.descending ?? false;
@@ -136,11 +142,11 @@ function settle(
     if (desc && j === raw.length && !complete) break; // the pair may go on below
     for (let k = i; k < j; k++) {
       const dup = desc ? j - 1 - k : k - i;
-      const id = encodeViewRow({ ...raw[k], dup } as ViewRowKey);
+      const id = encodeViewRow({ ...raw[k], dup } as ViewRowKey, c.collation);
       if (prev !== null && (desc ? compareKeys(prev, id) <= 0 : compareKeys(prev, id) >= 0)) {
         throw new FatalError(
-          `${description}: rows are not in the order rankcrawl implements (CouchDB's type ` +
-            `order, strings by code point): ${JSON.stringify(raw[k - 1]?.key ?? null)} then ` +
+          `${description}: rows are not in the ${c.collation} order rankcrawl implements for ` +
+            `it: ${JSON.stringify(raw[k - 1]?.key ?? null)} then ` +
             `${JSON.stringify(raw[k].key)}; see README "Views"`,
         );
       }
@@ -180,8 +186,9 @@ export async function listViewPage(
   if ((o.skip ?? 0) > 0 && (desc || o.start != null)) {
     throw new FatalError("a view listing takes skip only from its first row, ascending");
   }
-  const start = o.start == null ? null : ceilViewRow(o.start);
-  const end = o.end == null ? null : ceilViewRow(o.end);
+  const collation = ctx.state.collation;
+  const start = o.start == null ? null : ceilViewRow(o.start, collation);
+  const end = o.end == null ? null : ceilViewRow(o.end, collation);
   // Bounds above every row: nothing at all in that direction.
   if ((o.start != null && start === null && !desc) || (o.end != null && end === null && desc)) {
     return await emptyAtEnd(o, ctx);
@@ -207,7 +214,13 @@ export async function listViewPage(
   };
   const first = await firstRound(o, start, params, ctx);
   const { raw, pairs } = first;
-  const how = { o, complete: first.complete, lead: first.lead, description: ctx.description };
+  const how = {
+    o,
+    complete: first.complete,
+    lead: first.lead,
+    description: ctx.description,
+    collation,
+  };
   let settled = settle(raw, pairs, how);
   for (let round = 1; !how.complete && !settled.ended && settled.rows.length < o.limit; round++) {
     if (round > MAX_ROUNDS) throw new FatalError(`${ctx.description}: a listing made no progress`);
@@ -270,7 +283,7 @@ async function firstRound(
     for (let back = Math.min(skip, 4);; back = Math.min(skip, back * 4)) {
       const ask = Math.max(1, Math.min(o.limit + back, Math.max(o.limit, ctx.maxPage)));
       const a = rawAnswer(await ctx.send(params(null, skip - back, ask)), ctx.description);
-      const pairs = a.rows.map((r) => pairOf(r, ctx.description));
+      const pairs = a.rows.map((r) => pairOf(r, ctx));
       const known = skip - back === 0 || pairs.slice(0, back).some((p) => p !== pairs[back]);
       if (!known && back < skip) continue;
       return {
@@ -284,7 +297,7 @@ async function firstRound(
       };
     }
   }
-  const at = start === null ? null : pairOf(start, ctx.description);
+  const at = start === null ? null : pairOf(start, ctx);
   const hinted = at === null || desc || !ctx.state.ignoresDocid ? 0 : ctx.state.hints.get(at) ?? 0;
   // The caller's limit plus a few of the pair's rows before the start, within the server's cap
   // (a start between made-up repeats may name an ordinal far above any real one).
@@ -294,16 +307,20 @@ async function firstRound(
   );
   const from = hinted > 0 ? hinted - 1 : 0;
   const a = rawAnswer(await ctx.send(params(start, from, ask)), ctx.description);
-  const pairs = a.rows.map((r) => pairOf(r, ctx.description));
+  const pairs = a.rows.map((r) => pairOf(r, ctx));
   const head = a.rows[0];
-  if (start !== null && head !== undefined && compareJson(head.key, start.key) === 0) {
+  if (
+    start !== null && head !== undefined &&
+    compareJson(head.key, start.key, ctx.state.collation) === 0
+  ) {
     const c = compareKeys(head.docid, start.docid);
     if (from === 0 && (desc ? c > 0 : c < 0)) ctx.state.ignoresDocid = true;
   }
   if (hinted > 0) {
     // The row before the remembered position must be another pair of the same key; else the view
     // changed: list the run from its first row instead.
-    const ok = head !== undefined && compareJson(head.key, start!.key) === 0 && pairs[0] !== at &&
+    const ok = head !== undefined && compareJson(head.key, start!.key, ctx.state.collation) === 0 &&
+      pairs[0] !== at &&
       compareKeys(pairs[0], at!) < 0;
     if (!ok) {
       ctx.state.hints.delete(at!);
@@ -363,11 +380,14 @@ async function nextRound(
     throw err;
   }
   const a = rawAnswer(body, ctx.description);
-  const got = a.rows.map((r) => pairOf(r, ctx.description));
+  const got = a.rows.map((r) => pairOf(r, ctx));
   for (let i = 0; i < drop; i++) {
     if (got[i] === lastPair) continue;
     // The server went back to the key's first row: it ignores docids. Go on by skip instead.
-    if (i === 0 && got[0] !== undefined && compareJson(a.rows[0].key, last.key) === 0) {
+    if (
+      i === 0 && got[0] !== undefined &&
+      compareJson(a.rows[0].key, last.key, ctx.state.collation) === 0
+    ) {
       ctx.state.ignoresDocid = true;
       return await nextRound(raw, pairs, c);
     }
@@ -375,7 +395,7 @@ async function nextRound(
   }
   if (ctx.state.ignoresDocid && first.globalSkip === null && got.length > 0) {
     // The row at the skip must follow the last row seen; else the run changed under the listing.
-    if (compareJson(a.rows[0].key, last.key) < 0) {
+    if (compareJson(a.rows[0].key, last.key, ctx.state.collation) < 0) {
       throw new TransientError(`${ctx.description}: the view changed while it was listed`);
     }
   }

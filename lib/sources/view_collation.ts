@@ -1,0 +1,82 @@
+/**
+ * Which order a view's rows come in, asked once per source: the view's design document says what
+ * collation it declares, and the server's welcome (`GET /`) says which server it is.
+ *
+ * - pouchdb-server ignores the option: its views are `typed` (CouchDB's documented type order;
+ *   strings by UTF-16 code unit, the same as by code point unless U+E000..U+FFFF meets astral).
+ * - A view declaring `"collation": "raw"` elsewhere is `raw` (Erlang term order).
+ * - Apache CouchDB's default collation is ICU, which rankcrawl does not reproduce: refused, saying
+ *   how to declare raw collation.
+ * - Any other server's default is taken as `typed` (the project's registry is such a server). In
+ *   every case the rows are checked in order as they are listed, so a wrong guess is refused,
+ *   never crawled wrongly.
+ *
+ * @module
+ */
+import { FatalError } from "../base/errors.ts";
+import type { Collation } from "../plan/view_keys.ts";
+
+/** A GET's status and parsed JSON body (null when it was not JSON). */
+export type GetJson = (url: string) => Promise<{ status: number; body: unknown }>;
+
+/** The vendor names of servers whose default view collation is ICU. */
+const ICU_VENDORS = ["The Apache Software Foundation", "IBM Cloudant"];
+
+function field(v: unknown, name: string): unknown {
+  return typeof v === "object" && v !== null && !Array.isArray(v)
+    ? (v as Record<string, unknown>)[name]
+    : undefined;
+}
+
+/** What server answers at the root above `dbUrl`: `pouchdb`, `couchdb` (ICU default) or `other`. */
+async function serverKind(get: GetJson, dbUrl: string): Promise<"pouchdb" | "couchdb" | "other"> {
+  const root = new URL(dbUrl.replace(/\/[^/]*$/, "/"));
+  const welcome = await get(root.href).catch(() => null);
+  if (welcome === null || welcome.status !== 200) return "other";
+  const b = welcome.body;
+  const vendor = String(field(field(b, "vendor"), "name") ?? "");
+  if (field(b, "express-pouchdb") !== undefined || /pouchdb/i.test(vendor)) return "pouchdb";
+  if (field(b, "couchdb") !== undefined && ICU_VENDORS.includes(vendor)) return "couchdb";
+  return "other";
+}
+
+/**
+ * The collation of view `ddoc/name` of database `dbUrl` (module comment).
+ * @throws FatalError when the design document or the view does not exist, cannot be read, or the
+ * view collates by ICU on CouchDB
+ */
+export async function viewCollation(
+  get: GetJson,
+  dbUrl: string,
+  view: { ddoc: string; name: string; description: string },
+): Promise<Collation> {
+  const ddocPath = `_design/${encodeURIComponent(view.ddoc)}`;
+  const ddoc = await get(`${dbUrl}/${ddocPath}`);
+  if (ddoc.status === 404) {
+    throw new FatalError(`${view.description}: no design document ${ddocPath} (404)`);
+  }
+  if (ddoc.status === 401 || ddoc.status === 403) {
+    throw new FatalError(`${view.description}: access denied to ${ddocPath} (${ddoc.status})`);
+  }
+  if (ddoc.status !== 200) {
+    throw new FatalError(`${view.description}: ${ddocPath} answered HTTP ${ddoc.status}`);
+  }
+  const def = field(field(ddoc.body, "views"), view.name);
+  if (def === undefined) {
+    throw new FatalError(`${view.description}: ${ddocPath} has no view "${view.name}"`);
+  }
+  // Per view (CouchDB reads it there); some documentation puts it at the design document's root.
+  const declared = field(field(def, "options"), "collation") ??
+    field(field(ddoc.body, "options"), "collation") ?? "default";
+  const server = await serverKind(get, dbUrl);
+  if (server === "pouchdb") return "typed";
+  if (declared === "raw") return "raw";
+  if (server === "couchdb") {
+    throw new FatalError(
+      `${view.description} collates with CouchDB's default (ICU), an order rankcrawl does not ` +
+        `reproduce; declare raw collation on the view ("views": {"${view.name}": {"map": ..., ` +
+        `"options": {"collation": "raw"}}} in ${ddocPath}) and let CouchDB rebuild it`,
+    );
+  }
+  return "typed";
+}
