@@ -5,7 +5,7 @@
  */
 import { UsageError } from "../lib/base/errors.ts";
 import { helpText, intFlag, parseFlags, runMain, urlFlag, viewFlag } from "../lib/cli/flags.ts";
-import { compareJson, decodeViewRow, encodeViewRow, type Json } from "../lib/plan/view_keys.ts";
+import { compareJson, decodeViewRow, encodeViewRow, type Json } from "../lib/plan/view/mod.ts";
 import { locateKeys, locateRanks, parseRankQuery, SEARCH_PAGE } from "../lib/plan/locate.ts";
 import { VIEW_FLAG } from "../lib/cli/spec_flags.ts";
 import { CouchSource } from "../lib/sources/couch_source.ts";

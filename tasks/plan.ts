@@ -11,7 +11,7 @@ import { CouchSource } from "../lib/sources/couch_source.ts";
 import { PLAN_PAGE, planShards } from "../lib/plan/planner.ts";
 import { evenSplitPieces, evenSplitRanks, maxShare } from "../lib/plan/baselines.ts";
 import { planSvg } from "../lib/plan/plan_svg.ts";
-import { decodeViewRow } from "../lib/plan/view_keys.ts";
+import { decodeViewRow } from "../lib/plan/view/mod.ts";
 import { formatPlanTable } from "../lib/plan/plan_table.ts";
 
 const FLAGS = {

@@ -11,7 +11,7 @@
 import assert from "node:assert/strict";
 import { keysAtRanks } from "../lib/plan/locate.ts";
 import { planShards } from "../lib/plan/planner.ts";
-import { compareJson, encodeViewRow, type Json } from "../lib/plan/view_keys.ts";
+import { compareJson, encodeViewRow, type Json } from "../lib/plan/view/mod.ts";
 import { prng } from "../lib/sim/names.ts";
 import { CouchSource } from "../lib/sources/couch_source.ts";
 import { freePort, taskArgs, waitHealthy } from "./helpers.ts";

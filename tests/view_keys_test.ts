@@ -10,9 +10,9 @@ import {
   encodeViewRow,
   type Json,
   type ViewRowKey,
-} from "../lib/plan/view_keys.ts";
+} from "../lib/plan/view/mod.ts";
 import { compareKeys } from "../lib/plan/keys.ts";
-import type { Collation } from "../lib/plan/view_keys.ts";
+import type { Collation } from "../lib/plan/view/mod.ts";
 import { prng } from "../lib/sim/names.ts";
 
 const COLLATIONS: Collation[] = ["typed", "raw"];

@@ -9,7 +9,7 @@ import { buildSpec } from "../lib/base/spec.ts";
 import { keysAtRanks, percentileRank } from "../lib/plan/locate.ts";
 import { compareKeys } from "../lib/plan/keys.ts";
 import { planShards } from "../lib/plan/planner.ts";
-import { compareJson, decodeViewRow, encodeViewRow } from "../lib/plan/view_keys.ts";
+import { compareJson, decodeViewRow, encodeViewRow } from "../lib/plan/view/mod.ts";
 import { RegistryData } from "../lib/sim/registry_data.ts";
 import { startRegistry } from "../lib/sim/registry_server.ts";
 import { VIEW_NAME, viewRowsOf } from "../lib/sim/registry_view.ts";
@@ -412,5 +412,30 @@ Deno.test("view: `plan --view` and `locate --view` from the command line", async
     assert.match(missing.stderr, /^error: .*_design\/pkg has no view "nope"/);
   } finally {
     await reg.close();
+  }
+});
+
+Deno.test("view: the README's demo view crawl ends done, every row exported once", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const kv = `${dir}/view.kv`;
+    const crawl = await cli(["crawl", "--view", VIEW_NAME, "--kv", kv]);
+    assert.equal(crawl.code, 0, crawl.stderr);
+    const data = new RegistryData(await bundledNames());
+    const truth = viewRowsOf(data);
+    assert.match(
+      crawl.stdout + crawl.stderr,
+      new RegExp(`done: ${truth.length.toLocaleString("en-US")} items`),
+    );
+    const out = await cli(["export", "--kv", kv]);
+    assert.equal(out.code, 0, out.stderr);
+    const lines = out.stdout.trimEnd().split("\n");
+    assert.equal(lines.length, truth.length);
+    for (const i of [0, 1, 1000, truth.length >> 1, truth.length - 1]) {
+      const l = JSON.parse(lines[i]);
+      assert.deepEqual([l.key, l.id], [truth[i].key, truth[i].docid], `row ${i}`);
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
   }
 });

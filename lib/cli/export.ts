@@ -6,7 +6,7 @@
  * @module
  */
 import { crawlItemBatches, crawlKeysNdjson, type ExportedItem, findCrawl } from "../engine/mod.ts";
-import { decodeViewRow } from "../plan/view_keys.ts";
+import { decodeViewRow } from "../plan/view/mod.ts";
 import { oneLine } from "../sources/couch_answers.ts";
 
 /**

@@ -34,7 +34,7 @@ import {
   resumeCrawl,
 } from "../engine/mod.ts";
 import { planSvg } from "../plan/plan_svg.ts";
-import { decodeViewRow } from "../plan/view_keys.ts";
+import { decodeViewRow } from "../plan/view/mod.ts";
 import { isAllowedSource } from "./auth.ts";
 
 /** What the crawl routes need. */

@@ -4,7 +4,7 @@
  * @module
  */
 import type { Plan } from "./planner.ts";
-import { decodeViewRow } from "./view_keys.ts";
+import { decodeViewRow } from "./view/mod.ts";
 
 /**
  * A key as a plan table shows it: JSON, or for a view's encoded row, `key · docid`, and ` #n` for

@@ -30,7 +30,7 @@ import {
 } from "./registry_docs.ts";
 import { paddingStream } from "./registry_hostile.ts";
 import { addViewRoute } from "./registry_view.ts";
-import type { Collation } from "../plan/view_keys.ts";
+import type { Collation } from "../plan/view/mod.ts";
 
 /** How the registry behaves. */
 export interface RegistryOptions extends FaultOptions, DocServeOptions {

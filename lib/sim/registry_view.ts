@@ -19,7 +19,7 @@ import {
   compareViewRows,
   type Json,
   type ViewRowKey,
-} from "../plan/view_keys.ts";
+} from "../plan/view/mod.ts";
 import type { RegistryData } from "./registry_data.ts";
 import type { Hono } from "hono";
 import { couchError, intParam } from "./registry_listing.ts";

@@ -16,7 +16,7 @@
  * @module
  */
 import { DOCUMENT_RETRY } from "../base/retry_policy.ts";
-import { FatalError, PermanentError, TransientError } from "../base/errors.ts";
+import { FatalError, PermanentError } from "../base/errors.ts";
 import { redactUrl } from "../base/redact.ts";
 import { normalizeSourceUrl } from "../base/spec.ts";
 import type {
@@ -32,12 +32,12 @@ import {
   checkBulkGet,
   checkChanges,
   checkKeyRevs,
-  docFromBody,
   parseJsonAnswer,
   refuseErrorBody,
 } from "./couch_answers.ts";
 import { type HttpAnswer, HttpClient, type HttpOptions, TooLargeError } from "./http.ts";
 import { ALL_DOCS, type ListingDialect, viewDialect } from "./listing_dialect.ts";
+import { CouchDocs } from "./couch_docs.ts";
 
 /** Options of {@linkcode CouchSource}. */
 export interface CouchSourceOptions extends HttpOptions {
@@ -58,7 +58,7 @@ export interface CouchSourceOptions extends HttpOptions {
   docTimeoutMs?: number;
   /**
    * List a view (`ddoc/view`) instead of `_all_docs`: keys are then encoded `(key, docid)` rows
-   * (`lib/plan/view_keys.ts`), documents are the rows' documents, and there is no change feed.
+   * (`lib/plan/view/view_keys.ts`), documents are the rows' documents, and there is no change feed.
    * @default none: `_all_docs`
    */
   view?: string;
@@ -80,9 +80,6 @@ const MAX_BULK_BYTES = 16 * 1024 * 1024;
 /** Longest listing URL sent as a GET; longer ones are sent as POST with a JSON body. */
 const MAX_GET_URL = 8_000;
 
-/** Longest document URL asked for (the HTTP stack takes up to 65,534 bytes). */
-const MAX_DOC_URL = 32_000;
-
 /** Listing query parameters as the JSON body CouchDB takes instead (`*key` values are JSON). */
 export function paramsBody(params: URLSearchParams): Record<string, unknown> {
   const body: Record<string, unknown> = {};
@@ -95,16 +92,6 @@ export function paramsBody(params: URLSearchParams): Record<string, unknown> {
   return body;
 }
 
-/** A document's own error from a 4xx answer. */
-function docError(a: HttpAnswer): DocResult {
-  const reason = a.status === 404 || a.status === 410
-    ? "not found"
-    : a.status === 401 || a.status === 403
-    ? "access denied"
-    : new TextDecoder().decode(a.body.subarray(0, 200)).replace(/\s+/g, " ");
-  return { kind: "error", status: a.status, reason };
-}
-
 /** A CouchDB database reached over HTTP. */
 export class CouchSource implements Source {
   readonly description: string;
@@ -112,9 +99,7 @@ export class CouchSource implements Source {
   #db: string;
   #docs: string;
   #http: HttpClient;
-  #maxDocBytes: number;
-  #docAttempts: number;
-  #docTimeoutMs?: number;
+  #docsById: CouchDocs;
   #requests = 0;
   #docMode: Promise<DocMode> | null = null;
   #listing: ListingDialect;
@@ -141,9 +126,13 @@ export class CouchSource implements Source {
     this.description = redactUrl(this.#db) +
       (this.#listing.label === null ? "" : ` ${this.#listing.label}`);
     this.#http = new HttpClient(options);
-    this.#maxDocBytes = options.maxDocBytes ?? 32 * 1024 * 1024;
-    this.#docAttempts = options.docMaxAttempts ?? DOCUMENT_RETRY.attemptsPerRound;
-    this.#docTimeoutMs = options.docTimeoutMs ?? 20_000;
+    this.#docsById = new CouchDocs({
+      http: this.#http,
+      docsUrl: this.#docs,
+      maxDocBytes: options.maxDocBytes ?? 32 * 1024 * 1024,
+      attempts: options.docMaxAttempts ?? DOCUMENT_RETRY.attemptsPerRound,
+      timeoutMs: options.docTimeoutMs ?? 20_000,
+    });
     this.capabilities = { skip: options.skip ?? false, maxPage: options.maxPage ?? 10_000 };
   }
 
@@ -289,85 +278,7 @@ export class CouchSource implements Source {
    * document's own errors; over `maxDocBytes` it is `tooLarge`, and its body is never held.
    */
   doc(key: string, options: DocOptions = {}): Promise<DocResult> {
-    return this.#docById(this.#listing.docId(key), options);
-  }
-
-  async #docById(id: string, options: DocOptions = {}): Promise<DocResult> {
-    const url = this.#docUrl(id);
-    if (url === null) {
-      return {
-        kind: "error",
-        status: 0,
-        reason: "this id cannot be requested by URL ('.', '..', a lone surrogate, or too long)",
-      };
-    }
-    // A 200 whose body is empty or cut is most likely damaged on the way: worth other attempts.
-    // Only when every attempt of two rounds answered that way is it the document's own answer:
-    // one round of 4 can be all damaged by chance on a registry that cuts a few % of answers.
-    for (let round = 1;; round++) {
-      const r = await this.#fetchDoc(url, id, options);
-      if (!("damaged" in r)) return r;
-      if (round === DOCUMENT_RETRY.damagedRounds) {
-        return { kind: "error", status: 200, reason: r.damaged };
-      }
-    }
-  }
-
-  /** One round of attempts at a document; `damaged` when every attempt's body was damaged. */
-  async #fetchDoc(
-    url: string,
-    expectedId: string,
-    options: DocOptions,
-  ): Promise<DocResult | { damaged: string }> {
-    let damaged = 0;
-    try {
-      return await this.#http.request({
-        url,
-        maxBytes: this.#maxDocBytes,
-        maxAttempts: this.#docAttempts,
-        timeoutMs: this.#docTimeoutMs,
-      }, async (a) => {
-        if (a.status >= 400) return docError(a);
-        let doc: DocResult;
-        try {
-          doc = docFromBody(a.body, a.headers.get("content-type"), expectedId);
-          if (doc.kind === "error" && doc.reason === "empty body") {
-            throw new TransientError(`empty body from ${redactUrl(url)}`, { status: 200 });
-          }
-        } catch (err) {
-          if (err instanceof TransientError) damaged++;
-          throw err;
-        }
-        // Stored while this answer still holds its large-answer permit.
-        return doc.kind === "raw" && options.keep ? await options.keep(expectedId, doc) : doc;
-      });
-    } catch (err) {
-      if (err instanceof TooLargeError) return { kind: "tooLarge", bytes: err.bytes };
-      if (err instanceof PermanentError) {
-        return { kind: "error", status: err.status ?? 0, reason: err.message };
-      }
-      if (!(err instanceof TransientError)) throw err;
-      if (damaged === this.#docAttempts) {
-        return { damaged: err.message.replace(/ \(\d+ attempts\)$/, "") };
-      }
-      throw new TransientError(err.message, {
-        cause: err,
-        status: err.status === 200 ? 0 : err.status,
-      });
-    }
-  }
-
-  /**
-   * The document URL of `id`, or null when no URL names it: `.` and `..` are path steps whatever
-   * their encoding, and a lone surrogate has no UTF-8 to percent-encode.
-   */
-  #docUrl(id: string): string | null {
-    if (id === "." || id === ".." || !id.isWellFormed()) return null;
-    const url = `${this.#docs}/${encodeURIComponent(id)}`;
-    if (url.length > MAX_DOC_URL) return null;
-    const base = new URL(this.#docs + "/");
-    const parsed = new URL(url);
-    return parsed.origin === base.origin && parsed.pathname.startsWith(base.pathname) ? url : null;
+    return this.#docsById.byId(this.#listing.docId(key), options);
   }
 
   /**
@@ -398,7 +309,7 @@ export class CouchSource implements Source {
     } catch (err) {
       if (!(err instanceof TooLargeError)) throw err;
       // One document alone over the answer's cap: asked by itself (its own cap is larger).
-      if (ids.length === 1) return [await this.#docById(ids[0])];
+      if (ids.length === 1) return [await this.#docsById.byId(ids[0])];
       const half = ids.length >> 1;
       return [
         ...await this.#bulkGet(ids.slice(0, half)),

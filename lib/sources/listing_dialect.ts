@@ -1,6 +1,6 @@
 /**
  * How a CouchDB listing is asked for and read: `_all_docs` (ids are keys) or a view (rows are
- * `(key, docid)` pairs, carried as encoded string keys, see `lib/plan/view_keys.ts`). The
+ * `(key, docid)` pairs, carried as encoded string keys, see `lib/plan/view/view_keys.ts`). The
  * {@linkcode CouchSource} sends what a dialect builds and hands the answer back to it.
  *
  * @module
@@ -8,10 +8,11 @@
 import { FatalError } from "../base/errors.ts";
 import { VIEW_PATTERN } from "../base/spec.ts";
 import type { ListOptions, Page } from "../plan/source.ts";
-import { decodeViewRow } from "../plan/view_keys.ts";
+import { decodeViewRow } from "../plan/view/mod.ts";
 import { checkPage } from "./couch_answers.ts";
 import { type GetJson, viewCollation } from "./view_collation.ts";
-import { listViewPage, ViewState } from "./view_listing.ts";
+import { listViewPage } from "./view_listing.ts";
+import { ViewState } from "./view_rows.ts";
 
 /** Sends one listing request with these parameters and gives back its parsed JSON body. */
 export type SendListing = (params: URLSearchParams) => Promise<unknown>;

@@ -14,7 +14,7 @@
  * @module
  */
 import { FatalError } from "../base/errors.ts";
-import type { Collation } from "../plan/view_keys.ts";
+import type { Collation } from "../plan/view/mod.ts";
 
 /** A GET's status and parsed JSON body (null when it was not JSON). */
 export type GetJson = (url: string) => Promise<{ status: number; body: unknown }>;

@@ -27,7 +27,18 @@
  *
  * @module
  */
-import { compareKeys } from "./keys.ts";
+import { compareKeys } from "../keys.ts";
+import {
+  HEX,
+  hex,
+  numberAt,
+  numberCode,
+  type Parsed as ParsedOf,
+  parseNumber,
+} from "./view_numbers.ts";
+
+/** What a parse of an encoded value finds (see `view_numbers.ts`). */
+type Parsed = ParsedOf<Json>;
 
 /** A JSON value, as view keys are. */
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
@@ -136,25 +147,6 @@ export function compareViewRows(a: ViewRowKey, b: ViewRowKey, c: Collation = "ty
     (a.dup ?? 0) - (b.dup ?? 0);
 }
 
-// Numbers: the float64's bits, made unsigned-comparable (flip the sign bit of positives, every bit
-// of negatives), as 16 lower-case hex digits.
-const view = new DataView(new ArrayBuffer(8));
-const SIGN = 1n << 63n;
-const ALL = (1n << 64n) - 1n;
-
-function numberCode(x: number): bigint {
-  view.setFloat64(0, x === 0 ? 0 : x);
-  const u = view.getBigUint64(0);
-  return u & SIGN ? ~u & ALL : u | SIGN;
-}
-
-function codeNumber(c: bigint): number {
-  view.setBigUint64(0, c & SIGN ? c & ~SIGN : ~c & ALL);
-  return view.getFloat64(0);
-}
-
-const hex = (c: bigint) => c.toString(16).padStart(16, "0");
-
 function encodeString(s: string, o: Order): string {
   return tagOf("string", o) + s.replaceAll(ESC, ESC + "\u0002").replaceAll(TERM, ESC + ESC) + TERM;
 }
@@ -245,16 +237,6 @@ function leastDup(t: string): number | null {
   return at > MAX_DUP ? null : Math.max(1, at);
 }
 
-/**
- * What is at `s[i..]`: exactly a value's encoding (and where it ends), or the least value whose
- * encoding is above the rest of `s` (then whatever follows is at its minimum), or nothing: the
- * rest of `s` is above every value's encoding.
- */
-type Parsed =
-  | { kind: "exact"; value: Json; next: number }
-  | { kind: "above"; value: Json }
-  | { kind: "over" };
-
 /** The least value of the type after `kind` in `o`, or undefined after the last. */
 function nextTypeLeast(kind: Kind, o: Order): Json | undefined {
   const next = o.kinds[o.kinds.indexOf(kind) + 1];
@@ -279,49 +261,6 @@ function parseValue(s: string, i: number, o: Order): Parsed {
   // Nothing of this type is at or above the rest: the first value of the next type is.
   const next = nextTypeLeast(kind, o);
   return next === undefined ? { kind: "over" } : { kind: "above", value: next };
-}
-
-const HEX = "0123456789abcdef";
-
-function parseNumber(s: string, i: number): Parsed {
-  const digits = s.slice(i, i + 16);
-  let exactDigits = true;
-  let code = 0n;
-  let j = 0;
-  for (; j < 16; j++) {
-    const c = digits[j];
-    const d = c === undefined ? -1 : HEX.indexOf(c);
-    if (d >= 0) {
-      code = code * 16n + BigInt(d);
-      continue;
-    }
-    exactDigits = false;
-    if (c === undefined || c < "0") {
-      code = code << BigInt(4 * (16 - j)); // the rest at its least
-    } else if (c < "a") {
-      code = (code * 16n + 10n) << BigInt(4 * (15 - j)); // between '9' and 'a': 'a', then zeros
-    } else {
-      // Above 'f': the prefix + 1, then zeros; past the last prefix, no number is high enough.
-      code = (code + 1n) << BigInt(4 * (16 - j));
-      if (code > ALL) return { kind: "over" };
-    }
-    break;
-  }
-  return numberAt(code, exactDigits, i + 16);
-}
-
-/** The least number whose code is at or above `code` (`exact`: `code` is all of the input). */
-function numberAt(code: bigint, exact: boolean, next: number): Parsed {
-  const least = numberCode(-Number.MAX_VALUE);
-  if (code < least) return { kind: "above", value: -Number.MAX_VALUE };
-  if (code > numberCode(Number.MAX_VALUE)) return { kind: "over" };
-  let x = codeNumber(code);
-  if (Object.is(x, -0)) {
-    x = 0; // one zero: the code of -0 sits just below 0's
-    exact = false;
-  }
-  if (numberCode(x) !== code) exact = false;
-  return exact ? { kind: "exact", value: x, next } : { kind: "above", value: x };
 }
 
 function parseString(s: string, i: number): Parsed {
