@@ -35,6 +35,7 @@ export {
   type Source,
 } from "./lib/plan/source.ts";
 export { compareKeys, sortKeys } from "./lib/plan/keys.ts";
+export { idOfKey, type IdOrder, keyOfId } from "./lib/plan/id_order.ts";
 export {
   type Plan,
   PLAN_PAGE,

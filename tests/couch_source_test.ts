@@ -102,10 +102,20 @@ Deno.test("couch source: non-CouchDB answers are fatal with a clear reason", asy
   }
 });
 
+/** The database info every source reads once before its first request (its id order). */
+function dbInfo(input: RequestInfo | URL): Response | null {
+  const url = new URL(input instanceof Request ? input.url : String(input));
+  return url.pathname === "/db"
+    ? new Response('{"db_name":"db"}', { headers: { "content-type": "application/json" } })
+    : null;
+}
+
 Deno.test("couch source: transient errors retry with Retry-After, then give up", async () => {
   const delays: number[] = [];
   let calls = 0;
-  const fake: typeof fetch = () => {
+  const fake: typeof fetch = (input) => {
+    const info = dbInfo(input);
+    if (info) return Promise.resolve(info);
     calls++;
     return Promise.resolve(
       calls === 1
@@ -134,7 +144,9 @@ Deno.test("couch source: transient errors retry with Retry-After, then give up",
 Deno.test("couch source: a damaged document body is retried for two rounds before it is the document's own", async () => {
   const answers = (cut: number) => {
     let calls = 0;
-    const fake: typeof fetch = () => {
+    const fake: typeof fetch = (input) => {
+      const info = dbInfo(input);
+      if (info) return Promise.resolve(info);
       calls++;
       const body = calls <= cut ? '{"_id":"a","x' : '{"_id":"a","x":1}';
       return Promise.resolve(

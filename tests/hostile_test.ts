@@ -140,7 +140,9 @@ Deno.test("hostile: a document that never answers and one that never ends are bo
     if (kind === "slow") assert.match(it.error!.reason, /timed out/);
     if (kind === "huge") assert.equal(it.tooLarge, true, "recorded, not held in memory");
   }
-  const most = Math.max(...hits.values());
+  // Documents only: the database's own URL (its info: update_seq, the id order) is asked more.
+  const docHits = [...hits].filter(([url]) => !/\/registry(\?|$)/.test(url) && !url.includes("/_"));
+  const most = Math.max(...docHits.map(([, n]) => n));
   assert.ok(
     most <= 2 * 4,
     `a document was requested ${most} times (2 attempts, 3 page tries, a second round on the last)`,

@@ -10,7 +10,7 @@ import { CouchSource } from "../lib/sources/couch_source.ts";
 import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
 import { planShards } from "../lib/plan/planner.ts";
 import { listCrawls } from "../lib/engine/store/store.ts";
-import { iterateItems } from "../lib/engine/items/item_read.ts";
+import { exportNdjson } from "../lib/cli/export.ts";
 import { freePort, randomKeys, waitHealthy } from "./helpers.ts";
 
 const BIN = Deno.env.get("POUCHDB_SERVER") ??
@@ -30,9 +30,27 @@ if (!have) {
   );
 }
 
-// BMP letters beyond U+00FF and astral ones; pouchdb collates ids by UTF-16 code units, which
-// agrees with CouchDB's code point order unless U+E000..U+FFFF and astral ids meet (left out).
-const CHARS = ["a", "b", "k", "z", "-", "@", "/", "é", "ж", "中", "文", "\u{1f600}", "0"];
+// BMP letters beyond U+00FF, U+E000..U+FFFF and astral ones: pouchdb collates ids by UTF-16 code
+// unit, where astral characters sort before U+E000..U+FFFF (by code point, after).
+const CHARS = [
+  "a",
+  "b",
+  "k",
+  "z",
+  "-",
+  "@",
+  "/",
+  "é",
+  "ж",
+  "中",
+  "文",
+  "\u{1f600}",
+  "\u{10400}",
+  "\ue000",
+  "\uff21",
+  "\ufffd",
+  "0",
+];
 
 Deno.test({
   name: "peer: pouchdb-server is planned by fallback and crawled completely, docs included",
@@ -56,7 +74,12 @@ Deno.test({
         await fetch(db, { method: "PUT" }).then((r) => (r.body?.cancel(), r.status)),
         201,
       );
-      const ids = randomKeys(3000, CHARS, 81, 6).concat(["@scope/name", "中文包", "\u{1f600}x"]);
+      const ids = randomKeys(3000, CHARS, 81, 6).concat([
+        "@scope/name",
+        "中文包",
+        "\u{1f600}x",
+        "\uffff\uffffz", // below the end key pouchdb is listed with (three U+FFFF)
+      ]);
       const unique = [...new Set(ids)];
       for (let i = 0; i < unique.length; i += 500) {
         const docs = unique.slice(i, i + 500).map((id) => ({ _id: id, name: id, n: i }));
@@ -95,15 +118,23 @@ Deno.test({
       });
       assert.equal(res.report.status, "done");
       assert.equal(res.report.itemsStored, unique.length);
+      // The export holds every id once, in the server's own (UTF-16) order, each with its document.
       using kv = await Deno.openKv(`${dir}/p.kv`);
       const [crawl] = await listCrawls(kv);
-      const got: string[] = [];
-      for await (const it of iterateItems(kv, crawl.id)) {
-        got.push(it.id);
-        assert.equal(JSON.parse(it.doc!)._id, it.id);
-      }
-      assert.equal(got.length, unique.length);
-      assert.deepEqual(new Set(got), new Set(unique));
+      assert.equal(crawl.idOrder, "utf16");
+      let text = "";
+      const dec = new TextDecoder();
+      await exportNdjson(
+        kv,
+        crawl.id,
+        new WritableStream({ write: (c) => void (text += dec.decode(c)) }),
+      );
+      const lines = text.trimEnd().split("\n").map((l) => JSON.parse(l));
+      const byUnits = [...unique].sort((a, b) => a < b ? -1 : a > b ? 1 : 0);
+      assert.deepEqual(lines.map((l) => l.id), byUnits);
+      for (const l of lines) assert.equal(l.doc._id, l.id);
+      assert.ok(unique.some((id) => /^[\ue000-\uffff]/.test(id)), "ids starting in U+E000..U+FFFF");
+      assert.ok(unique.some((id) => /^[\ud800-\udbff]/.test(id)), "ids starting astral");
     } finally {
       server.kill("SIGTERM");
       await server.status;

@@ -203,7 +203,7 @@ Deno.test("view: a view in raw collation (Erlang term order) is planned and craw
 });
 
 Deno.test("view: CouchDB's default (ICU) collation is refused, saying how to declare raw", async () => {
-  const { reg } = await registry(500, { vendor: "The Apache Software Foundation" });
+  const { reg } = await registry(500, { asCouchdb: true });
   try {
     const src = new CouchSource(reg.url, { view: VIEW_NAME });
     await assert.rejects(
@@ -219,7 +219,7 @@ Deno.test("view: CouchDB's default (ICU) collation is refused, saying how to dec
   }
   // Declared raw, the same server is crawled in raw order.
   const raw = await registry(500, {
-    vendor: "The Apache Software Foundation",
+    asCouchdb: true,
     viewCollation: "raw",
   });
   try {

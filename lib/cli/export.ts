@@ -8,18 +8,26 @@
 import { crawlItemBatches, crawlKeysNdjson, type ExportedItem, findCrawl } from "../engine/mod.ts";
 import { decodeViewRow } from "../plan/view/mod.ts";
 import { oneLine } from "../sources/couch_answers.ts";
+import { idOfKey, type IdOrder } from "../plan/id_order.ts";
 
 /**
  * One NDJSON line of an item (without the newline). An id too long to keep is written cut, with
  * `"idTruncated": true` and its whole `idLength`. A view's row (`view`) is written as
- * `{"key", "id", "value"}`: its stored id is the encoded row and its `rev` the value's JSON.
+ * `{"key", "id", "value"}`: its stored id is the encoded row and its `rev` the value's JSON. Under
+ * a registry's `utf16` id order (`idOrder`), the stored key is mapped back to its id.
  */
-export function itemLine(it: ExportedItem, options: { view?: boolean } = {}): string {
+export function itemLine(
+  it: ExportedItem,
+  options: { view?: boolean; idOrder?: IdOrder } = {},
+): string {
   let line: string;
   if (options.view) {
     const row = decodeViewRow(it.id);
     line = `{"key":${JSON.stringify(row.key)},"id":${JSON.stringify(row.docid)},"value":${it.rev}`;
-  } else line = `{"id":${JSON.stringify(it.id)},"rev":${JSON.stringify(it.rev)}`;
+  } else {
+    const docId = idOfKey(it.id, options.idOrder);
+    line = `{"id":${JSON.stringify(docId)},"rev":${JSON.stringify(it.rev)}`;
+  }
   // Documents are stored on one line; items stored by earlier versions may not be.
   if (it.doc !== undefined) line += `,"doc":${oneLine(it.doc)}`;
   if (it.tooLarge) line += `,"tooLarge":true,"docBytes":${it.docBytes}`;
@@ -45,8 +53,11 @@ export async function exportNdjson(
   id: string,
   out: WritableStream<Uint8Array>,
 ): Promise<number> {
-  const view = (await findCrawl(kv, id))?.view !== undefined;
-  const raw = await crawlKeysNdjson(kv, id);
+  const crawl = await findCrawl(kv, id);
+  const view = crawl?.view !== undefined;
+  const idOrder = crawl?.idOrder ?? "codepoint";
+  // Lines copied out of blocks show keys: only where keys are the ids themselves.
+  const raw = idOrder === "codepoint" ? await crawlKeysNdjson(kv, id) : null;
   const writer = out.getWriter();
   const enc = new TextEncoder();
   let n = 0;
@@ -58,7 +69,7 @@ export async function exportNdjson(
     }
     for await (const batch of crawlItemBatches(kv, id)) {
       let text = "";
-      for (const it of batch) text += itemLine(it, { view }) + "\n";
+      for (const it of batch) text += itemLine(it, { view, idOrder }) + "\n";
       n += batch.length;
       await writer.write(enc.encode(text));
     }

@@ -35,6 +35,7 @@ import {
 } from "../engine/mod.ts";
 import { planSvg } from "../plan/plan_svg.ts";
 import { decodeViewRow } from "../plan/view/mod.ts";
+import { idOfKey } from "../plan/id_order.ts";
 import { isAllowedSource } from "./auth.ts";
 
 /** What the crawl routes need. */
@@ -167,14 +168,16 @@ async function itemsPage(c: Context, kv: Deno.Kv): Promise<Response> {
   }
   const id = crawlId(c);
   const page = await crawlItemsPage(kv, id, { limit: Number(rawLimit), cursor });
-  const view = (await findCrawl(kv, id))?.view !== undefined;
+  const crawl = await findCrawl(kv, id);
+  const view = crawl?.view !== undefined;
+  const idOrder = crawl?.idOrder ?? "codepoint";
   // A view's row: its stored id is the encoded (key, docid) and its rev the value's JSON.
   const rowOf = (id: string, rev: string) => {
     const { key, docid } = decodeViewRow(id);
     return { key, id: docid, value: JSON.parse(rev) };
   };
   const items = page.items.map(({ id, rev, ...it }) => ({
-    ...(view ? rowOf(id, rev) : { id, rev }),
+    ...(view ? rowOf(id, rev) : { id: idOfKey(id, idOrder), rev }),
     ...it,
     doc: it.doc ? JSON.parse(it.doc) : undefined,
   }));

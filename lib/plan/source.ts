@@ -5,6 +5,8 @@
  * @module
  */
 
+import type { IdOrder } from "./id_order.ts";
+
 /**
  * A key above every real key, for sources that need an explicit end: three U+10FFFF (the last code
  * point, a noncharacter); only ids starting with three of them could be missed. pouchdb-server
@@ -143,6 +145,11 @@ export interface DocOptions {
 export interface Source extends Listing {
   /** Retries made so far after transient failures, where the source retries. */
   readonly retries?: number;
+  /**
+   * How the registry orders ids, once known (after a listing): `utf16` where keys are made from
+   * ids (`id_order.ts`), so that whoever shows items maps keys back to ids. @default "codepoint"
+   */
+  readonly idOrder?: IdOrder;
   /** One document by id. Transient failures past their attempts throw `TransientError`. */
   doc(id: string, options?: DocOptions): Promise<DocResult>;
   /** Documents of many ids in one request or a few (`_bulk_get`), in the order asked. */

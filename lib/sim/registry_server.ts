@@ -59,8 +59,11 @@ export interface RegistryOptions extends FaultOptions, DocServeOptions {
    * (Erlang term order; its design document then declares `"collation": "raw"`). @default "typed"
    */
   viewCollation?: Collation;
-  /** `vendor.name` of the server's welcome (`GET /`). @default "rankcrawl registry simulator" */
-  vendor?: string;
+  /**
+   * Answer as Apache CouchDB 3 does (its database info gives `cluster`, its welcome its vendor):
+   * a server whose views default to ICU collation. @default false
+   */
+  asCouchdb?: boolean;
 }
 
 /** True when `id` is one of the rows a registry with `hideRate` leaves out of its listings. */
@@ -106,7 +109,11 @@ export function createRegistryApp(
       c.json({
         couchdb: "Welcome",
         version: "3.3.3-sim",
-        vendor: { name: options.vendor ?? "rankcrawl registry simulator" },
+        vendor: {
+          name: options.asCouchdb
+            ? "The Apache Software Foundation"
+            : "rankcrawl registry simulator",
+        },
       }),
   );
 
@@ -117,6 +124,7 @@ export function createRegistryApp(
       doc_del_count: 0,
       update_seq: data.updateSeq,
       instance_start_time: "0",
+      ...(options.asCouchdb ? { cluster: { q: 2, n: 1, w: 1, r: 1 } } : {}),
     }));
 
   addListingRoutes(app, ctx);

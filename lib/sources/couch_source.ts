@@ -36,8 +36,14 @@ import {
   refuseErrorBody,
 } from "./couch_answers.ts";
 import { type HttpAnswer, HttpClient, type HttpOptions, TooLargeError } from "./http.ts";
-import { ALL_DOCS, type ListingDialect, viewDialect } from "./listing_dialect.ts";
+import {
+  allDocsDialect,
+  type ListingContext,
+  type ListingDialect,
+  viewDialect,
+} from "./listing_dialect.ts";
 import { CouchDocs } from "./couch_docs.ts";
+import type { IdOrder } from "../plan/id_order.ts";
 
 /** Options of {@linkcode CouchSource}. */
 export interface CouchSourceOptions extends HttpOptions {
@@ -122,7 +128,7 @@ export class CouchSource implements Source {
     this.#docs = options.docsUrl === undefined
       ? this.#db
       : normalizeSourceUrl(options.docsUrl, "document URL", { credentials: true });
-    this.#listing = options.view === undefined ? ALL_DOCS : viewDialect(options.view);
+    this.#listing = options.view === undefined ? allDocsDialect() : viewDialect(options.view);
     this.description = redactUrl(this.#db) +
       (this.#listing.label === null ? "" : ` ${this.#listing.label}`);
     this.#http = new HttpClient(options);
@@ -189,14 +195,40 @@ export class CouchSource implements Source {
     return stated.length ? Math.max(...stated) : limit >> 1;
   }
 
-  #listOnce(options: ListOptions, o: { oversizeIsTransient?: boolean } = {}): Promise<Page> {
-    return this.#listing.list(options, {
+  async #listOnce(
+    options: ListOptions,
+    o: { oversizeIsTransient?: boolean } = {},
+  ): Promise<Page> {
+    const ctx = this.#context((params) =>
+      this.#sendListing(params, options.includeDocs ?? false, o)
+    );
+    await this.#listing.prepare(ctx);
+    return await this.#listing.list(options, ctx);
+  }
+
+  #context(send: ListingContext["send"]): ListingContext {
+    return {
       description: this.description,
       maxPage: this.capabilities.maxPage,
       dbUrl: this.#db,
       getJson: (url) => this.#getJson(url),
-      send: (params) => this.#sendListing(params, options.includeDocs ?? false, o),
-    });
+      send,
+    };
+  }
+
+  /** What the listing must know of the server before keys and ids can be mapped (asked once). */
+  #prepare(): Promise<void> {
+    return this.#listing.prepare(
+      this.#context(() => Promise.reject(new Error("no listing while preparing"))),
+    );
+  }
+
+  /**
+   * How the registry orders ids (`utf16` on pouchdb-server: its keys are then made from ids, see
+   * `lib/plan/id_order.ts`), known once anything was asked of it.
+   */
+  get idOrder(): IdOrder {
+    return this.#listing.idOrder;
   }
 
   /** A GET's status and JSON body (null when not JSON); network failures are retried, then thrown. */
@@ -236,7 +268,7 @@ export class CouchSource implements Source {
       (a) => {
         if (a.status === 404) {
           throw new FatalError(
-            this.#listing === ALL_DOCS
+            this.#listing.kind === "all_docs"
               ? `${this.description} is not a CouchDB database (404 at _all_docs)`
               : `${this.description}: no such database or view (404 at ${path})`,
           );
@@ -277,16 +309,18 @@ export class CouchSource implements Source {
    * object, an empty body, a refused redirect and an id that cannot be a URL path segment are the
    * document's own errors; over `maxDocBytes` it is `tooLarge`, and its body is never held.
    */
-  doc(key: string, options: DocOptions = {}): Promise<DocResult> {
-    return this.#docsById.byId(this.#listing.docId(key), options);
+  async doc(key: string, options: DocOptions = {}): Promise<DocResult> {
+    await this.#prepare();
+    return await this.#docsById.byId(this.#listing.docId(key), options);
   }
 
   /**
    * See {@linkcode Source.bulkDocs}: `POST _bulk_get`; an answer over the byte cap is split in
    * halves, down to one id, whose document is then `tooLarge`.
    */
-  bulkDocs(keys: string[]): Promise<DocResult[]> {
-    return this.#bulkGet(keys.map((k) => this.#listing.docId(k)));
+  async bulkDocs(keys: string[]): Promise<DocResult[]> {
+    await this.#prepare();
+    return await this.#bulkGet(keys.map((k) => this.#listing.docId(k)));
   }
 
   async #bulkGet(ids: string[]): Promise<DocResult[]> {
@@ -324,8 +358,10 @@ export class CouchSource implements Source {
    * document ids): the method is absent for them.
    */
   get revs(): ((ids: string[]) => Promise<(string | null)[]>) | undefined {
-    if (this.#listing !== ALL_DOCS) return undefined;
-    return async (ids) => {
+    if (this.#listing.kind !== "all_docs") return undefined;
+    return async (keysAsked) => {
+      await this.#prepare();
+      const ids = keysAsked.map((k) => this.#listing.docId(k));
       const out: (string | null)[] = [];
       for (let i = 0; i < ids.length; i += 100) {
         const keys = ids.slice(i, i + 100);
@@ -376,7 +412,7 @@ export class CouchSource implements Source {
    * rows change with documents in ways `_changes` does not say, so a view crawl is not caught up.
    */
   updateSeq(): Promise<string | null> {
-    if (this.#listing !== ALL_DOCS) return Promise.resolve(null);
+    if (this.#listing.kind !== "all_docs") return Promise.resolve(null);
     return this.#http.request({ url: this.#db, maxBytes: PAGE_BYTES }, (a) => {
       this.#refuseErrors(a, "");
       const v = refuseErrorBody(
@@ -392,13 +428,23 @@ export class CouchSource implements Source {
     });
   }
 
-  /** See {@linkcode Source.changes}. */
-  changes(since: string, limit: number): Promise<{ rows: ChangeRow[]; lastSeq: string }> {
+  /** See {@linkcode Source.changes}: each row's `id` is its key (see {@linkcode idOrder}). */
+  async changes(since: string, limit: number): Promise<{ rows: ChangeRow[]; lastSeq: string }> {
+    await this.#prepare();
     const url = `${this.#db}/_changes?since=${encodeURIComponent(since)}&limit=${limit}`;
-    return this.#http.request({ url, maxBytes: PAGE_BYTES + limit * ROW_BYTES }, (a) => {
-      this.#refuseErrors(a, "_changes");
-      const body = parseJsonAnswer(a.body, a.headers.get("content-type"), this.#what("_changes"));
-      return checkChanges(body, this.description);
-    });
+    const feed = await this.#http.request(
+      { url, maxBytes: PAGE_BYTES + limit * ROW_BYTES },
+      (a) => {
+        this.#refuseErrors(a, "_changes");
+        const body = parseJsonAnswer(
+          a.body,
+          a.headers.get("content-type"),
+          this.#what("_changes"),
+        );
+        return checkChanges(body, this.description);
+      },
+    );
+    if (this.idOrder === "codepoint") return feed;
+    return { ...feed, rows: feed.rows.map((r) => ({ ...r, id: this.#listing.keyOf(r.id) })) };
   }
 }

@@ -10,7 +10,8 @@ import { VIEW_PATTERN } from "../base/spec.ts";
 import type { ListOptions, Page } from "../plan/source.ts";
 import { decodeViewRow } from "../plan/view/mod.ts";
 import { checkPage } from "./couch_answers.ts";
-import { type GetJson, viewCollation } from "./view_collation.ts";
+import { type GetJson, serverKind, viewCollation } from "./view_collation.ts";
+import { idOfKey, type IdOrder, keyOfId } from "../plan/id_order.ts";
 import { listViewPage } from "./view_listing.ts";
 import { ViewState } from "./view_rows.ts";
 
@@ -33,41 +34,93 @@ export interface ListingContext {
 
 /** A kind of listing. */
 export interface ListingDialect {
+  /** `_all_docs` (keys are ids, mapped by the registry's id order) or a view. */
+  kind: "all_docs" | "view";
   /** The path under the database, e.g. `_all_docs`. */
   path: string;
   /** Added to the source's description (e.g. `view pkg/by_name`). */
   label: string | null;
   /**
+   * Learns, once, what the dialect must know of its server before keys mean anything (a view's
+   * collation, the registry's id order); asked again after a failure that is not fatal.
+   */
+  prepare(ctx: ListingContext): Promise<void>;
+  /**
    * The checked page for `options` (see `Source.list`), made of one request or more (a view on a
-   * server that ignores `startkey_docid` may take several).
+   * server that ignores `startkey_docid` may take several). Call after {@linkcode prepare}.
    */
   list(options: ListOptions, ctx: ListingContext): Promise<Page>;
-  /** The document id of a listed key. */
+  /** The document id of a listed key (after {@linkcode prepare}). */
   docId(key: string): string;
+  /** The key of a document id (`_all_docs` only; after {@linkcode prepare}). */
+  keyOf(id: string): string;
+  /** How the registry orders ids (`codepoint` until prepared). */
+  readonly idOrder: IdOrder;
 }
 
-/** `_all_docs`: keys are ids. */
-export const ALL_DOCS: ListingDialect = {
-  path: "_all_docs",
-  label: null,
-  async list(options, ctx) {
-    const params = new URLSearchParams();
-    if (options.start !== undefined && options.start !== null) {
-      params.set("startkey", JSON.stringify(options.start));
-    }
-    if (options.end !== undefined && options.end !== null) {
-      params.set("endkey", JSON.stringify(options.end));
-      params.set("inclusive_end", "false");
-    }
-    params.set("limit", String(options.limit));
-    if (options.descending) params.set("descending", "true");
-    if (options.skip) params.set("skip", String(options.skip));
-    if (options.includeDocs) params.set("include_docs", "true");
-    if (options.updateSeq) params.set("update_seq", "true");
-    return checkPage(await ctx.send(params), options, ctx.description);
-  },
-  docId: (key) => key,
-};
+/** A once-only step, run again after a failure that is not fatal. */
+function once(step: () => Promise<void>): () => Promise<void> {
+  let ready: Promise<void> | null = null;
+  return () =>
+    ready ??= step().catch((err) => {
+      if (!(err instanceof FatalError)) ready = null;
+      throw err;
+    });
+}
+
+/**
+ * `_all_docs`: keys are ids, or on a registry ordering ids by UTF-16 unit (pouchdb-server), keys
+ * made from them (`lib/plan/id_order.ts`) so that key order is still the listing's order.
+ */
+export function allDocsDialect(): ListingDialect {
+  let order: IdOrder = "codepoint";
+  let ready: (() => Promise<void>) | null = null;
+  return {
+    kind: "all_docs",
+    path: "_all_docs",
+    label: null,
+    get idOrder() {
+      return order;
+    },
+    prepare(ctx) {
+      ready ??= once(async () => {
+        if (await serverKind(ctx.getJson, ctx.dbUrl) === "pouchdb") order = "utf16";
+      });
+      return ready();
+    },
+    async list(options, ctx) {
+      const params = new URLSearchParams();
+      if (options.start !== undefined && options.start !== null) {
+        params.set("startkey", JSON.stringify(idOfKey(options.start, order)));
+      }
+      if (options.end !== undefined && options.end !== null) {
+        params.set("endkey", JSON.stringify(idOfKey(options.end, order)));
+        params.set("inclusive_end", "false");
+      }
+      params.set("limit", String(options.limit));
+      if (options.descending) params.set("descending", "true");
+      if (options.skip) params.set("skip", String(options.skip));
+      if (options.includeDocs) params.set("include_docs", "true");
+      if (options.updateSeq) params.set("update_seq", "true");
+      const body = await ctx.send(params);
+      return checkPage(order === "codepoint" ? body : keyedRows(body), options, ctx.description);
+    },
+    docId: (key) => idOfKey(key, order),
+    keyOf: (id) => keyOfId(id, order),
+  };
+}
+
+/** An `_all_docs` answer whose rows carry keys made from their ids (`docid`: the id itself). */
+function keyedRows(body: unknown): unknown {
+  const b = body as { rows?: unknown };
+  if (typeof b !== "object" || b === null || !Array.isArray(b.rows)) return body;
+  const rows = b.rows.map((r: Record<string, unknown> | null) => {
+    if (typeof r !== "object" || r === null || typeof r.id !== "string" || r.key !== r.id) return r;
+    const key = keyOfId(r.id, "utf16");
+    return { ...r, id: key, key, docid: r.id };
+  });
+  return { ...b, rows };
+}
 
 /** Checks the name of a view: `ddoc/view`, each a plain name. @throws FatalError otherwise. */
 export function parseViewName(view: string): { ddoc: string; name: string } {
@@ -86,21 +139,23 @@ export function parseViewName(view: string): { ddoc: string; name: string } {
 export function viewDialect(view: string): ListingDialect {
   const { ddoc, name } = parseViewName(view);
   const state = new ViewState();
+  let ready: (() => Promise<void>) | null = null;
   return {
+    kind: "view",
     path: `_design/${encodeURIComponent(ddoc)}/_view/${encodeURIComponent(name)}`,
     label: `view ${ddoc}/${name}`,
-    list: async (options, ctx) => {
-      state.ready ??= viewCollation(ctx.getJson, ctx.dbUrl, {
-        ddoc,
-        name,
-        description: ctx.description,
-      }).then((c) => void (state.collation = c), (err) => {
-        if (!(err instanceof FatalError)) state.ready = null; // asked again next time
-        throw err;
+    idOrder: "codepoint",
+    prepare(ctx) {
+      ready ??= once(async () => {
+        const view = { ddoc, name, description: ctx.description };
+        state.collation = await viewCollation(ctx.getJson, ctx.dbUrl, view);
       });
-      await state.ready;
-      return await listViewPage(options, { ...ctx, state });
+      return ready();
     },
+    list: (options, ctx) => listViewPage(options, { ...ctx, state }),
     docId: (key) => decodeViewRow(key).docid,
+    keyOf: () => {
+      throw new FatalError("a view's keys are rows, not document ids");
+    },
   };
 }

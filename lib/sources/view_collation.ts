@@ -1,6 +1,6 @@
 /**
  * Which order a view's rows come in, asked once per source: the view's design document says what
- * collation it declares, and the server's welcome (`GET /`) says which server it is.
+ * collation it declares, and the database's info says which server holds it.
  *
  * - pouchdb-server ignores the option: its views are `typed` (CouchDB's documented type order;
  *   strings by UTF-16 code unit, the same as by code point unless U+E000..U+FFFF meets astral).
@@ -19,24 +19,35 @@ import type { Collation } from "../plan/view/mod.ts";
 /** A GET's status and parsed JSON body (null when it was not JSON). */
 export type GetJson = (url: string) => Promise<{ status: number; body: unknown }>;
 
-/** The vendor names of servers whose default view collation is ICU. */
-const ICU_VENDORS = ["The Apache Software Foundation", "IBM Cloudant"];
-
 function field(v: unknown, name: string): unknown {
   return typeof v === "object" && v !== null && !Array.isArray(v)
     ? (v as Record<string, unknown>)[name]
     : undefined;
 }
 
-/** What server answers at the root above `dbUrl`: `pouchdb`, `couchdb` (ICU default) or `other`. */
-async function serverKind(get: GetJson, dbUrl: string): Promise<"pouchdb" | "couchdb" | "other"> {
-  const root = new URL(dbUrl.replace(/\/[^/]*$/, "/"));
-  const welcome = await get(root.href).catch(() => null);
-  if (welcome === null || welcome.status !== 200) return "other";
-  const b = welcome.body;
-  const vendor = String(field(field(b, "vendor"), "name") ?? "");
-  if (field(b, "express-pouchdb") !== undefined || /pouchdb/i.test(vendor)) return "pouchdb";
-  if (field(b, "couchdb") !== undefined && ICU_VENDORS.includes(vendor)) return "couchdb";
+/**
+ * What server holds the database at `dbUrl`, told by its database info (`GET dbUrl`, inside the
+ * source's own path): `pouchdb` (it names its storage `adapter`), `couchdb` (Apache CouchDB 2+ and
+ * Cloudant give their `cluster` parameters, 1.x its `disk_format_version`: servers whose default
+ * view collation is ICU), or `other` (anything else, or no readable info).
+ */
+export async function serverKind(
+  get: GetJson,
+  dbUrl: string,
+): Promise<"pouchdb" | "couchdb" | "other"> {
+  const info = await get(dbUrl).catch(() => null);
+  if (info === null || info.status !== 200) return "other";
+  const b = info.body;
+  if (typeof field(b, "adapter") === "string" || typeof field(b, "backend_adapter") === "string") {
+    return "pouchdb";
+  }
+  const cluster = field(b, "cluster");
+  if (
+    (typeof cluster === "object" && cluster !== null) ||
+    field(b, "disk_format_version") !== undefined
+  ) {
+    return "couchdb";
+  }
   return "other";
 }
 

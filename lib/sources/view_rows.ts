@@ -51,8 +51,6 @@ const MAX_HINTS = 4_096;
 export class ViewState {
   /** The view's collation, once known (`view_collation.ts`): rows are encoded in its order. */
   collation: Collation = "typed";
-  /** Settles when the collation is known (asked once; asked again after a failure). */
-  ready: Promise<void> | null = null;
   /** The server was seen to ignore `startkey_docid` (it lists from a key's first row). */
   ignoresDocid = false;
   /** Where a pair's first row is in its key's run (rows of that key before it), where seen. */

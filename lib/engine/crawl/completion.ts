@@ -44,7 +44,13 @@ import {
   updateRecord,
   type Verification,
 } from "../store/mod.ts";
-import { type ChangeWindow, checkRanges, type RangeVerdict } from "./verify.ts";
+import {
+  type ChangeWindow,
+  checkRanges,
+  checkTotal,
+  plannedCountVerdicts,
+  type RangeVerdict,
+} from "./verify.ts";
 import { completenessError, MAX_RELISTS } from "../page/mod.ts";
 
 /** Ranges the final check holds against the registry at once (probes, samples, verdicts). */
@@ -240,13 +246,33 @@ async function rankRound(pass: Pass, at: string | null): Promise<"done" | "relis
   return "pending";
 }
 
-/** One round holding the total against `total_rows`, where offsets are not ranks. */
-async function totalRound(pass: Pass, at: string | null): Promise<"done" | "pending"> {
+/**
+ * One round holding the total against `total_rows`, where offsets are not ranks; and, while the
+ * registry holds what it held when planned, each shard against the count its plan found.
+ */
+async function totalRound(
+  pass: Pass,
+  at: string | null,
+): Promise<"done" | "pending" | "relisted"> {
   const shards = await listShards(pass.kv, pass.id);
   const drift = await listRangeDrift(pass.kv, pass.id);
   const stored = shards.map((e) => shardStored(e.value, drift));
   const verdict = await checkTotal(pass.source, stored, windowOf(pass, at));
   if (verdict.verdict === "undecided") return "pending";
+  const planned = (await getCrawl(pass.kv, pass.id)).value?.total;
+  const still = verdict.verdict === "equal" && verdict.span === planned;
+  if (still) {
+    const off = plannedCountVerdicts(shards.map((e) => e.value), stored)
+      .filter((v) => v.verdict === "mismatch");
+    if (await settle(pass.kv, pass.id, shards, off, { ...pass.o, at }) > 0) {
+      await notePending(
+        pass.kv,
+        pass.id,
+        `${off.length} shard(s) differ from their plan: listing again`,
+      );
+      return "relisted";
+    }
+  }
   if (verdict.verdict === "mismatch") {
     throw new FatalError(
       `the crawl stored ${verdict.stored} items but the registry lists ${verdict.span}` +
@@ -257,24 +283,12 @@ async function totalRound(pass: Pass, at: string | null): Promise<"done" | "pend
     status: "total",
     detail: `${verdict.stored} items, as many as the registry lists` +
       (at === null ? " (it has no change feed)" : ` at seq ${at}`) +
-      "; its offsets are not ranks, so ranges cannot be checked one by one",
+      (still
+        ? `, and each of ${shards.length} shards as many as its plan counted there (offsets are ` +
+          "not ranks: counted by skip or one pass)"
+        : "; its offsets are not ranks and it changed since planned, so shards were not checked one by one"),
   }, pass.driftError);
   return "done";
-}
-
-/** The total against `total_rows`, for registries whose offsets are not ranks. */
-async function checkTotal(
-  source: Source,
-  stored: number[],
-  window: () => Promise<ChangeWindow>,
-): Promise<RangeVerdict> {
-  const page = await source.list({ limit: 1 });
-  const w = await window();
-  const sum = stored.reduce((a, b) => a + b, 0);
-  const margin = w === "no-feed" ? 0 : w === "too-many" ? Infinity : w.length;
-  const off = Math.abs(page.total - sum);
-  const verdict = off > margin ? "mismatch" : margin > 0 ? "undecided" : "equal";
-  return { id: -1, verdict, span: page.total, stored: sum, margin };
 }
 
 /**

@@ -246,7 +246,8 @@ async function makePlan(source: Source, crawl: CrawlRecord, options: PlanCrawlOp
   options.onPlanned?.(plan);
   const evenAnswer = await even;
   const evenSplit = plan.method === "rank" && plan.shards.length > 1 ? evenAnswer : null;
-  return { plan, startSeq: await startSeq, docMode: await docMode, evenSplit };
+  const idOrder = source.idOrder ?? "codepoint";
+  return { plan, startSeq: await startSeq, docMode: await docMode, evenSplit, idOrder };
 }
 
 async function startPlanned(
@@ -270,6 +271,7 @@ async function startPlanned(
     total: p.plan.total,
     planRequests: p.plan.requests,
     planMethod: p.plan.method,
+    ...(p.idOrder === "codepoint" ? {} : { idOrder: p.idOrder }),
     nextShardId: p.plan.shards.length,
     startSeq: p.startSeq,
     docMode: p.docMode,

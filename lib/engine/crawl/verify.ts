@@ -168,3 +168,43 @@ async function staleRow(
     ? `${showKey(row.id)} is missing`
     : `${showKey(row.id)} is stored as revision ${rev}, the registry has ${row.rev}`;
 }
+
+/**
+ * Where offsets are not ranks, each shard's stored count against the count its plan found there
+ * (the key at each boundary was found by `skip`, or by one pass over the listing): an independent
+ * count, valid while the registry holds what it held when planned (the caller checks the total
+ * and that no change was seen). A shard that differs is a `mismatch` (listed again); the rest are
+ * `equal`.
+ */
+export function plannedCountVerdicts(
+  shards: { id: number; expected: number }[],
+  stored: number[],
+): RangeVerdict[] {
+  return shards.map((s, i) => ({
+    id: s.id,
+    verdict: stored[i] === s.expected ? "equal" : "mismatch",
+    span: s.expected,
+    stored: stored[i],
+    margin: 0,
+    why: "the count its plan found there, the registry unchanged since",
+  }));
+}
+
+/**
+ * The total against `total_rows`, for registries whose offsets are not ranks: `equal` when it
+ * matches and nothing changed, `undecided` while changes could explain a difference, `mismatch`
+ * beyond them. `id` is -1 (the whole key space).
+ */
+export async function checkTotal(
+  source: Source,
+  stored: number[],
+  window: () => Promise<ChangeWindow>,
+): Promise<RangeVerdict> {
+  const page = await source.list({ limit: 1 });
+  const w = await window();
+  const sum = stored.reduce((a, b) => a + b, 0);
+  const margin = w === "no-feed" ? 0 : w === "too-many" ? Infinity : w.length;
+  const off = Math.abs(page.total - sum);
+  const verdict = off > margin ? "mismatch" : margin > 0 ? "undecided" : "equal";
+  return { id: -1, verdict, span: page.total, stored: sum, margin };
+}

@@ -6,6 +6,7 @@
  */
 import type { CrawlSpec } from "../../base/spec.ts";
 import type { DocMode } from "../../plan/source.ts";
+import type { IdOrder } from "../../plan/id_order.ts";
 
 /**
  * Lifecycle of a crawl. `deleting`: its items are being deleted (a delete that was interrupted is
@@ -54,6 +55,11 @@ export interface CrawlRecord extends CrawlSpec {
   planRequests: number;
   /** How ranks were found (`rank`, `skip`, `listing`). */
   planMethod: string;
+  /**
+   * How the registry orders ids, where not by code point: `utf16` (pouchdb-server) means item keys
+   * are made from ids (`lib/plan/id_order.ts`) and are shown mapped back. @default "codepoint"
+   */
+  idOrder?: IdOrder;
   /** Shard ids handed out so far (plan + splits); the next split gets this id. */
   nextShardId: number;
   /** The registry's update sequence when the crawl started (for `_changes` catch-up). */
