@@ -28,9 +28,9 @@ const have = (() => {
 if (!have && Deno.env.get("CI")) throw new Error(`CI needs pouchdb-server at ${BIN} (see .ci/run)`);
 
 const VIEW = "t/v";
-// Letters of the BMP below U+E000 and astral ones: pouchdb orders strings by UTF-16 code unit,
-// which is code point order unless U+E000..U+FFFF meets astral (see README "Views").
-const CHARS = ["a", "b", "k", "z", "-", "é", "ж", "中", "\u{1f600}", "0", "A"];
+// Letters of the BMP below and above U+E000 and astral ones: pouchdb orders strings and docids by
+// UTF-16 code unit, so astral characters sort before U+E000..U+FFFF (see README "Views").
+const CHARS = ["a", "b", "k", "z", "-", "é", "ж", "中", "\u{1f600}", "\ue000", "\uff21", "0", "A"];
 
 /** Documents whose `keys` the view emits, one row each (see the module comment). */
 function documents(n: number): { _id: string; n: number; keys: Json[] }[] {
@@ -95,7 +95,7 @@ async function reference(view: string): Promise<{ rows: Listed[]; encoded: strin
   rows.forEach((r, i) => {
     const p = rows[i - 1];
     dup = p && p.id === r.id && compareJson(p.key, r.key) === 0 ? dup + 1 : 0;
-    encoded.push(encodeViewRow({ key: r.key, docid: r.id, dup }));
+    encoded.push(encodeViewRow({ key: r.key, docid: r.id, dup }, "pouch"));
   });
   return { rows, encoded };
 }
@@ -157,6 +157,12 @@ Deno.test({
       assert.ok(longest > 2000, `a run of ${longest} equal keys`);
       assert.ok(truth.encoded.some((e, i) => e.endsWith("\u000000000001") && i > 0));
       assert.equal(new Set(truth.encoded).size, total);
+      const strings = truth.rows.map((r) => r.key).filter((k) => typeof k === "string");
+      assert.ok(
+        strings.some((k) => /^[\ue000-\uffff]/.test(k as string)),
+        "keys in U+E000..U+FFFF",
+      );
+      assert.ok(strings.some((k) => /^[\ud800-\udbff]/.test(k as string)), "astral keys");
       assert.deepEqual(truth.rows.at(-1)!.key, { zz: "last" });
       assert.deepEqual(truth.rows.at(-2)!.key, { zz: "last" });
 

@@ -15,8 +15,21 @@ import { compareKeys } from "../lib/plan/keys.ts";
 import type { Collation } from "../lib/plan/view/mod.ts";
 import { prng } from "../lib/sim/names.ts";
 
-const COLLATIONS: Collation[] = ["typed", "raw"];
-const CHARS = ["", "a", "b", "\u0000", "\u0001", "\u0002", "é", "\u{1f600}", "A", "z"];
+const COLLATIONS: Collation[] = ["typed", "pouch", "raw"];
+const CHARS = [
+  "",
+  "a",
+  "b",
+  "\u0000",
+  "\u0001",
+  "\u0002",
+  "é",
+  "\u{1f600}",
+  "\ue000",
+  "\uff21",
+  "A",
+  "z",
+];
 const NUMBERS = [0, -0, 1, -1, 0.5, -0.5, 2, 1e21, -1e21, 5e-324, -5e-324, 1.7976931348623157e308];
 
 function randomJson(rand: () => number, depth = 0): Json {
@@ -47,7 +60,8 @@ function randomRows(n: number, seed: number): ViewRowKey[] {
   const rand = prng(seed);
   return Array.from({ length: n }, () => ({
     key: randomJson(rand),
-    docid: ["", "a", "b", "a\u0001", "é"][Math.floor(rand() * 5)] + (rand() < 0.3 ? "x" : ""),
+    docid: ["", "a", "b", "a\u0001", "é", "\ue000", "\u{1f600}"][Math.floor(rand() * 7)] +
+      (rand() < 0.3 ? "x" : ""),
     // Repeats of a pair (a document emitting one key several times), up to the largest ordinal.
     dup: rand() < 0.7 ? 0 : rand() < 0.9 ? 1 + Math.floor(rand() * 20) : 0xffff_ffff,
   }));
@@ -61,6 +75,10 @@ Deno.test("view keys: the encoding orders rows exactly as the view collation doe
     const byEncoding = rows.map((r) => encodeViewRow(r, c)).sort(compareKeys);
     assert.deepEqual(byEncoding, byCollation, c);
   }
+  // pouchdb's strings: by UTF-16 unit, so astral characters come before U+E000..U+FFFF.
+  assert.ok(compareJson("\u{1f600}", "\ue000", "pouch") < 0);
+  assert.ok(compareJson("\u{1f600}", "\ue000", "typed") > 0);
+  assert.ok(compareKeys(encodeJson("\u{1f600}", "pouch"), encodeJson("\ue000", "pouch")) < 0);
   // Raw collation is Erlang term order: numbers < false < null < true < objects < arrays <
   // strings; within a type, as in the typed collation.
   const raw: Json[] = [

@@ -2,8 +2,8 @@
  * Which order a view's rows come in, asked once per source: the view's design document says what
  * collation it declares, and the database's info says which server holds it.
  *
- * - pouchdb-server ignores the option: its views are `typed` (CouchDB's documented type order;
- *   strings by UTF-16 code unit, the same as by code point unless U+E000..U+FFFF meets astral).
+ * - pouchdb-server ignores the option: its views are `pouch` (CouchDB's documented type order,
+ *   strings and docids by UTF-16 code unit).
  * - A view declaring `"collation": "raw"` elsewhere is `raw` (Erlang term order).
  * - Apache CouchDB's default collation is ICU, which rankcrawl does not reproduce: refused, saying
  *   how to declare raw collation.
@@ -80,7 +80,7 @@ export async function viewCollation(
   const declared = field(field(def, "options"), "collation") ??
     field(field(ddoc.body, "options"), "collation") ?? "default";
   const server = await serverKind(get, dbUrl);
-  if (server === "pouchdb") return "typed";
+  if (server === "pouchdb") return "pouch";
   if (declared === "raw") return "raw";
   if (server === "couchdb") {
     throw new FatalError(

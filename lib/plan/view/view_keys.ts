@@ -10,8 +10,9 @@
  * it was made for:
  *
  * - `typed`: CouchDB's documented view collation with strings by code point: `null` < `false` <
- *   `true` < numbers < strings < arrays < objects (pouchdb-server, which orders strings by UTF-16
- *   code unit: the same unless U+E000..U+FFFF meets astral characters; the project's registry);
+ *   `true` < numbers < strings < arrays < objects (the project's registry);
+ * - `pouch`: the same, strings and docids by UTF-16 code unit (pouchdb-server): astral characters
+ *   before U+E000..U+FFFF;
  * - `raw`: a CouchDB view declared with `"options": {"collation": "raw"}`, which compares the
  *   decoded JSON as Erlang terms: numbers < `false` < `null` < `true` < objects < arrays <
  *   strings (strings by their UTF-8 bytes, i.e. by code point).
@@ -28,6 +29,7 @@
  * @module
  */
 import { compareKeys } from "../keys.ts";
+import { idOfKey, keyOfId } from "../id_order.ts";
 import {
   HEX,
   hex,
@@ -61,9 +63,10 @@ export const MAX_DUP = 0xffff_ffff;
 
 /**
  * A view's order of keys (module comment): `typed` (CouchDB's documented type order, strings by
- * code point) or `raw` (Erlang term order, CouchDB's `"collation": "raw"`).
+ * code point), `pouch` (the same, strings and docids by UTF-16 code unit, as pouchdb-server
+ * collates) or `raw` (Erlang term order, CouchDB's `"collation": "raw"`).
  */
-export type Collation = "typed" | "raw";
+export type Collation = "typed" | "pouch" | "raw";
 
 const TERM = "\u0000";
 const ESC = "\u0001";
@@ -74,13 +77,18 @@ type Kind = "null" | "false" | "true" | "number" | "string" | "array" | "object"
 interface Order {
   tags: string;
   kinds: Kind[];
+  /**
+   * Strings (and docids) compare by UTF-16 code unit: they are encoded as the keys
+   * `lib/plan/id_order.ts` makes, whose code point order is that order.
+   */
+  utf16?: boolean;
 }
 
+const TYPED_KINDS: Kind[] = ["null", "false", "true", "number", "string", "array", "object"];
+
 const ORDERS: Record<Collation, Order> = {
-  typed: {
-    tags: "ABCDEFG",
-    kinds: ["null", "false", "true", "number", "string", "array", "object"],
-  },
+  typed: { tags: "ABCDEFG", kinds: TYPED_KINDS },
+  pouch: { tags: "QRSTUVW", kinds: TYPED_KINDS, utf16: true },
   raw: { tags: "IJKLMNO", kinds: ["number", "false", "null", "true", "object", "array", "string"] },
 };
 
@@ -111,8 +119,22 @@ function tagOf(kind: Kind, o: Order): string {
 /** The collation a row's encoding was made for, or null when it is not an encoded value. */
 export function collationOf(s: string): Collation | null {
   if (s.length === 0) return null;
-  if (ORDERS.typed.tags.includes(s[0])) return "typed";
-  return ORDERS.raw.tags.includes(s[0]) ? "raw" : null;
+  for (const c of ["typed", "pouch", "raw"] as const) if (ORDERS[c].tags.includes(s[0])) return c;
+  return null;
+}
+
+/** Strings in the order of `o` (by code point, or by UTF-16 code unit). */
+function compareStrings(a: string, b: string, o: Order): number {
+  return o.utf16 ? (a < b ? -1 : a > b ? 1 : 0) : compareKeys(a, b);
+}
+
+/** A string (or docid) as the text its encoding orders by (see {@linkcode Order.utf16}). */
+function toText(s: string, o: Order): string {
+  return o.utf16 ? keyOfId(s, "utf16") : s;
+}
+
+function fromText(s: string, o: Order): string {
+  return o.utf16 ? idOfKey(s, "utf16") : s;
 }
 
 /** The view collation `c` (module comment): negative, zero or positive. */
@@ -122,7 +144,7 @@ export function compareJson(a: Json, b: Json, c: Collation = "typed"): number {
   const tb = o.kinds.indexOf(kindOf(b));
   if (ta !== tb) return ta - tb;
   if (typeof a === "number") return a === b ? 0 : a < (b as number) ? -1 : 1;
-  if (typeof a === "string") return compareKeys(a, b as string);
+  if (typeof a === "string") return compareStrings(a, b as string, o);
   if (Array.isArray(a)) {
     const bb = b as Json[];
     for (let i = 0; i < Math.min(a.length, bb.length); i++) {
@@ -135,7 +157,7 @@ export function compareJson(a: Json, b: Json, c: Collation = "typed"): number {
   const ea = Object.entries(a as Record<string, Json>);
   const eb = Object.entries(b as Record<string, Json>);
   for (let i = 0; i < Math.min(ea.length, eb.length); i++) {
-    const r = compareKeys(ea[i][0], eb[i][0]) || compareJson(ea[i][1], eb[i][1], c);
+    const r = compareStrings(ea[i][0], eb[i][0], o) || compareJson(ea[i][1], eb[i][1], c);
     if (r !== 0) return r;
   }
   return ea.length - eb.length;
@@ -143,11 +165,12 @@ export function compareJson(a: Json, b: Json, c: Collation = "typed"): number {
 
 /** Row order under collation `c`: by key, then by docid, then by `dup`. */
 export function compareViewRows(a: ViewRowKey, b: ViewRowKey, c: Collation = "typed"): number {
-  return compareJson(a.key, b.key, c) || compareKeys(a.docid, b.docid) ||
+  return compareJson(a.key, b.key, c) || compareStrings(a.docid, b.docid, ORDERS[c]) ||
     (a.dup ?? 0) - (b.dup ?? 0);
 }
 
-function encodeString(s: string, o: Order): string {
+function encodeString(raw: string, o: Order): string {
+  const s = toText(raw, o);
   return tagOf("string", o) + s.replaceAll(ESC, ESC + "\u0002").replaceAll(TERM, ESC + ESC) + TERM;
 }
 
@@ -185,7 +208,7 @@ export function encodeViewRow(row: ViewRowKey, c: Collation = "typed"): string {
     throw new RangeError(`a view row's dup ordinal is out of range: ${dup}`);
   }
   const tail = dup === 0 ? "" : TERM + dup.toString(16).padStart(8, "0");
-  return encodeJson(row.key, c) + row.docid + tail;
+  return encodeJson(row.key, c) + toText(row.docid, ORDERS[c]) + tail;
 }
 
 /**
@@ -204,17 +227,20 @@ export function decodeViewRow(s: string): ViewRowKey {
  * is above every row. For an encoded row of that collation, that row itself.
  */
 export function ceilViewRow(s: string, c: Collation = "typed"): ViewRowKey | null {
-  const r = parseValue(s, 0, ORDERS[c]);
+  const o = ORDERS[c];
+  const r = parseValue(s, 0, o);
   if (r.kind === "over") return null;
   if (r.kind === "above") return { key: r.value, docid: "" };
   const rest = s.slice(r.next);
   const cut = rest.indexOf(TERM);
-  if (cut < 0) return { key: r.value, docid: rest };
+  if (cut < 0) return { key: r.value, docid: fromText(rest, o) };
   // A repeat of the pair `(key, docid)`, or a string between repeats: the least repeat at or above
   // it; past the last possible one, the least docid above every docid + U+0000 (none exist).
   const docid = rest.slice(0, cut);
   const dup = leastDup(rest.slice(cut + 1));
-  return dup === null ? { key: r.value, docid: docid + ESC } : { key: r.value, docid, dup };
+  return dup === null
+    ? { key: r.value, docid: fromText(docid + ESC, o) }
+    : { key: r.value, docid: fromText(docid, o), dup };
 }
 
 /** The least `dup` (1 and up) whose eight hex digits are at or above `t`, or null: none is. */
@@ -254,8 +280,10 @@ function parseValue(s: string, i: number, o: Order): Parsed {
   if (kind === "null" || kind === "false" || kind === "true") {
     r = { kind: "exact", value: LEAST[kind], next: i + 1 };
   } else if (kind === "number") r = parseNumber(s, i + 1);
-  else if (kind === "string") r = parseString(s, i + 1);
-  else if (kind === "array") r = parseArray(s, i + 1, o);
+  else if (kind === "string") {
+    r = parseString(s, i + 1);
+    if (r.kind !== "over") r = { ...r, value: fromText(r.value as string, o) };
+  } else if (kind === "array") r = parseArray(s, i + 1, o);
   else r = parseObject(s, i + 1, o);
   if (r.kind !== "over") return r;
   // Nothing of this type is at or above the rest: the first value of the next type is.
