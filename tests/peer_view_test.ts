@@ -209,6 +209,30 @@ Deno.test({
           if (docs) assert.equal(l.doc._id, want.id, `row ${i}`);
         });
       }
+      // `_all_docs` of the same database: every id (the design document's too), in UTF-16 order.
+      const kv = `${dir}/ids.kv`;
+      const ids = await task([
+        "crawl",
+        "--source",
+        db,
+        "--shards",
+        "7",
+        "--max-page",
+        "300",
+        "--kv",
+        kv,
+      ], dir);
+      assert.equal(ids.code, 0, ids.stderr);
+      const exported = await task(["export", "--kv", kv], dir);
+      const got = exported.stdout.trimEnd().split("\n").map((l) => JSON.parse(l).id);
+      const want = [...docs.map((d) => d._id), "_design/t"].sort((a, b) =>
+        a < b ? -1 : a > b ? 1 : 0
+      );
+      assert.deepEqual(got, want);
+      assert.ok(
+        want.some((id) => /^[\ue000-\uffff]/.test(id)) &&
+          want.some((id) => /^[\ud800-\udbff]/.test(id)),
+      );
     } finally {
       server.kill("SIGTERM");
       await server.status;
