@@ -4,7 +4,7 @@ import { planCrawl } from "../lib/engine/crawl/planning.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { getCrawl, listCrawls, listShards } from "../lib/engine/store/store.ts";
 import { finishAll, RecordingDispatcher, runOne } from "./engine_helpers.ts";
-import { dataOf, randomKeys } from "./helpers.ts";
+import { dataOf, randomKeys, wrapSource } from "./helpers.ts";
 
 const TOKEN = "t0ps3cret-token";
 const SRC = "http://127.0.0.1:5999/registry";
@@ -400,6 +400,59 @@ Deno.test("api: the audit log has a line per state change and per refused token,
       `audit: DELETE /crawls/${id} 200`,
     ]);
     assert.ok(lines.every((l) => !l.includes(TOKEN) && !l.includes("wrong-token-value")));
+  } finally {
+    kv.close();
+  }
+});
+
+Deno.test("api: GET /crawls/:id/errors pages through the documents that could not be had", async () => {
+  const { kv, call, dispatcher, source, data } = await setup();
+  try {
+    // One document in seven answers 404; one in eleven is not JSON.
+    const failing = wrapSource(source, {
+      doc: (id) => {
+        const n = data.keys.indexOf(id);
+        if (n % 7 === 0) {
+          return Promise.resolve({ kind: "error", status: 404, reason: "not found" });
+        }
+        if (n % 11 === 0) {
+          return Promise.resolve({ kind: "error", status: 200, reason: "not a JSON object" });
+        }
+        return source.doc(id);
+      },
+    });
+    const created = await call("POST", "/crawls", { source: SRC, shards: 3, docs: true });
+    const { id } = await created.json();
+    await planCrawl({ kv, source: failing, dispatcher }, id);
+    await finishAll(kv, failing, id, { deps: { dispatcher } });
+    const st = await (await call("GET", `/crawls/${id}`)).json();
+    const want = data.keys.filter((_, n) => n % 7 === 0 || n % 11 === 0);
+    assert.equal(st.docErrors, want.length);
+    const got: { id: string; status: number; reason: string }[] = [];
+    let cursor: string | null = null;
+    do {
+      const q: string = cursor ? `&cursor=${encodeURIComponent(cursor)}` : "";
+      const res = await call("GET", `/crawls/${id}/errors?limit=37${q}`);
+      const body: { errors: typeof got; cursor: string | null } = await res.json();
+      assert.equal(res.status, 200, JSON.stringify(body));
+      assert.ok(body.errors.length <= 37);
+      got.push(...body.errors);
+      cursor = body.cursor;
+    } while (cursor);
+    assert.deepEqual(got.map((e) => e.id), want, "each failed document once, in key order");
+    const first = got.find((e) => e.id === data.keys[0])!;
+    assert.deepEqual([first.status, first.reason], [404, "not found"]);
+    assert.equal(got.find((e) => e.id === data.keys[11])!.status, 200);
+    for (const bad of ["limit=0", "limit=1001", "limit=x", "cursor=%25%25", "cursor=AAAA"]) {
+      const res = await call("GET", `/crawls/${id}/errors?${bad}`);
+      assert.equal(res.status, 400, bad);
+      assert.match((await res.json()).error, /limit|cursor/);
+    }
+    assert.equal((await call("GET", "/crawls/nope/errors")).status, 404);
+    assert.equal((await call("GET", `/crawls/${id}/errors`, undefined, null)).status, 401);
+    const icon = await call("GET", "/favicon.ico", undefined, null);
+    assert.equal(icon.status, 200);
+    assert.match(await icon.text(), /^<svg/);
   } finally {
     kv.close();
   }

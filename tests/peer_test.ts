@@ -12,23 +12,10 @@ import { planShards } from "../lib/plan/planner.ts";
 import { listCrawls } from "../lib/engine/store/store.ts";
 import { exportNdjson } from "../lib/cli/export.ts";
 import { freePort, randomKeys, waitHealthy } from "./helpers.ts";
+import { havePouchdb, POUCHDB_SERVER } from "./optional_tools.ts";
 
-const BIN = Deno.env.get("POUCHDB_SERVER") ??
-  new URL("../.ci/.peer/node_modules/.bin/pouchdb-server", import.meta.url).pathname;
-const have = (() => {
-  try {
-    return Deno.statSync(BIN).isFile;
-  } catch {
-    return false;
-  }
-})();
-if (!have && Deno.env.get("CI")) throw new Error(`CI needs pouchdb-server at ${BIN} (see .ci/run)`);
-if (!have) {
-  console.error(
-    `skipping the real-peer test: no pouchdb-server at ${BIN} ` +
-      `(bash .ci/run installs it; or set POUCHDB_SERVER)`,
-  );
-}
+const BIN = POUCHDB_SERVER;
+const have = havePouchdb;
 
 // BMP letters beyond U+00FF, U+E000..U+FFFF and astral ones: pouchdb collates ids by UTF-16 code
 // unit, where astral characters sort before U+E000..U+FFFF (by code point, after).

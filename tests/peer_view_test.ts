@@ -15,17 +15,10 @@ import { compareJson, encodeViewRow, type Json } from "../lib/plan/view/mod.ts";
 import { prng } from "../lib/sim/names.ts";
 import { CouchSource } from "../lib/sources/couch_source.ts";
 import { freePort, taskArgs, waitHealthy } from "./helpers.ts";
+import { havePouchdb, POUCHDB_SERVER } from "./optional_tools.ts";
 
-const BIN = Deno.env.get("POUCHDB_SERVER") ??
-  new URL("../.ci/.peer/node_modules/.bin/pouchdb-server", import.meta.url).pathname;
-const have = (() => {
-  try {
-    return Deno.statSync(BIN).isFile;
-  } catch {
-    return false;
-  }
-})();
-if (!have && Deno.env.get("CI")) throw new Error(`CI needs pouchdb-server at ${BIN} (see .ci/run)`);
+const BIN = POUCHDB_SERVER;
+const have = havePouchdb;
 
 const VIEW = "t/v";
 // Letters of the BMP below and above U+E000 and astral ones: pouchdb orders strings and docids by

@@ -11,22 +11,7 @@ import { chromium, type Page } from "playwright-core";
 import { prefixNear, syntheticNames } from "../lib/sim/names.ts";
 import { bundledNames } from "../lib/sim/names.ts";
 import { spawnRegistry, spawnServer, waitHealthy } from "./helpers.ts";
-
-const CHROMIUM = Deno.env.get("CHROMIUM_PATH") ?? "/usr/bin/chromium";
-const haveChromium = (() => {
-  try {
-    return Deno.statSync(CHROMIUM).isFile;
-  } catch {
-    return false;
-  }
-})();
-if (!haveChromium && Deno.env.get("CI")) throw new Error(`CI needs ${CHROMIUM} (see .ci/run)`);
-if (!haveChromium) {
-  console.error(
-    `skipping the status page browser test: no chromium at ${CHROMIUM} ` +
-      `(bash .ci/run installs it; or set CHROMIUM_PATH)`,
-  );
-}
+import { CHROMIUM, haveChromium } from "./optional_tools.ts";
 
 const ITEMS = 6000;
 const SHARDS = 56;
@@ -123,7 +108,7 @@ Deno.test({
         async () => Number((await fact(page, id, "doc-errors")).replace(/,/g, "")) > 0,
       );
       assert.ok((await crawl.locator("tr.shard", { hasText: "⤷" }).count()) > 0, "split rows");
-      assert.ok((await crawl.locator("tr.shard", { hasText: "doc errors" }).count()) > 0);
+      assert.ok((await crawl.locator("tr.shard", { hasText: "doc error" }).count()) > 0);
       await shot(page, "status-running");
 
       // Pause from the page: the crawl stops taking work.
@@ -137,6 +122,13 @@ Deno.test({
       const b = (await (await fetch(`${base}/crawls/${id}`, { headers: auth })).json()).itemsStored;
       assert.equal(b, a, "no item is stored while paused");
       assert.ok(a < ITEMS, `paused with ${a} of ${ITEMS} items`);
+      // A paused crawl's shards say so: none is "waiting" or shows a rate.
+      await until(
+        "shards paused",
+        async () => await crawl.locator("tr.shard", { hasText: "paused" }).count() > 0,
+      );
+      assert.equal(await crawl.locator("tr.shard.waiting, tr.shard.running").count(), 0);
+      assert.equal(await crawl.locator(".facts .rate").count(), 0, "no rate while paused");
 
       // Resume from the page, then watch it finish with every item.
       await crawl.locator('button[data-act="resume"]').click();
@@ -154,6 +146,25 @@ Deno.test({
         "the page shows the store's figure",
       );
       assert.ok(report.docErrors > 20 && report.docErrors < 200, `${report.docErrors} errors`);
+      // Finished: how long it took and how fast.
+      assert.match(await fact(page, id, "took"), /^\d+(\.\d)? (s|min)$/);
+      assert.match(await fact(page, id, "throughput"), /^[\d,]+ items\/s$/);
+
+      // Which documents failed: a table, 50 at a time, "more" until every one is listed.
+      await crawl.locator("details.docerrs summary").click();
+      const errRows = crawl.locator("tr.docerr");
+      await until(
+        "the first page of errors",
+        async () => await errRows.count() === Math.min(50, report.docErrors),
+      );
+      while (await crawl.locator('button[data-act="more-errors"]').isVisible()) {
+        const before = await errRows.count();
+        await crawl.locator('button[data-act="more-errors"]').click();
+        await until("more errors", async () => await errRows.count() > before);
+      }
+      assert.equal(await errRows.count(), report.docErrors);
+      const statuses = await crawl.locator("tr.docerr td:nth-child(2)").allInnerTexts();
+      assert.ok(statuses.every((st) => st === "403"), "each error with its status");
 
       // The plan picture: a cut at each shard's start (55 planned, one more per split).
       // Opening it draws it again (the one drawn at the start has no splits yet).
@@ -169,6 +180,39 @@ Deno.test({
       await shot(page, "status-done");
       const html = await page.content();
       assert.ok(!html.includes(token), "the token is not written into the page");
+
+      // Start a crawl from the page's form.
+      await page.locator("#new summary").click();
+      await page.fill('#start input[name="source"]', reg.url);
+      await page.fill('#start input[name="shards"]', "3");
+      await page.click("#start button");
+      await until(
+        "started",
+        async () => /^started /.test(await page.locator("#started").innerText()),
+      );
+      const second = (await page.locator("#started").innerText()).slice("started ".length);
+      await page.locator(`.crawl[data-crawl="${second}"]`).waitFor({ timeout: 10_000 });
+      // A bad source is refused on the page with the server's reason.
+      await page.fill('#start input[name="source"]', "http://elsewhere.test/db");
+      await page.click("#start button");
+      await until(
+        "refused",
+        async () => /^not started: .*allow/i.test(await page.locator("#started").innerText()),
+      );
+
+      // A narrow screen: nothing runs off it sideways.
+      await page.setViewportSize({ width: 420, height: 800 });
+      const overflow = await page.evaluate(
+        "document.documentElement.scrollWidth - window.innerWidth",
+      ) as number;
+      assert.ok(overflow <= 0, `the page is ${overflow}px wider than a 420px screen`);
+      const conn = await page.locator("#conn").boundingBox();
+      assert.ok(conn !== null && conn.x + conn.width <= 420, "the live indicator stays on screen");
+      await shot(page, "status-narrow");
+      const icon = await fetch(`${base}/favicon.ico`);
+      assert.equal(icon.status, 200);
+      assert.match(icon.headers.get("content-type") ?? "", /image\/svg\+xml/);
+      await icon.body?.cancel();
     } finally {
       await browser.close();
       await server.stop();

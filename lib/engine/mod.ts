@@ -17,6 +17,7 @@ export {
   cancelCrawl,
   catchUp,
   type CatchUpResult,
+  crawlDocErrors,
   crawlItemBatches,
   crawlItemsPage,
   crawlKeysNdjson,

@@ -21,6 +21,7 @@ import {
 } from "../base/spec.ts";
 import {
   cancelCrawl,
+  crawlDocErrors,
   crawlItemsPage,
   type CrawlLimits,
   crawlPicture,
@@ -113,6 +114,7 @@ export function addCrawlRoutes(app: Hono, deps: CrawlRouteDeps): void {
   });
 
   app.get("/crawls/:id/items", (c) => itemsPage(c, kv));
+  app.get("/crawls/:id/errors", (c) => errorsPage(c, kv));
   app.get("/crawls/:id/plan.svg", async (c) => {
     const picture = await crawlPicture(kv, crawlId(c));
     return c.body(planSvg(picture), 200, { "content-type": "image/svg+xml" });
@@ -156,8 +158,8 @@ async function createFromBody(c: Context, deps: CrawlRouteDeps): Promise<Respons
   return c.json({ id: crawl.id, status: crawl.status, created }, created ? 202 : 200);
 }
 
-/** `GET /crawls/:id/items`: a page of items; a view's rows as `{key, id, value}`. */
-async function itemsPage(c: Context, kv: Deno.Kv): Promise<Response> {
+/** The `limit` (1..1000, 100 by default) and `cursor` of a paged route. @throws InputError */
+function pageParams(c: Context): { limit: number; cursor?: string } {
   const rawLimit = c.req.query("limit") ?? "100";
   if (!/^\d+$/.test(rawLimit) || Number(rawLimit) < 1 || Number(rawLimit) > 1000) {
     throw new InputError("limit must be a whole number from 1 to 1000");
@@ -166,8 +168,30 @@ async function itemsPage(c: Context, kv: Deno.Kv): Promise<Response> {
   if (cursor !== undefined && !/^[A-Za-z0-9_+/=-]{1,4096}$/.test(cursor)) {
     throw new InputError("cursor is malformed");
   }
+  return { limit: Number(rawLimit), cursor };
+}
+
+/**
+ * `GET /crawls/:id/errors`: a page of the documents the crawl could not have, `{id, status,
+ * reason}` in key order (a view's rows by their document id and key).
+ */
+async function errorsPage(c: Context, kv: Deno.Kv): Promise<Response> {
   const id = crawlId(c);
-  const page = await crawlItemsPage(kv, id, { limit: Number(rawLimit), cursor });
+  const page = await crawlDocErrors(kv, id, pageParams(c));
+  const crawl = await findCrawl(kv, id);
+  const idOrder = crawl?.idOrder ?? "codepoint";
+  const errors = page.errors.map((e) => {
+    if (crawl?.view === undefined) return { ...e, id: idOfKey(e.id, idOrder) };
+    const { key, docid } = decodeViewRow(e.id);
+    return { key, id: docid, status: e.status, reason: e.reason };
+  });
+  return c.json({ errors, cursor: page.cursor });
+}
+
+/** `GET /crawls/:id/items`: a page of items; a view's rows as `{key, id, value}`. */
+async function itemsPage(c: Context, kv: Deno.Kv): Promise<Response> {
+  const id = crawlId(c);
+  const page = await crawlItemsPage(kv, id, pageParams(c));
   const crawl = await findCrawl(kv, id);
   const view = crawl?.view !== undefined;
   const idOrder = crawl?.idOrder ?? "codepoint";

@@ -3,18 +3,19 @@
  * token once (kept in the browser's sessionStorage, never in the URL or the page), follows
  * `/events` (server-sent events read with `fetch`, so the token stays in a header) and falls back
  * to polling when the stream breaks. Per crawl: source, state, start and finish, items, rate and
- * ETA while running, splits, retries, document errors and dead letters with the latest reasons,
- * how the end was verified, pause/resume/cancel/delete buttons, the plan picture, and per shard its
- * key range, progress, rate and state.
+ * ETA while running, how long it took and how fast once finished, splits, page retries, document
+ * errors (a table of them, page by page, from `/crawls/:id/errors`) and dead letters, how the end
+ * was verified, pause/resume/cancel/delete buttons, the plan picture, and per shard its key range,
+ * progress, rate and state (a paused or cancelled crawl's shards say so). A form starts a crawl.
  *
  * @module
  */
 
 const STYLE = `
   body { font: 14px/1.45 system-ui, sans-serif; margin: 0; color: #1d2733; background: #f5f7fa; }
-  header { display: flex; gap: 1rem; align-items: center; padding: .8rem 1.5rem; background: #1d2733; color: #fff; }
+  header { display: flex; flex-wrap: wrap; gap: .5rem 1rem; align-items: center; padding: .8rem 1.5rem; background: #1d2733; color: #fff; }
   header h1 { font-size: 1.2rem; margin: 0 1rem 0 0; }
-  header input { width: 16rem; }
+  header input { width: 16rem; max-width: 60vw; }
   #conn { margin-left: auto; font-size: .85rem; opacity: .85; }
   main { padding: 1rem 1.5rem; }
   .crawl { background: #fff; border: 1px solid #d5dce5; border-radius: 8px; padding: 1rem; margin: 0 0 1rem; }
@@ -37,7 +38,14 @@ const STYLE = `
   .fill { background: #2e9e5b; height: 100%; } tr.done .fill { background: #3a78c3; }
   tr.retrying .fill { background: #d98e04; }
   .plan svg { max-width: 100%; height: auto; }
+  .tbl, .docerrs { overflow-x: auto; }
+  .docerrs table { border-collapse: collapse; font-size: .8rem; margin: .4rem 0; }
+  .docerrs td, .docerrs th { padding: .15rem .4rem; border-bottom: 1px solid #eef1f5; text-align: left; }
+  .docerrs td.id { font-family: ui-monospace, monospace; word-break: break-all; }
+  #new { margin: 0 0 1rem; } #new form { display: flex; flex-wrap: wrap; gap: .5rem 1rem; align-items: center; margin: .5rem 0; }
+  #new input[name=source] { width: 24rem; max-width: 90vw; }
   .msg { color: #8f1f1f; }
+  @media (max-width: 600px) { main, header { padding: .6rem; } .range { max-width: 10rem; } .bar { width: 5rem; } }
 `;
 
 const SCRIPT = `
@@ -47,6 +55,7 @@ const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => "&#" + c.charCodeA
 const dur = (s) => s == null ? "?" : s >= 3600 ? (s / 3600).toFixed(1) + " h" : s >= 60 ? (s / 60).toFixed(1) + " min" : Math.round(s) + " s";
 const time = (iso) => iso ? new Date(iso).toLocaleString() : "–";
 const key = (k) => k === null ? "(open)" : JSON.stringify(k);
+const plural = (n, one, many) => fmt(n) + " " + (n === 1 ? one : many || one + "s");
 let token = sessionStorage.getItem("crawlToken") || "";
 const crawls = new Map();
 const pictures = new Map();
@@ -69,12 +78,16 @@ function actions(c) {
 function facts(c) {
   const pct = c.total ? (100 * c.itemsStored / c.total).toFixed(1) + "%" : "";
   const running = c.status === "running";
-  const f = (label, value, cls) => '<div class="' + (cls || "") + '">' + label + "<b>" + value + "</b></div>";
+  const f = (label, value, cls, title) => '<div class="' + (cls || "") + '"' + (title ? ' title="' + esc(title) + '"' : "") + ">" + label + "<b>" + value + "</b></div>";
+  // A finished crawl: how long it took and how fast, start to finish.
+  const took = c.finishedAt && c.startedAt ? (Date.parse(c.finishedAt) - Date.parse(c.startedAt)) / 1000 : null;
   return f("items", fmt(c.itemsStored) + " / " + fmt(c.total) + " " + pct, "items") +
     (running ? f("rate", fmt(c.rate) + " items/s", "rate") + f("ETA", dur(c.etaSeconds), "eta") : "") +
+    (took !== null ? f("took", dur(took), "took") + f("throughput", fmt(c.itemsStored / Math.max(took, 0.001)) + " items/s", "throughput") : "") +
     f("started", time(c.startedAt || c.createdAt)) + f("finished", time(c.finishedAt)) +
-    f("shards", c.shardsDone + " / " + c.shardCount + " done", "shard-count") + f("splits", c.splits.length, "splits") +
-    f("retries", fmt(c.retries), "retries") + f("document errors", fmt(c.docErrors), "doc-errors") +
+    f("shards", c.shardsDone + " / " + plural(c.shardCount, "shard") + " done", "shard-count") + f("splits", c.splits.length, "splits") +
+    f("page retries", fmt(c.retries), "retries", "pages of shards tried again; HTTP retries inside a page are in /metrics") +
+    f("document errors", fmt(c.docErrors), "doc-errors") +
     f("dead letters", c.deadLetters, "dead") + (c.docs ? f("documents", fmt(c.documents) + " (" + esc(c.docMode || "") + ")") : "") +
     (c.verification ? f("verified", esc(c.verification.status), "verified") : "");
 }
@@ -87,15 +100,22 @@ function errors(c) {
   return lines.length ? '<ul class="errors">' + lines.map((l) => "<li>" + esc(l) + "</li>").join("") + "</ul>" : "";
 }
 
+// What a shard is doing: only a running crawl's shards run, wait or retry.
+function shardState(c, s) {
+  if (s.done) return "done";
+  if (c.status !== "running") return c.status === "failed" ? "stopped" : c.status;
+  return s.retryAt ? "retrying" : s.leased ? "running" : "waiting";
+}
+
 function shards(c) {
   const rows = c.shards.map((s) => {
     const f = s.done ? 1 : s.expected ? Math.min(1, s.items / s.expected) : 0;
-    const state = s.done ? "done" : s.retryAt ? "retrying" : s.leased ? "running" : "waiting";
+    const state = shardState(c, s);
     return '<tr class="shard ' + state + '" data-shard="' + s.id + '"><td>#' + s.id + (s.parent !== null ? " ⤷" + s.parent : "") +
       '</td><td class="range" title="' + esc(key(s.start) + " → " + key(s.end)) + '">' + esc(key(s.start)) + " → " + esc(key(s.end)) +
       '</td><td><div class="bar"><div class="fill" style="width:' + (100 * f).toFixed(1) + '%"></div></div></td><td>' +
-      fmt(s.items) + " / " + fmt(s.expected) + "</td><td>" + (s.done ? "" : fmt(s.rate) + "/s") + "</td><td>" + state +
-      (s.docErrors ? " · " + s.docErrors + " doc errors" : "") + "</td></tr>";
+      fmt(s.items) + " / " + fmt(s.expected) + "</td><td>" + (state === "running" || state === "waiting" || state === "retrying" ? fmt(s.rate) + "/s" : "") +
+      "</td><td>" + state + (s.docErrors ? " · " + plural(s.docErrors, "doc error") : "") + "</td></tr>";
   }).join("");
   return '<table class="shards"><thead><tr><th>shard</th><th>keys</th><th></th><th>items</th><th>rate</th><th>state</th></tr></thead><tbody>' + rows + "</tbody></table>";
 }
@@ -107,9 +127,12 @@ function render(c) {
     el.className = "crawl";
     el.dataset.crawl = c.id;
     el.innerHTML = '<div class="head"></div><div class="facts"></div><div class="actions"></div><div class="errs"></div>' +
+      '<details class="docerrs" hidden><summary></summary><table><thead><tr><th>document</th><th>status</th><th>reason</th></tr></thead><tbody></tbody></table>' +
+      '<button data-act="more-errors" hidden>more</button></details>' +
       '<details class="plan"><summary>plan: items by key range, even split vs balanced cuts</summary><div class="svg"></div></details><div class="tbl"></div>';
     el.addEventListener("click", (e) => act(c.id, e.target.dataset && e.target.dataset.act));
     $(".plan", el).addEventListener("toggle", () => picture(c.id, true));
+    $(".docerrs", el).addEventListener("toggle", (e) => e.target.open && !docErrors.has(c.id) && moreErrors(c.id));
     $("#crawls").prepend(el);
   }
   el.dataset.status = c.status;
@@ -118,6 +141,9 @@ function render(c) {
   $(".facts", el).innerHTML = facts(c);
   $(".actions", el).innerHTML = actions(c);
   $(".errs", el).innerHTML = errors(c);
+  const de = $(".docerrs", el);
+  de.hidden = !c.docErrors;
+  $("summary", de).textContent = "document errors: " + plural(c.docErrors, "document") + " could not be had";
   $(".tbl", el).innerHTML = shards(c);
   if (pictures.get(c.id) !== c.shardCount) picture(c.id, false);
   $("#empty").hidden = true;
@@ -132,8 +158,21 @@ async function picture(id, force) {
   if (res.ok) $(".svg", el).innerHTML = await res.text();
 }
 
+// Document errors, a page at a time (GET /crawls/:id/errors), appended as "more" is pressed.
+const docErrors = new Map();
+async function moreErrors(id) {
+  const el = document.querySelector('.crawl[data-crawl="' + CSS.escape(id) + '"] .docerrs');
+  const cursor = docErrors.get(id);
+  const page = await api("GET", "/crawls/" + encodeURIComponent(id) + "/errors?limit=50" + (cursor ? "&cursor=" + encodeURIComponent(cursor) : ""));
+  docErrors.set(id, page.cursor);
+  $("tbody", el).insertAdjacentHTML("beforeend", page.errors.map((e) =>
+    '<tr class="docerr"><td class="id">' + esc(e.key !== undefined ? JSON.stringify(e.key) + " · " + e.id : e.id) + "</td><td>" + e.status + "</td><td>" + esc(e.reason) + "</td></tr>").join(""));
+  $("button", el).hidden = !page.cursor;
+}
+
 async function act(id, action) {
   if (!action) return;
+  if (action === "more-errors") return moreErrors(id).catch((err) => $("#msg").textContent = err.message);
   try {
     if (action === "delete") {
       if (!confirm("Delete crawl " + id + " and everything it stored?")) return;
@@ -193,6 +232,22 @@ async function follow() {
   }
 }
 
+$("#start").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const f = new FormData(e.target);
+  const body = { source: f.get("source"), shards: Number(f.get("shards")), docs: f.get("docs") === "on" };
+  if (f.get("view")) body.view = f.get("view");
+  try {
+    const res = await fetch("/crawls", { method: "POST", headers: { ...auth(), "content-type": "application/json" }, body: JSON.stringify(body) });
+    const out = await res.json().catch(() => ({}));
+    if (!res.ok) throw new Error(out.error || res.statusText);
+    $("#started").textContent = (out.created ? "started " : "already there: ") + out.id;
+    update(await api("GET", "/crawls/" + encodeURIComponent(out.id)));
+  } catch (err) {
+    $("#started").textContent = "not started: " + err.message;
+  }
+});
+
 $("#auth").addEventListener("submit", (e) => {
   e.preventDefault();
   token = $("#token").value;
@@ -209,15 +264,28 @@ export const STATUS_PAGE = `<!doctype html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>rankcrawl status</title>
+<link rel="icon" href="/favicon.ico">
 <style>${STYLE}</style>
 </head>
 <body>
 <header><h1>rankcrawl</h1>
 <form id="auth"><label>API token <input id="token" type="password" autocomplete="off"></label>
 <button>Use</button></form><span id="msg" class="msg"></span><span id="conn"></span></header>
-<main><p id="empty">No crawls yet, or no token: create one with <code>POST /crawls</code>.</p>
+<main><details id="new"><summary>Start a crawl</summary>
+<form id="start"><label>source <input name="source" type="url" required placeholder="http://127.0.0.1:5984/registry"></label>
+<label>shards <input name="shards" type="number" min="1" value="16" required></label>
+<label><input name="docs" type="checkbox"> documents</label>
+<label>view <input name="view" placeholder="ddoc/view (optional)"></label>
+<button>Start</button> <span id="started"></span></form></details>
+<p id="empty">No crawls yet, or no token: start one above, or with <code>POST /crawls</code>.</p>
 <div id="crawls"></div></main>
 <script>${SCRIPT}</script>
 </body>
 </html>
 `;
+
+/** The page's icon (SVG): four bars of equal height, the idea of the tool. */
+export const FAVICON =
+  `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" fill="#1d2733"/>` +
+  `<g fill="#2e9e5b"><rect x="2" y="4" width="2.5" height="8"/><rect x="5.2" y="4" width="2.5" height="8"/>` +
+  `<rect x="8.4" y="4" width="2.5" height="8"/><rect x="11.6" y="4" width="2.5" height="8"/></g></svg>`;

@@ -13,10 +13,12 @@ import { compareKeys } from "../../plan/keys.ts";
 import type { PlanPicture } from "../../plan/plan_svg.ts";
 import {
   blockNdjsonBatches,
+  type DocError,
   type ExportedItem,
   hasRecords,
   itemBatches,
   iterateItems,
+  pageDocErrors,
   pageItems,
 } from "../items/mod.ts";
 import {
@@ -306,6 +308,19 @@ export async function crawlItemsPage(
 ): Promise<{ items: ExportedItem[]; cursor: string | null }> {
   await requireItems(kv, id);
   return await pageItems(kv, id, options);
+}
+
+/**
+ * One page of a crawl's document errors (`{id, status, reason}`) after `cursor`; see
+ * `pageDocErrors`. @throws NotFoundError for an unknown crawl; InputError for a forged cursor.
+ */
+export async function crawlDocErrors(
+  kv: Deno.Kv,
+  id: string,
+  options: { limit: number; cursor?: string },
+): Promise<{ errors: DocError[]; cursor: string | null }> {
+  await requireItems(kv, id);
+  return await pageDocErrors(kv, id, options);
 }
 
 /** Every item of a crawl in key order, streamed. @throws NotFoundError for an unknown crawl. */

@@ -11,3 +11,4 @@ export * from "./item_codec.ts";
 export * from "./item_read.ts";
 export * from "./item_store.ts";
 export * from "./drift_store.ts";
+export * from "./doc_errors.ts";

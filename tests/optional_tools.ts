@@ -1,0 +1,48 @@
+/**
+ * The tools some tests need beyond Deno: Debian's chromium (the status page in a real browser) and
+ * pouchdb-server from npm (a CouchDB-compatible server no one here wrote). `bash .ci/run` installs
+ * both; elsewhere, tests that need a missing one are skipped, and `deno task test` ends with one
+ * line naming what was skipped and why (run this module). In CI (`CI` set) a missing tool is an
+ * error, never a skip.
+ */
+
+/** Where chromium is looked for (`CHROMIUM_PATH`). */
+export const CHROMIUM = Deno.env.get("CHROMIUM_PATH") ?? "/usr/bin/chromium";
+
+/** Where pouchdb-server is looked for (`POUCHDB_SERVER`, else where .ci/run installs it). */
+export const POUCHDB_SERVER = Deno.env.get("POUCHDB_SERVER") ??
+  new URL("../.ci/.peer/node_modules/.bin/pouchdb-server", import.meta.url).pathname;
+
+function isFile(path: string): boolean {
+  try {
+    return Deno.statSync(path).isFile;
+  } catch {
+    return false;
+  }
+}
+
+/** True when chromium is there. @throws in CI when it is not */
+export const haveChromium = need(CHROMIUM, "chromium");
+/** True when pouchdb-server is there. @throws in CI when it is not */
+export const havePouchdb = need(POUCHDB_SERVER, "pouchdb-server");
+
+function need(path: string, what: string): boolean {
+  const have = isFile(path);
+  if (!have && Deno.env.get("CI")) throw new Error(`CI needs ${what} at ${path} (see .ci/run)`);
+  return have;
+}
+
+/** One line: what was skipped for want of which tool, or that nothing was. */
+export function skippedLine(): string {
+  const skipped = [
+    ...(haveChromium ? [] : [`the status page browser test (no chromium at ${CHROMIUM})`]),
+    ...(havePouchdb ? [] : [`the two real-peer tests (no pouchdb-server at ${POUCHDB_SERVER})`]),
+  ];
+  return skipped.length === 0
+    ? "skipped: nothing (chromium and pouchdb-server found)"
+    : `skipped: ${
+      skipped.join("; ")
+    }. bash .ci/run installs both (or set CHROMIUM_PATH, POUCHDB_SERVER)`;
+}
+
+if (import.meta.main) console.log(skippedLine());
