@@ -96,7 +96,11 @@ runMain(async () => {
   if (f.svg) {
     const cuts = plan.shards.slice(1).map((s) => s.start!);
     const title = `${shards} shards over ${plan.total.toLocaleString("en-US")} items`;
-    await Deno.writeTextFile(f.svg, planSvg({ total: plan.total, even, cuts, title }) + "\n");
+    const cutRanks = plan.shards.slice(1).map((_, i) =>
+      plan.shards.slice(0, i + 1).reduce((n, sh) => n + sh.items, 0)
+    );
+    const picture = planSvg({ total: plan.total, even, cuts, cutRanks, title });
+    await Deno.writeTextFile(f.svg, picture + "\n");
     if (!f.json) console.log(`wrote ${f.svg}`);
   }
   if (f.json) {

@@ -219,6 +219,7 @@ Deno.test("cli: a plan file made for another registry is refused before anything
   const a = await spawnRegistry(["--synthetic", "500"]);
   const b = await spawnRegistry(["--synthetic", "50", "--seed", "7"]);
   const dir = await Deno.makeTempDir();
+  let closed = false;
   try {
     const planned = await run("tasks/plan.ts", [
       ...["--source", a.url, "--shards", "4", "--out", `${dir}/plan.json`, "--json"],
@@ -237,8 +238,27 @@ Deno.test("cli: a plan file made for another registry is refused before anything
       ...["--source", a.url, "--plan", `${dir}/plan.json`, "--kv", `${dir}/c.kv`],
     ]);
     assert.equal(ok.code, 0, ok.stderr);
-  } finally {
+    // The same URL with other data behind it (a restore, another database): refused by its total.
     await a.close();
+    closed = true;
+    const port = new URL(a.url).port;
+    const c = await spawnRegistry(["--synthetic", "300", "--port", port]);
+    try {
+      assert.equal(c.url, a.url);
+      const other = await run("tasks/crawl.ts", [
+        ...["--source", c.url, "--plan", `${dir}/plan.json`, "--kv", `${dir}/d.kv`],
+      ]);
+      assertOneLineError(
+        other,
+        /the plan file was made for 500 items; the registry lists 300 now \(more than 1% apart\)/,
+        "crawl",
+      );
+      assert.equal(other.code, 2);
+    } finally {
+      await c.close();
+    }
+  } finally {
+    if (!closed) await a.close();
     await b.close();
     await Deno.remove(dir, { recursive: true });
   }

@@ -1,5 +1,11 @@
 import assert from "node:assert/strict";
-import { checkPlan, checkPlanOrigin, planOrigin, readPlanFile } from "../lib/plan/plan_file.ts";
+import {
+  checkPlan,
+  checkPlanOrigin,
+  checkPlanTotal,
+  planOrigin,
+  readPlanFile,
+} from "../lib/plan/plan_file.ts";
 import { InputError } from "../lib/base/errors.ts";
 
 const good = {
@@ -59,4 +65,14 @@ Deno.test("plan file: one made for another registry or view is refused, naming b
   );
   // Files of earlier versions carry no origin: only the view is checked.
   checkPlanOrigin(planOrigin({ total: 3 }), { sourceUrl: "http://c.example/db" });
+});
+
+Deno.test("plan file: a plan's total is held against the registry's, within 1%", () => {
+  checkPlanTotal(20_000, 20_000);
+  checkPlanTotal(20_000, 20_150); // a registry that changes as it is crawled
+  assert.throws(
+    () => checkPlanTotal(20_000, 10_000, "p.json"),
+    /^InputError: p.json was made for 20,000 items; the registry lists 10,000 now/,
+  );
+  assert.throws(() => checkPlanTotal(3, 5), /made for 3 items/);
 });

@@ -42,6 +42,13 @@ Deno.test("plan svg: the bundled npm names: pieces, cuts, and the largest share 
   const at = [keyPosition("@"), keyPosition("A")];
   const near = cuts.filter((k) => keyPosition(k) >= at[0] && keyPosition(k) < at[1]).length;
   assert.ok(near >= 27, `${near} of 55 balanced cuts inside the "@" piece`);
+  // Read at a glance: the cuts stand at 55 different heights (equal steps of items), each on the
+  // curve of items before its key; a y axis says what the heights are; no glyph a font may lack.
+  const ys = [...svg.matchAll(/class="balanced-cut"[^>]* y1="([\d.]+)"/g)].map((m) => m[1]);
+  assert.equal(new Set(ys).size, 55, "no two balanced cuts drawn on one line");
+  assert.match(svg, /class="y-axis"[\s\S]*>50%</);
+  assert.match(svg, /class="share-curve"/);
+  assert.ok(!svg.includes("␠"));
 });
 
 Deno.test("plan svg: keys with markup are escaped in attributes", () => {

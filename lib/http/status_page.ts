@@ -107,8 +107,11 @@ function shardState(c, s) {
   return s.retryAt ? "retrying" : s.leased ? "running" : "waiting";
 }
 
+// Shards in key order: a split's child sits right after its parent's range, not at the end.
+const byStart = (a, b) => a.start === null ? -1 : b.start === null ? 1 : a.start < b.start ? -1 : a.start > b.start ? 1 : 0;
+
 function shards(c) {
-  const rows = c.shards.map((s) => {
+  const rows = [...c.shards].sort(byStart).map((s) => {
     const f = s.done ? 1 : s.expected ? Math.min(1, s.items / s.expected) : 0;
     const state = shardState(c, s);
     return '<tr class="shard ' + state + '" data-shard="' + s.id + '"><td>#' + s.id + (s.parent !== null ? " ⤷" + s.parent : "") +
@@ -129,7 +132,7 @@ function render(c) {
     el.innerHTML = '<div class="head"></div><div class="facts"></div><div class="actions"></div><div class="errs"></div>' +
       '<details class="docerrs" hidden><summary></summary><table><thead><tr><th>document</th><th>status</th><th>reason</th></tr></thead><tbody></tbody></table>' +
       '<button data-act="more-errors" hidden>more</button></details>' +
-      '<details class="plan"><summary>plan: items by key range, even split vs balanced cuts</summary><div class="svg"></div></details><div class="tbl"></div>';
+      '<details class="plan"><summary>plan: items before each key, even split vs balanced cuts</summary><div class="svg"></div></details><div class="tbl"></div>';
     el.addEventListener("click", (e) => act(c.id, e.target.dataset && e.target.dataset.act));
     $(".plan", el).addEventListener("toggle", () => picture(c.id, true));
     $(".docerrs", el).addEventListener("toggle", (e) => e.target.open && !docErrors.has(c.id) && moreErrors(c.id));
@@ -145,7 +148,9 @@ function render(c) {
   de.hidden = !c.docErrors;
   $("summary", de).textContent = "document errors: " + plural(c.docErrors, "document") + " could not be had";
   $(".tbl", el).innerHTML = shards(c);
-  if (pictures.get(c.id) !== c.shardCount) picture(c.id, false);
+  // No plan (planning, or failed before one was made): no picture to draw.
+  $(".plan", el).hidden = !c.shardCount;
+  if (c.shardCount && pictures.get(c.id) !== c.shardCount) picture(c.id, false);
   $("#empty").hidden = true;
 }
 

@@ -83,6 +83,22 @@ export function checkPlanOrigin(
   }
 }
 
+/**
+ * Checks a plan's total against what the registry lists now (`listed`): more than 1% apart, the
+ * same URL holds other data (a restore, another database behind it), and the plan's cuts and
+ * counts would mislead. Within 1%, a registry that changes as it is crawled is fine.
+ * @throws InputError naming both counts.
+ */
+export function checkPlanTotal(planned: number, listed: number, what = "the plan file"): void {
+  if (Math.abs(listed - planned) > Math.max(1, planned * 0.01)) {
+    const n = (x: number) => x.toLocaleString("en-US");
+    throw new InputError(
+      `${what} was made for ${n(planned)} items; the registry lists ${n(listed)} now (more ` +
+        `than 1% apart): plan again (deno task plan --out), or crawl without --plan`,
+    );
+  }
+}
+
 /** What a parsed plan file says it was made for. */
 export function planOrigin(v: unknown): PlanOrigin {
   const p = (typeof v === "object" && v !== null ? v : {}) as Record<string, unknown>;

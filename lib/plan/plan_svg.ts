@@ -1,8 +1,12 @@
 /**
- * The plan as a picture: items by key range along the key axis (as a naive even split sees it),
- * the even split's cuts at equal spacing, and the balanced cuts packed tight wherever the keys are
- * dense, with the largest even piece labelled with its share of all items. `deno task plan --svg`
- * writes it; the status page shows it for each crawl.
+ * The plan as a picture, in two panels. Above: the share of items before each point of the key
+ * axis (a naive even split's axis, first two characters over printable ASCII), a curve that climbs
+ * steeply where the keys are dense, with the even split's cuts as dashed verticals at equal
+ * spacing and the balanced cuts as red horizontals at equal steps of items, each reaching the curve
+ * where its key is: in a crowd like npm's `@` scopes they stack one above the other instead of
+ * merging. Below: the items of each even piece as bars against the equal share every balanced shard
+ * holds, the largest labelled with its share. `deno task plan --svg` writes it; the status page
+ * shows it for each crawl.
  *
  * @module
  */
@@ -16,6 +20,11 @@ export interface PlanPicture {
   even: { key: string; rank: number }[];
   /** The balanced plan's cut keys (each shard's start but the first), in order. */
   cuts: string[];
+  /**
+   * The rank of each cut (items before it), where known; else the cuts are taken as equal steps
+   * of items (what a balanced plan makes).
+   */
+  cutRanks?: number[];
   /** A title line. */
   title?: string;
 }
@@ -41,9 +50,22 @@ function esc(s: string): string {
   return s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 
+const f1 = (n: number) => n.toFixed(1);
+
+/** Where the curve of the share of items reaches `share`, on the key axis (0..1). */
+function axisAt(points: { x: number; y: number }[], share: number): number {
+  for (let i = 1; i < points.length; i++) {
+    const a = points[i - 1];
+    const b = points[i];
+    if (share <= b.y) return b.y === a.y ? a.x : a.x + ((share - a.y) / (b.y - a.y)) * (b.x - a.x);
+  }
+  return 1;
+}
+
 /**
- * The SVG text of a plan picture. Bars: items between consecutive even cuts (heights relative to
- * the largest); dashed lines: even cuts; solid lines: balanced cuts.
+ * The SVG text of a plan picture (see the module comment). Classes for readers: `share-curve`,
+ * `even-cut` (one per even cut), `balanced-cut` (one per balanced cut, `data-key`), `even-piece`
+ * (one bar per even piece, `data-items`), `largest-share`, `y-axis`.
  *
  * @example
  * ```ts
@@ -53,15 +75,15 @@ function esc(s: string): string {
  */
 export function planSvg(p: PlanPicture, options: { width?: number; height?: number } = {}): string {
   const w = options.width ?? 960;
-  const h = options.height ?? 320;
-  const pad = { l: 48, r: 16, t: 40, b: 56 };
+  const h = options.height ?? 460;
+  const pad = { l: 56, r: 16, t: 40 };
   const plotW = w - pad.l - pad.r;
-  const plotH = h - pad.t - pad.b;
+  const topH = Math.round((h - pad.t) * 0.55);
+  const barsTop = pad.t + topH + 58;
+  const barsH = h - barsTop - 40;
   const X = (f: number) => pad.l + f * plotW;
-  const edges = [0, ...p.even.map((e) => keyPosition(e.key)), 1];
-  const pieces = evenSplitPieces(p.total, p.even);
-  const most = Math.max(1, ...pieces);
-  const largest = pieces.indexOf(most);
+  const Y = (share: number) => pad.t + topH - share * topH;
+  const total = Math.max(1, p.total);
   const parts: string[] = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${w}" height="${h}" viewBox="0 0 ${w} ${h}" ` +
     `font-family="system-ui, sans-serif" font-size="12" role="img" aria-label="plan">`,
@@ -69,49 +91,94 @@ export function planSvg(p: PlanPicture, options: { width?: number; height?: numb
     `<rect width="${w}" height="${h}" fill="#fff"/>`,
     `<text x="${pad.l}" y="22" font-size="14" font-weight="600">${esc(p.title ?? "plan")}</text>`,
   ];
-  pieces.forEach((items, i) => {
-    const bh = (items / most) * plotH;
-    const x0 = X(edges[i]);
-    const x1 = X(edges[i + 1]);
+  // The y axis: share of items before a point of the key axis.
+  parts.push(`<g class="y-axis">`);
+  for (const t of [0, 0.25, 0.5, 0.75, 1]) {
     parts.push(
-      `<rect class="even-piece" data-items="${items}" x="${x0.toFixed(1)}" ` +
-        `y="${(pad.t + plotH - bh).toFixed(1)}" width="${Math.max(0.5, x1 - x0 - 1).toFixed(1)}" ` +
-        `height="${bh.toFixed(1)}" fill="#9fb3c8"/>`,
+      `<line x1="${pad.l - 4}" x2="${X(1)}" y1="${f1(Y(t))}" y2="${f1(Y(t))}" stroke="#e6eaf0"/>`,
+      `<text x="${pad.l - 8}" y="${f1(Y(t) + 4)}" text-anchor="end">${t * 100}%</text>`,
     );
-  });
-  for (const e of p.even) {
-    const x = X(keyPosition(e.key)).toFixed(1);
+  }
+  parts.push(
+    `<text transform="translate(14 ${f1(pad.t + topH / 2)}) rotate(-90)" text-anchor="middle">` +
+      `items before</text>`,
+    `</g>`,
+  );
+  const points = [
+    { x: 0, y: 0 },
+    ...p.even.map((e) => ({ x: keyPosition(e.key), y: e.rank / total })),
+    { x: 1, y: 1 },
+  ];
+  if (p.even.length > 0) {
     parts.push(
-      `<line class="even-cut" x1="${x}" x2="${x}" y1="${pad.t}" y2="${pad.t + plotH}" ` +
+      `<polyline class="share-curve" fill="none" stroke="#1d2733" stroke-width="1.5" points="${
+        points.map((q) => `${f1(X(q.x))},${f1(Y(q.y))}`).join(" ")
+      }"/>`,
+    );
+  }
+  for (const e of p.even) {
+    const x = f1(X(keyPosition(e.key)));
+    parts.push(
+      `<line class="even-cut" x1="${x}" x2="${x}" y1="${pad.t}" y2="${pad.t + topH}" ` +
         `stroke="#7a8699" stroke-dasharray="3 3"/>`,
     );
   }
-  for (const key of p.cuts) {
-    const x = X(keyPosition(key)).toFixed(1);
+  p.cuts.forEach((key, i) => {
+    const rank = p.cutRanks?.[i] ?? ((i + 1) * total) / (p.cuts.length + 1);
+    const y = f1(Y(rank / total));
+    // Without the even split's curve, a cut reaches its key's place on the axis.
+    const x = f1(X(p.even.length > 0 ? axisAt(points, rank / total) : keyPosition(key)));
     parts.push(
-      `<line class="balanced-cut" data-key="${esc(key)}" x1="${x}" x2="${x}" y1="${pad.t}" ` +
-        `y2="${pad.t + plotH}" stroke="#c0392b" stroke-width="1.2"/>`,
+      `<line class="balanced-cut" data-key="${esc(key)}" x1="${pad.l}" x2="${x}" y1="${y}" ` +
+        `y2="${y}" stroke="#c0392b" stroke-width="1"/>`,
+      `<circle cx="${x}" cy="${y}" r="1.8" fill="#c0392b"/>`,
     );
-  }
-  const share = p.total > 0 ? (100 * most) / p.total : 0;
-  const lx = X((edges[largest] + edges[largest + 1]) / 2);
+  });
   parts.push(
-    `<text class="largest-share" x="${lx.toFixed(1)}" y="${pad.t - 4}" text-anchor="middle">` +
-      `${share.toFixed(1)}% of items</text>`,
-    `<line x1="${pad.l}" x2="${pad.l + plotW}" y1="${pad.t + plotH}" y2="${pad.t + plotH}" ` +
-      `stroke="#333"/>`,
+    `<line x1="${pad.l}" x2="${X(1)}" y1="${pad.t + topH}" y2="${pad.t + topH}" stroke="#333"/>`,
   );
-  for (const label of [" ", "0", "@", "a", "m", "z"]) {
-    const x = X(keyPosition(label)).toFixed(1);
+  for (
+    const [label, at] of [["space", " "], ["0", "0"], ["@", "@"], ["a", "a"], ["m", "m"], [
+      "z",
+      "z",
+    ]]
+  ) {
     parts.push(
-      `<text x="${x}" y="${pad.t + plotH + 16}" text-anchor="middle">${
-        esc(label.trim() || "␠")
-      }</text>`,
+      `<text x="${f1(X(keyPosition(at)))}" y="${pad.t + topH + 16}" text-anchor="middle">` +
+        `${esc(label)}</text>`,
     );
   }
   parts.push(
-    `<text x="${pad.l}" y="${h - 12}">bars: items per even piece of the key axis · dashed: ` +
-      `even cuts (${p.even.length}) · red: balanced cuts (${p.cuts.length})</text>`,
+    `<text x="${pad.l}" y="${pad.t + topH + 32}">key order (first two characters) · curve: items ` +
+      `before each key · dashed: even cuts (${p.even.length}) · red: balanced cuts ` +
+      `(${p.cuts.length}), at equal steps of items</text>`,
+  );
+  // Below: items per even piece against the equal share of a balanced shard.
+  const pieces = evenSplitPieces(p.total, p.even);
+  const most = Math.max(1, ...pieces);
+  const largest = pieces.indexOf(most);
+  const edges = [0, ...p.even.map((e) => keyPosition(e.key)), 1];
+  const BY = (items: number) => barsTop + barsH - (items / most) * barsH;
+  pieces.forEach((items, i) => {
+    const x0 = X(edges[i]);
+    const x1 = X(edges[i + 1]);
+    parts.push(
+      `<rect class="even-piece" data-items="${items}" x="${f1(x0)}" y="${f1(BY(items))}" ` +
+        `width="${f1(Math.max(0.5, x1 - x0 - 1))}" height="${f1(barsTop + barsH - BY(items))}" ` +
+        `fill="#9fb3c8"/>`,
+    );
+  });
+  const shardItems = p.total / (p.cuts.length + 1);
+  const share = p.total > 0 ? (100 * most) / p.total : 0;
+  parts.push(
+    `<line class="balanced-share" x1="${pad.l}" x2="${X(1)}" y1="${f1(BY(shardItems))}" ` +
+      `y2="${f1(BY(shardItems))}" stroke="#c0392b" stroke-dasharray="4 2"/>`,
+    `<text class="largest-share" x="${f1(X((edges[largest] + edges[largest + 1]) / 2))}" ` +
+      `y="${barsTop - 4}" text-anchor="middle">${share.toFixed(1)}% of items</text>`,
+    `<line x1="${pad.l}" x2="${X(1)}" y1="${barsTop + barsH}" y2="${barsTop + barsH}" ` +
+      `stroke="#333"/>`,
+    `<text x="${pad.l}" y="${h - 12}">bars: items per even piece of the key axis · red dashes: ` +
+      `items per balanced shard (${Math.round(shardItems).toLocaleString("en-US")})</text>`,
     "</svg>",
   );
   return parts.join("\n");

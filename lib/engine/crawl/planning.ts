@@ -26,6 +26,7 @@ import {
 import { crawlIdFor, type CrawlSpec } from "../../base/spec.ts";
 import { evenSplitRanks } from "../../plan/baselines.ts";
 import { type Plan, PLAN_PAGE, planShards } from "../../plan/planner.ts";
+import { checkPlanTotal } from "../../plan/plan_file.ts";
 import { SEARCH_READ_PAGE } from "../../plan/locate.ts";
 import type { Source } from "../../plan/source.ts";
 import {
@@ -234,6 +235,8 @@ async function makePlan(source: Source, crawl: CrawlRecord, options: PlanCrawlOp
   const cap = pageLimit(crawl, source);
   let plan: Plan;
   try {
+    // A baked plan is held against what the registry lists now (the same URL may hold other data).
+    if (options.plan) checkPlanTotal(options.plan.total, (await source.list({ limit: 1 })).total);
     plan = options.plan ?? await planShards(source, crawl.shards, {
       maxPage: Math.min(PLAN_PAGE, cap),
       readPage: Math.min(SEARCH_READ_PAGE, cap),

@@ -364,11 +364,25 @@ export async function crawlKeysNdjson(
  */
 export async function crawlPicture(kv: Deno.Kv, id: string): Promise<PlanPicture> {
   const crawl = await requireCrawl(kv, id);
-  const cuts = await shardStarts(kv, id);
+  // Shards in key order; each cut's rank is the items its shards before it were planned with
+  // (a split hands part of its parent's to the child).
+  const shards = (await listShards(kv, id)).map((e) => e.value)
+    .sort((a, b) => a.start === null ? -1 : b.start === null ? 1 : compareKeys(a.start, b.start));
+  const cuts: string[] = [];
+  const cutRanks: number[] = [];
+  let before = 0;
+  for (const s of shards) {
+    if (s.start !== null) {
+      cuts.push(s.start);
+      cutRanks.push(before);
+    }
+    before += s.expected;
+  }
   return {
     total: crawl.total,
     even: crawl.evenSplit ?? [],
     cuts,
+    cutRanks,
     title: `${id}: ${cuts.length + 1} shards over ${crawl.total.toLocaleString("en-US")} items`,
   };
 }
