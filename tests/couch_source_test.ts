@@ -203,3 +203,28 @@ Deno.test("registry data: synthetic generator is sorted and deterministic", asyn
   assert.equal(new Set(a).size, 50_000);
   assert.ok(new RegistryData(a).checkSorted());
 });
+
+Deno.test("couch source: a listing answered 200 {error} is asked again like a 5xx, _all_docs and views", async () => {
+  for (const view of [undefined, "d/v"]) {
+    let calls = 0;
+    const page = view
+      ? '{"total_rows":1,"offset":0,"rows":[{"id":"a","key":"a","value":1}]}'
+      : '{"total_rows":1,"offset":0,"rows":[{"id":"a","key":"a","value":{"rev":"1-a"}}]}';
+    const fake: typeof fetch = (input) => {
+      const url = new URL(input instanceof Request ? input.url : String(input));
+      const json = (body: string) =>
+        Promise.resolve(new Response(body, { headers: { "content-type": "application/json" } }));
+      if (url.pathname === "/db") return json('{"db_name":"db"}');
+      if (url.pathname === "/db/_design/d") return json('{"views":{"v":{"map":"f"}}}');
+      return json(++calls === 1 ? '{"error":"timeout","reason":"upstream"}' : page);
+    };
+    const source = new CouchSource("http://x.test/db", {
+      fetch: fake,
+      sleep: () => Promise.resolve(),
+      view,
+    });
+    const got = await source.list({ limit: 1 });
+    assert.equal(got.rows.length, 1, view ?? "_all_docs");
+    assert.equal(calls, 2, "the error body was asked again");
+  }
+});

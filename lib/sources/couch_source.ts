@@ -274,7 +274,10 @@ export class CouchSource implements Source {
           );
         }
         this.#refuseErrors(a, path);
-        return parseJsonAnswer(a.body, a.headers.get("content-type"), this.#what(path));
+        const body = parseJsonAnswer(a.body, a.headers.get("content-type"), this.#what(path));
+        // A `200 {"error": …}` is refused here, inside the exchange, so that it is asked again
+        // like a 5xx (the dialect's checks run after the exchange).
+        return refuseErrorBody(body, this.description, "rows");
       },
     );
   }
