@@ -5,7 +5,7 @@ import { PointSet } from "../lib/plan/points.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { dataOf, randomKeys } from "./helpers.ts";
 
-const tuning = { maxPage: 100, readPage: 100, widePageSpan: 10, descending: true };
+const tuning = { maxPage: 100, readPage: 100, widePageSpan: 10, finishRows: 100, descending: true };
 const fresh = (): ProbeMemory => ({ high: 0, low: 0 });
 
 function pointsOf(...ps: [string, number, boolean][]): PointSet {
@@ -48,6 +48,10 @@ Deno.test("nextStep: found, forward read, descending read, wide and narrow probe
   if (wide.kind === "probe") assert.equal(wide.limit, 100, "a narrow bracket gets a page probe");
   assert.deepEqual(nextStep(5, pointsOf(["m", 10, true]), fresh(), o), { kind: "anchor-start" });
   assert.deepEqual(nextStep(20, pointsOf(["m", 10, true]), fresh(), o), { kind: "relearn-end" });
+  // Where reads may be larger than probes, a target a few pages from a real point is one read.
+  const reach = { ...o, readPage: 1000, finishRows: 500 };
+  assert.deepEqual(nextStep(1400, p, fresh(), reach), { kind: "read", start: "apple", limit: 401 });
+  assert.equal(nextStep(1600, p, fresh(), reach).kind, "probe", "beyond finishRows: a probe");
 });
 
 Deno.test("nextStep: after missed probes, pages are read from the nearer end once within reach", () => {

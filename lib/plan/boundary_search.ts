@@ -51,6 +51,11 @@ export interface SearchTuning {
   readPage: number;
   /** Probe with a full page once a bracket is at most this many pages wide. */
   widePageSpan: number;
+  /**
+   * Finish a target with one read once it is within this many rows of a known real point (a
+   * probe would likely take two more round trips): `FINISH_PAGES` pages, within `readPage`.
+   */
+  finishRows: number;
   /** Descending listings are available. */
   descending: boolean;
 }
@@ -70,13 +75,14 @@ export function nextStep(
   if (a.real && a.rank === t) return { kind: "found", key: a.key };
   if (!b) return { kind: "relearn-end" };
   const width = b.rank - a.rank;
-  // Within a page above the lower point: read just far enough to hold t.
-  if (t - a.rank < o.maxPage) {
-    return { kind: "read", start: a.key, limit: Math.min(o.maxPage, width, t - a.rank + 1) };
+  // Close above the lower point: read just far enough to hold t.
+  const finish = Math.max(o.maxPage, o.finishRows);
+  if (t - a.rank < finish) {
+    return { kind: "read", start: a.key, limit: Math.min(finish, width, t - a.rank + 1) };
   }
-  // Within a page below the upper point: one descending page read finishes it.
+  // Close below the upper point: one descending read finishes it.
   const below = b.real ? b.rank - t + 1 : b.rank - t;
-  if (o.descending && below <= o.maxPage) return { kind: "read-down", from: b, limit: below };
+  if (o.descending && below <= finish) return { kind: "read-down", from: b, limit: below };
   // After probes that keep missing (a crowd of keys the model cannot see into, like
   // `eslint-plugin-…`), reading pages on from the nearer end is bounded and probing may not be:
   // read once t is within as many pages of an end as probes have missed (at least 3), in one
@@ -95,13 +101,22 @@ export function nextStep(
   const wide = width <= o.widePageSpan * o.maxPage;
   const aim = wide ? Math.max(a.rank + 1, t - Math.floor(o.maxPage / 2)) : t;
   // Illinois-style memory: when the same end of the bracket survives probe after probe, the rank
-  // mass sits near it, so its rank is pulled towards t to push the next probe over there.
-  const ra = aim - (aim - a.rank) / 2 ** Math.min(8, Math.max(0, memory.high - 1));
-  const rb = aim + (b.rank - aim) / 2 ** Math.min(8, Math.max(0, memory.low - 1));
+  // mass sits near it, so its rank is pulled towards t to push the next probe over there (from
+  // the third probe on that side: pulling earlier overshoots on names, measured).
+  const ra = aim - (aim - a.rank) / 2 ** Math.min(8, Math.max(0, memory.high - 2));
+  const rb = aim + (b.rank - aim) / 2 ** Math.min(8, Math.max(0, memory.low - 2));
   const probe = keyBetween(a.key, b.key, (aim - ra) / (rb - ra), o.alphabet);
   if (probe === null) throw inconsistent();
   return { kind: "probe", key: probe, limit: wide ? o.maxPage : 1 };
 }
+
+/**
+ * Pages within which a target is finished by one read where the registry allows reads that big.
+ * With it, full-page probes from 300 pages out and the later Illinois pull, on 4,000,000 names
+ * 50 ms away (N = 56): 5.5-5.7 requests a boundary instead of 7.0 where reads of 10,000 rows are
+ * allowed, 7.2-7.4 instead of 7.9 where 1,000 is the cap, and 10% less time in both.
+ */
+const FINISH_PAGES = 5;
 
 /** Options of {@linkcode BoundarySearch}. */
 export interface BoundarySearchOptions {
@@ -120,7 +135,7 @@ export interface BoundarySearchOptions {
   concurrency: number;
   /** Listing requests in flight at most. @default 64 */
   maxConcurrency?: number;
-  /** Probe with a full page once a bracket is at most this many pages wide. @default 100 */
+  /** Probe with a full page once a bracket is at most this many pages wide. @default 300 */
   widePageSpan?: number;
   /**
    * Characters the key model assumes before it has seen any key (each as a one-character key).
@@ -154,10 +169,12 @@ export class BoundarySearch {
       max: Math.max(options.concurrency, options.maxConcurrency ?? 64),
       slowStart: true,
     });
+    const readPage = Math.max(options.maxPage, options.readPage ?? options.maxPage);
     this.#tuning = {
       maxPage: options.maxPage,
-      readPage: Math.max(options.maxPage, options.readPage ?? options.maxPage),
-      widePageSpan: options.widePageSpan ?? 100,
+      readPage,
+      widePageSpan: options.widePageSpan ?? 300,
+      finishRows: Math.min(readPage, FINISH_PAGES * options.maxPage),
       descending: true,
     };
     for (const p of options.points) {
