@@ -70,7 +70,7 @@ Deno.test("cli: bad flags, URLs and registries give one-line errors", async () =
         "2",
         "--max-attempts",
         "2",
-      ], /connection refused at http:\/\/127\.0\.0\.1:\d+\/db\/_all_docs.* \(2 attempts\)/],
+      ], /connection refused at http:\/\/127\.0\.0\.1:\d+\/db(\/_all_docs)?.* \(2 attempts\)/],
       [plan, ["--source", emptyReg.url, "--shards", "1"], /holds no items/],
       [
         crawl,

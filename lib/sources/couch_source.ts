@@ -211,7 +211,7 @@ export class CouchSource implements Source {
       description: this.description,
       maxPage: this.capabilities.maxPage,
       dbUrl: this.#db,
-      getJson: (url) => this.#getJson(url),
+      getJson: (url, expected) => this.#getJson(url, expected),
       send,
     };
   }
@@ -231,8 +231,11 @@ export class CouchSource implements Source {
     return this.#listing.idOrder;
   }
 
-  /** A GET's status and JSON body (null when not JSON); network failures are retried, then thrown. */
-  #getJson(url: string): Promise<{ status: number; body: unknown }> {
+  /**
+   * A GET's status and JSON body (null when not JSON). Network failures, 5xx and a `200
+   * {"error": …}` without the `expected` field are asked again, then thrown.
+   */
+  #getJson(url: string, expected: string): Promise<{ status: number; body: unknown }> {
     return this.#http.request({ url, maxBytes: PAGE_BYTES + LONG_ROWS_BYTES }, (a) => {
       let body: unknown = null;
       try {
@@ -240,6 +243,7 @@ export class CouchSource implements Source {
       } catch {
         // not JSON: the status alone says what it is
       }
+      if (a.status === 200) refuseErrorBody(body, redactUrl(url), expected);
       return { status: a.status, body };
     });
   }

@@ -16,8 +16,11 @@
 import { FatalError } from "../base/errors.ts";
 import type { Collation } from "../plan/view/mod.ts";
 
-/** A GET's status and parsed JSON body (null when it was not JSON). */
-export type GetJson = (url: string) => Promise<{ status: number; body: unknown }>;
+/**
+ * A GET's status and parsed JSON body (null when it was not JSON); `expected` names a field the
+ * answer has, so that a `200 {"error": …}` without it is asked again like a 5xx.
+ */
+export type GetJson = (url: string, expected: string) => Promise<{ status: number; body: unknown }>;
 
 function field(v: unknown, name: string): unknown {
   return typeof v === "object" && v !== null && !Array.isArray(v)
@@ -30,13 +33,16 @@ function field(v: unknown, name: string): unknown {
  * source's own path): `pouchdb` (it names its storage `adapter`), `couchdb` (Apache CouchDB 2+ and
  * Cloudant give their `cluster` parameters, 1.x its `disk_format_version`: servers whose default
  * view collation is ICU), or `other` (anything else, or no readable info).
+ * @throws TransientError when the info could not be had after retries
  */
 export async function serverKind(
   get: GetJson,
   dbUrl: string,
 ): Promise<"pouchdb" | "couchdb" | "other"> {
-  const info = await get(dbUrl).catch(() => null);
-  if (info === null || info.status !== 200) return "other";
+  // Failures that are worth asking again are thrown (the caller asks again later); an answer that
+  // is not a database's info (a 4xx, not JSON) says nothing about the server.
+  const info = await get(dbUrl, "db_name");
+  if (info.status !== 200) return "other";
   const b = info.body;
   if (typeof field(b, "adapter") === "string" || typeof field(b, "backend_adapter") === "string") {
     return "pouchdb";
@@ -62,7 +68,7 @@ export async function viewCollation(
   view: { ddoc: string; name: string; description: string },
 ): Promise<Collation> {
   const ddocPath = `_design/${encodeURIComponent(view.ddoc)}`;
-  const ddoc = await get(`${dbUrl}/${ddocPath}`);
+  const ddoc = await get(`${dbUrl}/${ddocPath}`, "views");
   if (ddoc.status === 404) {
     throw new FatalError(`${view.description}: no design document ${ddocPath} (404)`);
   }
