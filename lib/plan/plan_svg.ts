@@ -77,20 +77,50 @@ export function planSvg(p: PlanPicture, options: { width?: number; height?: numb
   const w = options.width ?? 960;
   const h = options.height ?? 460;
   const pad = { l: 56, r: 16, t: 40 };
-  const plotW = w - pad.l - pad.r;
   const topH = Math.round((h - pad.t) * 0.55);
   const barsTop = pad.t + topH + 58;
-  const barsH = h - barsTop - 40;
-  const X = (f: number) => pad.l + f * plotW;
-  const Y = (share: number) => pad.t + topH - share * topH;
-  const total = Math.max(1, p.total);
-  const parts: string[] = [
+  const layout: Layout = {
+    w,
+    h,
+    pad,
+    topH,
+    barsTop,
+    barsH: h - barsTop - 40,
+    X: (f: number) => pad.l + f * (w - pad.l - pad.r),
+    Y: (share: number) => pad.t + topH - share * topH,
+  };
+  return [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${w}" height="${h}" viewBox="0 0 ${w} ${h}" ` +
     `font-family="system-ui, sans-serif" font-size="12" role="img" aria-label="plan">`,
     `<title>${esc(p.title ?? "plan")}</title>`,
     `<rect width="${w}" height="${h}" fill="#fff"/>`,
     `<text x="${pad.l}" y="22" font-size="14" font-weight="600">${esc(p.title ?? "plan")}</text>`,
-  ];
+    ...sharePanel(p, layout),
+    ...piecesPanel(p, layout),
+    "</svg>",
+  ].join("\n");
+}
+
+/** Where things go in the picture. */
+interface Layout {
+  w: number;
+  h: number;
+  pad: { l: number; r: number; t: number };
+  /** Height of the upper panel. */
+  topH: number;
+  /** Top and height of the lower panel. */
+  barsTop: number;
+  barsH: number;
+  /** A point of the key axis (0..1) as x. */
+  X: (f: number) => number;
+  /** A share of items (0..1) as y in the upper panel. */
+  Y: (share: number) => number;
+}
+
+/** The upper panel: items before each key, the even cuts and the balanced cuts. */
+function sharePanel(p: PlanPicture, { pad, topH, X, Y }: Layout): string[] {
+  const total = Math.max(1, p.total);
+  const parts: string[] = [];
   // The y axis: share of items before a point of the key axis.
   parts.push(`<g class="y-axis">`);
   for (const t of [0, 0.25, 0.5, 0.75, 1]) {
@@ -153,7 +183,12 @@ export function planSvg(p: PlanPicture, options: { width?: number; height?: numb
       `before each key · dashed: even cuts (${p.even.length}) · red: balanced cuts ` +
       `(${p.cuts.length}), at equal steps of items</text>`,
   );
-  // Below: items per even piece against the equal share of a balanced shard.
+  return parts;
+}
+
+/** The lower panel: items per even piece against the equal share of a balanced shard. */
+function piecesPanel(p: PlanPicture, { h, pad, barsTop, barsH, X }: Layout): string[] {
+  const parts: string[] = [];
   const pieces = evenSplitPieces(p.total, p.even);
   const most = Math.max(1, ...pieces);
   const largest = pieces.indexOf(most);
@@ -179,7 +214,6 @@ export function planSvg(p: PlanPicture, options: { width?: number; height?: numb
       `stroke="#333"/>`,
     `<text x="${pad.l}" y="${h - 12}">bars: items per even piece of the key axis · red dashes: ` +
       `items per balanced shard (${Math.round(shardItems).toLocaleString("en-US")})</text>`,
-    "</svg>",
   );
-  return parts.join("\n");
+  return parts;
 }

@@ -35,7 +35,7 @@ import {
   parseJsonAnswer,
   refuseErrorBody,
 } from "./couch_answers.ts";
-import { type HttpAnswer, HttpClient, type HttpOptions, TooLargeError } from "./http.ts";
+import { HttpClient, type HttpOptions, TooLargeError } from "./http.ts";
 import {
   allDocsDialect,
   type ListingContext,
@@ -43,6 +43,7 @@ import {
   viewDialect,
 } from "./listing_dialect.ts";
 import { CouchDocs } from "./couch_docs.ts";
+import { CouchExchange, MAX_BULK_BYTES, PAGE_BYTES, ROW_BYTES } from "./couch_exchange.ts";
 import type { IdOrder } from "../plan/id_order.ts";
 
 /** Options of {@linkcode CouchSource}. */
@@ -70,34 +71,6 @@ export interface CouchSourceOptions extends HttpOptions {
   view?: string;
 }
 
-/** Bytes a listing may use per row without documents (ids run up to 4 KB, escaped). */
-const ROW_BYTES = 16_384;
-/** Fixed room in every listing answer. */
-const PAGE_BYTES = 65_536;
-/** Room for rows of ids as long as CouchDB allows in any listing answer, however small. */
-const LONG_ROWS_BYTES = 1024 * 1024;
-/**
- * Largest answer that carries documents (a listing with `include_docs`, a `_bulk_get`): a larger
- * one is asked again without documents (fetched by id) or in halves, so that no answer holds more
- * than this in memory.
- */
-const MAX_BULK_BYTES = 16 * 1024 * 1024;
-
-/** Longest listing URL sent as a GET; longer ones are sent as POST with a JSON body. */
-const MAX_GET_URL = 8_000;
-
-/** Listing query parameters as the JSON body CouchDB takes instead (`*key` values are JSON). */
-export function paramsBody(params: URLSearchParams): Record<string, unknown> {
-  const body: Record<string, unknown> = {};
-  for (const [k, v] of params) {
-    if (k.endsWith("key")) body[k] = JSON.parse(v);
-    else if (v === "true" || v === "false") body[k] = v === "true";
-    else if (/^\d+$/.test(v)) body[k] = Number(v);
-    else body[k] = v;
-  }
-  return body;
-}
-
 /** A CouchDB database reached over HTTP. */
 export class CouchSource implements Source {
   readonly description: string;
@@ -105,6 +78,7 @@ export class CouchSource implements Source {
   #db: string;
   #docs: string;
   #http: HttpClient;
+  #x: CouchExchange;
   #docsById: CouchDocs;
   #requests = 0;
   #docMode: Promise<DocMode> | null = null;
@@ -132,6 +106,13 @@ export class CouchSource implements Source {
     this.description = redactUrl(this.#db) +
       (this.#listing.label === null ? "" : ` ${this.#listing.label}`);
     this.#http = new HttpClient(options);
+    this.#x = new CouchExchange({
+      http: this.#http,
+      db: this.#db,
+      description: this.description,
+      listingPath: this.#listing.path,
+      allDocs: this.#listing.kind === "all_docs",
+    });
     this.#docsById = new CouchDocs({
       http: this.#http,
       docsUrl: this.#docs,
@@ -199,9 +180,7 @@ export class CouchSource implements Source {
     options: ListOptions,
     o: { oversizeIsTransient?: boolean } = {},
   ): Promise<Page> {
-    const ctx = this.#context((params) =>
-      this.#sendListing(params, options.includeDocs ?? false, o)
-    );
+    const ctx = this.#context((params) => this.#x.listing(params, options.includeDocs ?? false, o));
     await this.#listing.prepare(ctx);
     return await this.#listing.list(options, ctx);
   }
@@ -211,7 +190,7 @@ export class CouchSource implements Source {
       description: this.description,
       maxPage: this.capabilities.maxPage,
       dbUrl: this.#db,
-      getJson: (url, expected) => this.#getJson(url, expected),
+      getJson: (url, expected) => this.#x.getJson(url, expected),
       send,
     };
   }
@@ -232,83 +211,12 @@ export class CouchSource implements Source {
   }
 
   /**
-   * A GET's status and JSON body (null when not JSON). Network failures, 5xx and a `200
-   * {"error": …}` without the `expected` field are asked again, then thrown.
-   */
-  #getJson(url: string, expected: string): Promise<{ status: number; body: unknown }> {
-    return this.#http.request({ url, maxBytes: PAGE_BYTES + LONG_ROWS_BYTES }, (a) => {
-      let body: unknown = null;
-      try {
-        body = JSON.parse(new TextDecoder().decode(a.body));
-      } catch {
-        // not JSON: the status alone says what it is
-      }
-      if (a.status === 200) refuseErrorBody(body, redactUrl(url), expected);
-      return { status: a.status, body };
-    });
-  }
-
-  /** One listing request; its parsed JSON body. */
-  #sendListing(
-    params: URLSearchParams,
-    includeDocs: boolean,
-    o: { oversizeIsTransient?: boolean },
-  ): Promise<unknown> {
-    const path = this.#listing.path;
-    const limit = Number(params.get("limit") ?? 0);
-    const maxBytes = includeDocs
-      ? MAX_BULK_BYTES
-      : PAGE_BYTES + Math.max(limit * ROW_BYTES, LONG_ROWS_BYTES);
-    const get = `${this.#db}/${path}?${params}`;
-    // A listing from a long key would make a URL longer than servers take (and than fetch does):
-    // it is sent as POST with the same parameters in a JSON body, as CouchDB 2.2+ accepts.
-    const exchange = get.length <= MAX_GET_URL ? { url: get } : {
-      url: `${this.#db}/${path}`,
-      method: "POST",
-      body: JSON.stringify(paramsBody(params)),
-    };
-    return this.#http.request(
-      { ...exchange, maxBytes, oversizeIsTransient: o.oversizeIsTransient },
-      (a) => {
-        if (a.status === 404) {
-          throw new FatalError(
-            this.#listing.kind === "all_docs"
-              ? `${this.description} is not a CouchDB database (404 at _all_docs)`
-              : `${this.description}: no such database or view (404 at ${path})`,
-          );
-        }
-        this.#refuseErrors(a, path);
-        const body = parseJsonAnswer(a.body, a.headers.get("content-type"), this.#what(path));
-        // A `200 {"error": …}` is refused here, inside the exchange, so that it is asked again
-        // like a 5xx (the dialect's checks run after the exchange).
-        return refuseErrorBody(body, this.description, "rows");
-      },
-    );
-  }
-
-  /**
    * The rows of a listing whose documents make it too large for one answer, without their
    * documents: the caller fetches each by id (one over `maxDocBytes` is `tooLarge` then). Nothing
    * is lost and no other page gets smaller.
    */
   async #listWithoutDocs(options: ListOptions): Promise<Page> {
     return await this.#listOnce({ ...options, includeDocs: false });
-  }
-
-  #what(path: string): string {
-    return `${this.description}/${path}`;
-  }
-
-  /** 4xx answers of database routes: access refused is fatal, the rest permanent. */
-  #refuseErrors(a: HttpAnswer, path: string): void {
-    if (a.status < 400) return;
-    const reason = new TextDecoder().decode(a.body.subarray(0, 300)).replace(/\s+/g, " ");
-    if (a.status === 401 || a.status === 403) {
-      throw new FatalError(`access denied (HTTP ${a.status}) at ${this.#what(path)}`);
-    }
-    throw new PermanentError(`HTTP ${a.status} at ${this.#what(path)}: ${reason}`, {
-      status: a.status,
-    });
   }
 
   /**
@@ -339,11 +247,11 @@ export class CouchSource implements Source {
         body: JSON.stringify({ docs: ids.map((id) => ({ id })) }),
         maxBytes: MAX_BULK_BYTES,
       }, (a) => {
-        this.#refuseErrors(a, "_bulk_get");
+        this.#x.refuseErrors(a, "_bulk_get");
         const body = parseJsonAnswer(
           a.body,
           a.headers.get("content-type"),
-          this.#what("_bulk_get"),
+          this.#x.what("_bulk_get"),
         );
         return checkBulkGet(body, ids, this.description);
       });
@@ -379,11 +287,11 @@ export class CouchSource implements Source {
             body: JSON.stringify({ keys }),
             maxBytes: PAGE_BYTES + keys.length * ROW_BYTES,
           }, (a) => {
-            this.#refuseErrors(a, "_all_docs");
+            this.#x.refuseErrors(a, "_all_docs");
             const body = parseJsonAnswer(
               a.body,
               a.headers.get("content-type"),
-              this.#what("_all_docs"),
+              this.#x.what("_all_docs"),
             );
             return checkKeyRevs(body, keys, this.description);
           }),
@@ -421,7 +329,7 @@ export class CouchSource implements Source {
   updateSeq(): Promise<string | null> {
     if (this.#listing.kind !== "all_docs") return Promise.resolve(null);
     return this.#http.request({ url: this.#db, maxBytes: PAGE_BYTES }, (a) => {
-      this.#refuseErrors(a, "");
+      this.#x.refuseErrors(a, "");
       const v = refuseErrorBody(
         parseJsonAnswer(a.body, a.headers.get("content-type"), this.description),
         this.description,
@@ -442,11 +350,11 @@ export class CouchSource implements Source {
     const feed = await this.#http.request(
       { url, maxBytes: PAGE_BYTES + limit * ROW_BYTES },
       (a) => {
-        this.#refuseErrors(a, "_changes");
+        this.#x.refuseErrors(a, "_changes");
         const body = parseJsonAnswer(
           a.body,
           a.headers.get("content-type"),
-          this.#what("_changes"),
+          this.#x.what("_changes"),
         );
         return checkChanges(body, this.description);
       },

@@ -50,25 +50,7 @@ export async function listViewPage(
   if ((o.start != null && start === null && !desc) || (o.end != null && end === null && desc)) {
     return await emptyAtEnd(o, ctx);
   }
-  const params = (from: ViewRowKey | null, skip: number, limit: number) => {
-    const p = new URLSearchParams();
-    if (from !== null) {
-      p.set("startkey", JSON.stringify(from.key));
-      p.set("startkey_docid", from.docid);
-    }
-    if (end !== null) {
-      // Inclusive, by pair: a superset on every server; the exact end is cut here.
-      p.set("endkey", JSON.stringify(end.key));
-      p.set("endkey_docid", end.docid);
-      p.set("inclusive_end", "true");
-    }
-    p.set("limit", String(limit));
-    if (desc) p.set("descending", "true");
-    if (skip > 0) p.set("skip", String(skip));
-    if (o.includeDocs) p.set("include_docs", "true");
-    if (o.updateSeq) p.set("update_seq", "true");
-    return p;
-  };
+  const params: Params = (from, skip, limit) => viewParams(o, { from, end, skip, limit });
   const first = await firstRound(o, start, params, ctx);
   const { raw, pairs } = first;
   const how = {
@@ -87,25 +69,51 @@ export async function listViewPage(
   if (!desc && ctx.state.ignoresDocid && first.globalSkip === null) {
     rememberRuns(raw, pairs, first.runBase, ctx.state);
   }
-  const rows = settled.rows.slice(0, o.limit);
-  const mapped = rows.map(({ raw: r, id }) => {
-    const v = r.value as Record<string, unknown> | null;
-    const linked = typeof v === "object" && v !== null && typeof v._id === "string";
-    return {
-      id,
-      key: id,
-      value: { rev: JSON.stringify(r.value ?? null) },
-      // The document a row carries: its own, or (null) the one its value links to.
-      docid: linked ? null : r.docid,
-      ...(r.hasDoc ? { doc: r.doc } : {}),
-    };
-  });
+  const rows = settled.rows.slice(0, o.limit).map(({ raw: r, id }) => listedRow(r, id));
   const offset = typeof first.offset === "number" ? first.offset + settled.before : first.offset;
   return checkPage(
-    { total_rows: first.total, offset, rows: mapped, update_seq: first.seq },
+    { total_rows: first.total, offset, rows, update_seq: first.seq },
     o,
     ctx.description,
   );
+}
+
+/** The parameters of one view request: from a pair (or the start), to the end pair inclusive. */
+function viewParams(
+  o: ListOptions,
+  at: { from: ViewRowKey | null; end: ViewRowKey | null; skip: number; limit: number },
+): URLSearchParams {
+  const p = new URLSearchParams();
+  if (at.from !== null) {
+    p.set("startkey", JSON.stringify(at.from.key));
+    p.set("startkey_docid", at.from.docid);
+  }
+  if (at.end !== null) {
+    // Inclusive, by pair: a superset on every server; the exact end is cut here.
+    p.set("endkey", JSON.stringify(at.end.key));
+    p.set("endkey_docid", at.end.docid);
+    p.set("inclusive_end", "true");
+  }
+  p.set("limit", String(at.limit));
+  if (o.descending) p.set("descending", "true");
+  if (at.skip > 0) p.set("skip", String(at.skip));
+  if (o.includeDocs) p.set("include_docs", "true");
+  if (o.updateSeq) p.set("update_seq", "true");
+  return p;
+}
+
+/** A view row as the `_all_docs`-shaped row `checkPage` takes: id = key = the encoded row. */
+function listedRow(r: RawRow, id: string) {
+  const v = r.value as Record<string, unknown> | null;
+  const linked = typeof v === "object" && v !== null && typeof v._id === "string";
+  return {
+    id,
+    key: id,
+    value: { rev: JSON.stringify(r.value ?? null) },
+    // The document a row carries: its own, or (null) the one its value links to.
+    docid: linked ? null : r.docid,
+    ...(r.hasDoc ? { doc: r.doc } : {}),
+  };
 }
 
 /** The first answer of a listing. */

@@ -1,0 +1,135 @@
+/**
+ * One CouchDB database's exchanges as `CouchSource` makes them: listing requests (GET, or POST
+ * when the URL would be too long), JSON GETs of the database's own documents, and how their
+ * answers are refused (4xx, `200 {"error": …}` asked again like a 5xx), each with a byte cap.
+ *
+ * @module
+ */
+import { FatalError, PermanentError } from "../base/errors.ts";
+import { redactUrl } from "../base/redact.ts";
+import { parseJsonAnswer, refuseErrorBody } from "./couch_answers.ts";
+import type { HttpAnswer, HttpClient } from "./http.ts";
+
+/** Bytes a listing may use per row without documents (ids run up to 4 KB, escaped). */
+export const ROW_BYTES = 16_384;
+/** Fixed room in every listing answer. */
+export const PAGE_BYTES = 65_536;
+/** Room for rows of ids as long as CouchDB allows in any listing answer, however small. */
+export const LONG_ROWS_BYTES = 1024 * 1024;
+/**
+ * Largest answer that carries documents (a listing with `include_docs`, a `_bulk_get`): a larger
+ * one is asked again without documents (fetched by id) or in halves, so that no answer holds more
+ * than this in memory.
+ */
+export const MAX_BULK_BYTES = 16 * 1024 * 1024;
+
+/** Longest listing URL sent as a GET; longer ones are sent as POST with a JSON body. */
+const MAX_GET_URL = 8_000;
+
+/** Listing query parameters as the JSON body CouchDB takes instead (`*key` values are JSON). */
+export function paramsBody(params: URLSearchParams): Record<string, unknown> {
+  const body: Record<string, unknown> = {};
+  for (const [k, v] of params) {
+    if (k.endsWith("key")) body[k] = JSON.parse(v);
+    else if (v === "true" || v === "false") body[k] = v === "true";
+    else if (/^\d+$/.test(v)) body[k] = Number(v);
+    else body[k] = v;
+  }
+  return body;
+}
+
+/** What {@linkcode CouchExchange} works on. */
+export interface CouchExchangeOptions {
+  /** The client every request goes through. */
+  http: HttpClient;
+  /** The database URL (normalized). */
+  db: string;
+  /** The source, for messages (no credentials). */
+  description: string;
+  /** The listing's path under the database (`_all_docs`, or a view's). */
+  listingPath: string;
+  /** The listing is `_all_docs` (its 404 means no database). */
+  allDocs: boolean;
+}
+
+/** The exchanges of one database (see the module comment). */
+export class CouchExchange {
+  #o: CouchExchangeOptions;
+
+  /** Exchanges over `options.http`; nothing is requested until asked. */
+  constructor(options: CouchExchangeOptions) {
+    this.#o = options;
+  }
+
+  /**
+   * A GET's status and JSON body (null when not JSON). Network failures, 5xx and a `200
+   * {"error": …}` without the `expected` field are asked again, then thrown.
+   */
+  getJson(url: string, expected: string): Promise<{ status: number; body: unknown }> {
+    return this.#o.http.request({ url, maxBytes: PAGE_BYTES + LONG_ROWS_BYTES }, (a) => {
+      let body: unknown = null;
+      try {
+        body = JSON.parse(new TextDecoder().decode(a.body));
+      } catch {
+        // not JSON: the status alone says what it is
+      }
+      if (a.status === 200) refuseErrorBody(body, redactUrl(url), expected);
+      return { status: a.status, body };
+    });
+  }
+
+  /** One listing request; its parsed JSON body. */
+  listing(
+    params: URLSearchParams,
+    includeDocs: boolean,
+    o: { oversizeIsTransient?: boolean },
+  ): Promise<unknown> {
+    const path = this.#o.listingPath;
+    const limit = Number(params.get("limit") ?? 0);
+    const maxBytes = includeDocs
+      ? MAX_BULK_BYTES
+      : PAGE_BYTES + Math.max(limit * ROW_BYTES, LONG_ROWS_BYTES);
+    const get = `${this.#o.db}/${path}?${params}`;
+    // A listing from a long key would make a URL longer than servers take (and than fetch does):
+    // it is sent as POST with the same parameters in a JSON body, as CouchDB 2.2+ accepts.
+    const exchange = get.length <= MAX_GET_URL ? { url: get } : {
+      url: `${this.#o.db}/${path}`,
+      method: "POST",
+      body: JSON.stringify(paramsBody(params)),
+    };
+    return this.#o.http.request(
+      { ...exchange, maxBytes, oversizeIsTransient: o.oversizeIsTransient },
+      (a) => {
+        if (a.status === 404) {
+          throw new FatalError(
+            this.#o.allDocs
+              ? `${this.#o.description} is not a CouchDB database (404 at _all_docs)`
+              : `${this.#o.description}: no such database or view (404 at ${path})`,
+          );
+        }
+        this.refuseErrors(a, path);
+        const body = parseJsonAnswer(a.body, a.headers.get("content-type"), this.what(path));
+        // A `200 {"error": …}` is refused here, inside the exchange, so that it is asked again
+        // like a 5xx (the dialect's checks run after the exchange).
+        return refuseErrorBody(body, this.#o.description, "rows");
+      },
+    );
+  }
+
+  /** `description/path`, for messages. */
+  what(path: string): string {
+    return `${this.#o.description}/${path}`;
+  }
+
+  /** 4xx answers of database routes: access refused is fatal, the rest permanent. */
+  refuseErrors(a: HttpAnswer, path: string): void {
+    if (a.status < 400) return;
+    const reason = new TextDecoder().decode(a.body.subarray(0, 300)).replace(/\s+/g, " ");
+    if (a.status === 401 || a.status === 403) {
+      throw new FatalError(`access denied (HTTP ${a.status}) at ${this.what(path)}`);
+    }
+    throw new PermanentError(`HTTP ${a.status} at ${this.what(path)}: ${reason}`, {
+      status: a.status,
+    });
+  }
+}
