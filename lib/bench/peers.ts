@@ -1,14 +1,15 @@
 /**
  * What a user would pick instead of rankcrawl, implemented plainly so the bench can time them in
  * the same run: one sequential `_all_docs` pager, the same split evenly over the key alphabet and
- * run in parallel, an `include_docs` pager, and IBM's `@cloudant/couchbackup` in shallow mode (from
- * npm). Each writes what it reads as NDJSON to a file, as rankcrawl's export does.
+ * run in parallel, an `include_docs` pager, a fetcher of documents one by one (64 in flight) for
+ * registries that serve ids only, and IBM's `@cloudant/couchbackup` in shallow mode (from npm). Each writes what it reads as NDJSON to a file, as rankcrawl's export does.
  *
  * @module
  */
 import { evenSplitKeys } from "../plan/baselines.ts";
 import type { Source } from "../plan/source.ts";
 import { CouchSource } from "../sources/couch_source.ts";
+import { mapPool } from "../base/pool.ts";
 
 const enc = new TextEncoder();
 
@@ -98,6 +99,29 @@ export async function evenSplitPagers(
     return n;
   }));
   return counts.reduce((a, b) => a + b, 0);
+}
+
+/**
+ * What one writes for a registry that serves ids only (the npm replica): page the ids (`limit`
+ * rows a page) and fetch each document with `inFlight` requests at a time, to an NDJSON file.
+ * Returns the documents written.
+ */
+export async function concurrentFetcher(
+  url: string,
+  out: string,
+  options: { limit: number; inFlight: number },
+): Promise<number> {
+  const src = new CouchSource(url, { maxPage: options.limit });
+  const file = await ndjsonFile(out);
+  const n = await pageThrough(src, { start: null, end: null }, async (rows) => {
+    const docs = await mapPool(rows, async (r) => {
+      const res = await fetch(`${url}/${encodeURIComponent(r.id)}`);
+      return { ...r, doc: (await res.text()).trim() };
+    }, { concurrency: options.inFlight });
+    await file.write(docs);
+  }, { limit: options.limit });
+  await file.close();
+  return n;
 }
 
 /**
