@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { watchdog } from "../lib/engine/crawl/completion.ts";
+import { watchdog } from "../lib/engine/crawl/watchdog.ts";
 import { remainingSeconds, splitStraggler } from "../lib/engine/crawl/rebalance.ts";
 import { claimShard, runShard } from "../lib/engine/dispatch/shard_runner.ts";
 import { crawlStatus } from "../lib/engine/crawl/status.ts";

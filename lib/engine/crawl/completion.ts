@@ -2,9 +2,8 @@
  * The end of a crawl: when every shard is done, `_changes` since the start is applied to its
  * proven end (`catch_up.ts`), every range is proven to hold what the registry lists there
  * (`verify.ts`; a range that disagrees is listed again), and only then is the crawl `done`, with a
- * record of how it was checked. Also the watchdog, which keeps work moving when a process died: it
- * re-dispatches shards nobody holds, finishes crawls whose shards are all done, gets stuck planning
- * going again, and follows changes of finished crawls created with `follow`.
+ * record of how it was checked (the watchdog, `watchdog.ts`, calls it for crawls whose shards are
+ * all done).
  *
  * @module
  */
@@ -13,7 +12,6 @@ import { errorLine, FatalError, TransientError } from "../../base/errors.ts";
 import type { Source } from "../../plan/source.ts";
 import {
   applyToEnd,
-  catchUp,
   claimFeed,
   type FeedClaim,
   peekChanges,
@@ -22,22 +20,16 @@ import {
 } from "./catch_up.ts";
 import type { Dispatcher } from "./planning.ts";
 import { sampleStored, storedRevision } from "../items/mod.ts";
-import { deleteCrawl, failCrawl, transition } from "./lifecycle.ts";
+import { failCrawl, transition } from "./lifecycle.ts";
 import {
-  clearDeadLetter,
   commitRelist,
   commitShard,
   type CrawlRecord,
   getCrawl,
-  getPlanning,
   keys,
-  leaseHeld,
-  listCrawls,
-  listDeadLetters,
   listPending,
   listRangeDrift,
   listShards,
-  readLiveness,
   relisted,
   type ShardRecord,
   shardStored,
@@ -348,68 +340,4 @@ async function done(
     patch: { verification, ...(driftError ? { driftError } : {}) },
   });
   return true;
-}
-
-/**
- * Keeps work moving (see the module comment). Returns how many shards were re-dispatched. A shard
- * held by a live lease, or waiting out its retry backoff, is never re-dispatched.
- */
-export async function watchdog(
-  deps: { kv: Deno.Kv; dispatcher: Dispatcher; openSource?: (crawl: CrawlRecord) => Source },
-  options: { stallMs?: number; now?: () => number } = {},
-): Promise<number> {
-  const now = (options.now ?? Date.now)();
-  const stallMs = options.stallMs ?? 60_000;
-  let n = 0;
-  for (const crawl of await listCrawls(deps.kv)) {
-    if (crawl.status === "deleting") {
-      await deleteCrawl(deps.kv, crawl.id).catch(() => {}); // tried again on the next tick
-      continue;
-    }
-    if (crawl.status === "done" && crawl.follow && deps.openSource && crawl.startSeq !== null) {
-      // Followed crawls stay equal to the registry: each tick applies the changes since the last.
-      await catchUp({ kv: deps.kv, source: deps.openSource(crawl) }, crawl.id, {
-        now: options.now,
-      }).catch(() => {}); // a failing feed is tried again on the next tick
-      continue;
-    }
-    if (crawl.status === "planning") {
-      const liveness = await readLiveness(deps.kv, now);
-      const planning = (await getPlanning(deps.kv, crawl.id)).value;
-      if (!leaseHeld(planning?.lease, now, { liveness })) await deps.dispatcher.plan(crawl.id);
-      continue;
-    }
-    if (crawl.status !== "running") continue;
-    n += await reviveShards(deps, crawl.id, { now, stallMs });
-  }
-  return n;
-}
-
-async function reviveShards(
-  deps: { kv: Deno.Kv; dispatcher: Dispatcher; openSource?: (crawl: CrawlRecord) => Source },
-  crawlId: string,
-  o: { now: number; stallMs: number },
-): Promise<number> {
-  const shards = await listShards(deps.kv, crawlId);
-  const dead = new Set(await listDeadLetters(deps.kv, crawlId));
-  const liveness = await readLiveness(deps.kv, o.now);
-  let n = 0;
-  for (const { value: s } of shards) {
-    const held = leaseHeld(s.lease, o.now, { liveness });
-    const waiting = (s.retryAt ?? 0) > o.now;
-    const stalled = o.now - s.updatedAt >= o.stallMs || dead.has(s.id) || s.lease !== null;
-    if (!s.done && !held && !waiting && stalled) {
-      await deps.dispatcher.dispatch(crawlId, s.id);
-      if (dead.has(s.id)) await clearDeadLetter(deps.kv, crawlId, s.id);
-      n++;
-    }
-  }
-  if (shards.length > 0 && shards.every((s) => s.value.done)) {
-    await checkCompletion(deps.kv, crawlId, {
-      openSource: deps.openSource,
-      dispatcher: deps.dispatcher,
-      now: () => o.now,
-    });
-  }
-  return n;
 }
