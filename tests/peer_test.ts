@@ -11,10 +11,9 @@ import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
 import { planShards } from "../lib/plan/planner.ts";
 import { listCrawls } from "../lib/engine/store/store.ts";
 import { exportNdjson } from "../lib/cli/export.ts";
-import { freePort, randomKeys, waitHealthy } from "./helpers.ts";
-import { havePouchdb, POUCHDB_SERVER } from "./optional_tools.ts";
+import { randomKeys } from "./helpers.ts";
+import { havePouchdb, startPouchdb } from "./optional_tools.ts";
 
-const BIN = POUCHDB_SERVER;
 const have = havePouchdb;
 
 // BMP letters beyond U+00FF, U+E000..U+FFFF and astral ones: pouchdb collates ids by UTF-16 code
@@ -45,17 +44,9 @@ Deno.test({
   sanitizeResources: false,
   sanitizeOps: false,
   fn: async () => {
-    const port = freePort();
     const dir = await Deno.makeTempDir();
-    const server = new Deno.Command(BIN, {
-      args: ["--in-memory", "--port", String(port), "--host", "127.0.0.1"],
-      cwd: dir,
-      stdout: "null",
-      stderr: "null",
-    }).spawn();
-    const base = `http://127.0.0.1:${port}`;
+    const { base, stop } = await startPouchdb(dir);
     try {
-      await waitHealthy(base);
       const db = `${base}/peer`;
       assert.equal(
         await fetch(db, { method: "PUT" }).then((r) => (r.body?.cancel(), r.status)),
@@ -123,8 +114,7 @@ Deno.test({
       assert.ok(unique.some((id) => /^[\ue000-\uffff]/.test(id)), "ids starting in U+E000..U+FFFF");
       assert.ok(unique.some((id) => /^[\ud800-\udbff]/.test(id)), "ids starting astral");
     } finally {
-      server.kill("SIGTERM");
-      await server.status;
+      await stop();
       await Deno.remove(dir, { recursive: true });
     }
   },

@@ -14,10 +14,9 @@ import { planShards } from "../lib/plan/planner.ts";
 import { compareJson, encodeViewRow, type Json } from "../lib/plan/view/mod.ts";
 import { prng } from "../lib/sim/names.ts";
 import { CouchSource } from "../lib/sources/couch_source.ts";
-import { freePort, taskArgs, waitHealthy } from "./helpers.ts";
-import { havePouchdb, POUCHDB_SERVER } from "./optional_tools.ts";
+import { taskArgs } from "./helpers.ts";
+import { havePouchdb, startPouchdb } from "./optional_tools.ts";
 
-const BIN = POUCHDB_SERVER;
 const have = havePouchdb;
 
 const VIEW = "t/v";
@@ -111,17 +110,10 @@ Deno.test({
   sanitizeResources: false,
   sanitizeOps: false,
   fn: async () => {
-    const port = freePort();
     const dir = await Deno.makeTempDir();
-    const server = new Deno.Command(BIN, {
-      args: ["--in-memory", "--port", String(port), "--host", "127.0.0.1"],
-      cwd: dir,
-      stdout: "null",
-      stderr: "null",
-    }).spawn();
-    const db = `http://127.0.0.1:${port}/pv`;
+    const { base, stop } = await startPouchdb(dir);
+    const db = `${base}/pv`;
     try {
-      await waitHealthy(`http://127.0.0.1:${port}`);
       await json(db, { method: "PUT" });
       const docs = documents(12_000);
       for (let i = 0; i < docs.length; i += 1000) {
@@ -227,8 +219,7 @@ Deno.test({
           want.some((id) => /^[\ud800-\udbff]/.test(id)),
       );
     } finally {
-      server.kill("SIGTERM");
-      await server.status;
+      await stop();
       await Deno.remove(dir, { recursive: true });
     }
   },
