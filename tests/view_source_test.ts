@@ -12,7 +12,7 @@ import { planShards } from "../lib/plan/planner.ts";
 import { compareJson, decodeViewRow, encodeViewRow } from "../lib/plan/view/mod.ts";
 import { RegistryData } from "../lib/sim/registry_data.ts";
 import { startRegistry } from "../lib/sim/registry_server.ts";
-import { VIEW_NAME, viewRowsOf } from "../lib/sim/registry_view.ts";
+import { emit, VIEW_NAME, viewRowsOf } from "../lib/sim/registry_view.ts";
 import { bundledNames, prefixNear, syntheticNames } from "../lib/sim/names.ts";
 import { CouchSource } from "../lib/sources/couch_source.ts";
 import { iterateItems } from "../lib/engine/items/item_read.ts";
@@ -121,6 +121,52 @@ Deno.test("view: plans are exactly balanced and locate finds the exact median ro
     assert.ok(cutsInRuns > 0, "some cuts fall inside a run of equal keys (cut by docid)");
     const found = await keysAtRanks(src, (t) => [percentileRank(50, t)]);
     assert.equal(found.keys[0], truth[percentileRank(50, truth.length)]);
+  } finally {
+    await reg.close();
+  }
+});
+
+Deno.test("view: a run that changes while it is listed by skip is asked again, never listed wrong", async () => {
+  const data = new RegistryData(syntheticNames(await bundledNames(), 3000, { seed: 9 }));
+  const reg = await startRegistry(data, { viewIgnoresDocid: true });
+  try {
+    const rows = viewRowsOf(data);
+    // The middle of the run of `null` keys (any document may emit it: a tenth of them do).
+    const first = rows.findIndex((r) => r.key === null);
+    const best = { at: first, len: rows.filter((r) => r.key === null).length };
+    assert.ok(best.len > 300, `a run of ${best.len}`);
+    const start = encodeViewRow(rows[best.at + 150]);
+    // A document emitting that key, with a docid below the rows listed first: inserted while the
+    // listing goes on by skip, it shifts every position after it.
+    const key = rows[best.at].key;
+    let newId = "";
+    for (let n = 0; !newId && n < 100_000; n++) {
+      const id = `!${n.toString(36)}`;
+      if (data.rev(id) === undefined && emit(id).some((r) => compareJson(r.key, key) === 0)) {
+        newId = id;
+      }
+    }
+    assert.ok(newId, "a document emitting null");
+    let inserted = false;
+    const hook: typeof fetch = (input, init) => {
+      const url = new URL(input instanceof Request ? input.url : String(input));
+      if (!inserted && url.pathname.includes("/_view/") && url.searchParams.has("skip")) {
+        inserted = true;
+        data.put(newId);
+      }
+      return fetch(input, init);
+    };
+    const src = new CouchSource(reg.url, { view: VIEW_NAME, maxPage: 100, fetch: hook });
+    await assert.rejects(
+      () => src.list({ start, limit: 100 }),
+      /the view changed while it was listed/,
+    );
+    assert.ok(inserted);
+    // Asked again, the page is exact for the view as it is now.
+    const now = viewRowsOf(data).map((r) => encodeViewRow(r));
+    const at = now.indexOf(start);
+    const page = await src.list({ start, limit: 100 });
+    assert.deepEqual(page.rows.map((r) => r.id), now.slice(at, at + 100));
   } finally {
     await reg.close();
   }

@@ -230,9 +230,12 @@ async function nextRound(
     if (seen < ask / 2) [skip, drop] = [0, seen];
     else skip = seen;
   }
+  // Going on by skip, one row early: the row there must be the last one seen, or the view
+  // changed under the listing (rows inserted or removed before the position shift it).
+  const overlap = skip > 0 ? 1 : 0;
   let body: unknown;
   try {
-    body = await ctx.send(params(from, skip, ask));
+    body = await ctx.send(params(from, skip - overlap, ask + overlap));
   } catch (err) {
     if (skip > 0 && err instanceof PermanentError && err.status === 400) {
       throw new FatalError(
@@ -258,15 +261,15 @@ async function nextRound(
     }
     throw new TransientError(`${ctx.description}: the view changed while it was listed`);
   }
-  if (ctx.state.ignoresDocid && first.globalSkip === null && got.length > 0) {
-    // The row at the skip must follow the last row seen; else the run changed under the listing.
-    if (compareJson(a.rows[0].key, last.key, ctx.state.collation) < 0) {
-      throw new TransientError(`${ctx.description}: the view changed while it was listed`);
-    }
+  if (overlap) {
+    const same = got[0] === lastPair &&
+      JSON.stringify(a.rows[0].value ?? null) === JSON.stringify(last.value ?? null);
+    if (!same) throw new TransientError(`${ctx.description}: the view changed while it was listed`);
+    drop = 1;
   }
   raw.push(...a.rows.slice(drop));
   pairs.push(...got.slice(drop));
-  return a.rows.length < ask;
+  return a.rows.length < ask + overlap;
 }
 
 /** How many rows at the end of `xs` satisfy `f`. */
