@@ -95,16 +95,4 @@ if (!onDeploy) {
   }
 }
 
-// Ctrl-C or SIGTERM locally: workers let their shards go at once (other processes take them over
-// without waiting for leases to expire), then the process ends.
-if (!onDeploy) {
-  const stop = async () => {
-    await (await runtime)?.close().catch(() => {});
-    Deno.exit(0);
-  };
-  for (const s of ["SIGINT", "SIGTERM"] as const) {
-    if (Deno.build.os !== "windows" || s === "SIGINT") Deno.addSignalListener(s, () => void stop());
-  }
-}
-
 await runtime;
