@@ -152,15 +152,20 @@ export function rawDocFromBody(body: Uint8Array, expectedId?: string): DocResult
     });
   }
   const id = fields._id;
-  if (expectedId !== undefined && typeof id === "string" && id !== expectedId) {
-    return {
-      kind: "error",
-      status: 200,
-      reason: `the answer is the document of ${JSON.stringify(id.slice(0, 200))}, not this one`,
-    };
-  }
+  const wrong = wrongDocument(id, expectedId);
+  if (wrong) return wrong;
   const bytes = crlf === 0 ? body : body.filter((b) => b !== CR && b !== LF);
   return { kind: "raw", bytes, docRev: typeof fields._rev === "string" ? fields._rev : null };
+}
+
+/** The item's error when a body's `_id` names another document than `expectedId`, else null. */
+function wrongDocument(id: unknown, expectedId: string | undefined): DocResult | null {
+  if (expectedId === undefined || typeof id !== "string" || id === expectedId) return null;
+  return {
+    kind: "error",
+    status: 200,
+    reason: `the answer is the document of ${JSON.stringify(id.slice(0, 200))}, not this one`,
+  };
 }
 
 /**
@@ -174,13 +179,8 @@ export function checkedDoc(
   expectedId?: string,
 ): DocResult {
   const id = doc._id;
-  if (expectedId !== undefined && typeof id === "string" && id !== expectedId) {
-    return {
-      kind: "error",
-      status: 200,
-      reason: `the answer is the document of ${JSON.stringify(id.slice(0, 200))}, not this one`,
-    };
-  }
+  const wrong = wrongDocument(id, expectedId);
+  if (wrong) return wrong;
   return { kind: "doc", json, docRev: typeof doc._rev === "string" ? doc._rev : null };
 }
 
