@@ -57,7 +57,7 @@ function toItem(e: Deno.KvEntry<Uint8Array>): Pending {
 }
 
 /** KV order of two key parts: byte strings before strings, strings in code point order. */
-function comparePart(a: Part, b: Part): number {
+export function comparePart(a: Part, b: Part): number {
   if (typeof a === "string") return typeof b === "string" ? compareKeys(a, b) : 1;
   if (typeof b === "string") return -1;
   const n = Math.min(a.length, b.length);
@@ -260,13 +260,15 @@ export async function* iterateItems(kv: Deno.Kv, crawlId: string): AsyncGenerato
   for await (const batch of itemBatches(kv, crawlId)) yield* batch;
 }
 
-function encodeCursor(part: Part): string {
+/** An opaque cursor after the record keyed `part` (an item or document-error page's position). */
+export function encodePartCursor(part: Part): string {
   const text = typeof part === "string" ? "s" + part : "b" + btoa(String.fromCharCode(...part));
   return btoa(String.fromCharCode(...new TextEncoder().encode(JSON.stringify(text))))
     .replaceAll("+", "-").replaceAll("/", "_").replaceAll("=", "");
 }
 
-function decodeCursor(cursor: string): Part {
+/** The record key part a cursor from {@linkcode encodePartCursor} is after. @throws InputError */
+export function decodePartCursor(cursor: string): Part {
   try {
     const b64 = cursor.replaceAll("-", "+").replaceAll("_", "/");
     const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
@@ -290,7 +292,7 @@ export async function pageItems(
   crawlId: string,
   options: { limit: number; cursor?: string },
 ): Promise<{ items: ExportedItem[]; cursor: string | null }> {
-  const after = options.cursor === undefined ? undefined : decodeCursor(options.cursor);
+  const after = options.cursor === undefined ? undefined : decodePartCursor(options.cursor);
   const items: Pending[] = [];
   let last: Part | null = null;
   const gen = runs(kv, crawlId, after === undefined ? {} : { after });
@@ -305,7 +307,7 @@ export async function pageItems(
     await gen.return(undefined);
   }
   const more = items.length === options.limit && last !== null;
-  return { items: await finish(kv, crawlId, items), cursor: more ? encodeCursor(last!) : null };
+  return { items: await finish(kv, crawlId, items), cursor: more ? encodePartCursor(last!) : null };
 }
 
 /** Number of stored items of a crawl (a full scan; for tests and verification). */
