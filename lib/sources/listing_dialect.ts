@@ -58,11 +58,11 @@ export interface ListingDialect {
   readonly idOrder: IdOrder;
 }
 
-/** A once-only step, run again after a failure that is not fatal. */
-function once(step: () => Promise<void>): () => Promise<void> {
+/** A step run once (with the first caller's context), again after a failure that is not fatal. */
+function once<C>(step: (ctx: C) => Promise<void>): (ctx: C) => Promise<void> {
   let ready: Promise<void> | null = null;
-  return () =>
-    ready ??= step().catch((err) => {
+  return (ctx) =>
+    ready ??= step(ctx).catch((err) => {
       if (!(err instanceof FatalError)) ready = null;
       throw err;
     });
@@ -74,7 +74,6 @@ function once(step: () => Promise<void>): () => Promise<void> {
  */
 export function allDocsDialect(): ListingDialect {
   let order: IdOrder = "codepoint";
-  let ready: (() => Promise<void>) | null = null;
   return {
     kind: "all_docs",
     path: "_all_docs",
@@ -82,12 +81,9 @@ export function allDocsDialect(): ListingDialect {
     get idOrder() {
       return order;
     },
-    prepare(ctx) {
-      ready ??= once(async () => {
-        if (await serverKind(ctx.getJson, ctx.dbUrl) === "pouchdb") order = "utf16";
-      });
-      return ready();
-    },
+    prepare: once<ListingContext>(async (ctx) => {
+      if (await serverKind(ctx.getJson, ctx.dbUrl) === "pouchdb") order = "utf16";
+    }),
     async list(options, ctx) {
       const params = new URLSearchParams();
       if (options.start !== undefined && options.start !== null) {
@@ -139,19 +135,15 @@ export function parseViewName(view: string): { ddoc: string; name: string } {
 export function viewDialect(view: string): ListingDialect {
   const { ddoc, name } = parseViewName(view);
   const state = new ViewState();
-  let ready: (() => Promise<void>) | null = null;
   return {
     kind: "view",
     path: `_design/${encodeURIComponent(ddoc)}/_view/${encodeURIComponent(name)}`,
     label: `view ${ddoc}/${name}`,
     idOrder: "codepoint",
-    prepare(ctx) {
-      ready ??= once(async () => {
-        const view = { ddoc, name, description: ctx.description };
-        state.collation = await viewCollation(ctx.getJson, ctx.dbUrl, view);
-      });
-      return ready();
-    },
+    prepare: once<ListingContext>(async (ctx) => {
+      const view = { ddoc, name, description: ctx.description };
+      state.collation = await viewCollation(ctx.getJson, ctx.dbUrl, view);
+    }),
     list: (options, ctx) => listViewPage(options, { ...ctx, state }),
     docId: (key) => decodeViewRow(key).docid,
     keyOf: () => {

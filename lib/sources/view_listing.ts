@@ -21,6 +21,7 @@ import { checkPage } from "./couch_answers.ts";
 import {
   MAX_ROUNDS,
   pairOf,
+  type RawAnswer,
   rawAnswer,
   type RawRow,
   type SendView,
@@ -52,7 +53,7 @@ export async function listViewPage(
   }
   const params: Params = (from, skip, limit) => viewParams(o, { from, end, skip, limit });
   const first = await firstRound(o, start, params, ctx);
-  const { raw, pairs } = first;
+  const { rows: raw, pairs } = first;
   const how = {
     o,
     complete: first.complete,
@@ -117,13 +118,10 @@ function listedRow(r: RawRow, id: string) {
 }
 
 /** The first answer of a listing. */
-interface FirstRound {
-  raw: RawRow[];
+interface FirstRound extends RawAnswer {
+  /** Each row's pair, as in `rows` (later rounds append to both). */
   pairs: string[];
   complete: boolean;
-  total: unknown;
-  offset: unknown;
-  seq: unknown;
   /** Listed from the view's first row by `skip` (no start key): later rounds go on by `skip`. */
   globalSkip: number | null;
   /** Rows of the first row's key before the first row, when the first row is inside a run. */
@@ -153,7 +151,6 @@ async function firstRound(
       if (!known && back < skip) continue;
       return {
         ...a,
-        raw: a.rows,
         pairs,
         complete: a.rows.length < ask,
         globalSkip: skip - back,
@@ -193,7 +190,7 @@ async function firstRound(
     }
   }
   const complete = a.rows.length < ask;
-  return { ...a, raw: a.rows, pairs, complete, globalSkip: null, runBase: from, lead: 0 };
+  return { ...a, pairs, complete, globalSkip: null, runBase: from, lead: 0 };
 }
 
 /**

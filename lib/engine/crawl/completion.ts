@@ -141,7 +141,7 @@ async function finish(
     const crawl = (await getCrawl(kv, id)).value!;
     const outcome = crawl.planMethod === "rank"
       ? await rankRound(pass, at)
-      : await totalRound(pass, at);
+      : await totalRound(pass, at, crawl.total);
     if (outcome === "done") return true;
     if (outcome === "relisted") return false;
   }
@@ -240,18 +240,19 @@ async function rankRound(pass: Pass, at: string | null): Promise<"done" | "relis
 
 /**
  * One round holding the total against `total_rows`, where offsets are not ranks; and, while the
- * registry holds what it held when planned, each shard against the count its plan found.
+ * registry holds what it held when planned (`planned` items), each shard against the count its
+ * plan found.
  */
 async function totalRound(
   pass: Pass,
   at: string | null,
+  planned: number,
 ): Promise<"done" | "pending" | "relisted"> {
   const shards = await listShards(pass.kv, pass.id);
   const drift = await listRangeDrift(pass.kv, pass.id);
   const stored = shards.map((e) => shardStored(e.value, drift));
   const verdict = await checkTotal(pass.source, stored, windowOf(pass, at));
   if (verdict.verdict === "undecided") return "pending";
-  const planned = (await getCrawl(pass.kv, pass.id)).value?.total;
   const still = verdict.verdict === "equal" && verdict.span === planned;
   if (still) {
     const off = plannedCountVerdicts(shards.map((e) => e.value), stored)
