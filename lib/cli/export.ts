@@ -6,9 +6,9 @@
  * @module
  */
 import { crawlItemBatches, crawlKeysNdjson, type ExportedItem, findCrawl } from "../engine/mod.ts";
-import { decodeViewRow } from "../plan/view/mod.ts";
 import { oneLine } from "../sources/couch_answers.ts";
-import { idOfKey, type IdOrder } from "../plan/id_order.ts";
+import type { IdOrder } from "../plan/id_order.ts";
+import { shownKey } from "../plan/shown_key.ts";
 
 /**
  * One NDJSON line of an item (without the newline). An id too long to keep is written cut, with
@@ -20,14 +20,10 @@ export function itemLine(
   it: ExportedItem,
   options: { view?: boolean; idOrder?: IdOrder } = {},
 ): string {
-  let line: string;
-  if (options.view) {
-    const row = decodeViewRow(it.id);
-    line = `{"key":${JSON.stringify(row.key)},"id":${JSON.stringify(row.docid)},"value":${it.rev}`;
-  } else {
-    const docId = idOfKey(it.id, options.idOrder);
-    line = `{"id":${JSON.stringify(docId)},"rev":${JSON.stringify(it.rev)}`;
-  }
+  const shown = shownKey(it.id, { view: options.view ?? false, idOrder: options.idOrder });
+  let line = options.view
+    ? `{"key":${JSON.stringify(shown.key)},"id":${JSON.stringify(shown.id)},"value":${it.rev}`
+    : `{"id":${JSON.stringify(shown.id)},"rev":${JSON.stringify(it.rev)}`;
   // Documents are stored on one line; items stored by earlier versions may not be.
   if (it.doc !== undefined) line += `,"doc":${oneLine(it.doc)}`;
   if (it.tooLarge) line += `,"tooLarge":true,"docBytes":${it.docBytes}`;

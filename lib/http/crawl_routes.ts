@@ -35,8 +35,7 @@ import {
   resumeCrawl,
 } from "../engine/mod.ts";
 import { planSvg } from "../plan/plan_svg.ts";
-import { decodeViewRow } from "../plan/view/mod.ts";
-import { idOfKey } from "../plan/id_order.ts";
+import { shownKey } from "../plan/shown_key.ts";
 import { isAllowedSource } from "./auth.ts";
 
 /** What the crawl routes need. */
@@ -179,12 +178,12 @@ async function errorsPage(c: Context, kv: Deno.Kv): Promise<Response> {
   const id = crawlId(c);
   const page = await crawlDocErrors(kv, id, pageParams(c));
   const crawl = await findCrawl(kv, id);
-  const idOrder = crawl?.idOrder ?? "codepoint";
-  const errors = page.errors.map((e) => {
-    if (crawl?.view === undefined) return { ...e, id: idOfKey(e.id, idOrder) };
-    const { key, docid } = decodeViewRow(e.id);
-    return { key, id: docid, status: e.status, reason: e.reason };
-  });
+  const shown = { view: crawl?.view !== undefined, idOrder: crawl?.idOrder };
+  const errors = page.errors.map((e) => ({
+    ...shownKey(e.id, shown),
+    status: e.status,
+    reason: e.reason,
+  }));
   return c.json({ errors, cursor: page.cursor });
 }
 
@@ -193,15 +192,11 @@ async function itemsPage(c: Context, kv: Deno.Kv): Promise<Response> {
   const id = crawlId(c);
   const page = await crawlItemsPage(kv, id, pageParams(c));
   const crawl = await findCrawl(kv, id);
-  const view = crawl?.view !== undefined;
-  const idOrder = crawl?.idOrder ?? "codepoint";
+  const shown = { view: crawl?.view !== undefined, idOrder: crawl?.idOrder };
   // A view's row: its stored id is the encoded (key, docid) and its rev the value's JSON.
-  const rowOf = (id: string, rev: string) => {
-    const { key, docid } = decodeViewRow(id);
-    return { key, id: docid, value: JSON.parse(rev) };
-  };
   const items = page.items.map(({ id, rev, ...it }) => ({
-    ...(view ? rowOf(id, rev) : { id: idOfKey(id, idOrder), rev }),
+    ...shownKey(id, shown),
+    ...(shown.view ? { value: JSON.parse(rev) } : { rev }),
     ...it,
     doc: it.doc ? JSON.parse(it.doc) : undefined,
   }));
