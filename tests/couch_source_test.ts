@@ -229,3 +229,35 @@ Deno.test("couch source: a listing answered 200 {error} is asked again like a 5x
     assert.equal(calls, 2, "the error body was asked again");
   }
 });
+
+Deno.test("couch source: a first listing without keys goes out with the database info, keyed ones after", async () => {
+  const data = dataOf(["a", "b", "c"]);
+  const reg = await startRegistry(data, { port: 0 });
+  try {
+    const order: string[] = [];
+    let releaseInfo = () => {};
+    const infoHeld = new Promise<void>((r) => releaseInfo = r);
+    const fake: typeof fetch = async (input, init) => {
+      const url = new URL(String(input));
+      const what = url.pathname.endsWith("/_all_docs")
+        ? (url.searchParams.has("startkey") ? "keyed" : "keyless")
+        : "info";
+      order.push(`${what} sent`);
+      // The database info answers only once a keyless listing was sent meanwhile.
+      if (what === "info") await infoHeld;
+      if (what === "keyless") releaseInfo();
+      const res = await fetch(input, init);
+      order.push(`${what} answered`);
+      return res;
+    };
+    const source = new CouchSource(reg.url, { fetch: fake, sleep: noSleep });
+    const first = await source.list({ limit: 2 });
+    assert.deepEqual(first.rows.map((r) => r.id), ["a", "b"]);
+    const keyed = await source.list({ start: "b", limit: 2 });
+    assert.deepEqual(keyed.rows.map((r) => r.id), ["b", "c"]);
+    assert.deepEqual(order.slice(0, 2), ["info sent", "keyless sent"]);
+    assert.ok(order.indexOf("keyed sent") > order.indexOf("info answered"));
+  } finally {
+    await reg.close();
+  }
+});

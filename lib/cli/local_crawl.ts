@@ -173,7 +173,7 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
   const release = await runtime.acquire();
   try {
     const { crawl, action } = await openCrawl(
-      { kv, source, dispatcher: runtime.dispatcher },
+      { kv, source, dispatcher: runtime.dispatcher, earlyPages: runtime.deps.earlyPages },
       options.spec,
       {
         id: options.id,

@@ -142,6 +142,8 @@ export interface BoundarySearchOptions {
    * @default NAME_CHARS
    */
   priorChars?: string;
+  /** Called with each target as soon as its key is found. @default none */
+  onFound?: (rank: number, key: string) => void;
 }
 
 /** One search over one source for a set of target ranks; {@linkcode run} resolves their keys. */
@@ -156,12 +158,14 @@ export class BoundarySearch {
   #inflight = new Map<string, Promise<Page>>();
   #tuning: SearchTuning;
   #failed = false;
+  #onFound?: (rank: number, key: string) => void;
 
   /** A search for the keys at `targets` (each strictly inside the known points' rank range). */
   constructor(source: Listing, targets: number[], options: BoundarySearchOptions) {
     this.#source = source;
     this.#targets = targets;
     this.#targetSet = new Set(targets);
+    this.#onFound = options.onFound;
     this.#points = new PointSet({ maxConflicts: 50 + 4 * targets.length });
     this.#alphabet = new Alphabet([...(options.priorChars ?? NAME_CHARS)]);
     this.#pool = new AdaptiveLimit({
@@ -198,6 +202,12 @@ export class BoundarySearch {
   }
 
   async #search(t: number): Promise<void> {
+    await this.#searchFor(t);
+    const key = this.#found.get(t);
+    if (key !== undefined && !this.#failed) this.#onFound?.(t, key);
+  }
+
+  async #searchFor(t: number): Promise<void> {
     const memory: ProbeMemory = { high: 0, low: 0 };
     for (let step = 0; !this.#found.has(t) && !this.#failed; step++) {
       if (step > 200) throw new FatalError(`boundary search for rank ${t} did not converge`);

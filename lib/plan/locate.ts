@@ -37,6 +37,12 @@ export interface RankSearchOptions {
   concurrency?: number;
   /** Probe with a full page once a bracket is at most this many pages wide. @default 100 */
   widePageSpan?: number;
+  /**
+   * Called with each rank asked for as soon as its key is found, where offsets are ranks (sources
+   * searched by `skip` or by one pass get no calls); rank 0 (the first key) comes first, asked for
+   * or not, once the offsets are known to be ranks. @default none
+   */
+  onFound?: (rank: number, key: string) => void;
 }
 
 /** Keys found at ranks, and what it took. */
@@ -116,10 +122,12 @@ export async function keysAtRanks(
   }
   // Ranks on the first page, and the last key, are known already.
   const search: number[] = [];
+  if (todo[0] !== 0) options.onFound?.(0, first.rows[0].id);
   for (const r of todo) {
     if (r < first.rows.length) found.set(r, first.rows[r].id);
     else if (upper.real && r === upper.rank) found.set(r, upper.key);
     else search.push(r);
+    if (found.has(r)) options.onFound?.(r, found.get(r)!);
   }
   if (search.length) {
     const keys = await new BoundarySearch(source, search, {
@@ -129,6 +137,7 @@ export async function keysAtRanks(
       points: [upper],
       concurrency: options.concurrency ?? 8,
       widePageSpan: options.widePageSpan,
+      onFound: options.onFound,
     }).run();
     search.forEach((r, i) => found.set(r, keys[i]));
   }

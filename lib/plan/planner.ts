@@ -65,6 +65,13 @@ export interface PlanOptions {
   concurrency?: number;
   /** Probe with a full page once a bracket is at most this many pages wide. @default 100 */
   widePageSpan?: number;
+  /**
+   * Called with each shard's start as soon as it is final (`null` for the first shard, once the
+   * offsets are known to be ranks), in no particular order, while the other boundaries are still
+   * searched: a crawler can start listing there. Sources planned by `skip` or by one pass get no
+   * calls. @default none
+   */
+  onShardStart?: (start: string | null) => void;
 }
 
 /** The target ranks floor(i·total/N) for i = 1..N-1. */
@@ -107,6 +114,14 @@ export async function planShards(
   }
   const maxPage = Math.min(options.maxPage ?? PLAN_PAGE, source.capabilities.maxPage);
   let targets: number[] = [];
+  // Each boundary's bound (cut short for a long id) is found once, whether streamed or not.
+  const bounds = new Map<string, Promise<string>>();
+  const boundOf = (key: string) => {
+    let cut = bounds.get(key);
+    if (!cut) bounds.set(key, cut = shortCut(source, key));
+    return cut;
+  };
+  const onShardStart = options.onShardStart;
   const found = await keysAtRanks(source, (total) => {
     if (shards > total) {
       throw new InputError(
@@ -114,8 +129,16 @@ export async function planShards(
       );
     }
     return targets = targetRanks(total, shards);
-  }, { ...options, maxPage });
-  const keys = await allSettledOrThrow(found.keys.map((k) => shortCut(source, k)));
+  }, {
+    ...options,
+    maxPage,
+    onFound: onShardStart && ((rank, key) => {
+      if (rank === 0) return onShardStart(null);
+      // A failed cut is the plan's failure (below); here it only means no early start.
+      boundOf(key).then(onShardStart, () => {});
+    }),
+  });
+  const keys = await allSettledOrThrow(found.keys.map(boundOf));
   return {
     total: found.total,
     shards: shardsFromBoundaries(found.total, keys, targets),

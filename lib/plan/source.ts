@@ -47,6 +47,11 @@ export interface Page {
    * two answers with the same one were computed on the same state of the registry.
    */
   seq?: string;
+  /**
+   * The range asked for ended within this answer: a row at or past `end` was listed with these
+   * (an answer told from a listing without an end), so `[start, end)` holds exactly these rows.
+   */
+  ended?: boolean;
 }
 
 /** What a listing request asks for. */

@@ -18,6 +18,7 @@
 import { DOCUMENT_RETRY } from "../base/retry_policy.ts";
 import { FatalError, PermanentError } from "../base/errors.ts";
 import { redactUrl } from "../base/redact.ts";
+import { mapPool } from "../base/pool.ts";
 import { normalizeSourceUrl } from "../base/spec.ts";
 import type {
   ChangeRow,
@@ -45,6 +46,9 @@ import {
 import { CouchDocs } from "./couch_docs.ts";
 import { CouchExchange, MAX_BULK_BYTES, PAGE_BYTES, ROW_BYTES } from "./couch_exchange.ts";
 import type { IdOrder } from "../plan/id_order.ts";
+
+/** Ids a revision lookup (`POST _all_docs` with keys) asks for at once. */
+export const REVS_PER_REQUEST = 100;
 
 /** Options of {@linkcode CouchSource}. */
 export interface CouchSourceOptions extends HttpOptions {
@@ -181,7 +185,6 @@ export class CouchSource implements Source {
     o: { oversizeIsTransient?: boolean } = {},
   ): Promise<Page> {
     const ctx = this.#context((params) => this.#x.listing(params, options.includeDocs ?? false, o));
-    await this.#listing.prepare(ctx);
     return await this.#listing.list(options, ctx);
   }
 
@@ -268,7 +271,7 @@ export class CouchSource implements Source {
   }
 
   /**
-   * See {@linkcode Source.revs}: `POST _all_docs` with `{"keys": ids}`, 100 ids a request. An id
+   * See {@linkcode Source.revs}: `POST _all_docs` with `{"keys": ids}`, {@linkcode REVS_PER_REQUEST} ids a request, 4 requests at once. An id
    * answered `not_found` or deleted has no revision. Views have no such lookup (their keys are not
    * document ids): the method is absent for them.
    */
@@ -277,27 +280,27 @@ export class CouchSource implements Source {
     return async (keysAsked) => {
       await this.#prepare();
       const ids = keysAsked.map((k) => this.#listing.docId(k));
-      const out: (string | null)[] = [];
-      for (let i = 0; i < ids.length; i += 100) {
-        const keys = ids.slice(i, i + 100);
-        out.push(
-          ...await this.#http.request({
-            url: `${this.#db}/_all_docs`,
-            method: "POST",
-            body: JSON.stringify({ keys }),
-            maxBytes: PAGE_BYTES + keys.length * ROW_BYTES,
-          }, (a) => {
-            this.#x.refuseErrors(a, "_all_docs");
-            const body = parseJsonAnswer(
-              a.body,
-              a.headers.get("content-type"),
-              this.#x.what("_all_docs"),
-            );
-            return checkKeyRevs(body, keys, this.description);
-          }),
-        );
+      const chunks: string[][] = [];
+      for (let i = 0; i < ids.length; i += REVS_PER_REQUEST) {
+        chunks.push(ids.slice(i, i + REVS_PER_REQUEST));
       }
-      return out;
+      // A few lookups at once: the final check waits for them, one round trip each otherwise.
+      const answers = await mapPool(chunks, (keys) =>
+        this.#http.request({
+          url: `${this.#db}/_all_docs`,
+          method: "POST",
+          body: JSON.stringify({ keys }),
+          maxBytes: PAGE_BYTES + keys.length * ROW_BYTES,
+        }, (a) => {
+          this.#x.refuseErrors(a, "_all_docs");
+          const body = parseJsonAnswer(
+            a.body,
+            a.headers.get("content-type"),
+            this.#x.what("_all_docs"),
+          );
+          return checkKeyRevs(body, keys, this.description);
+        }), { concurrency: 4 });
+      return answers.flat();
     };
   }
 

@@ -47,7 +47,8 @@ export interface ListingDialect {
   prepare(ctx: ListingContext): Promise<void>;
   /**
    * The checked page for `options` (see `Source.list`), made of one request or more (a view on a
-   * server that ignores `startkey_docid` may take several). Call after {@linkcode prepare}.
+   * server that ignores `startkey_docid` may take several). Prepares first (see
+   * {@linkcode prepare}), or meanwhile where the request does not depend on it.
    */
   list(options: ListOptions, ctx: ListingContext): Promise<Page>;
   /** The document id of a listed key (after {@linkcode prepare}). */
@@ -74,6 +75,9 @@ function once<C>(step: (ctx: C) => Promise<void>): (ctx: C) => Promise<void> {
  */
 export function allDocsDialect(): ListingDialect {
   let order: IdOrder = "codepoint";
+  const prepare = once<ListingContext>(async (ctx) => {
+    if (await serverKind(ctx.getJson, ctx.dbUrl) === "pouchdb") order = "utf16";
+  });
   return {
     kind: "all_docs",
     path: "_all_docs",
@@ -81,10 +85,17 @@ export function allDocsDialect(): ListingDialect {
     get idOrder() {
       return order;
     },
-    prepare: once<ListingContext>(async (ctx) => {
-      if (await serverKind(ctx.getJson, ctx.dbUrl) === "pouchdb") order = "utf16";
-    }),
+    prepare,
     async list(options, ctx) {
+      const keyless = (options.start ?? null) === null && (options.end ?? null) === null;
+      // Without keys the request is the same in either id order: it goes out with the first
+      // question to the server (one round trip less at the start of every crawl), and only its
+      // answer waits for the order.
+      const ready = prepare(ctx).then(() => null, (err: unknown) => ({ err }));
+      if (!keyless) {
+        const failed = await ready;
+        if (failed) throw failed.err;
+      }
       const params = new URLSearchParams();
       if (options.start !== undefined && options.start !== null) {
         params.set("startkey", JSON.stringify(idOfKey(options.start, order)));
@@ -98,7 +109,11 @@ export function allDocsDialect(): ListingDialect {
       if (options.skip) params.set("skip", String(options.skip));
       if (options.includeDocs) params.set("include_docs", "true");
       if (options.updateSeq) params.set("update_seq", "true");
-      const body = await ctx.send(params);
+      const sent = await ctx.send(params).then((body) => ({ body }), (err: unknown) => ({ err }));
+      const failed = await ready;
+      if (failed) throw failed.err;
+      if ("err" in sent) throw sent.err;
+      const body = sent.body;
       return checkPage(order === "codepoint" ? body : keyedRows(body), options, ctx.description);
     },
     docId: (key) => idOfKey(key, order),
@@ -135,16 +150,20 @@ export function parseViewName(view: string): { ddoc: string; name: string } {
 export function viewDialect(view: string): ListingDialect {
   const { ddoc, name } = parseViewName(view);
   const state = new ViewState();
+  const prepare = once<ListingContext>(async (ctx) => {
+    const view = { ddoc, name, description: ctx.description };
+    state.collation = await viewCollation(ctx.getJson, ctx.dbUrl, view);
+  });
   return {
     kind: "view",
     path: `_design/${encodeURIComponent(ddoc)}/_view/${encodeURIComponent(name)}`,
     label: `view ${ddoc}/${name}`,
     idOrder: "codepoint",
-    prepare: once<ListingContext>(async (ctx) => {
-      const view = { ddoc, name, description: ctx.description };
-      state.collation = await viewCollation(ctx.getJson, ctx.dbUrl, view);
-    }),
-    list: (options, ctx) => listViewPage(options, { ...ctx, state }),
+    prepare,
+    async list(options, ctx) {
+      await prepare(ctx);
+      return await listViewPage(options, { ...ctx, state });
+    },
     docId: (key) => decodeViewRow(key).docid,
     keyOf: () => {
       throw new FatalError("a view's keys are rows, not document ids");

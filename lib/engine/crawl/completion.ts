@@ -194,15 +194,16 @@ async function rankRound(pass: Pass, at: string | null): Promise<"done" | "relis
   const shards = await listShards(kv, id);
   const drift = await listRangeDrift(kv, id);
   const todo = shards.filter((e) => !pass.proven.has(e.value.id));
-  if (todo.length === 0) {
+  const allProven = async () => {
     await done(kv, id, pass.o, {
       status: "exact",
       detail: `every one of ${shards.length} ranges holds what the registry lists there` +
         (at === null ? " (no change feed: counted as it stood)" : ` at seq ${at}`) +
         (pass.applied > 0 ? `, after ${pass.applied} changes applied` : ""),
     }, pass.driftError);
-    return "done";
-  }
+    return "done" as const;
+  };
+  if (todo.length === 0) return await allProven();
   // Ranges are checked a batch at a time: memory stays the same with 16 shards or 100,000.
   let relists = 0;
   let left = 0;
@@ -216,6 +217,7 @@ async function rankRound(pass: Pass, at: string | null): Promise<"done" | "relis
       relists: e.value.relists ?? 0,
     }));
     const verdicts = await checkRanges(pass.source, ranges, {
+      at,
       window: windowOf(pass, at),
       storedRev: (itemId) => storedRevision(kv, id, itemId),
       sampleStored: (r) => sampleStored(kv, id, r, STORED_SAMPLE),
@@ -227,6 +229,12 @@ async function rankRound(pass: Pass, at: string | null): Promise<"done" | "relis
   if (relists > 0) {
     await notePending(kv, id, `${relists} range(s) disagreed with the registry: listing again`);
     return "relisted";
+  }
+  // Every range checked and equal in this round means no change landed anywhere after `at` (a
+  // change makes its range undecided), so nothing is left to apply: done now, not a round later.
+  // (Ranges proven in an earlier round were not looked at now: changes there wait for a round.)
+  if (todo.length === shards.length && shards.every((e) => pass.proven.has(e.value.id))) {
+    return await allProven();
   }
   if (left > 0) {
     await notePending(

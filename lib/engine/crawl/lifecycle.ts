@@ -7,9 +7,14 @@
  */
 import { ConflictError, errorLine, NotFoundError } from "../../base/errors.ts";
 import { crawlIdFor, type CrawlSpec } from "../../base/spec.ts";
-import type { Source } from "../../plan/source.ts";
 import { checkSameRegistry } from "./catch_up.ts";
-import { createCrawl, type Dispatcher, planCrawl, type PlanCrawlOptions } from "./planning.ts";
+import {
+  createCrawl,
+  type Dispatcher,
+  planCrawl,
+  type PlanCrawlOptions,
+  type PlanDeps,
+} from "./planning.ts";
 import {
   clearPlanning,
   commitShard,
@@ -38,7 +43,7 @@ export type OpenAction = "created" | "planned" | "resumed" | "joined" | "already
  * document setting or page size (or shard count, without a baked plan), or was cancelled.
  */
 export async function openCrawl(
-  deps: { kv: Deno.Kv; source: Source; dispatcher: Dispatcher },
+  deps: PlanDeps,
   spec: CrawlSpec,
   options: PlanCrawlOptions & { where?: string } = {},
 ): Promise<{ crawl: CrawlRecord; action: OpenAction }> {

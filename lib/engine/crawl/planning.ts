@@ -13,7 +13,7 @@
  */
 import { PLANNING_RETRY } from "../../base/retry_policy.ts";
 import { ITEM_LAYOUT } from "../items/mod.ts";
-import { pageLimit } from "../page/mod.ts";
+import { type EarlyPages, pageLimit, rowsPerPage } from "../page/mod.ts";
 import {
   BusyError,
   ConflictError,
@@ -25,6 +25,7 @@ import {
 } from "../../base/errors.ts";
 import { crawlIdFor, type CrawlSpec } from "../../base/spec.ts";
 import { evenSplitRanks } from "../../plan/baselines.ts";
+import { compareKeys } from "../../plan/keys.ts";
 import { type Plan, PLAN_PAGE, planShards } from "../../plan/planner.ts";
 import { checkPlanTotal } from "../../plan/plan_file.ts";
 import { SEARCH_READ_PAGE } from "../../plan/locate.ts";
@@ -60,6 +61,21 @@ export function shardsFromPlan(plan: Plan, nowMs: number): ShardRecord[] {
   return plan.shards.map((s, i) =>
     newShard({ id: i, start: s.start, end: s.end, cursor: s.start }, { expected: s.items, nowMs })
   );
+}
+
+/** What planning needs (all injected). */
+export interface PlanDeps {
+  /** The store. */
+  kv: Deno.Kv;
+  /** The crawl's source. */
+  source: Source;
+  /** Where the planned shards go. */
+  dispatcher: Dispatcher;
+  /**
+   * Where shards' first pages go when listed while the plan is searched (keys-only crawls of
+   * registries with ranks; see `early_pages.ts`). @default none: shards list once planned
+   */
+  earlyPages?: EarlyPages;
 }
 
 /** Options of {@linkcode planCrawl} and the functions that plan through it. */
@@ -185,7 +201,7 @@ async function claimPlanning(
  * record is returned either way.
  */
 export async function planCrawl(
-  deps: { kv: Deno.Kv; source: Source; dispatcher: Dispatcher },
+  deps: PlanDeps,
   id: string,
   options: PlanCrawlOptions = {},
 ): Promise<CrawlRecord | null> {
@@ -207,17 +223,53 @@ export async function planCrawl(
   const stopRenewing = async () => (clearInterval(renew), await renewing);
   const crawl = (await getCrawl(deps.kv, id)).value!;
   try {
-    const planned = await makePlan(deps.source, crawl, options);
+    const planned = await makePlan(deps.source, crawl, {
+      ...options,
+      onShardStart: deps.earlyPages && listEarly(deps.earlyPages, deps.source, crawl),
+    });
     await stopRenewing();
     return await startPlanned(deps, claimed, planned, now);
   } catch (err) {
     await stopRenewing();
+    deps.earlyPages?.drop(id);
     return await planningFailed(deps, claimed, err, { ...options, now });
   }
 }
 
+/**
+ * Lists each shard's first pages as soon as its start is final (keys-only crawls): as many pages
+ * of the shard's own size as an even share of the early budget allows (at most 4), each chain
+ * stopping once it passes a start found meanwhile (the next shard's).
+ */
+function listEarly(
+  early: EarlyPages,
+  source: Source,
+  crawl: CrawlRecord,
+): ((start: string | null) => void) | undefined {
+  if (crawl.docs) return undefined;
+  const limit = rowsPerPage(crawl, source) + 1;
+  const pages = Math.min(4, Math.floor(early.maxRows / crawl.shards / (limit - 1)));
+  const starts: string[] = [];
+  return (start) => {
+    if (start !== null) starts.push(start);
+    early.list(source, crawl.id, {
+      start,
+      limit,
+      pages,
+      stop: (last) =>
+        starts.some((s) =>
+          (start === null || compareKeys(s, start) > 0) && compareKeys(s, last) <= 0
+        ),
+    });
+  };
+}
+
 /** The plan, the start sequence and the document mode of a crawl about to start. */
-async function makePlan(source: Source, crawl: CrawlRecord, options: PlanCrawlOptions) {
+async function makePlan(
+  source: Source,
+  crawl: CrawlRecord,
+  options: PlanCrawlOptions & { onShardStart?: (start: string | null) => void },
+) {
   // Everything here is asked for at once: a far registry costs one round trip of waiting, not
   // four. The start sequence is still taken before any shard lists a row. No change feed makes
   // drift catch-up unavailable, not the crawl.
@@ -240,6 +292,7 @@ async function makePlan(source: Source, crawl: CrawlRecord, options: PlanCrawlOp
     plan = options.plan ?? await planShards(source, crawl.shards, {
       maxPage: Math.min(PLAN_PAGE, cap),
       readPage: Math.min(SEARCH_READ_PAGE, cap),
+      onShardStart: options.onShardStart,
     });
   } catch (err) {
     // Nothing asked for here runs on after planning ends (each side request settles; none throws).

@@ -71,7 +71,10 @@ export type ChangeWindow = ChangeRow[] | "no-feed" | "too-many";
 
 /**
  * Checks `ranges` against the registry's ranks, then asks `window` for the changes that landed
- * since the store was caught up. `storedRev` looks a sampled row up in the store.
+ * since the store was caught up. `storedRev` looks a sampled row up in the store. When every rank
+ * was computed at `at` itself (the sequence the store is caught up to) and every range agrees, no
+ * change can have moved anything: the window is not read (one round trip less at the end of every
+ * crawl of a registry that held still).
  */
 export async function checkRanges(
   source: Source,
@@ -81,22 +84,46 @@ export async function checkRanges(
     storedRev: (id: string) => Promise<string | null>;
     sampleStored?: (range: RangeToCheck) => Promise<{ id: string; rev: string }[]>;
     concurrency?: number;
+    /** The sequence the store is caught up to; null or absent: unknown. */
+    at?: string | null;
   },
 ): Promise<RangeVerdict[]> {
   const concurrency = o.concurrency ?? 32;
   const bounds = [...new Set(ranges.flatMap((r) => [r.start, r.end]))].filter((b) => b !== null);
   const probes = new Map<string | null, Page>();
-  await mapPool([null, ...bounds], async (b) => {
-    probes.set(b, await source.list({ start: b, limit: 1, updateSeq: true }));
-  }, { concurrency });
-  const stored = await storedAgainstRegistry(source, ranges, o.sampleStored, concurrency);
-  const window = await o.window();
+  // The ranks and the stored items' revisions are read together; the window is read after both,
+  // so that it holds every change either could have seen.
+  const storing = storedAgainstRegistry(source, ranges, o.sampleStored, concurrency);
+  await allSettledOrThrow<unknown>([
+    mapPool([null, ...bounds], async (b) => {
+      probes.set(b, await source.list({ start: b, limit: 1, updateSeq: true }));
+    }, { concurrency }),
+    storing,
+  ]);
+  const seen = { probes, stored: await storing, storedRev: o.storedRev };
+  if (o.at && [...probes.values()].every((p) => p.seq === o.at)) {
+    const still = await verdictsAgainst(ranges, seen, []);
+    if (still.every((v) => v.verdict === "equal")) return still;
+  }
+  return await verdictsAgainst(ranges, seen, await o.window());
+}
+
+/** Each range's verdict from the ranks and revisions read, given the changes meanwhile. */
+async function verdictsAgainst(
+  ranges: readonly RangeToCheck[],
+  seen: {
+    probes: Map<string | null, Page>;
+    stored: Map<number, HeldItem[]>;
+    storedRev: (id: string) => Promise<string | null>;
+  },
+  window: ChangeWindow,
+): Promise<RangeVerdict[]> {
   const changed = new Set(Array.isArray(window) ? window.map((c) => c.id) : []);
   const sorted = [...changed].sort(compareKeys);
   const below = (key: string | null) => key === null ? sorted.length : lowerBound(sorted, key);
   return await allSettledOrThrow(ranges.map(async (r): Promise<RangeVerdict> => {
-    const from = probes.get(r.start)!;
-    const to = r.end === null ? undefined : probes.get(r.end)!;
+    const from = seen.probes.get(r.start)!;
+    const to = r.end === null ? undefined : seen.probes.get(r.end)!;
     // One answer gives both ends of an open-ended range, and two answers computed on the same
     // state of the registry (the same update_seq) count as one: only changes inside the range can
     // have moved its count. Otherwise changes below its start may have moved one end only.
@@ -113,8 +140,8 @@ export async function checkRanges(
     if (Math.abs(span - r.stored) > margin) {
       return { ...base, verdict: "mismatch", why: "more than the changes meanwhile explain" };
     }
-    const why = staleItem(stored.get(r.id) ?? [], changed) ??
-      await staleRow(r, from, changed, o.storedRev);
+    const why = staleItem(seen.stored.get(r.id) ?? [], changed) ??
+      await staleRow(r, from, changed, seen.storedRev);
     if (why) return { ...base, verdict: "mismatch", why };
     if (margin > 0) return { ...base, verdict: "undecided" };
     return { ...base, verdict: span === r.stored ? "equal" : "mismatch" };

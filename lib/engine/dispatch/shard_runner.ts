@@ -24,7 +24,13 @@ import type { Source } from "../../plan/source.ts";
 import { failCrawl, rememberPageCap } from "../crawl/mod.ts";
 import { DEFAULT_MAX_DOC_BYTES } from "../items/mod.ts";
 import { kvFailureKind, present } from "../store/mod.ts";
-import { type DocMemory, type Held, type PageContext, processPage } from "../page/mod.ts";
+import {
+  type DocMemory,
+  type EarlyPages,
+  type Held,
+  type PageContext,
+  processPage,
+} from "../page/mod.ts";
 import type { ListedPage } from "../page/mod.ts";
 import { AdaptiveLimit } from "../../base/adaptive_limit.ts";
 import {
@@ -55,6 +61,8 @@ export interface RunnerDeps {
   maxDocBytes?: number;
   /** The process's budget of document bytes in memory (shared by its shards). @default none */
   docMemory?: DocMemory;
+  /** Pages listed while this process planned the crawl (see `early_pages.ts`). @default none */
+  earlyPages?: EarlyPages;
 }
 
 /** Options of {@linkcode runShard}. */
@@ -156,6 +164,7 @@ export async function runShard(
       docMode: held.crawl.docs ? held.crawl.docMode ?? await source.docMode?.() ?? "get" : "get",
       docLimit: new AdaptiveLimit(held.crawl.concurrency),
       docMemory: deps.docMemory,
+      early: deps.earlyPages,
     };
     let checked = now();
     let listing: Promise<ListedPage> | undefined;

@@ -43,6 +43,7 @@ export function startListing(
   return listPage(ctx.source, crawl, shard, {
     size,
     includeDocs: crawl.docs && ctx.docMode === "include_docs",
+    early: ctx.early && ((request) => ctx.early!.take(crawl.id, request)),
   });
 }
 
@@ -75,7 +76,13 @@ export async function processPage(
   const next = from
     ? {
       from,
-      listing: startListing(ctx, crawl, { ...held.entry.value, ...from, shortOf: listed.shortOf }),
+      // Listed before this page is written: its rows count as the shard's already.
+      listing: startListing(ctx, crawl, {
+        ...held.entry.value,
+        ...from,
+        shortOf: listed.shortOf,
+        items: held.entry.value.items + listed.rows.length,
+      }),
     }
     : undefined;
   next?.listing.catch(() => {}); // unused when the page is lost; its error resurfaces if used

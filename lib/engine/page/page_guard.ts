@@ -6,6 +6,7 @@
  *
  * @module
  */
+import type { EarlyPages } from "./early_pages.ts";
 import type { AdaptiveLimit } from "../../base/adaptive_limit.ts";
 import { isLongKey } from "../../plan/keys.ts";
 import type { DocMemory } from "./doc_memory.ts";
@@ -41,6 +42,8 @@ export interface PageContext {
   docLimit: AdaptiveLimit;
   /** The process's budget of document bytes in memory. @default none */
   docMemory?: DocMemory;
+  /** Pages listed while the crawl was planned, for its shards' first requests. @default none */
+  early?: EarlyPages;
 }
 
 /** The shard entry a page writes against, kept fresh through conflicts and heartbeats. */

@@ -3,16 +3,18 @@
  *
  * A page asks for one row more than it commits: that row's key is the next cursor, so no `skip`
  * is ever needed. A page that comes back short is NOT taken as the end: registries and proxies cap
- * `limit` without a word. The end is proven only by an empty answer for `[cursor, end)`, or, where
- * offsets are ranks, by `offset + rows = total_rows` (no key after the last row at all). A short
+ * `limit` without a word. The end is proven only by an empty answer for `[cursor, end)`, by a row
+ * at or past the end in the same answer as the rows before it (asked for without an end key when
+ * the plan says the end is within the page), or, where offsets are ranks, by
+ * `offset + rows = total_rows` (no key after the last row at all). A short
  * page that proves nothing is committed and the next page starts strictly after its last row; if
  * that next page has rows, the registry's cap was the short page's length, and it is learned.
  *
  * @module
  */
 import { FatalError } from "../../base/errors.ts";
-import { isLongKey, keyHash, MAX_CUT_UNITS, separator } from "../../plan/keys.ts";
-import { OPEN_END, type Row, type Source } from "../../plan/source.ts";
+import { compareKeys, isLongKey, keyHash, MAX_CUT_UNITS, separator } from "../../plan/keys.ts";
+import { type ListOptions, OPEN_END, type Page, type Row, type Source } from "../../plan/source.ts";
 import type { CrawlRecord, ShardRecord } from "../store/mod.ts";
 
 /**
@@ -62,7 +64,7 @@ export interface ListedPage {
   /** Where the next page starts, or null when the range is proven done. */
   next: NextCursor | null;
   /** How the end was proven (`empty` answer, or `ranks`), when `next` is null. */
-  proof?: "empty" | "ranks";
+  proof?: "empty" | "ranks" | "sentinel";
   /** This page came back short without proving the end: its length, a possible cap. */
   shortOf?: number;
   /** The previous page's short length turned out to be the registry's cap. */
@@ -109,6 +111,25 @@ export function rowsPerPage(
 }
 
 /**
+ * Rows to ask for, without an end key, when the shard's end is likely within this page (its plan
+ * leaves fewer rows than a page): those it expects, a margin for changes, and the first row at or
+ * past its end, which proves the end in the same answer. Null: list within the end as usual (no
+ * ranks, an open end, or more than a page to go).
+ */
+function sentinelRows(crawl: CrawlRecord, shard: ShardRecord, size: number): number | null {
+  if (crawl.planMethod !== "rank" || shard.end === null) return null;
+  const left = Math.max(0, shard.expected - shard.items);
+  const margin = Math.max(SENTINEL_MARGIN_ROWS, Math.ceil(shard.expected / 100));
+  return left + margin <= size ? left + margin + 1 : null;
+}
+
+/**
+ * Rows beyond a shard's expected count asked for with its last page (at least; 1% of the count
+ * where that is more): the registry may have gained some since planning.
+ */
+export const SENTINEL_MARGIN_ROWS = 16;
+
+/**
  * Lists the next page of `shard`: up to `size` rows to commit from its cursor (strictly after it
  * when `after`), within its end. Sources planned without ranks get an explicit end key (pouchdb
  * drops ids above U+00FF from unbounded listings).
@@ -117,16 +138,26 @@ export async function listPage(
   source: Source,
   crawl: CrawlRecord,
   shard: ShardRecord & { shortOf?: number | null },
-  options: { size: number; includeDocs?: boolean },
+  options: {
+    size: number;
+    includeDocs?: boolean;
+    /** An answer listed earlier for this request (see `early_pages.ts`), if there is one. */
+    early?: (request: ListOptions) => Promise<Page | undefined>;
+  },
 ): Promise<ListedPage> {
-  const end = shard.end ?? (crawl.planMethod === "rank" ? null : OPEN_END);
-  const ask = options.size + 1 + (shard.after ? 1 : 0) + (shard.skip ? 1 : 0);
-  const page = await source.list({
+  const extra = (shard.after ? 1 : 0) + (shard.skip ? 1 : 0);
+  const sentinel = sentinelRows(crawl, shard, options.size);
+  const end = sentinel !== null
+    ? null
+    : shard.end ?? (crawl.planMethod === "rank" ? null : OPEN_END);
+  const ask = (sentinel ?? options.size + 1) + extra;
+  const request = {
     start: shard.cursor,
     end,
     limit: ask,
     ...(options.includeDocs ? { includeDocs: true } : {}),
-  });
+  };
+  const page = await options.early?.(request) ?? await source.list(request);
   const got = page.rows.length;
   let rows = page.rows;
   if (shard.after && rows[0]?.id === shard.cursor) rows = rows.slice(1);
@@ -137,6 +168,19 @@ export async function listPage(
   const before = (i: number) => i > 0 ? rows[i - 1].id : shard.cursor;
   const learnedCap = shard.shortOf && rows.length > 0 ? shard.shortOf : undefined;
   const base = { offset: page.offset, total: page.total, learnedCap };
+  if (page.ended && rows.length <= options.size) {
+    return { ...base, rows, next: null, proof: "sentinel" };
+  }
+  if (sentinel !== null) {
+    // A row at or past the end, listed in the same answer as the rows before it: nothing else
+    // lies between them, as an empty answer would prove, one round trip sooner.
+    const past = rows.findIndex((r) => compareKeys(r.id, shard.end!) >= 0);
+    if (past >= 0) {
+      // Rows past the end say nothing of a cap: only rows inside the range followed a short page.
+      const inside = { ...base, learnedCap: past > 0 ? learnedCap : undefined };
+      return { ...inside, rows: rows.slice(0, past), next: null, proof: "sentinel" };
+    }
+  }
   // The source may have asked the registry for fewer rows than we did (an answer too large):
   // a page as long as that is full, not short, and its last row is where the next one starts.
   const asked = Math.min(ask, page.limit ?? ask);

@@ -280,7 +280,7 @@ async function nextState(
       lease: guard.lease(),
     };
   }
-  const check = await checkShardEnd(ctx.source, crawl, cur, base.items);
+  const check = await checkShardEnd(ctx.source, crawl, cur, base.items, { kv: ctx.kv });
   if (check === "relist") return relisted(base, now, guard.lease());
   return { ...base, done: true, lease: null, verified: check === "exact" ? "exact" : null };
 }

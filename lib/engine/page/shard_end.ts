@@ -9,7 +9,7 @@
  */
 import { FatalError } from "../../base/errors.ts";
 import type { Source } from "../../plan/source.ts";
-import type { CrawlRecord, ShardRecord } from "../store/mod.ts";
+import { type CrawlRecord, listPending, type ShardRecord } from "../store/mod.ts";
 import { allSettledOrThrow } from "../../base/pool.ts";
 
 /** Times a shard's range is listed again after a count that disagrees, before the crawl fails. */
@@ -47,7 +47,8 @@ export type ShardCheck = "exact" | "relist" | "later";
  * Checks a shard that just reached its end with `items` items in all, early: only when the
  * registry has not changed since the crawl started can its count be held against the ranks now
  * (`exact`, or `relist` when they disagree); otherwise the crawl's final check decides (`later`).
- * Registries whose offsets are not ranks are always `later`.
+ * Registries whose offsets are not ranks are always `later`, and so is the last shard of a crawl
+ * to end, when `kv` tells which that is (the final check follows at once).
  * @throws CompletenessError when the range was listed again {@linkcode MAX_RELISTS} times already
  * and still disagrees with a registry that held still.
  */
@@ -56,20 +57,36 @@ export async function checkShardEnd(
   crawl: CrawlRecord,
   shard: ShardRecord,
   items: number,
+  options: { kv?: Deno.Kv } = {},
 ): Promise<ShardCheck> {
   if (crawl.planMethod !== "rank") return "later";
+  // The last shard to end is held against the same ranks by the crawl's final check, which
+  // follows at once: checking it here too would only make the crawl wait a round trip longer.
+  if (options.kv && crawl.indexed) {
+    const pending = await listPending(options.kv, crawl.id, { limit: 2 });
+    if (pending.every((id) => id === shard.id)) return "later";
+  }
+  // Each rank carries the sequence it was computed at where the registry says (one round trip);
+  // elsewhere the sequence is read after both.
   const [low, high] = await allSettledOrThrow([
     shard.start === null
-      ? Promise.resolve(0)
-      : source.list({ start: shard.start, limit: 1 }).then((p) => p.offset),
-    source.list({ start: shard.end, limit: 1 }).then((p) =>
-      shard.end === null ? p.total : p.offset
-    ),
+      ? Promise.resolve({ rank: 0, seq: crawl.startSeq ?? undefined })
+      : source.list({ start: shard.start, limit: 1, updateSeq: true })
+        .then((p) => ({ rank: p.offset, seq: p.seq })),
+    source.list({ start: shard.end, limit: 1, updateSeq: true }).then((p) => ({
+      rank: shard.end === null ? p.total : p.offset,
+      seq: p.seq,
+    })),
   ]);
-  // Read after the ranks: equal to the start's, nothing changed before or while they were read.
-  const seq = crawl.startSeq === null ? null : await source.updateSeq().catch(() => undefined);
+  // Equal to the start's, nothing changed before or while the ranks were read. (A sequence
+  // string may be spelled otherwise by another route of a cluster: unequal ones are read again.)
+  const seq = crawl.startSeq === null
+    ? null
+    : low.seq === crawl.startSeq && high.seq === crawl.startSeq
+    ? crawl.startSeq
+    : await source.updateSeq().catch(() => undefined);
   if (seq !== crawl.startSeq) return "later";
-  const span = high - low;
+  const span = high.rank - low.rank;
   if (span === items) return "exact";
   const relists = shard.relists ?? 0;
   if (relists < MAX_RELISTS) return "relist";

@@ -1,0 +1,163 @@
+/**
+ * Early pages: a shard's first pages, listed while the plan is still being searched, so that a
+ * far registry's round trips and its serving time overlap the planning (which mostly waits)
+ * instead of following it. A shard's start is known as soon as the boundary below it is found
+ * (the first shard's at once); its end often is not yet: an early page is listed from the start
+ * without an end, and answers the shard's own request later only where that answer can be told
+ * exactly from it (see {@linkcode answerFrom}): the rows the registry would list for
+ * `[start, end)` with that limit, as it stood a moment earlier. A moment earlier is still after the
+ * crawl's start sequence was read (planning reads it first), so catch-up covers what changed since.
+ *
+ * Bounded: at most `maxRows` rows held or asked for over all crawls of the process; an entry not
+ * taken within `ttlMs` (its shard runs in another process, or the plan failed) is dropped at the
+ * next use. Keys-only listings only (a page of documents is too large to hold on speculation).
+ *
+ * @module
+ */
+import { compareKeys, isLongKey } from "../../plan/keys.ts";
+import type { Listing, ListOptions, Page } from "../../plan/source.ts";
+import { ROWS_IN_FLIGHT } from "./page_listing.ts";
+
+/**
+ * The default budget of early rows: two pages of each shard's share of {@linkcode ROWS_IN_FLIGHT}
+ * (each page one row longer than it commits, for up to 256 shards).
+ */
+export const EARLY_ROWS = 2 * (ROWS_IN_FLIGHT + 256);
+
+/** Options of {@linkcode EarlyPages}. */
+export interface EarlyPagesOptions {
+  /** Rows held or asked for at once, over all crawls. @default EARLY_ROWS */
+  maxRows?: number;
+  /** An entry not taken within this many milliseconds is dropped. @default 60000 */
+  ttlMs?: number;
+  /** Clock, epoch milliseconds. @default Date.now */
+  now?: () => number;
+}
+
+interface Entry {
+  /** The answer, or null when the listing failed (the shard then asks for itself). */
+  answer: Promise<Page | null>;
+  /** Rows asked for (counted against the budget until taken or dropped). */
+  limit: number;
+  /** When listed, epoch ms. */
+  at: number;
+}
+
+/** Early pages of the crawls planned in this process (see the module comment). */
+export class EarlyPages {
+  #entries = new Map<string, Entry>();
+  #held = 0;
+  #maxRows: number;
+  #ttlMs: number;
+  #now: () => number;
+
+  /** An empty set of early pages with its bounds. */
+  constructor(options: EarlyPagesOptions = {}) {
+    this.#maxRows = options.maxRows ?? EARLY_ROWS;
+    this.#ttlMs = options.ttlMs ?? 60_000;
+    this.#now = options.now ?? Date.now;
+  }
+
+  /** Rows held or asked for at once, at most. */
+  get maxRows(): number {
+    return this.#maxRows;
+  }
+
+  /** Rows held or asked for now. */
+  get heldRows(): number {
+    return this.#held;
+  }
+
+  /**
+   * Lists up to `pages` pages of `limit` rows from `start` (null: the first key) for `crawlId`,
+   * each following on from the last row of the one before (as the shard's own pages do), while
+   * the budget allows and until `stop(lastKey)` says the shard's end was passed. Never throws: a
+   * failed listing leaves the shard to ask for itself.
+   */
+  list(
+    source: Listing,
+    crawlId: string,
+    o: { start: string | null; limit: number; pages: number; stop?: (lastKey: string) => boolean },
+  ): void {
+    this.#sweep();
+    if (o.pages < 1 || o.limit < 2 || this.#held + o.limit > this.#maxRows) return;
+    const key = entryKey(crawlId, o.start);
+    if (this.#entries.has(key)) return;
+    this.#held += o.limit;
+    const entry: Entry = {
+      at: this.#now(),
+      limit: o.limit,
+      answer: source.list({ start: o.start, limit: o.limit }).catch(() => null),
+    };
+    this.#entries.set(key, entry);
+    entry.answer.then((page) => {
+      // A full page goes on from its last row, which the shard's next page starts at (a long id
+      // is never a cursor: the chain stops there and the shard lists on by itself).
+      const last = page?.rows.at(-1)?.id;
+      if (!page || page.rows.length < o.limit || last === undefined || isLongKey(last)) return;
+      if (o.stop?.(last) || this.#entries.get(key) === undefined) return;
+      this.list(source, crawlId, { ...o, start: last, pages: o.pages - 1 });
+    });
+  }
+
+  /**
+   * The answer to the shard's listing `request` from an early page listed from the same start, if
+   * there is one and it tells the answer exactly; the entry is used up either way. Undefined: ask
+   * the registry.
+   */
+  async take(crawlId: string, request: ListOptions): Promise<Page | undefined> {
+    this.#sweep();
+    if (request.descending || request.skip || request.includeDocs || request.updateSeq) {
+      return undefined;
+    }
+    const key = entryKey(crawlId, request.start ?? null);
+    const entry = this.#entries.get(key);
+    if (!entry) return undefined;
+    this.#entries.delete(key);
+    const page = await entry.answer;
+    this.#held -= entry.limit;
+    return page ? answerFrom(page, entry.limit, request) : undefined;
+  }
+
+  /** Drops every early page of `crawlId` (its plan failed, or it ended). */
+  drop(crawlId: string): void {
+    for (const [key, entry] of this.#entries) {
+      if (key.startsWith(`${crawlId}\u0000`)) this.#remove(key, entry);
+    }
+  }
+
+  #sweep(): void {
+    const before = this.#now() - this.#ttlMs;
+    for (const [key, entry] of this.#entries) if (entry.at < before) this.#remove(key, entry);
+  }
+
+  #remove(key: string, entry: Entry): void {
+    this.#entries.delete(key);
+    this.#held -= entry.limit;
+  }
+}
+
+function entryKey(crawlId: string, start: string | null): string {
+  return `${crawlId}\u0000${JSON.stringify(start)}`;
+}
+
+/**
+ * What the registry would have answered `request` (same start, an end, a limit) at the moment it
+ * answered `page` (listed from that start with no end, `limit` rows asked): its first
+ * `request.limit` rows below the end when it has that many; all of them when a row at or past the
+ * end shows the range ended within the page (`ended`); all of them when the page was the
+ * registry's whole answer (shorter than asked, so its end or its cap). Undefined otherwise (the
+ * page ran out before the end and before the limit).
+ */
+export function answerFrom(page: Page, limit: number, request: ListOptions): Page | undefined {
+  const end = request.end ?? null;
+  const cut = end === null ? -1 : page.rows.findIndex((r) => compareKeys(r.id, end) >= 0);
+  const inRange = cut < 0 ? page.rows : page.rows.slice(0, cut);
+  const base = { offset: page.offset, total: page.total };
+  if (inRange.length >= request.limit) {
+    return { ...base, rows: inRange.slice(0, request.limit) };
+  }
+  if (cut >= 0) return { ...base, rows: inRange, ended: true };
+  if (page.rows.length < (page.limit ?? limit)) return { ...base, rows: inRange };
+  return undefined;
+}
