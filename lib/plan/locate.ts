@@ -24,6 +24,13 @@ export const SEARCH_PAGE = 1000;
  */
 export const SEARCH_READ_PAGE = 10_000;
 
+/**
+ * Listing requests a rank search starts with in flight (more while answers stay fast, fewer when
+ * the registry pushes back): one round trip for the first probes of up to 32 targets instead of
+ * several.
+ */
+export const SEARCH_CONCURRENCY = 32;
+
 /** Options of {@linkcode keysAtRanks}. */
 export interface RankSearchOptions {
   /** Largest page to request. @default SEARCH_PAGE (or the source's cap, when lower) */
@@ -33,7 +40,7 @@ export interface RankSearchOptions {
    * `maxPage`). @default SEARCH_READ_PAGE (or the source's cap, when lower)
    */
   readPage?: number;
-  /** Listing requests in flight at first. @default 8 */
+  /** Listing requests in flight at first. @default SEARCH_CONCURRENCY */
   concurrency?: number;
   /** Probe with a full page once a bracket is at most this many pages wide. @default 100 */
   widePageSpan?: number;
@@ -135,7 +142,7 @@ export async function keysAtRanks(
       readPage: Math.min(options.readPage ?? SEARCH_READ_PAGE, shared.capabilities.maxPage),
       pages: [{ start: null, page: first }],
       points: [upper],
-      concurrency: options.concurrency ?? 8,
+      concurrency: options.concurrency ?? SEARCH_CONCURRENCY,
       widePageSpan: options.widePageSpan,
       onFound: options.onFound,
     }).run();
