@@ -20,9 +20,6 @@ import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
 import { Progress, summary } from "../lib/cli/progress.ts";
 import { SPEC_FLAGS, specFromFlags } from "../lib/cli/spec_flags.ts";
 import { checkPlanOrigin, readPlanFile } from "../lib/plan/plan_file.ts";
-import { bundledNames } from "../lib/sim/names.ts";
-import { RegistryData } from "../lib/sim/registry_data.ts";
-import { startRegistry } from "../lib/sim/registry_server.ts";
 
 const FLAGS = {
   source: {
@@ -141,8 +138,16 @@ runMain(async () => {
   }
 });
 
-/** Serves the bundled names in this process (the demo registry). */
+/**
+ * Serves the bundled names in this process (the demo registry). The simulator (and its HTTP
+ * framework) is loaded only here: a crawl of another registry starts without it.
+ */
 async function startDemo(log: (line: string) => void) {
+  const [{ bundledNames }, { RegistryData }, { startRegistry }] = await Promise.all([
+    import("../lib/sim/names.ts"),
+    import("../lib/sim/registry_data.ts"),
+    import("../lib/sim/registry_server.ts"),
+  ]);
   const data = new RegistryData(await bundledNames());
   const reg = await startRegistry(data, { db: "npm" });
   log(`demo registry: ${data.size} real npm names served at ${reg.url}`);

@@ -134,6 +134,9 @@ async function finish(
   // proven again: the feed keeps a range in step only while it describes the same database.
   const pass: Pass = { kv, source, id, o, feed: claim, applied: 0, proven: new Set() };
   const { roundsPerPass, firstPauseMs, maxPauseMs } = FINAL_CHECK_RETRY;
+  if (claim && (await getCrawl(kv, id)).value?.planMethod === "rank") {
+    if (await heldStill(pass, claim.entry.value.seq)) return true;
+  }
   for (let round = 0; round < (o.maxRounds ?? roundsPerPass); round++) {
     if (round > 0) await sleep(Math.min(maxPauseMs, firstPauseMs * 2 ** (round - 1)));
     if (!await advanceFeed(pass)) return false; // another runner has the feed now
@@ -188,40 +191,68 @@ function windowOf(pass: Pass, at: string | null): () => Promise<ChangeWindow> {
   return async () => pass.feed ? (await peekChanges(pass.source, at!)) ?? "too-many" : "no-feed";
 }
 
+/**
+ * Before the feed is read: when every range's ranks were computed at the sequence the store is
+ * caught up to and every range agrees, the feed has nothing to apply either, and the crawl is done
+ * (the feed's own end is one round trip less). Nothing is decided otherwise.
+ */
+async function heldStill(pass: Pass, at: string): Promise<boolean> {
+  const shards = await listShards(pass.kv, pass.id);
+  const drift = await listRangeDrift(pass.kv, pass.id);
+  for (let i = 0; i < shards.length; i += CHECK_BATCH) {
+    const batch = shards.slice(i, i + CHECK_BATCH);
+    const verdicts = await checkBatch(pass, batch, drift, { at, window: async () => "too-many" });
+    if (!verdicts.every((v) => v.verdict === "equal")) return false;
+  }
+  await provenExact(pass, shards.length, at);
+  return true;
+}
+
+/** The crawl is done and exact: every one of its `ranges` was proven at `at`. */
+async function provenExact(pass: Pass, ranges: number, at: string | null): Promise<void> {
+  await done(pass.kv, pass.id, pass.o, {
+    status: "exact",
+    detail: `every one of ${ranges} ranges holds what the registry lists there` +
+      (at === null ? " (no change feed: counted as it stood)" : ` at seq ${at}`) +
+      (pass.applied > 0 ? `, after ${pass.applied} changes applied` : ""),
+  }, pass.driftError);
+}
+
+/** One batch of shards' ranges held against the registry (see `checkRanges`). */
+function checkBatch(
+  pass: Pass,
+  batch: Deno.KvEntry<ShardRecord>[],
+  drift: Awaited<ReturnType<typeof listRangeDrift>>,
+  o: { at: string | null; window: () => Promise<ChangeWindow> },
+): Promise<RangeVerdict[]> {
+  const ranges = batch.map((e) => ({
+    id: e.value.id,
+    start: e.value.start,
+    end: e.value.end,
+    stored: shardStored(e.value, drift),
+    relists: e.value.relists ?? 0,
+  }));
+  return checkRanges(pass.source, ranges, {
+    ...o,
+    storedRev: (itemId) => storedRevision(pass.kv, pass.id, itemId),
+    sampleStored: (r) => sampleStored(pass.kv, pass.id, r, STORED_SAMPLE),
+  });
+}
+
 /** One round over the ranges not yet proven by this pass (see `verify.ts`). */
 async function rankRound(pass: Pass, at: string | null): Promise<"done" | "relisted" | "pending"> {
   const { kv, id } = pass;
   const shards = await listShards(kv, id);
   const drift = await listRangeDrift(kv, id);
   const todo = shards.filter((e) => !pass.proven.has(e.value.id));
-  const allProven = async () => {
-    await done(kv, id, pass.o, {
-      status: "exact",
-      detail: `every one of ${shards.length} ranges holds what the registry lists there` +
-        (at === null ? " (no change feed: counted as it stood)" : ` at seq ${at}`) +
-        (pass.applied > 0 ? `, after ${pass.applied} changes applied` : ""),
-    }, pass.driftError);
-    return "done" as const;
-  };
+  const allProven = async () => (await provenExact(pass, shards.length, at), "done" as const);
   if (todo.length === 0) return await allProven();
   // Ranges are checked a batch at a time: memory stays the same with 16 shards or 100,000.
   let relists = 0;
   let left = 0;
   for (let i = 0; i < todo.length; i += CHECK_BATCH) {
     const batch = todo.slice(i, i + CHECK_BATCH);
-    const ranges = batch.map((e) => ({
-      id: e.value.id,
-      start: e.value.start,
-      end: e.value.end,
-      stored: shardStored(e.value, drift),
-      relists: e.value.relists ?? 0,
-    }));
-    const verdicts = await checkRanges(pass.source, ranges, {
-      at,
-      window: windowOf(pass, at),
-      storedRev: (itemId) => storedRevision(kv, id, itemId),
-      sampleStored: (r) => sampleStored(kv, id, r, STORED_SAMPLE),
-    });
+    const verdicts = await checkBatch(pass, batch, drift, { at, window: windowOf(pass, at) });
     relists += await settle(kv, id, batch, verdicts, { ...pass.o, at });
     for (const v of verdicts) if (v.verdict === "equal") pass.proven.add(v.id);
     left += verdicts.filter((v) => v.verdict === "undecided").length;

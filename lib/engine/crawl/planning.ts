@@ -13,7 +13,7 @@
  */
 import { PLANNING_RETRY } from "../../base/retry_policy.ts";
 import { ITEM_LAYOUT } from "../items/mod.ts";
-import { type EarlyPages, pageLimit, rowsPerPage } from "../page/mod.ts";
+import { type EarlyPages, pageLimit } from "../page/mod.ts";
 import {
   BusyError,
   ConflictError,
@@ -25,7 +25,6 @@ import {
 } from "../../base/errors.ts";
 import { crawlIdFor, type CrawlSpec } from "../../base/spec.ts";
 import { evenSplitRanks } from "../../plan/baselines.ts";
-import { compareKeys } from "../../plan/keys.ts";
 import { type Plan, PLAN_PAGE, planShards } from "../../plan/planner.ts";
 import { checkPlanTotal } from "../../plan/plan_file.ts";
 import { SEARCH_READ_PAGE } from "../../plan/locate.ts";
@@ -225,7 +224,7 @@ export async function planCrawl(
   try {
     const planned = await makePlan(deps.source, crawl, {
       ...options,
-      onShardStart: deps.earlyPages && listEarly(deps.earlyPages, deps.source, crawl),
+      onShardStart: deps.earlyPages?.starts(deps.source, crawl),
     });
     await stopRenewing();
     return await startPlanned(deps, claimed, planned, now);
@@ -234,34 +233,6 @@ export async function planCrawl(
     deps.earlyPages?.drop(id);
     return await planningFailed(deps, claimed, err, { ...options, now });
   }
-}
-
-/**
- * Lists each shard's first pages as soon as its start is final (keys-only crawls): as many pages
- * of the shard's own size as an even share of the early budget allows (at most 4), each chain
- * stopping once it passes a start found meanwhile (the next shard's).
- */
-function listEarly(
-  early: EarlyPages,
-  source: Source,
-  crawl: CrawlRecord,
-): ((start: string | null) => void) | undefined {
-  if (crawl.docs) return undefined;
-  const limit = rowsPerPage(crawl, source) + 1;
-  const pages = Math.min(4, Math.floor(early.maxRows / crawl.shards / (limit - 1)));
-  const starts: string[] = [];
-  return (start) => {
-    if (start !== null) starts.push(start);
-    early.list(source, crawl.id, {
-      start,
-      limit,
-      pages,
-      stop: (last) =>
-        starts.some((s) =>
-          (start === null || compareKeys(s, start) > 0) && compareKeys(s, last) <= 0
-        ),
-    });
-  };
 }
 
 /** The plan, the start sequence and the document mode of a crawl about to start. */

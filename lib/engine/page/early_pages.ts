@@ -15,8 +15,9 @@
  * @module
  */
 import { compareKeys, isLongKey } from "../../plan/keys.ts";
-import type { Listing, ListOptions, Page } from "../../plan/source.ts";
-import { ROWS_IN_FLIGHT } from "./page_listing.ts";
+import type { Listing, ListOptions, Page, Source } from "../../plan/source.ts";
+import type { CrawlRecord } from "../store/mod.ts";
+import { ROWS_IN_FLIGHT, rowsPerPage } from "./page_listing.ts";
 
 /**
  * The default budget of early rows: two pages of each shard's share of {@linkcode ROWS_IN_FLIGHT}
@@ -58,11 +59,6 @@ export class EarlyPages {
     this.#now = options.now ?? Date.now;
   }
 
-  /** Rows held or asked for at once, at most. */
-  get maxRows(): number {
-    return this.#maxRows;
-  }
-
   /** Rows held or asked for now. */
   get heldRows(): number {
     return this.#held;
@@ -98,6 +94,31 @@ export class EarlyPages {
       if (o.stop?.(last) || this.#entries.get(key) === undefined) return;
       this.list(source, crawlId, { ...o, start: last, pages: o.pages - 1 });
     });
+  }
+
+  /**
+   * What planning calls with each shard's start of `crawl` as soon as it is final (see
+   * `PlanOptions.onShardStart`): its first pages are listed from there, as many pages of the
+   * shard's own size as an even share of the budget allows (at most 4), each chain stopping once it
+   * passes a start found meanwhile (the next shard's). Undefined for crawls with documents.
+   */
+  starts(source: Source, crawl: CrawlRecord): ((start: string | null) => void) | undefined {
+    if (crawl.docs) return undefined;
+    const limit = rowsPerPage(crawl, source) + 1;
+    const pages = Math.min(4, Math.floor(this.#maxRows / crawl.shards / (limit - 1)));
+    const starts: string[] = [];
+    return (start) => {
+      if (start !== null) starts.push(start);
+      this.list(source, crawl.id, {
+        start,
+        limit,
+        pages,
+        stop: (last) =>
+          starts.some((s) =>
+            (start === null || compareKeys(s, start) > 0) && compareKeys(s, last) <= 0
+          ),
+      });
+    };
   }
 
   /**
