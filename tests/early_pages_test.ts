@@ -51,7 +51,7 @@ Deno.test("early pages: an answer is told from an earlier listing only where it 
   assert.ok(told > 100 && ended > 20 && untold > 5, `${told} told, ${ended} ended, ${untold}`);
 });
 
-Deno.test("early pages: bounded, chained, used once, dropped when stale; a failure asks again", async () => {
+Deno.test("early pages: bounded in rows and in flight, chained, used once, dropped when stale; a failure asks again", async () => {
   const data = dataOf(randomKeys(500, ASCII, 6, 5));
   let listed = 0;
   const source = wrapSource(new MemorySource(data), {
@@ -86,6 +86,24 @@ Deno.test("early pages: bounded, chained, used once, dropped when stale; a failu
   assert.equal(await early.take("f", { start: null, limit: 5 }), undefined);
   early.drop("e");
   assert.equal(early.heldRows, 0);
+  // At most `maxInFlight` listings at once; one still waiting for a slot when its shard asks is
+  // withdrawn, never sent.
+  let release = () => {};
+  const held = new Promise<void>((r) => release = r);
+  let sent = 0;
+  const gated = wrapSource(source, {
+    list: async (o) => (sent++, await held, new MemorySource(data).list(o)),
+  });
+  const one = new EarlyPages({ maxInFlight: 1 });
+  one.list(gated, "h", { start: null, limit: 10, pages: 1 });
+  one.list(gated, "h", { start: data.keys[100], limit: 10, pages: 1 });
+  assert.equal(sent, 1);
+  assert.equal(await one.take("h", { start: data.keys[100], limit: 5 }), undefined);
+  release();
+  assert.equal((await one.take("h", { start: null, limit: 5 }))?.rows.length, 5);
+  await new Promise((r) => setTimeout(r, 10));
+  assert.equal(sent, 1, "the withdrawn listing was never sent");
+  assert.equal(one.heldRows, 0);
   // A listing that failed leaves the shard to ask for itself.
   const broken = wrapSource(source, { list: () => Promise.reject(new Error("down")) });
   early.list(broken, "g", { start: null, limit: 10, pages: 1 });

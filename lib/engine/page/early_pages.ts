@@ -8,9 +8,10 @@
  * `[start, end)` with that limit, as it stood a moment earlier. A moment earlier is still after the
  * crawl's start sequence was read (planning reads it first), so catch-up covers what changed since.
  *
- * Bounded: at most `maxRows` rows held or asked for over all crawls of the process; an entry not
- * taken within `ttlMs` (its shard runs in another process, or the plan failed) is dropped at the
- * next use. Keys-only listings only (a page of documents is too large to hold on speculation).
+ * Bounded: at most `maxRows` rows held or asked for over all crawls of the process, at most
+ * `maxInFlight` listings at once (the plan's own probes come first at a busy registry); an entry
+ * not taken within `ttlMs` (its shard runs in another process, or the plan failed) is dropped at
+ * the next use, and one not sent yet when its shard asks is withdrawn. Keys-only listings only (a page of documents is too large to hold on speculation).
  *
  * @module
  */
@@ -31,13 +32,22 @@ export interface EarlyPagesOptions {
   maxRows?: number;
   /** An entry not taken within this many milliseconds is dropped. @default 60000 */
   ttlMs?: number;
+  /**
+   * Early listings in flight at once: more would hold the plan's own probes up behind them at a
+   * busy registry. @default 8
+   */
+  maxInFlight?: number;
   /** Clock, epoch milliseconds. @default Date.now */
   now?: () => number;
 }
 
 interface Entry {
-  /** The answer, or null when the listing failed (the shard then asks for itself). */
+  /** The answer, or null when the listing failed or never started (the shard asks itself). */
   answer: Promise<Page | null>;
+  /** Whether the listing was sent (it may wait for a slot). */
+  sent: boolean;
+  /** Withdraws a listing not sent yet (its answer becomes null). */
+  withdraw: () => void;
   /** Rows asked for (counted against the budget until taken or dropped). */
   limit: number;
   /** When listed, epoch ms. */
@@ -51,12 +61,16 @@ export class EarlyPages {
   #maxRows: number;
   #ttlMs: number;
   #now: () => number;
+  #maxInFlight: number;
+  #inFlight = 0;
+  #waiting: (() => void)[] = [];
 
   /** An empty set of early pages with its bounds. */
   constructor(options: EarlyPagesOptions = {}) {
     this.#maxRows = options.maxRows ?? EARLY_ROWS;
     this.#ttlMs = options.ttlMs ?? 60_000;
     this.#now = options.now ?? Date.now;
+    this.#maxInFlight = Math.max(1, options.maxInFlight ?? 8);
   }
 
   /** Rows held or asked for now. */
@@ -80,11 +94,7 @@ export class EarlyPages {
     const key = entryKey(crawlId, o.start);
     if (this.#entries.has(key)) return;
     this.#held += o.limit;
-    const entry: Entry = {
-      at: this.#now(),
-      limit: o.limit,
-      answer: source.list({ start: o.start, limit: o.limit }).catch(() => null),
-    };
+    const entry = this.#send(() => source.list({ start: o.start, limit: o.limit }), o.limit);
     this.#entries.set(key, entry);
     entry.answer.then((page) => {
       // A full page goes on from its last row, which the shard's next page starts at (a long id
@@ -94,6 +104,34 @@ export class EarlyPages {
       if (o.stop?.(last) || this.#entries.get(key) === undefined) return;
       this.list(source, crawlId, { ...o, start: last, pages: o.pages - 1 });
     });
+  }
+
+  /** An entry whose listing is sent when a slot is free (at once, or when one ends). */
+  #send(list: () => Promise<Page>, limit: number): Entry {
+    let resolve!: (page: Page | null) => void;
+    const entry: Entry = {
+      at: this.#now(),
+      limit,
+      sent: false,
+      answer: new Promise((r) => resolve = r),
+      withdraw: () => {
+        const at = this.#waiting.indexOf(go);
+        if (at >= 0) this.#waiting.splice(at, 1);
+        resolve(null);
+      },
+    };
+    const go = () => {
+      entry.sent = true;
+      this.#inFlight++;
+      list().catch(() => null).then((page) => {
+        this.#inFlight--;
+        this.#waiting.shift()?.();
+        resolve(page);
+      });
+    };
+    if (this.#inFlight < this.#maxInFlight) go();
+    else this.#waiting.push(go);
+    return entry;
   }
 
   /**
@@ -135,6 +173,8 @@ export class EarlyPages {
     const entry = this.#entries.get(key);
     if (!entry) return undefined;
     this.#entries.delete(key);
+    // Not sent yet: the shard's own request is sooner than waiting for a slot here.
+    if (!entry.sent) entry.withdraw();
     const page = await entry.answer;
     this.#held -= entry.limit;
     return page ? answerFrom(page, entry.limit, request) : undefined;
@@ -153,6 +193,7 @@ export class EarlyPages {
   }
 
   #remove(key: string, entry: Entry): void {
+    entry.withdraw();
     this.#entries.delete(key);
     this.#held -= entry.limit;
   }
