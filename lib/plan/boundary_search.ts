@@ -159,7 +159,8 @@ export class BoundarySearch {
   #points: PointSet;
   #alphabet: Alphabet;
   #pool: AdaptiveLimit;
-  #inflight = new Map<string, Promise<Page>>();
+  /** Requests in flight by direction and start key: each with its limit. */
+  #inflight = new Map<string, { limit: number; page: Promise<Page> }[]>();
   #tuning: SearchTuning;
   #failed = false;
   #onFound?: (rank: number, key: string) => void;
@@ -243,32 +244,46 @@ export class BoundarySearch {
     }
   }
 
-  /** Learns what `start=key&limit` teaches (each distinct request once, even if asked twice). */
+  /**
+   * Learns what `start=key&limit` teaches. A request from the same key with at least this limit
+   * already in flight answers it too: targets near one known point (the last key, say) often ask
+   * to read from it at once, each as far as it needs.
+   */
   #list(start: string | null, limit: number): Promise<Page> {
-    const key = `${start}\u0000${limit}`;
-    let p = this.#inflight.get(key);
-    if (!p) {
-      p = this.#pool.run(() => this.#source.list({ start, limit })).then((page) => {
-        this.#absorb(start, page);
-        return page;
-      });
-      this.#inflight.set(key, p);
-      // The derived promise only cleans up; callers of `p` see its rejection.
-      p.finally(() => this.#inflight.delete(key)).catch(() => {});
-    }
-    return p;
+    return this.#shared(`up\u0000${start}`, limit, async () => {
+      const page = await this.#source.list({ start, limit });
+      this.#absorb(start, page);
+      return page;
+    });
   }
 
   async #listDown(from: Point, limit: number): Promise<void> {
     try {
-      const page = await this.#pool.run(() =>
-        this.#source.list({ start: from.key, limit, descending: true })
-      );
-      this.#absorbDown(from, page);
+      await this.#shared(`down\u0000${from.key}`, limit, async () => {
+        const page = await this.#source.list({ start: from.key, limit, descending: true });
+        this.#absorbDown(from, page);
+        return page;
+      });
     } catch (err) {
       if (!(err instanceof PermanentError)) throw err;
       this.#tuning.descending = false; // refused: search upwards only
     }
+  }
+
+  /** `list()` run in the pool, or an answer to a request covering it that is in flight. */
+  #shared(key: string, limit: number, list: () => Promise<Page>): Promise<Page> {
+    const same = this.#inflight.get(key) ?? [];
+    const covering = same.find((r) => r.limit >= limit);
+    if (covering) return covering.page;
+    const mine = { limit, page: this.#pool.run(list) };
+    this.#inflight.set(key, [...same, mine]);
+    // The derived promise only cleans up; callers of `page` see its rejection.
+    mine.page.finally(() => {
+      const left = (this.#inflight.get(key) ?? []).filter((r) => r !== mine);
+      if (left.length) this.#inflight.set(key, left);
+      else this.#inflight.delete(key);
+    }).catch(() => {});
+    return mine.page;
   }
 
   async #relearnEnd(t: number): Promise<void> {
