@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { answerFrom, EarlyPages } from "../lib/engine/page/early_pages.ts";
+import { docMemoryBytes } from "../lib/engine/page/doc_memory.ts";
 import { rowsPerPage } from "../lib/engine/page/page_listing.ts";
 import { checkCompletion } from "../lib/engine/crawl/completion.ts";
 import { openCrawl } from "../lib/engine/crawl/lifecycle.ts";
@@ -199,4 +200,57 @@ Deno.test("final check: a registry that held still is proven in one round, witho
   // change, no second round.
   assert.deepEqual({ seqReads, changeReads, sleeps }, { seqReads: 0, changeReads: 0, sleeps: 0 });
   await assertCrawledExactly(kv, crawl.id, data.keys);
+});
+
+Deno.test("early pages: with documents only where the listing carries them, within their bytes", async () => {
+  for (const docMode of ["include_docs", "get"] as const) {
+    using kv = await Deno.openKv(":memory:");
+    const data = dataOf(randomKeys(3000, ASCII, 10, 7));
+    const inner = new MemorySource(data, { maxPage: 10_000, docMode });
+    const requests: ListOptions[] = [];
+    const source = wrapSource(inner, {
+      list: (o): Promise<Page> => (requests.push(o), inner.list(o)),
+    });
+    const early = new EarlyPages();
+    const { crawl } = await openCrawl(
+      { kv, source, dispatcher: new RecordingDispatcher(), earlyPages: early },
+      spec({ shards: 4, maxPage: 10_000, docs: true }),
+      { id: "d", maxPlanAttempts: 1 },
+    );
+    await finishAll(kv, source, crawl.id, { deps: { earlyPages: early } });
+    assert.equal(await checkCompletion(kv, crawl.id, { openSource: () => source }), true);
+    await assertCrawledExactly(kv, crawl.id, data.keys, { revs: (k) => data.rev(k) });
+    const earlyDocs = requests.filter((r) => r.includeDocs && r.end == null && !r.descending);
+    if (docMode === "get") assert.equal(earlyDocs.length, 0, "no early pages by id");
+    else {
+      // Each shard's first page came with its documents, listed early and not asked again.
+      for (const { value: shard } of await listShards(kv, crawl.id)) {
+        const fromStart = requests.filter((r) =>
+          (r.start ?? null) === shard.start && r.includeDocs
+        );
+        assert.equal(fromStart.length, 1, `shard ${shard.id}: ${JSON.stringify(fromStart)}`);
+        assert.equal(fromStart[0].end ?? null, null);
+      }
+    }
+    assert.equal(early.heldRows, 0);
+    assert.equal(early.heldDocBytes, 0);
+  }
+  // Documents beyond the byte budget are dropped as they arrive: never held.
+  const data = dataOf(randomKeys(200, ASCII, 11, 5));
+  const source = new MemorySource(data, { docMode: "include_docs" });
+  const five = await source.list({ start: data.keys[100], limit: 5, includeDocs: true });
+  const budget = five.rows.reduce(
+    (n, r) => n + (r.doc?.kind === "doc" ? docMemoryBytes(r.doc.json) : 0),
+    0,
+  );
+  const small = new EarlyPages({ maxDocBytes: budget });
+  small.list(source, "x", { start: null, limit: 50, pages: 1, includeDocs: true });
+  small.list(source, "x", { start: data.keys[100], limit: 5, pages: 1, includeDocs: true });
+  await new Promise((r) => setTimeout(r, 20));
+  assert.ok(small.heldDocBytes <= budget, `${small.heldDocBytes} bytes held`);
+  assert.equal(await small.take("x", { start: null, limit: 10, includeDocs: true }), undefined);
+  const kept = await small.take("x", { start: data.keys[100], limit: 3, includeDocs: true });
+  assert.equal(kept?.rows.length, 3);
+  assert.ok(kept?.rows.every((r) => r.doc?.kind === "doc"));
+  assert.equal(small.heldDocBytes, 0);
 });

@@ -86,6 +86,7 @@ export function wrapSource(inner: Source, over: Partial<Source>): Source {
     revs: over.revs ?? inner.revs?.bind(inner),
     updateSeq: over.updateSeq ?? (() => inner.updateSeq()),
     changes: over.changes ?? ((since, limit) => inner.changes(since, limit)),
+    docMode: over.docMode ?? inner.docMode?.bind(inner),
   };
 }
 

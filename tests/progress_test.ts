@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { duration, Progress, summary } from "../lib/cli/progress.ts";
+import { duration, n, Progress, summary } from "../lib/cli/progress.ts";
 import type { CrawlStatusReport, ShardStatus } from "../lib/engine/crawl/status.ts";
 
 function shard(id: number, start: string | null, end: string | null, items: number): ShardStatus {
@@ -135,4 +135,17 @@ Deno.test("progress: summary and durations", () => {
   assert.equal(duration(185), "3m05s");
   assert.equal(duration(3720), "1h02m");
   assert.equal(duration(null), "?");
+});
+
+Deno.test("progress: numbers get thousands separators as en-US writes them, rounded", () => {
+  const cases: [number, string][] = [
+    [0, "0"],
+    [999, "999"],
+    [1000, "1,000"],
+    [1234567, "1,234,567"],
+    [-1234, "-1,234"],
+    [12.6, "13"],
+    [1e12, "1,000,000,000,000"],
+  ];
+  for (const [x, want] of cases) assert.equal(n(x), want);
 });

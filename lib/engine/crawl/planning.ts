@@ -222,10 +222,7 @@ export async function planCrawl(
   const stopRenewing = async () => (clearInterval(renew), await renewing);
   const crawl = (await getCrawl(deps.kv, id)).value!;
   try {
-    const planned = await makePlan(deps.source, crawl, {
-      ...options,
-      onShardStart: deps.earlyPages?.starts(deps.source, crawl),
-    });
+    const planned = await makePlan(deps.source, crawl, { ...options, early: deps.earlyPages });
     await stopRenewing();
     return await startPlanned(deps, claimed, planned, now);
   } catch (err) {
@@ -239,7 +236,7 @@ export async function planCrawl(
 async function makePlan(
   source: Source,
   crawl: CrawlRecord,
-  options: PlanCrawlOptions & { onShardStart?: (start: string | null) => void },
+  options: PlanCrawlOptions & { early?: EarlyPages },
 ) {
   // Everything here is asked for at once: a far registry costs one round trip of waiting, not
   // four. The start sequence is still taken before any shard lists a row. No change feed makes
@@ -263,7 +260,7 @@ async function makePlan(
     plan = options.plan ?? await planShards(source, crawl.shards, {
       maxPage: Math.min(PLAN_PAGE, cap),
       readPage: Math.min(SEARCH_READ_PAGE, cap),
-      onShardStart: options.onShardStart,
+      onShardStart: options.early?.starts(source, crawl, { docMode, after: startSeq }),
     });
   } catch (err) {
     // Nothing asked for here runs on after planning ends (each side request settles; none throws).

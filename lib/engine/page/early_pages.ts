@@ -8,15 +8,19 @@
  * `[start, end)` with that limit, as it stood a moment earlier. A moment earlier is still after the
  * crawl's start sequence was read (planning reads it first), so catch-up covers what changed since.
  *
- * Bounded: at most `maxRows` rows held or asked for over all crawls of the process, at most
- * `maxInFlight` listings at once (the plan's own probes come first at a busy registry); an entry
- * not taken within `ttlMs` (its shard runs in another process, or the plan failed) is dropped at
- * the next use, and one not sent yet when its shard asks is withdrawn. Keys-only listings only (a page of documents is too large to hold on speculation).
+ * Bounded: at most `maxRows` rows held or asked for over all crawls of the process, and
+ * `maxDocBytes` of documents held (pages of crawls whose listing carries documents: a page that
+ * arrives beyond it is dropped at once; the source caps each answer); at most `maxInFlight`
+ * listings at once (the plan's own probes come first at a busy registry). An entry not taken within
+ * `ttlMs` (its shard runs in another process, or the plan failed) is dropped at the next use, and
+ * one not sent yet when its shard asks is withdrawn. Crawls that fetch documents by id get no
+ * early pages: their listing is not what they wait for.
  *
  * @module
  */
 import { compareKeys, isLongKey } from "../../plan/keys.ts";
-import type { Listing, ListOptions, Page, Source } from "../../plan/source.ts";
+import type { DocMode, Listing, ListOptions, Page, Row, Source } from "../../plan/source.ts";
+import { docMemoryBytes } from "./doc_memory.ts";
 import type { CrawlRecord } from "../store/mod.ts";
 import { ROWS_IN_FLIGHT, rowsPerPage } from "./page_listing.ts";
 
@@ -37,9 +41,14 @@ export interface EarlyPagesOptions {
    * busy registry. @default 8
    */
   maxInFlight?: number;
+  /** Bytes of documents held at once, over all crawls. @default EARLY_DOC_BYTES */
+  maxDocBytes?: number;
   /** Clock, epoch milliseconds. @default Date.now */
   now?: () => number;
 }
+
+/** The default budget of documents held in early pages: 64 MiB. */
+export const EARLY_DOC_BYTES = 64 * 1024 * 1024;
 
 interface Entry {
   /** The answer, or null when the listing failed or never started (the shard asks itself). */
@@ -50,6 +59,8 @@ interface Entry {
   withdraw: () => void;
   /** Rows asked for (counted against the budget until taken or dropped). */
   limit: number;
+  /** Bytes of the documents it holds, once arrived (counted until taken or dropped). */
+  docBytes: number;
   /** When listed, epoch ms. */
   at: number;
 }
@@ -58,6 +69,8 @@ interface Entry {
 export class EarlyPages {
   #entries = new Map<string, Entry>();
   #held = 0;
+  #docBytes = 0;
+  #maxDocBytes: number;
   #maxRows: number;
   #ttlMs: number;
   #now: () => number;
@@ -71,6 +84,12 @@ export class EarlyPages {
     this.#ttlMs = options.ttlMs ?? 60_000;
     this.#now = options.now ?? Date.now;
     this.#maxInFlight = Math.max(1, options.maxInFlight ?? 8);
+    this.#maxDocBytes = options.maxDocBytes ?? EARLY_DOC_BYTES;
+  }
+
+  /** Bytes of documents held now. */
+  get heldDocBytes(): number {
+    return this.#docBytes;
   }
 
   /** Rows held or asked for now. */
@@ -87,16 +106,31 @@ export class EarlyPages {
   list(
     source: Listing,
     crawlId: string,
-    o: { start: string | null; limit: number; pages: number; stop?: (lastKey: string) => boolean },
+    o: {
+      start: string | null;
+      limit: number;
+      pages: number;
+      stop?: (lastKey: string) => boolean;
+      /** Each row carries its document. @default false */
+      includeDocs?: boolean;
+    },
   ): void {
     this.#sweep();
     if (o.pages < 1 || o.limit < 2 || this.#held + o.limit > this.#maxRows) return;
-    const key = entryKey(crawlId, o.start);
+    const docs = o.includeDocs ?? false;
+    const key = entryKey(crawlId, o.start, docs);
     if (this.#entries.has(key)) return;
     this.#held += o.limit;
-    const entry = this.#send(() => source.list({ start: o.start, limit: o.limit }), o.limit);
+    const request = { start: o.start, limit: o.limit, ...(docs ? { includeDocs: true } : {}) };
+    const entry = this.#send(() => source.list(request), o.limit);
     this.#entries.set(key, entry);
     entry.answer.then((page) => {
+      if (page && docs && this.#entries.get(key) === entry) {
+        entry.docBytes = page.rows.reduce((n, r) => n + docBytes(r.doc), 0);
+        this.#docBytes += entry.docBytes;
+        // Over the budget: dropped now (the shard lists it again), never held on speculation.
+        if (this.#docBytes > this.#maxDocBytes) return this.#remove(key, entry);
+      }
       // A full page goes on from its last row, which the shard's next page starts at (a long id
       // is never a cursor: the chain stops there and the shard lists on by itself).
       const last = page?.rows.at(-1)?.id;
@@ -112,6 +146,7 @@ export class EarlyPages {
     const entry: Entry = {
       at: this.#now(),
       limit,
+      docBytes: 0,
       sent: false,
       answer: new Promise((r) => resolve = r),
       withdraw: () => {
@@ -138,23 +173,32 @@ export class EarlyPages {
    * What planning calls with each shard's start of `crawl` as soon as it is final (see
    * `PlanOptions.onShardStart`): its first pages are listed from there, as many pages of the
    * shard's own size as an even share of the budget allows (at most 4), each chain stopping once it
-   * passes a start found meanwhile (the next shard's). Undefined for crawls with documents.
+   * passes a start found meanwhile (the next shard's). With documents (`docMode`, once known),
+   * only where the listing carries them. Nothing is listed before `after` settles (the crawl's
+   * start sequence: every row must be listed after it was read, for catch-up to cover changes).
    */
-  starts(source: Source, crawl: CrawlRecord): ((start: string | null) => void) | undefined {
-    if (crawl.docs) return undefined;
-    const limit = rowsPerPage(crawl, source) + 1;
-    const pages = Math.min(4, Math.floor(this.#maxRows / crawl.shards / (limit - 1)));
+  starts(
+    source: Source,
+    crawl: CrawlRecord,
+    o: { docMode?: Promise<DocMode | null>; after?: Promise<unknown> } = {},
+  ): (start: string | null) => void {
     const starts: string[] = [];
+    const mode = Promise.all([o.docMode, o.after]).then(([m]) => m ?? null, () => null);
     return (start) => {
       if (start !== null) starts.push(start);
-      this.list(source, crawl.id, {
-        start,
-        limit,
-        pages,
-        stop: (last) =>
-          starts.some((s) =>
-            (start === null || compareKeys(s, start) > 0) && compareKeys(s, last) <= 0
-          ),
+      mode.then((docMode) => {
+        if (crawl.docs && docMode !== "include_docs") return;
+        const limit = rowsPerPage(crawl, source, { docMode: docMode ?? undefined }) + 1;
+        this.list(source, crawl.id, {
+          start,
+          limit,
+          pages: Math.min(4, Math.floor(this.#maxRows / crawl.shards / (limit - 1))),
+          includeDocs: crawl.docs,
+          stop: (last) =>
+            starts.some((s) =>
+              (start === null || compareKeys(s, start) > 0) && compareKeys(s, last) <= 0
+            ),
+        });
       });
     };
   }
@@ -166,10 +210,8 @@ export class EarlyPages {
    */
   async take(crawlId: string, request: ListOptions): Promise<Page | undefined> {
     this.#sweep();
-    if (request.descending || request.skip || request.includeDocs || request.updateSeq) {
-      return undefined;
-    }
-    const key = entryKey(crawlId, request.start ?? null);
+    if (request.descending || request.skip || request.updateSeq) return undefined;
+    const key = entryKey(crawlId, request.start ?? null, request.includeDocs ?? false);
     const entry = this.#entries.get(key);
     if (!entry) return undefined;
     this.#entries.delete(key);
@@ -177,6 +219,7 @@ export class EarlyPages {
     if (!entry.sent) entry.withdraw();
     const page = await entry.answer;
     this.#held -= entry.limit;
+    this.#docBytes -= entry.docBytes;
     return page ? answerFrom(page, entry.limit, request) : undefined;
   }
 
@@ -196,11 +239,20 @@ export class EarlyPages {
     entry.withdraw();
     this.#entries.delete(key);
     this.#held -= entry.limit;
+    this.#docBytes -= entry.docBytes;
+    entry.docBytes = 0;
   }
 }
 
-function entryKey(crawlId: string, start: string | null): string {
-  return `${crawlId}\u0000${JSON.stringify(start)}`;
+function entryKey(crawlId: string, start: string | null, docs: boolean): string {
+  return `${crawlId}\u0000${docs ? "docs" : "keys"}\u0000${JSON.stringify(start)}`;
+}
+
+/** The bytes a row's document holds in memory (as the document budget counts them). */
+function docBytes(doc: Row["doc"]): number {
+  if (!doc) return 0;
+  if (doc.kind === "doc") return docMemoryBytes(doc.json);
+  return doc.kind === "raw" ? doc.bytes.length : 0;
 }
 
 /**

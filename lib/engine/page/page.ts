@@ -13,7 +13,6 @@
  *
  * @module
  */
-import type { DocMode } from "../../plan/source.ts";
 import { fetchDocs, heldBytes } from "./page_docs.ts";
 import { spillDocument } from "../items/mod.ts";
 import { Guard, type PageContext } from "./page_guard.ts";
@@ -39,20 +38,12 @@ export function startListing(
   crawl: CrawlRecord,
   shard: ShardRecord,
 ): Promise<ListedPage> {
-  const size = rowsPerPage(crawl, ctx.source, { docRows: docRows(crawl, ctx.docMode) });
+  const size = rowsPerPage(crawl, ctx.source, { docMode: ctx.docMode });
   return listPage(ctx.source, crawl, shard, {
     size,
     includeDocs: crawl.docs && ctx.docMode === "include_docs",
     early: ctx.early && ((request) => ctx.early!.take(crawl.id, request)),
   });
-}
-
-/** Rows per page when documents are fetched one by one: about 25 round trips. */
-function docRows(crawl: CrawlRecord, mode: DocMode): number | undefined {
-  if (!crawl.docs) return undefined;
-  if (mode === "include_docs") return 500;
-  if (mode === "bulk_get") return 1000;
-  return Math.max(50, crawl.concurrency * 25);
 }
 
 /**

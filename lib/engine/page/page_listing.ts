@@ -14,7 +14,14 @@
  */
 import { FatalError } from "../../base/errors.ts";
 import { compareKeys, isLongKey, keyHash, MAX_CUT_UNITS, separator } from "../../plan/keys.ts";
-import { type ListOptions, OPEN_END, type Page, type Row, type Source } from "../../plan/source.ts";
+import {
+  type DocMode,
+  type ListOptions,
+  OPEN_END,
+  type Page,
+  type Row,
+  type Source,
+} from "../../plan/source.ts";
 import type { CrawlRecord, ShardRecord } from "../store/mod.ts";
 
 /**
@@ -93,20 +100,28 @@ export function pageLimit(crawl: CrawlRecord, source: Source): number {
 
 /**
  * Rows committed per page: the listing page less the row that carries the next cursor, within
- * {@linkcode pageLimit}, and for keys-only crawls within an even share of
- * {@linkcode ROWS_IN_FLIGHT} (at least 500): with every shard listing one page ahead, latency hides
- * behind KV writes anyway, and memory stays bounded however many rows a page may hold.
+ * {@linkcode pageLimit}; for keys-only crawls within an even share of {@linkcode ROWS_IN_FLIGHT}
+ * (at least 500): with every shard listing one page ahead, latency hides behind KV writes anyway,
+ * and memory stays bounded however many rows a page may hold. With documents, as many as the way
+ * they come (`docMode`, @default "get") handles well: 500 carried by the listing, 1,000 a bulk
+ * read, and about 25 round trips of the shard's concurrency fetched one by one.
  */
 export function rowsPerPage(
   crawl: CrawlRecord,
   source: Source,
-  options: { docRows?: number } = {},
+  options: { docMode?: DocMode } = {},
 ): number {
   const cap = pageLimit(crawl, source);
   // One row for the next cursor, one for the cursor's own row when reading strictly after it.
   const page = Math.max(1, cap - 2);
-  const share = Math.max(500, Math.floor(ROWS_IN_FLIGHT / Math.max(1, crawl.shards)));
-  const want = options.docRows ?? share;
+  const mode = options.docMode ?? "get";
+  const want = !crawl.docs
+    ? Math.max(500, Math.floor(ROWS_IN_FLIGHT / Math.max(1, crawl.shards)))
+    : mode === "include_docs"
+    ? 500
+    : mode === "bulk_get"
+    ? 1000
+    : Math.max(50, crawl.concurrency * 25);
   return Math.max(1, Math.min(page, want));
 }
 
