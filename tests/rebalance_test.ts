@@ -7,7 +7,8 @@ import { getShard, listShards, newShard } from "../lib/engine/store/store.ts";
 import type { DocResult } from "../lib/plan/source.ts";
 import { compareKeys } from "../lib/plan/keys.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
-import { begin, finishAll, RecordingDispatcher, runOne, spec } from "./engine_helpers.ts";
+import { begin, finishAll, RecordingDispatcher, runOne, spec, workDeps } from "./engine_helpers.ts";
+import { workShard } from "../lib/engine/dispatch/work.ts";
 import { assertCrawledExactly, dataOf, randomKeys, wrapSource } from "./helpers.ts";
 
 const ASCII = "abcdefghijklmnopqrstuvwxyz0123456789-".split("");
@@ -169,4 +170,22 @@ Deno.test("rebalance: a shard whose worker died is split, and the watchdog reviv
   await assertCrawledExactly(kv, id, data.keys, { partition: true });
   const splits = (await crawlStatus(kv, id)).splits.length;
   assert.equal((await listShards(kv, id)).length, 4 + splits);
+});
+
+Deno.test("rebalance: one look for a straggler at a time per crawl in a process", async () => {
+  for (const looking of [true, false]) {
+    using kv = await Deno.openKv(":memory:");
+    const data = dataOf(randomKeys(3000, ASCII, 34, 7));
+    const source = new MemorySource(data, { maxPage: 30 });
+    const { id } = await begin(kv, source, spec({ shards: 4, maxPage: 30, rebalance: true }));
+    // Shard 2's worker died holding its lease: a straggler, when shard 3 ends.
+    assert.ok(await claimShard(kv, id, 2, { owner: "gone", leaseMs: 60_000, nowMs: Date.now() }));
+    for (const s of [0, 1]) assert.equal((await runOne(kv, source, id, s)).kind, "done");
+    // Another shard of this process is looking already: shard 3's end does not look again.
+    const splitting = new Set(looking ? [id] : []);
+    const deps = workDeps(kv, source, { splitting, rebalance: { minItems: 30 } });
+    assert.equal((await workShard(deps, id, 3, { owner: "w" })).kind, "done");
+    assert.equal((await crawlStatus(kv, id)).splits.length, looking ? 0 : 1);
+    assert.deepEqual([...splitting], looking ? [id] : [], "a look ends with its mark removed");
+  }
 });

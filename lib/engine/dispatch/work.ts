@@ -59,6 +59,12 @@ export interface WorkDeps {
   /** Pages listed while this process plans a crawl, for its shards here. @default none */
   earlyPages?: EarlyPages;
   /**
+   * Crawls this process is looking for a straggler to split in now: one look at a time per crawl
+   * (shards ending together would all pick the same straggler and search the same key).
+   * @default none: every ending shard looks
+   */
+  splitting?: Set<string>;
+  /**
    * Names a worker of this process in leases (`ProcessBeat.owner`, so that its leases end with the
    * process). @default a name of no process: its leases only expire
    */
@@ -124,12 +130,17 @@ async function afterShardDone(deps: WorkDeps, crawlId: string): Promise<void> {
   const crawl = (await getCrawl(deps.kv, crawlId)).value;
   if (!crawl) return;
   const source = deps.openSource(crawl);
-  if (crawl.rebalance && crawl.status === "running") {
-    const split = await splitStraggler({ ...deps, source }, crawlId, {
-      now: deps.now,
-      ...deps.rebalance,
-    });
-    if (split) deps.onEvent?.({ kind: "split", crawlId, ...split });
+  if (crawl.rebalance && crawl.status === "running" && !deps.splitting?.has(crawlId)) {
+    deps.splitting?.add(crawlId);
+    try {
+      const split = await splitStraggler({ ...deps, source }, crawlId, {
+        now: deps.now,
+        ...deps.rebalance,
+      });
+      if (split) deps.onEvent?.({ kind: "split", crawlId, ...split });
+    } finally {
+      deps.splitting?.delete(crawlId);
+    }
   }
   const finishing = { now: deps.now, openSource: deps.openSource, dispatcher: deps.dispatcher };
   if (await checkCompletion(deps.kv, crawlId, finishing)) {
