@@ -6,7 +6,7 @@
 import { helpText, intFlag, parseFlags, runMain } from "../lib/cli/flags.ts";
 import { choiceFlag } from "../lib/cli/flags.ts";
 import { benchDocs } from "../lib/bench/docs_bench.ts";
-import { benchKeys } from "../lib/bench/keys_bench.ts";
+import { benchKeys, benchKeysLarge } from "../lib/bench/keys_bench.ts";
 import { benchPlan } from "../lib/bench/plan_bench.ts";
 import { benchRebalance } from "../lib/bench/rebalance_bench.ts";
 import { benchWorkers } from "../lib/bench/workers_bench.ts";
@@ -44,14 +44,20 @@ runMain(async () => {
   const runs = intFlag("runs", f.runs, { fallback: quick ? 1 : 3, min: 1, max: 20 });
   const log = console.log;
   const all = part === "all";
-  if (all || part === "plan") await benchPlan({ synthetic: quick ? 1_000_000 : 4_000_000, log });
+  if (all || part === "plan") await benchPlan({ synthetic: quick ? 1_000_000 : 4_500_000, log });
   if (all || part === "keys") {
     // A small registry, where planning's fixed cost weighs most, and a large one.
     for (const size of quick ? [200_000] : [300_000, 1_000_000]) {
       await benchKeys({ size, runs, log });
     }
+    // npm's size: one run each (the pager alone takes about 40 s).
+    if (!quick) await benchKeysLarge({ size: 4_500_000, runs: 1, log });
   }
-  if (all || part === "docs") await benchDocs({ size: quick ? 20_000 : 100_000, runs, log });
+  if (all || part === "docs") {
+    // A small registry, where fixed costs weigh most, then a larger one and the by-GET table.
+    if (!quick) await benchDocs({ size: 30_000, runs, log, byGet: false });
+    await benchDocs({ size: quick ? 20_000 : 100_000, runs, log });
+  }
   if (all || part === "rebalance") {
     await benchRebalance({ size: quick ? 10_000 : 20_000, runs, log });
   }

@@ -20,7 +20,9 @@ import {
 import { concurrentFetcher, couchbackupShallow, sequentialPager } from "./peers.ts";
 
 /** Prints the documents table. */
-export async function benchDocs(o: { size: number; runs: number; log: (s: string) => void }) {
+export async function benchDocs(
+  o: { size: number; runs: number; log: (s: string) => void; byGet?: boolean },
+) {
   const dir = await Deno.makeTempDir();
   const rows: (string | number)[][] = [];
   try {
@@ -63,18 +65,19 @@ export async function benchDocs(o: { size: number; runs: number; log: (s: string
           [at, "include_docs pager, limit 1,000", s(pager), ""],
           [at, "rankcrawl --docs (include_docs pages, 16 shards)", s(crawl), x(crawl / backup)],
           [at, "rankcrawl --docs + export", s(total), x(total / backup)],
+          [at, "rankcrawl --docs + export / the include_docs pager", "", x(total / pager)],
         );
       } finally {
         await reg.close();
       }
     }
-    rows.push(...await byGet(Math.min(o.size, 20_000), dir, o.runs));
+    if (o.byGet ?? true) rows.push(...await byGet(Math.min(o.size, 20_000), dir, o.runs));
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
   o.log(`\n## Documents: ${n(o.size)} documents (median of ${o.runs})\n`);
   o.log(
-    table(["registry", "what", "seconds", "rankcrawl / peer (couchbackup, or the script)"], rows),
+    table(["registry", "what", "seconds", "rankcrawl / peer (couchbackup unless named)"], rows),
   );
 }
 
