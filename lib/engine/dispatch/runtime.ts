@@ -190,7 +190,7 @@ function workDepsOf(options: RuntimeOptions, dispatcher: Dispatcher, beat: Proce
     ownerName: (l) => beat.owner(l),
     docMemory: new DocMemory(options.docMemoryBytes),
     earlyPages: new EarlyPages(),
-    splitting: new Set(),
+    splitting: new Map(),
   };
 }
 

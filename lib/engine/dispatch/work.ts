@@ -59,11 +59,12 @@ export interface WorkDeps {
   /** Pages listed while this process plans a crawl, for its shards here. @default none */
   earlyPages?: EarlyPages;
   /**
-   * Crawls this process is looking for a straggler to split in now: one look at a time per crawl
-   * (shards ending together would all pick the same straggler and search the same key).
-   * @default none: every ending shard looks
+   * The look for a straggler to split this process has under way, per crawl: ending shards look
+   * one after the other (looking together, they would all pick the same straggler and search the
+   * same key; one after the other, each finds the straggler the last split left).
+   * @default none: every ending shard looks at once
    */
-  splitting?: Set<string>;
+  splitting?: Map<string, Promise<void>>;
   /**
    * Names a worker of this process in leases (`ProcessBeat.owner`, so that its leases end with the
    * process). @default a name of no process: its leases only expire
@@ -130,17 +131,24 @@ async function afterShardDone(deps: WorkDeps, crawlId: string): Promise<void> {
   const crawl = (await getCrawl(deps.kv, crawlId)).value;
   if (!crawl) return;
   const source = deps.openSource(crawl);
-  if (crawl.rebalance && crawl.status === "running" && !deps.splitting?.has(crawlId)) {
-    deps.splitting?.add(crawlId);
-    try {
+  if (crawl.rebalance && crawl.status === "running") {
+    const look = async () => {
       const split = await splitStraggler({ ...deps, source }, crawlId, {
         now: deps.now,
         ...deps.rebalance,
       });
       if (split) deps.onEvent?.({ kind: "split", crawlId, ...split });
-    } finally {
-      deps.splitting?.delete(crawlId);
+    };
+    const before = deps.splitting?.get(crawlId);
+    const mine = before ? before.catch(() => {}).then(look) : look();
+    if (deps.splitting) {
+      const queued = mine.catch(() => {});
+      deps.splitting.set(crawlId, queued);
+      queued.then(() => {
+        if (deps.splitting?.get(crawlId) === queued) deps.splitting.delete(crawlId);
+      });
     }
+    await mine;
   }
   const finishing = { now: deps.now, openSource: deps.openSource, dispatcher: deps.dispatcher };
   if (await checkCompletion(deps.kv, crawlId, finishing)) {
