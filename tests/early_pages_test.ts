@@ -199,6 +199,9 @@ Deno.test("final check: a registry that held still is proven in one round, witho
   // Every rank computed at the store's sequence: neither the feed's end nor a window is read, no
   // change, no second round.
   assert.deepEqual({ seqReads, changeReads, sleeps }, { seqReads: 0, changeReads: 0, sleeps: 0 });
+  // Every range is marked proven, the last shard's too.
+  const after = (await listShards(kv, crawl.id)).map((e) => e.value.verified ?? null);
+  assert.deepEqual(after, ["exact", "exact", "exact", "exact"]);
   await assertCrawledExactly(kv, crawl.id, data.keys);
 });
 
