@@ -202,7 +202,10 @@ async function heldStill(pass: Pass, at: string): Promise<boolean> {
   const proven: [Deno.KvEntry<ShardRecord>[], RangeVerdict[]][] = [];
   for (let i = 0; i < shards.length; i += CHECK_BATCH) {
     const batch = shards.slice(i, i + CHECK_BATCH);
-    const verdicts = await checkBatch(pass, batch, drift, { at, window: async () => "too-many" });
+    const verdicts = await checkBatch(pass, batch, drift, {
+      at,
+      window: () => Promise.resolve("too-many" as const),
+    });
     if (!verdicts.every((v) => v.verdict === "equal")) return false;
     proven.push([batch, verdicts]);
   }
