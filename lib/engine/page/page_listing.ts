@@ -126,6 +126,45 @@ export function rowsPerPage(
 }
 
 /**
+ * The request for the next page of `shard`: from its cursor, within its end (an explicit one for
+ * sources planned without ranks: pouchdb drops ids above U+00FF from unbounded listings), or past
+ * it by `sentinel` rows when the end is likely within the page (null otherwise). One row more for
+ * the next cursor, and for each committed row the answer may repeat.
+ */
+function pageRequest(
+  crawl: CrawlRecord,
+  shard: ShardRecord,
+  o: { size: number; includeDocs?: boolean },
+): { request: ListOptions; sentinel: number | null } {
+  const extra = (shard.after ? 1 : 0) + (shard.skip ? 1 : 0);
+  const sentinel = sentinelRows(crawl, shard, o.size);
+  const end = sentinel !== null
+    ? null
+    : shard.end ?? (crawl.planMethod === "rank" ? null : OPEN_END);
+  const request = {
+    start: shard.cursor,
+    end,
+    limit: (sentinel ?? o.size + 1) + extra,
+    ...(o.includeDocs ? { includeDocs: true } : {}),
+  };
+  return { request, sentinel };
+}
+
+/**
+ * The answer's rows from the cursor on: without the cursor's own row when reading strictly after
+ * it, and without the committed long id the cursor's `skip` names.
+ */
+function fromCursor(listed: Row[], shard: ShardRecord): Row[] {
+  let rows = listed;
+  if (shard.after && rows[0]?.id === shard.cursor) rows = rows.slice(1);
+  if (shard.skip) {
+    const at = rows.findIndex((r) => isLongKey(r.id) && keyHash(r.id) === shard.skip);
+    if (at >= 0) rows = [...rows.slice(0, at), ...rows.slice(at + 1)];
+  }
+  return rows;
+}
+
+/**
  * Rows to ask for, without an end key, when the shard's end is likely within this page (its plan
  * leaves fewer rows than a page): those it expects, a margin for changes, and the first row at or
  * past its end, which proves the end in the same answer. Null: list within the end as usual (no
@@ -160,26 +199,11 @@ export async function listPage(
     early?: (request: ListOptions) => Promise<Page | undefined>;
   },
 ): Promise<ListedPage> {
-  const extra = (shard.after ? 1 : 0) + (shard.skip ? 1 : 0);
-  const sentinel = sentinelRows(crawl, shard, options.size);
-  const end = sentinel !== null
-    ? null
-    : shard.end ?? (crawl.planMethod === "rank" ? null : OPEN_END);
-  const ask = (sentinel ?? options.size + 1) + extra;
-  const request = {
-    start: shard.cursor,
-    end,
-    limit: ask,
-    ...(options.includeDocs ? { includeDocs: true } : {}),
-  };
+  const { request, sentinel } = pageRequest(crawl, shard, options);
+  const ask = request.limit;
   const page = await options.early?.(request) ?? await source.list(request);
   const got = page.rows.length;
-  let rows = page.rows;
-  if (shard.after && rows[0]?.id === shard.cursor) rows = rows.slice(1);
-  if (shard.skip) {
-    const at = rows.findIndex((r) => isLongKey(r.id) && keyHash(r.id) === shard.skip);
-    if (at >= 0) rows = [...rows.slice(0, at), ...rows.slice(at + 1)];
-  }
+  const rows = fromCursor(page.rows, shard);
   const before = (i: number) => i > 0 ? rows[i - 1].id : shard.cursor;
   const learnedCap = shard.shortOf && rows.length > 0 ? shard.shortOf : undefined;
   const base = { offset: page.offset, total: page.total, learnedCap };
