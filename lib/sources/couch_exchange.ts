@@ -116,6 +116,24 @@ export class CouchExchange {
     );
   }
 
+  /**
+   * One request to `path` under the database, a GET with `query` or a POST of `body` as JSON: its
+   * 4xx refused (see {@linkcode refuseErrors}), its answer parsed as JSON and handed to `check`,
+   * inside the exchange (so that what `check` or the parse finds transient is asked again).
+   */
+  json<T>(
+    path: string,
+    o: { query?: string; body?: unknown; maxBytes: number },
+    check: (body: unknown) => T,
+  ): Promise<T> {
+    const url = `${this.#o.db}/${path}${o.query ? `?${o.query}` : ""}`;
+    const post = o.body === undefined ? {} : { method: "POST", body: JSON.stringify(o.body) };
+    return this.#o.http.request({ url, ...post, maxBytes: o.maxBytes }, (a) => {
+      this.refuseErrors(a, path);
+      return check(parseJsonAnswer(a.body, a.headers.get("content-type"), this.what(path)));
+    });
+  }
+
   /** `description/path`, for messages. */
   what(path: string): string {
     return `${this.#o.description}/${path}`;

@@ -244,20 +244,11 @@ export class CouchSource implements Source {
   async #bulkGet(ids: string[]): Promise<DocResult[]> {
     if (ids.length === 0) return [];
     try {
-      return await this.#http.request({
-        url: `${this.#db}/_bulk_get`,
-        method: "POST",
-        body: JSON.stringify({ docs: ids.map((id) => ({ id })) }),
-        maxBytes: MAX_BULK_BYTES,
-      }, (a) => {
-        this.#x.refuseErrors(a, "_bulk_get");
-        const body = parseJsonAnswer(
-          a.body,
-          a.headers.get("content-type"),
-          this.#x.what("_bulk_get"),
-        );
-        return checkBulkGet(body, ids, this.description);
-      });
+      return await this.#x.json(
+        "_bulk_get",
+        { body: { docs: ids.map((id) => ({ id })) }, maxBytes: MAX_BULK_BYTES },
+        (body) => checkBulkGet(body, ids, this.description),
+      );
     } catch (err) {
       if (!(err instanceof TooLargeError)) throw err;
       // One document alone over the answer's cap: asked by itself (its own cap is larger).
@@ -271,8 +262,9 @@ export class CouchSource implements Source {
   }
 
   /**
-   * See {@linkcode Source.revs}: `POST _all_docs` with `{"keys": ids}`, {@linkcode REVS_PER_REQUEST} ids a request, 4 requests at once. An id
-   * answered `not_found` or deleted has no revision. Views have no such lookup (their keys are not
+   * See {@linkcode Source.revs}: `POST _all_docs` with `{"keys": ids}`,
+   * {@linkcode REVS_PER_REQUEST} ids a request, 4 requests at once. An id answered `not_found` or
+   * deleted has no revision. Views have no such lookup (their keys are not
    * document ids): the method is absent for them.
    */
   get revs(): ((ids: string[]) => Promise<(string | null)[]>) | undefined {
@@ -286,20 +278,11 @@ export class CouchSource implements Source {
       }
       // A few lookups at once: the final check waits for them, one round trip each otherwise.
       const answers = await mapPool(chunks, (keys) =>
-        this.#http.request({
-          url: `${this.#db}/_all_docs`,
-          method: "POST",
-          body: JSON.stringify({ keys }),
-          maxBytes: PAGE_BYTES + keys.length * ROW_BYTES,
-        }, (a) => {
-          this.#x.refuseErrors(a, "_all_docs");
-          const body = parseJsonAnswer(
-            a.body,
-            a.headers.get("content-type"),
-            this.#x.what("_all_docs"),
-          );
-          return checkKeyRevs(body, keys, this.description);
-        }), { concurrency: 4 });
+        this.#x.json(
+          "_all_docs",
+          { body: { keys }, maxBytes: PAGE_BYTES + keys.length * ROW_BYTES },
+          (body) => checkKeyRevs(body, keys, this.description),
+        ), { concurrency: 4 });
       return answers.flat();
     };
   }
@@ -349,18 +332,13 @@ export class CouchSource implements Source {
   /** See {@linkcode Source.changes}: each row's `id` is its key (see {@linkcode idOrder}). */
   async changes(since: string, limit: number): Promise<{ rows: ChangeRow[]; lastSeq: string }> {
     await this.#prepare();
-    const url = `${this.#db}/_changes?since=${encodeURIComponent(since)}&limit=${limit}`;
-    const feed = await this.#http.request(
-      { url, maxBytes: PAGE_BYTES + limit * ROW_BYTES },
-      (a) => {
-        this.#x.refuseErrors(a, "_changes");
-        const body = parseJsonAnswer(
-          a.body,
-          a.headers.get("content-type"),
-          this.#x.what("_changes"),
-        );
-        return checkChanges(body, this.description);
+    const feed = await this.#x.json(
+      "_changes",
+      {
+        query: `since=${encodeURIComponent(since)}&limit=${limit}`,
+        maxBytes: PAGE_BYTES + limit * ROW_BYTES,
       },
+      (body) => checkChanges(body, this.description),
     );
     if (this.idOrder === "codepoint") return feed;
     return { ...feed, rows: feed.rows.map((r) => ({ ...r, id: this.#listing.keyOf(r.id) })) };
