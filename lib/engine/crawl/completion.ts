@@ -134,8 +134,8 @@ async function finish(
   // proven again: the feed keeps a range in step only while it describes the same database.
   const pass: Pass = { kv, source, id, o, feed: claim, applied: 0, proven: new Set() };
   const { roundsPerPass, firstPauseMs, maxPauseMs } = FINAL_CHECK_RETRY;
-  if (claim && (await getCrawl(kv, id)).value?.planMethod === "rank") {
-    if (await heldStill(pass, claim.entry.value.seq)) return true;
+  if (claim?.crawl.planMethod === "rank" && await heldStill(pass, claim.entry.value.seq)) {
+    return true;
   }
   for (let round = 0; round < (o.maxRounds ?? roundsPerPass); round++) {
     if (round > 0) await sleep(Math.min(maxPauseMs, firstPauseMs * 2 ** (round - 1)));

@@ -19,8 +19,8 @@
  * @module
  */
 import { compareKeys, isLongKey } from "../../plan/keys.ts";
-import type { DocMode, Listing, ListOptions, Page, Row, Source } from "../../plan/source.ts";
-import { docMemoryBytes } from "./doc_memory.ts";
+import type { DocMode, Listing, ListOptions, Page, Source } from "../../plan/source.ts";
+import { heldBytes } from "./page_docs.ts";
 import type { CrawlRecord } from "../store/mod.ts";
 import { ROWS_IN_FLIGHT, rowsPerPage } from "./page_listing.ts";
 
@@ -126,7 +126,7 @@ export class EarlyPages {
     this.#entries.set(key, entry);
     entry.answer.then((page) => {
       if (page && docs && this.#entries.get(key) === entry) {
-        entry.docBytes = page.rows.reduce((n, r) => n + docBytes(r.doc), 0);
+        entry.docBytes = heldBytes(page.rows);
         this.#docBytes += entry.docBytes;
         // Over the budget: dropped now (the shard lists it again), never held on speculation.
         if (this.#docBytes > this.#maxDocBytes) return this.#remove(key, entry);
@@ -246,13 +246,6 @@ export class EarlyPages {
 
 function entryKey(crawlId: string, start: string | null, docs: boolean): string {
   return `${crawlId}\u0000${docs ? "docs" : "keys"}\u0000${JSON.stringify(start)}`;
-}
-
-/** The bytes a row's document holds in memory (as the document budget counts them). */
-function docBytes(doc: Row["doc"]): number {
-  if (!doc) return 0;
-  if (doc.kind === "doc") return docMemoryBytes(doc.json);
-  return doc.kind === "raw" ? doc.bytes.length : 0;
 }
 
 /**
