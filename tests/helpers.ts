@@ -9,6 +9,7 @@ import type { Plan } from "../lib/plan/planner.ts";
 import { RegistryData } from "../lib/sim/registry_data.ts";
 import { type SpawnedTask, spawnTask } from "../lib/sim/spawn_task.ts";
 import type { Source } from "../lib/plan/source.ts";
+import { exportNdjson } from "../lib/cli/export.ts";
 
 /** `n` distinct random keys drawn from `chars`, lengths 1..maxLen, sorted. */
 export function randomKeys(n: number, chars: string[], seed: number, maxLen = 8): string[] {
@@ -71,6 +72,24 @@ export async function waitHealthy(url: string): Promise<void> {
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error(`${url} did not come up`);
+}
+
+/**
+ * A crawl's NDJSON export as text, and the lines the export counted. Decoded as a stream: a
+ * character may be split between two chunks of the export.
+ */
+export async function exportText(
+  kv: Deno.Kv,
+  crawlId: string,
+): Promise<{ text: string; lines: number }> {
+  const dec = new TextDecoder();
+  let text = "";
+  const lines = await exportNdjson(
+    kv,
+    crawlId,
+    new WritableStream({ write: (c) => void (text += dec.decode(c, { stream: true })) }),
+  );
+  return { text: text + dec.decode(), lines };
 }
 
 /** A source that behaves like `inner` except for the methods given (faults, gates, drift). */

@@ -25,7 +25,7 @@ import { isHidden, type RegistryOptions, startRegistry } from "../lib/sim/regist
 import { CouchSource, type CouchSourceOptions } from "../lib/sources/couch_source.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { begin, finishAll, RecordingDispatcher, runOne, spec } from "./engine_helpers.ts";
-import { assertCrawledExactly, wrapSource } from "./helpers.ts";
+import { assertCrawledExactly, exportText, wrapSource } from "./helpers.ts";
 
 const names = async (n: number, seed = 11) => syntheticNames(await bundledNames(), n, { seed });
 
@@ -245,13 +245,7 @@ Deno.test("live: documents ending in a newline or pretty-printed export as one J
     try {
       using kv = await Deno.openKv(run.kvPath);
       const [crawl] = await listCrawls(kv);
-      let text = "";
-      const dec = new TextDecoder();
-      const n = await exportNdjson(
-        kv,
-        crawl.id,
-        new WritableStream({ write: (c) => void (text += dec.decode(c, { stream: true })) }),
-      );
+      const { text, lines: n } = await exportText(kv, crawl.id);
       const lines = text.split("\n").filter((l) => l !== "");
       assert.equal(n, 1_500);
       assert.equal(lines.length, 1_500, `${docFormat}: one line an item`);

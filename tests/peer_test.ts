@@ -10,8 +10,7 @@ import { CouchSource } from "../lib/sources/couch_source.ts";
 import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
 import { planShards } from "../lib/plan/planner.ts";
 import { listCrawls } from "../lib/engine/store/store.ts";
-import { exportNdjson } from "../lib/cli/export.ts";
-import { randomKeys } from "./helpers.ts";
+import { exportText, randomKeys } from "./helpers.ts";
 import { havePouchdb, startPouchdb } from "./optional_tools.ts";
 
 const have = havePouchdb;
@@ -100,13 +99,7 @@ Deno.test({
       using kv = await Deno.openKv(`${dir}/p.kv`);
       const [crawl] = await listCrawls(kv);
       assert.equal(crawl.idOrder, "utf16");
-      let text = "";
-      const dec = new TextDecoder();
-      await exportNdjson(
-        kv,
-        crawl.id,
-        new WritableStream({ write: (c) => void (text += dec.decode(c)) }),
-      );
+      const { text } = await exportText(kv, crawl.id);
       const lines = text.trimEnd().split("\n").map((l) => JSON.parse(l));
       const byUnits = [...unique].sort((a, b) => a < b ? -1 : a > b ? 1 : 0);
       assert.deepEqual(lines.map((l) => l.id), byUnits);

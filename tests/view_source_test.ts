@@ -17,8 +17,7 @@ import { bundledNames, prefixNear, syntheticNames } from "../lib/sim/names.ts";
 import { CouchSource } from "../lib/sources/couch_source.ts";
 import { iterateItems } from "../lib/engine/items/item_read.ts";
 import { listCrawls } from "../lib/engine/store/store.ts";
-import { exportNdjson } from "../lib/cli/export.ts";
-import { taskArgs } from "./helpers.ts";
+import { exportText, taskArgs } from "./helpers.ts";
 import { FatalError } from "../lib/base/errors.ts";
 
 async function registry(size: number, options: Parameters<typeof startRegistry>[1] = {}) {
@@ -303,13 +302,7 @@ Deno.test("view: crawls hold every row once, with documents; export writes rows"
           }
         }
         assert.deepEqual(ids, truth, "every row once, in view order");
-        let text = "";
-        const dec = new TextDecoder();
-        await exportNdjson(
-          kv,
-          crawl.id,
-          new WritableStream({ write: (c) => void (text += dec.decode(c)) }),
-        );
+        const { text } = await exportText(kv, crawl.id);
         const lines = text.trim().split("\n");
         const first = JSON.parse(lines[0]);
         const row = decodeViewRow(truth[0]);
