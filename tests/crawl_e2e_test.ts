@@ -255,3 +255,31 @@ Deno.test("e2e: a --docs crawl killed with SIGKILL resumes within seconds with t
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("e2e: a local crawl returns when its crawl is done, not at its next status read", async () => {
+  const data = new RegistryData(syntheticNames(await bundledNames(), 4000, { seed: 8 }));
+  const reg = await startRegistry(data, {});
+  const dir = await Deno.makeTempDir();
+  // An hour between status reads: only the crawl's end, told by the worker that finished it, can
+  // end the wait (the guard fails the test instead of letting it hang).
+  const guard = new AbortController();
+  const timer = setTimeout(() => guard.abort(), 120_000);
+  try {
+    for (const dispatch of ["lease", "queue"] as const) {
+      const res = await runLocalCrawl({
+        kvPath: `${dir}/${dispatch}.kv`,
+        spec: specFor(reg.url, { shards: 4 }),
+        sourceUrl: reg.url,
+        dispatch,
+        pollMs: 3_600_000,
+        signal: guard.signal,
+      });
+      assert.equal(res.report.status, "done");
+      assert.equal(res.report.itemsStored, 4000);
+    }
+  } finally {
+    clearTimeout(timer);
+    await reg.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});

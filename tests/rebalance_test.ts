@@ -8,7 +8,7 @@ import type { DocResult } from "../lib/plan/source.ts";
 import { compareKeys } from "../lib/plan/keys.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { begin, finishAll, RecordingDispatcher, runOne, spec, workDeps } from "./engine_helpers.ts";
-import { workShard } from "../lib/engine/dispatch/work.ts";
+import { queueLook, workShard } from "../lib/engine/dispatch/work.ts";
 import { assertCrawledExactly, dataOf, randomKeys, wrapSource } from "./helpers.ts";
 
 const ASCII = "abcdefghijklmnopqrstuvwxyz0123456789-".split("");
@@ -183,7 +183,7 @@ Deno.test("rebalance: ending shards of a process look for a straggler one after 
   // Another shard of this process is looking: shard 3's end waits for that look, then looks.
   let release = () => {};
   const other = new Promise<void>((r) => release = r);
-  const splitting = new Map([[id, other]]);
+  const splitting = new Map([[id, { tail: other, waiting: null }]]);
   const deps = workDeps(kv, source, { splitting, rebalance: { minItems: 30 } });
   let ended = false;
   const run = workShard(deps, id, 3, { owner: "w" }).then((r) => (ended = true, r));
@@ -195,4 +195,58 @@ Deno.test("rebalance: ending shards of a process look for a straggler one after 
   assert.equal((await crawlStatus(kv, id)).splits.length, 1);
   await new Promise((r) => setTimeout(r, 0));
   assert.equal(splitting.size, 0, "the last look leaves no mark behind");
+});
+
+Deno.test("rebalance: a shard ending while a look waits its turn shares that look", async () => {
+  const looks = new Map();
+  const ran: string[] = [];
+  let release = () => {};
+  const held = new Promise<void>((r) => release = r);
+  const first = queueLook(looks, "c", () => (ran.push("first"), held));
+  const second = queueLook(looks, "c", () => (ran.push("second"), Promise.resolve()));
+  const third = queueLook(looks, "c", () => (ran.push("third"), Promise.resolve()));
+  assert.equal(third, second, "the look not yet begun is shared");
+  const other = queueLook(looks, "d", () => (ran.push("other crawl"), Promise.resolve()));
+  await other;
+  assert.deepEqual(ran, ["first", "other crawl"], "one look at a time per crawl");
+  release();
+  await Promise.all([first, second, third]);
+  assert.deepEqual(ran, ["first", "other crawl", "second"]);
+  // Once begun, a look is no longer shared: the next one waits for it.
+  let releaseAgain = () => {};
+  const fourth = queueLook(
+    looks,
+    "c",
+    () => (ran.push("fourth"), new Promise<void>((r) => releaseAgain = r)),
+  );
+  await new Promise((r) => setTimeout(r, 0));
+  const fifth = queueLook(looks, "c", () => (ran.push("fifth"), Promise.reject(new Error("no"))));
+  assert.notEqual(fifth, fourth);
+  releaseAgain();
+  await fourth;
+  await assert.rejects(fifth, /no/, "a look's failure reaches its own caller");
+  assert.deepEqual(ran, ["first", "other crawl", "second", "fourth", "fifth"]);
+  await new Promise((r) => setTimeout(r, 0));
+  assert.equal(looks.size, 0, "the last look leaves no mark behind");
+});
+
+Deno.test("rebalance: a shard whose documents come with its pages is split only with two pages left", async () => {
+  // Pages of 500 rows carry their documents: the page in flight is not seen until it commits, so
+  // a shard with less than two pages left would be split behind its own listing.
+  for (const [per, splits] of [[900, 0], [1100, 1]] as const) {
+    using kv = await Deno.openKv(":memory:");
+    const data = dataOf(randomKeys(2 * per, ASCII, 33, 7));
+    const source = new MemorySource(data, { maxPage: 10_000, docMode: "include_docs" });
+    const { id, crawl } = await begin(
+      kv,
+      source,
+      spec({ shards: 2, maxPage: 10_000, docs: true, concurrency: 4, rebalance: true }),
+    );
+    assert.equal(crawl.docMode, "include_docs");
+    assert.equal((await runOne(kv, source, id, 0)).kind, "done");
+    // Shard 1 is being worked on (its worker holds the lease): the straggler.
+    assert.ok(await claimShard(kv, id, 1, { owner: "w", leaseMs: 60_000, nowMs: Date.now() }));
+    const split = await splitStraggler({ kv, source, dispatcher: new RecordingDispatcher() }, id);
+    assert.equal(split === null ? 0 : 1, splits, `${per} items left`);
+  }
 });

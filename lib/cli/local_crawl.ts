@@ -154,6 +154,9 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
   const openSource = localSources(options, log);
   const source = openSource(options.spec);
   const broken: Error[] = [];
+  const poll = new Poll();
+  // Ctrl-C is answered at once too, not at the next status read.
+  options.signal?.addEventListener("abort", () => poll.wake(), { once: true });
   const runtime = createRuntime({
     kv,
     openSource,
@@ -166,6 +169,8 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
     onEvent: (e) => {
       const line = describe(e);
       if (line) log(line);
+      // The end is told at once rather than at the next poll (up to 200 ms later).
+      if (e.kind === "crawl-done" || e.kind === "crawl-failed") poll.wake();
     },
     onProcessError: (err) => broken.push(err),
     log,
@@ -189,7 +194,7 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
       },
     );
     logOpened(crawl, action, log);
-    const end = await waitForEnd(kv, crawl.id, runtime, options, broken);
+    const end = await waitForEnd(kv, crawl.id, { runtime, poll, broken }, options);
     const report = options.follow && !options.signal?.aborted
       ? (await follow(kv, source, crawl.id, options, log), await crawlStatus(kv, crawl.id))
       : end.report;
@@ -242,10 +247,10 @@ function logOpened(crawl: CrawlRecord, action: OpenAction, log: (line: string) =
 async function waitForEnd(
   kv: Deno.Kv,
   crawlId: string,
-  runtime: Runtime,
+  run: { runtime: Runtime; poll: Poll; broken: Error[] },
   options: LocalCrawlOptions,
-  broken: Error[],
 ): Promise<{ report: CrawlStatusReport; itemsBefore: number }> {
+  const { runtime, poll, broken } = run;
   let lastWatch = performance.now();
   let itemsBefore: number | null = null;
   for (;;) {
@@ -274,7 +279,31 @@ async function waitForEnd(
     }
     // A status reads every shard: with many, it is read less often (2,000 shards: every 0.4 s).
     const every = options.pollMs ?? 200 + Math.min(1800, report.shardCount / 10);
-    await new Promise((r) => setTimeout(r, every));
+    await poll.sleep(every);
+  }
+}
+
+/** A pause between status reads that an event this process saw can cut short. */
+class Poll {
+  #wake: (() => void) | null = null;
+  #early = false;
+
+  /** Waits `ms`, or until {@linkcode wake} (also when it came before this call). */
+  sleep(ms: number): Promise<void> {
+    if (this.#early) {
+      this.#early = false;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => (this.#wake = null, resolve()), ms);
+      this.#wake = () => (clearTimeout(timer), this.#wake = null, resolve());
+    });
+  }
+
+  /** Ends the current pause, or the next one at once. */
+  wake(): void {
+    if (this.#wake) this.#wake();
+    else this.#early = true;
   }
 }
 

@@ -75,6 +75,8 @@ export interface CompletionOptions {
   maxRounds?: number;
   /** Sleeps between rounds (injected in tests). @default setTimeout */
   sleep?: (ms: number) => Promise<void>;
+  /** Called when this call marks the crawl done (not when it found it done). @default none */
+  onFinished?: () => void;
 }
 
 /**
@@ -98,10 +100,7 @@ export async function checkCompletion(
   if (crawl.indexed && (await listPending(kv, id, { limit: 1 })).length > 0) return false;
   const shards = (await listShards(kv, id)).map((e) => e.value);
   if (shards.length === 0 || shards.some((s) => !s.done)) return false;
-  if (!options.openSource) {
-    await transition(kv, id, "done", (s) => s === "running", { now: options.now });
-    return true;
-  }
+  if (!options.openSource) return await done(kv, id, options);
   const source = options.openSource(crawl);
   let claim: FeedClaim | null = null;
   if (crawl.startSeq !== null && !crawl.driftError) {
@@ -109,6 +108,12 @@ export async function checkCompletion(
     if (!claim) return false; // another process is finishing it
   }
   try {
+    if (claim) {
+      // Another runner may have finished the crawl since it was read above: it marks the crawl
+      // done before it gives the feed back, so the status read after the claim tells.
+      const status = (await getCrawl(kv, id)).value?.status;
+      if (status !== "running") return status === "done";
+    }
     return await finish(kv, source, claim, id, options);
   } catch (err) {
     if (err instanceof RegistryReplacedError || err instanceof FatalError) {
@@ -381,12 +386,14 @@ async function done(
   kv: Deno.Kv,
   id: string,
   o: CompletionOptions,
-  verification: Verification,
+  verification?: Verification,
   driftError?: string,
 ): Promise<boolean> {
-  await transition(kv, id, "done", (s) => s === "running", {
+  let mine = false;
+  await transition(kv, id, "done", (s) => mine = s === "running", {
     now: o.now,
-    patch: { verification, ...(driftError ? { driftError } : {}) },
+    patch: { ...(verification ? { verification } : {}), ...(driftError ? { driftError } : {}) },
   });
+  if (mine) o.onFinished?.();
   return true;
 }

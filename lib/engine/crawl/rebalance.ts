@@ -98,7 +98,12 @@ function median(xs: number[]): number {
 /** The smallest side a split may leave, in items. */
 function minItemsOf(crawl: CrawlRecord, source: Source, options: RebalanceOptions): number {
   if (options.minItems !== undefined) return Math.max(1, options.minItems);
-  return crawl.docs ? Math.max(2, 2 * crawl.concurrency) : rowsPerPage(crawl, source);
+  // A page is what a shard takes at a time, and splitting helps only where at least two are left;
+  // documents fetched one by one are counted as they start (`inflight`), so a few fetches' worth.
+  const byGet = crawl.docs && (crawl.docMode ?? "get") === "get";
+  return byGet
+    ? Math.max(2, 2 * crawl.concurrency)
+    : rowsPerPage(crawl, source, { docMode: crawl.docMode ?? undefined });
 }
 
 /**

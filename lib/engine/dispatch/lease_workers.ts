@@ -24,7 +24,7 @@ import {
   readLiveness,
   type ShardRecord,
 } from "../store/mod.ts";
-import { ownerOf, type WorkDeps, workPlan, workShard } from "./work.ts";
+import { finishingOptions, ownerOf, type WorkDeps, workPlan, workShard } from "./work.ts";
 
 /**
  * Lease workers need no message: a claimable shard or a crawl in `planning` is work. Dispatching
@@ -179,11 +179,7 @@ async function oneRound(
     }
     const shards = await candidates(deps.kv, crawl);
     if (shards.length === 0) {
-      await checkCompletion(deps.kv, crawl.id, {
-        now: deps.now,
-        openSource: deps.openSource,
-        dispatcher: deps.dispatcher,
-      });
+      await checkCompletion(deps.kv, crawl.id, finishingOptions(deps, crawl.id));
       continue;
     }
     for (const e of shuffle(shards.filter((e) => claimable(e.value, o.owner, o.now(), liveness)))) {

@@ -8,7 +8,7 @@
  */
 import { errorLine, StorageError } from "../../base/errors.ts";
 import type { Source } from "../../plan/source.ts";
-import { checkCompletion } from "../crawl/mod.ts";
+import { checkCompletion, type CompletionOptions } from "../crawl/mod.ts";
 import { type Dispatcher, planCrawl } from "../crawl/mod.ts";
 import type { DocMemory, EarlyPages } from "../page/mod.ts";
 import { type RebalanceOptions, splitStraggler } from "../crawl/mod.ts";
@@ -59,12 +59,13 @@ export interface WorkDeps {
   /** Pages listed while this process plans a crawl, for its shards here. @default none */
   earlyPages?: EarlyPages;
   /**
-   * The look for a straggler to split this process has under way, per crawl: ending shards look
+   * The looks for a straggler to split this process has under way, per crawl: ending shards look
    * one after the other (looking together, they would all pick the same straggler and search the
-   * same key; one after the other, each finds the straggler the last split left).
+   * same key; one after the other, each finds the straggler the last split left), and a shard
+   * ending while a look waits its turn shares that look (it will see this shard's end too).
    * @default none: every ending shard looks at once
    */
-  splitting?: Map<string, Promise<void>>;
+  splitting?: Map<string, SplitLooks>;
   /**
    * Names a worker of this process in leases (`ProcessBeat.owner`, so that its leases end with the
    * process). @default a name of no process: its leases only expire
@@ -126,6 +127,53 @@ export async function workShard(
   return res;
 }
 
+/** How a worker of `deps` finishes a crawl: telling `crawl-done` when it is the one that did. */
+export function finishingOptions(deps: WorkDeps, crawlId: string): CompletionOptions {
+  return {
+    now: deps.now,
+    openSource: deps.openSource,
+    dispatcher: deps.dispatcher,
+    onFinished: () => deps.onEvent?.({ kind: "crawl-done", crawlId }),
+  };
+}
+
+/** A crawl's looks for a straggler in one process: the last one queued, and one not yet begun. */
+export interface SplitLooks {
+  /** The last look queued (settled, never rejected: the queue only orders). */
+  tail: Promise<void>;
+  /** A look queued that has not begun, which a shard ending now shares. */
+  waiting: Promise<void> | null;
+}
+
+/**
+ * Runs `look` after the crawl's looks under way in `looks`, or shares the one queued that has not
+ * begun (it sees this shard's end too). Resolves or rejects as the look run for the caller does;
+ * the crawl's entry is removed when its last look settles.
+ */
+export function queueLook(
+  looks: Map<string, SplitLooks>,
+  crawlId: string,
+  look: () => Promise<void>,
+): Promise<void> {
+  const cur = looks.get(crawlId);
+  if (cur?.waiting) return cur.waiting;
+  const entry: SplitLooks = cur ?? { tail: Promise.resolve(), waiting: null };
+  const mine = cur
+    ? entry.tail.then(() => {
+      entry.waiting = null;
+      return look();
+    })
+    : look();
+  if (cur) entry.waiting = mine;
+  const tail = mine.catch(() => {});
+  entry.tail = tail;
+  looks.set(crawlId, entry);
+  tail.then(() => {
+    if (entry.tail === tail) looks.delete(crawlId);
+  });
+  return mine;
+}
+
 /** Splits a straggler (when the crawl rebalances), then finishes the crawl if it was the last. */
 async function afterShardDone(deps: WorkDeps, crawlId: string): Promise<void> {
   const crawl = (await getCrawl(deps.kv, crawlId)).value;
@@ -139,19 +187,7 @@ async function afterShardDone(deps: WorkDeps, crawlId: string): Promise<void> {
       });
       if (split) deps.onEvent?.({ kind: "split", crawlId, ...split });
     };
-    const before = deps.splitting?.get(crawlId);
-    const mine = before ? before.catch(() => {}).then(look) : look();
-    if (deps.splitting) {
-      const queued = mine.catch(() => {});
-      deps.splitting.set(crawlId, queued);
-      queued.then(() => {
-        if (deps.splitting?.get(crawlId) === queued) deps.splitting.delete(crawlId);
-      });
-    }
-    await mine;
+    await (deps.splitting ? queueLook(deps.splitting, crawlId, look) : look());
   }
-  const finishing = { now: deps.now, openSource: deps.openSource, dispatcher: deps.dispatcher };
-  if (await checkCompletion(deps.kv, crawlId, finishing)) {
-    deps.onEvent?.({ kind: "crawl-done", crawlId });
-  }
+  await checkCompletion(deps.kv, crawlId, finishingOptions(deps, crawlId));
 }

@@ -40,6 +40,12 @@ export function completenessError(
   );
 }
 
+/**
+ * Other shards still running, at most, for a shard's end check to be left to the final check: a
+ * quarter of the plan's shards, within 1..8 (see {@linkcode checkShardEnd}).
+ */
+const LAST_STRETCH_SHARDS = 8;
+
 /** What a shard's own end check found. */
 export type ShardCheck = "exact" | "relist" | "later";
 
@@ -47,8 +53,9 @@ export type ShardCheck = "exact" | "relist" | "later";
  * Checks a shard that just reached its end with `items` items in all, early: only when the
  * registry has not changed since the crawl started can its count be held against the ranks now
  * (`exact`, or `relist` when they disagree); otherwise the crawl's final check decides (`later`).
- * Registries whose offsets are not ranks are always `later`, and so is the last shard of a crawl
- * to end, when `kv` tells which that is (the final check follows at once).
+ * Registries whose offsets are not ranks are always `later`, and so are the shards that end the
+ * crawl, when `kv` tells which they are (the few still running with it: shards of equal counts end
+ * close together, and the final check follows at once).
  * @throws CompletenessError when the range was listed again {@linkcode MAX_RELISTS} times already
  * and still disagrees with a registry that held still.
  */
@@ -60,11 +67,11 @@ export async function checkShardEnd(
   options: { kv?: Deno.Kv } = {},
 ): Promise<ShardCheck> {
   if (crawl.planMethod !== "rank") return "later";
-  // The last shard to end is held against the same ranks by the crawl's final check, which
-  // follows at once: checking it here too would only make the crawl wait a round trip longer.
-  if (options.kv && crawl.indexed) {
-    const pending = await listPending(options.kv, crawl.id, { limit: 2 });
-    if (pending.every((id) => id === shard.id)) return "later";
+  // The shards that end the crawl are held against the same ranks by its final check, which
+  // follows at once: checking them here too would only make the crawl wait a round trip longer.
+  // (A range that disagrees is then listed again after the others end rather than beside them.)
+  if (options.kv && crawl.indexed && await lastStretch(options.kv, crawl, shard)) {
+    return "later";
   }
   // Each rank carries the sequence it was computed at where the registry says (one round trip);
   // elsewhere the sequence is read after both.
@@ -91,4 +98,11 @@ export async function checkShardEnd(
   const relists = shard.relists ?? 0;
   if (relists < MAX_RELISTS) return "relist";
   throw completenessError({ ...shard, relists }, { stored: items, span }, seq);
+}
+
+/** True when few other shards are still running (see `LAST_STRETCH_SHARDS`). */
+async function lastStretch(kv: Deno.Kv, crawl: CrawlRecord, shard: ShardRecord): Promise<boolean> {
+  const few = Math.min(LAST_STRETCH_SHARDS, Math.max(1, Math.floor(crawl.shards / 4)));
+  const pending = await listPending(kv, crawl.id, { limit: few + 2 });
+  return pending.filter((id) => id !== shard.id).length <= few;
 }
