@@ -3,15 +3,14 @@ import assert from "node:assert/strict";
 import { InputError } from "../lib/base/errors.ts";
 import { compareKeys } from "../lib/plan/keys.ts";
 import { itemLine } from "../lib/cli/export.ts";
-import { crawlKeysNdjson } from "../lib/engine/crawl/status.ts";
+import { crawlNdjsonBlocks } from "../lib/engine/crawl/status.ts";
+import { blockable, packBlocks } from "../lib/engine/items/item_blocks.ts";
 import {
-  blockable,
   blockNdjson,
   type BlockRow,
   decodeBlock,
   encodeBlock,
-  packBlocks,
-} from "../lib/engine/items/item_blocks.ts";
+} from "../lib/engine/items/block_codec.ts";
 import { countItems, iterateItems, pageItems } from "../lib/engine/items/item_read.ts";
 import { writeItems } from "../lib/engine/items/item_store.ts";
 import { MAX_VALUE_BYTES } from "../lib/engine/store/kv_limits.ts";
@@ -105,8 +104,43 @@ Deno.test("blocks: NDJSON copied out of a block equals the lines written item by
   const expected = rows.map((r) => itemLine(r) + "\n").join("");
   assert.equal(new TextDecoder().decode(lines.bytes), expected);
   assert.equal(blockNdjson(encodeBlock([])!)!.rows, 0);
-  assert.equal(blockNdjson(encodeBlock([{ ...rows[0], doc: "{}" }])), null, "documents: no");
   assert.throws(() => blockNdjson(new TextEncoder().encode('[2,"a","b"')), RangeError);
+  // Documents stored raw are copied out too; layout 2's documents as JSON strings are not.
+  const docs = rows.map((r, i) => i === 1 ? r : { ...r, doc: `{"_id":${JSON.stringify(r.id)}}` });
+  const docLines = blockNdjson(encodeBlock(docs))!;
+  assert.equal(
+    new TextDecoder().decode(docLines.bytes),
+    docs.map((r) => itemLine(r) + "\n").join(""),
+  );
+  const layout2 = new TextEncoder().encode(JSON.stringify([3, "a", "1-a", "{}"]));
+  assert.equal(blockNdjson(layout2), null);
+  assert.deepEqual(decodeBlock(layout2), [{ id: "a", rev: "1-a", doc: "{}" }]);
+});
+
+Deno.test("blocks: documents stored raw come back as their JSON text, whatever it holds", () => {
+  const docs = [
+    String.raw`{"_id":"a","s":"}]\\"}`, // a string ending in an escaped backslash, brackets in strings
+    String.raw`{"_id":"b","n":[1,[2,{"x":null}]],"e":{},"a":[],"q":"\\\"\u00e9"}`,
+    `{"_id":"c","u":"\u{1f600}中é","t":true,"f":-1.5e+3}`,
+    `{"_id":"d","deep":${"[".repeat(50)}${"]".repeat(50)}}`,
+  ];
+  for (const doc of docs) JSON.parse(doc); // each is valid JSON
+  const rows: BlockRow[] = docs.map((doc, i) => ({ id: `id${i}"\\`, rev: `${i}-r`, doc }));
+  rows.splice(2, 0, { id: "no document", rev: "9-z" });
+  const value = encodeBlock(rows);
+  assert.deepEqual(decodeBlock(value), rows);
+  // Written as it came: each document's bytes are in the block unescaped.
+  const text = new TextDecoder().decode(value);
+  for (const doc of docs) assert.ok(text.includes(doc));
+  // A document that came pretty-printed is kept on one line, the same value.
+  const pretty = JSON.stringify({ _id: "p", list: [1, 2], s: "a\nb" }, null, 2) + "\n";
+  const [back] = decodeBlock(encodeBlock([{ id: "p", rev: "1-p", doc: pretty }]));
+  assert.ok(!back.doc!.includes("\n"));
+  assert.deepEqual(JSON.parse(back.doc!), JSON.parse(pretty));
+  for (const cut of [value.length - 1, value.length - 2, 40, 3]) {
+    assert.throws(() => decodeBlock(value.subarray(0, cut)), RangeError, `cut at ${cut}`);
+  }
+  assert.throws(() => decodeBlock(new TextEncoder().encode('[4,"a","1",5]')), RangeError);
 });
 
 Deno.test("blocks: a keys-only export copies blocks out, the same bytes as item by item", async () => {
@@ -115,7 +149,7 @@ Deno.test("blocks: a keys-only export copies blocks out, the same bytes as item 
   const source = new MemorySource(data, { maxPage: 40 });
   const { id } = await begin(kv, source, spec({ shards: 3, maxPage: 40 }));
   await finishAll(kv, source, id);
-  const raw = await crawlKeysNdjson(kv, id);
+  const raw = await crawlNdjsonBlocks(kv, id);
   assert.ok(raw, "a keys-only crawl in blocks takes the fast way out");
   const { text, lines } = await exportText(kv, id);
   assert.equal(lines, data.size);
@@ -255,4 +289,24 @@ Deno.test("blocks: items page through records and blocks in one order; forged cu
   for (const forged of ["%%%", "czpaaa", btoa('"s\\ud800"'), btoa('"zz"')]) {
     await assert.rejects(pageItems(kv, id, { limit: 5, cursor: forged }), InputError);
   }
+});
+
+Deno.test("blocks: a crawl with documents is exported out of its blocks, the same bytes", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const data = dataOf(randomKeys(600, [...UNI, '"', "\\"], 36, 7));
+  const source = new MemorySource(data, { maxPage: 1000, docMode: "include_docs" });
+  const { id } = await begin(kv, source, spec({ shards: 3, maxPage: 1000, docs: true }));
+  await finishAll(kv, source, id);
+  assert.ok(await crawlNdjsonBlocks(kv, id), "documents stored raw take the fast way out");
+  const { text, lines } = await exportText(kv, id);
+  assert.equal(lines, data.size);
+  let expected = "";
+  for await (const it of iterateItems(kv, id)) expected += itemLine(it) + "\n";
+  assert.equal(text, expected);
+  assert.equal(text.split("\n").filter((l) => l && JSON.parse(l).doc?._id).length, data.size);
+  // A crawl begun by a version that stored documents as JSON strings is read row by row.
+  const crawl = (await kv.get<CrawlRecord>(keys.crawl(id))).value!;
+  await kv.set(keys.crawl(id), { ...crawl, itemLayout: 2 });
+  assert.equal(await crawlNdjsonBlocks(kv, id), null);
+  assert.equal((await exportText(kv, id)).text, expected);
 });

@@ -5,7 +5,12 @@
  *
  * @module
  */
-import { crawlItemBatches, crawlKeysNdjson, type ExportedItem, findCrawl } from "../engine/mod.ts";
+import {
+  crawlItemBatches,
+  crawlNdjsonBlocks,
+  type ExportedItem,
+  findCrawl,
+} from "../engine/mod.ts";
 import { oneLine } from "../sources/couch_answers.ts";
 import type { IdOrder } from "../plan/id_order.ts";
 import { shownKey } from "../plan/shown_key.ts";
@@ -53,12 +58,12 @@ export async function exportNdjson(
   const view = crawl?.view !== undefined;
   const idOrder = crawl?.idOrder ?? "codepoint";
   // Lines copied out of blocks show keys: only where keys are the ids themselves.
-  const raw = idOrder === "codepoint" ? await crawlKeysNdjson(kv, id) : null;
+  const raw = idOrder === "codepoint" ? await crawlNdjsonBlocks(kv, id) : null;
   const writer = out.getWriter();
   const enc = new TextEncoder();
   let n = 0;
   try {
-    // Keys only, all in blocks: the lines are copied out of the blocks as they are.
+    // All in blocks (keys, or documents stored raw): the lines are copied out of the blocks.
     if (raw) {
       for await (const { bytes, rows } of raw) (n += rows, await writer.write(bytes));
       return n;

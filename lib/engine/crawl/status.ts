@@ -20,6 +20,7 @@ import {
   iterateItems,
   pageDocErrors,
   pageItems,
+  RAW_DOC_LAYOUT,
 } from "../items/mod.ts";
 import {
   type CrawlRecord,
@@ -343,16 +344,18 @@ export async function* crawlItemBatches(
 }
 
 /**
- * Every item of a keys-only crawl as NDJSON bytes (`{"id","rev"}` lines), straight from its blocks
- * without decoding them, when the crawl allows it: no documents, not a view, no item records.
- * Null otherwise (use {@linkcode crawlItemBatches}). @throws NotFoundError for an unknown crawl.
+ * Every item of a crawl as NDJSON bytes (`{"id","rev","doc"?}` lines), straight from its blocks
+ * without decoding them, when the crawl allows it: not a view, no item records, documents (if
+ * any) stored raw (layout 3 on, `RAW_DOC_LAYOUT`). Null otherwise (use
+ * {@linkcode crawlItemBatches}). @throws NotFoundError for an unknown crawl.
  */
-export async function crawlKeysNdjson(
+export async function crawlNdjsonBlocks(
   kv: Deno.Kv,
   id: string,
 ): Promise<AsyncIterable<{ bytes: Uint8Array; rows: number }> | null> {
   const crawl = await requireItems(kv, id);
-  if (crawl.docs || crawl.view !== undefined || await hasRecords(kv, id)) return null;
+  const stringDocs = crawl.docs && (crawl.itemLayout ?? 1) < RAW_DOC_LAYOUT;
+  if (stringDocs || crawl.view !== undefined || await hasRecords(kv, id)) return null;
   const starts = await shardStarts(kv, id);
   return blockNdjsonBatches(kv, id, { bounds: starts });
 }

@@ -14,7 +14,8 @@
  * @module
  */
 import type { DocResult } from "../../plan/source.ts";
-import { blockHolding, type BlockRow, encodeBlock } from "./item_blocks.ts";
+import { blockHolding } from "./item_blocks.ts";
+import { type BlockRow, encodeBlock } from "./block_codec.ts";
 import { chunkKeys, itemPresence } from "./item_read.ts";
 import { type ItemInput, prepareWrites, setInBatches } from "./item_store.ts";
 import { compareKeys } from "../../plan/keys.ts";

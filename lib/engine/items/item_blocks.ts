@@ -1,8 +1,8 @@
 /**
  * Item blocks: how most rows are stored. One KV value per ~60 KB of a page's rows
- * (`["block", crawl, firstId]` → UTF-8 JSON `[stride, id, rev, (doc,) id, rev, …]`) instead of one
- * per item, so a page of 4,000 names is one or two small values and export reads 1,000 values per
- * million items. Documents ride along as JSON strings, byte for byte as the registry served them.
+ * (`["block", crawl, firstId]` → `[stride, id, rev, (doc,) id, rev, …]`, see `block_codec.ts`)
+ * instead of one per item, so a page of 4,000 names is one or two small values and export reads
+ * 1,000 values per million items. Documents ride along as the JSON text the registry served.
  *
  * Rules that keep blocks exact:
  * - A block holds consecutive rows of one page, in key order; its key is its first id, so blocks
@@ -25,9 +25,17 @@ import { compareKeys } from "../../plan/keys.ts";
 import { MAX_PLAIN_ID_KEY_BYTES, plainPartSize } from "./item_codec.ts";
 import { keySize, MAX_VALUE_BYTES } from "../store/mod.ts";
 import { keys } from "../store/mod.ts";
+import { type BlockRow, decodeBlock, encodeBlock } from "./block_codec.ts";
 
-/** The item layout this version writes (`CrawlRecord.itemLayout`). */
-export const ITEM_LAYOUT = 2;
+/**
+ * The item layout this version writes (`CrawlRecord.itemLayout`): 2, nothing stored ahead of a
+ * shard's cursor; 3, documents in blocks as raw JSON (`block_codec.ts`).
+ */
+export const ITEM_LAYOUT = 3;
+/** The first layout that stores nothing ahead of a shard's cursor. */
+export const CURSOR_LAYOUT = 2;
+/** The first layout whose blocks hold documents only as raw JSON (an export copies them). */
+export const RAW_DOC_LAYOUT = 3;
 
 /** Target encoded size of one block, in bytes (under KV's 65,536-byte value limit). */
 export const BLOCK_BYTES = 60_000;
@@ -35,16 +43,6 @@ export const BLOCK_BYTES = 60_000;
 export const MAX_BLOCK_ROW_BYTES = 2_048;
 /** Documents longer than this many UTF-16 units are item records (chunked when large). */
 export const MAX_BLOCK_DOC_UNITS = 16_000;
-
-/** One row of a block: an id, its revision and its document's JSON text when fetched. */
-export interface BlockRow {
-  /** The item's id. */
-  id: string;
-  /** Its revision (for view rows, the value's JSON). */
-  rev: string;
-  /** The document's JSON text, when documents are fetched. */
-  doc?: string;
-}
 
 /** A row as listed, with its document's outcome when fetched (`ItemInput`). */
 export interface ListedRow {
@@ -76,9 +74,6 @@ export interface Position {
   after: boolean;
 }
 
-const enc = new TextEncoder();
-const dec = new TextDecoder();
-
 /** True when a row is stored in a block (decided by the row and its document alone). */
 export function blockable(row: ListedRow): boolean {
   if (row.id.length + row.rev.length > MAX_BLOCK_ROW_BYTES || plainPartSize(row.id) <= 0) {
@@ -93,40 +88,6 @@ export function blockRow(row: ListedRow): BlockRow {
   return row.doc === undefined
     ? { id: row.id, rev: row.rev }
     : { id: row.id, rev: row.rev, doc: row.doc.json! };
-}
-
-/** Encodes rows as one block value (JSON keeps every UTF-16 string exactly, lone surrogates too). */
-export function encodeBlock(rows: readonly BlockRow[]): Uint8Array {
-  const stride = rows.some((r) => r.doc !== undefined) ? 3 : 2;
-  const flat: (string | number | null)[] = new Array(1 + rows.length * stride);
-  flat[0] = stride;
-  for (let i = 0, at = 1; i < rows.length; i++, at += stride) {
-    flat[at] = rows[i].id;
-    flat[at + 1] = rows[i].rev;
-    if (stride === 3) flat[at + 2] = rows[i].doc ?? null;
-  }
-  return enc.encode(JSON.stringify(flat));
-}
-
-/** Decodes a block value. @throws RangeError for bytes that are not a block. */
-export function decodeBlock(value: Uint8Array): BlockRow[] {
-  let flat: unknown;
-  try {
-    flat = JSON.parse(dec.decode(value));
-  } catch (err) {
-    throw new RangeError("item block is not JSON", { cause: err });
-  }
-  const stride = Array.isArray(flat) ? flat[0] : null;
-  if (!Array.isArray(flat) || (stride !== 2 && stride !== 3) || (flat.length - 1) % stride !== 0) {
-    throw new RangeError("item block is malformed");
-  }
-  const out: BlockRow[] = new Array((flat.length - 1) / stride);
-  for (let i = 0, at = 1; i < out.length; i++, at += stride) {
-    const row: BlockRow = { id: flat[at], rev: flat[at + 1] };
-    if (stride === 3 && flat[at + 2] !== null) row.doc = flat[at + 2];
-    out[i] = row;
-  }
-  return out;
 }
 
 /**
@@ -144,7 +105,7 @@ export function packBlocks(crawlId: string, rows: readonly BlockRow[]): BlockWri
   };
   for (let i = 0; i < rows.length; i++) {
     // UTF-16 units are a close estimate of UTF-8 bytes for names; the exact size is checked below.
-    const add = rows[i].id.length + rows[i].rev.length + (rows[i].doc?.length ?? 0) * 1.1 + 9;
+    const add = rows[i].id.length + rows[i].rev.length + (rows[i].doc?.length ?? 0) + 9;
     if (size + add > BLOCK_BYTES) close(i);
     size += add;
   }
@@ -245,47 +206,4 @@ export async function blockHolding(
     return { entry, rows, index: rows.findIndex((r) => r.id === id) };
   }
   return null;
-}
-
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const LINE_ID = new TextEncoder().encode('{"id":');
-const LINE_REV = new TextEncoder().encode(',"rev":');
-const LINE_END = new TextEncoder().encode("}\n");
-
-/**
- * A keys-only block's rows as NDJSON lines (`{"id":…,"rev":…}`), copied byte for byte from the
- * block's JSON strings (the same serializer wrote them; a quote or backslash byte never occurs
- * inside a UTF-8 sequence), without decoding anything. Null for a block with documents.
- * @throws RangeError for bytes that are not a block.
- */
-export function blockNdjson(value: Uint8Array): { bytes: Uint8Array; rows: number } | null {
-  if (value[0] !== 0x5b || value[2] !== 0x2c && value[2] !== 0x5d) {
-    throw new RangeError("item block is malformed");
-  }
-  if (value[1] !== 0x32) return null; // stride 3: documents
-  // First pass: where each JSON string starts and ends.
-  const marks: number[] = [];
-  let i = 3;
-  while (i < value.length && value[i] === QUOTE) {
-    const from = i++;
-    while (i < value.length && value[i] !== QUOTE) i += value[i] === BACKSLASH ? 2 : 1;
-    marks.push(from, ++i);
-    i++; // the comma, or the closing bracket
-  }
-  if (marks.length % 4 !== 0 || value[i - 1] !== 0x5d) throw new RangeError("item block is cut");
-  const rows = marks.length / 4;
-  let size = rows * (LINE_ID.length + LINE_REV.length + LINE_END.length);
-  for (let m = 0; m < marks.length; m += 2) size += marks[m + 1] - marks[m];
-  const out = new Uint8Array(size);
-  let at = 0;
-  const put = (b: Uint8Array) => (out.set(b, at), at += b.length);
-  for (let m = 0; m < marks.length; m += 4) {
-    put(LINE_ID);
-    put(value.subarray(marks[m], marks[m + 1]));
-    put(LINE_REV);
-    put(value.subarray(marks[m + 2], marks[m + 3]));
-    put(LINE_END);
-  }
-  return { bytes: out, rows };
 }

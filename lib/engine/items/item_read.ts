@@ -9,7 +9,8 @@
 import { InputError } from "../../base/errors.ts";
 import { readAhead } from "../../base/read_ahead.ts";
 import { compareKeys } from "../../plan/keys.ts";
-import { blockHolding, blockNdjson, decodeBlock } from "./item_blocks.ts";
+import { blockHolding } from "./item_blocks.ts";
+import { blockNdjson, decodeBlock } from "./block_codec.ts";
 import { decodeItem, idKeyPart, plainPartSize } from "./item_codec.ts";
 import { utf8Length } from "../store/mod.ts";
 import { keys, kvOp } from "../store/mod.ts";
@@ -230,9 +231,10 @@ export async function hasRecords(kv: Deno.Kv, crawlId: string): Promise<boolean>
 }
 
 /**
- * A keys-only crawl held in blocks alone, as NDJSON bytes in key order, a block at a time, the
- * ranges between `bounds` read ahead in parallel (see {@linkcode itemBatches}); the fastest way
- * out. Callers check first that the crawl has no documents and no item records.
+ * A crawl held in blocks alone, as NDJSON bytes in key order, a block at a time, the ranges
+ * between `bounds` read ahead in parallel (see {@linkcode itemBatches}); the fastest way out.
+ * Callers check first that the crawl has no item records, and no documents stored by layout 2
+ * (`RAW_DOC_LAYOUT`).
  */
 export async function* blockNdjsonBatches(
   kv: Deno.Kv,
@@ -247,7 +249,7 @@ export async function* blockNdjsonBatches(
   const read = async function* (selector: Deno.KvListSelector) {
     for await (const e of kv.list<Uint8Array>(selector, { batchSize: 100 })) {
       const lines = blockNdjson(e.value);
-      if (!lines) throw new RangeError("a block with documents in a keys-only export");
+      if (!lines) throw new RangeError("a block with documents as JSON strings in a block export");
       yield lines;
     }
   };

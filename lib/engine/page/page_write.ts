@@ -17,7 +17,7 @@ import {
   blockable,
   blockRow,
   chunkKeys,
-  ITEM_LAYOUT,
+  CURSOR_LAYOUT,
   type ItemInput,
   keysIn,
   packBlocks,
@@ -190,7 +190,7 @@ async function staleKeys(
   page: { cur: ShardRecord; listed: ListedPage; cut: boolean },
 ): Promise<{ stale: Deno.KvKey[]; chunks: Map<string, Deno.KvKey[]>; stop: string | null }> {
   const { cur } = page;
-  const listedBefore = cur.revisit || (crawl.itemLayout ?? 1) < ITEM_LAYOUT;
+  const listedBefore = cur.revisit || (crawl.itemLayout ?? 1) < CURSOR_LAYOUT;
   if (!listedBefore) return { stale: [], chunks: new Map(), stop: null };
   const found = await keysIn(ctx.kv, crawl.id, {
     from: { cursor: cur.cursor, after: cur.after },
