@@ -10,9 +10,9 @@
  * - Layout 2 wrote documents as JSON strings, `[3, id, rev, "{…}", …]`: still read.
  *
  * Blocks of strides 2 and 4 are read by a scan of their bytes that finds each string's and each
- * document's end (a quote byte ends a string unless an odd run of backslashes precedes it;
- * brackets outside strings nest; a quote, backslash or bracket byte never occurs inside a UTF-8
- * sequence), so that an export copies each row's NDJSON line out of its block without decoding it.
+ * document's end (a quote byte ends a string unless a backslash escapes it; brackets outside
+ * strings nest; a quote, backslash or bracket byte never occurs inside a UTF-8 sequence), so that
+ * an export copies each row's NDJSON line out of its block without decoding it.
  *
  * @module
  */
@@ -163,15 +163,12 @@ function rowMarks(b: Uint8Array): number[] {
 
 /** The end (exclusive) of the JSON string whose opening quote is at `from`. */
 function stringEnd(b: Uint8Array, from: number): number {
-  let at = from + 1;
-  for (;;) {
-    const q = b.indexOf(QUOTE, at);
-    if (q < 0) throw new RangeError("item block is cut");
-    let escapes = 0;
-    for (let k = q - 1; b[k] === BACKSLASH; k--) escapes++;
-    if (escapes % 2 === 0) return q + 1;
-    at = q + 1;
+  for (let i = from + 1; i < b.length; i++) {
+    const c = b[i];
+    if (c === BACKSLASH) i++; // the escaped byte is never the end
+    else if (c === QUOTE) return i + 1;
   }
+  throw new RangeError("item block is cut");
 }
 
 /** The end (exclusive) of the document at `from`: `null`, or a JSON object. */
