@@ -54,18 +54,26 @@ Deno.test("lease: idle or failing, a worker sleeps (counted with an injected clo
   });
   let clock = 1_000_000;
   const slept: number[] = [];
+  const whileRunning: number[] = [];
   const stats = await runLeaseWorker(
     workDeps(kv, down, { dispatcher: new LeaseDispatcher(), now: () => clock }),
     {
       maxRunMs: 10 * 60_000,
-      sleep: (ms) => (slept.push(ms), clock += ms, Promise.resolve()),
+      sleep: async (ms) => {
+        slept.push(ms);
+        if ((await getCrawl(kv, "down")).value!.status === "running") whileRunning.push(ms);
+        clock += ms;
+      },
     },
   );
-  // Ten simulated minutes: each shard tried after its backoff, until the crawl fails at 8 tries.
+  // Ten simulated minutes: each shard tried after its backoff, until the crawl fails at 8 tries;
+  // while it runs, the worker looks again at least once a second, never more often than 4 times.
   assert.equal((await getCrawl(kv, "down")).value!.status, "failed");
   assert.ok(calls <= 16, `${calls} listing attempts in ten minutes`);
-  assert.ok(slept.length < 200, `${slept.length} sleeps`);
+  assert.ok(slept.length <= 620, `${slept.length} sleeps`);
   assert.ok(slept.every((ms) => ms >= 250), "never a busy loop");
+  assert.ok(whileRunning.length > 3, `${whileRunning.length} sleeps while the crawl ran`);
+  assert.equal(Math.max(...whileRunning), 1000, "asleep a second at most while a crawl runs");
   assert.ok(stats.idleSleeps > 0);
   // Nothing to do at all: the worker only sleeps, longer each time up to 5 s.
   const idle: number[] = [];

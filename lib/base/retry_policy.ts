@@ -94,6 +94,12 @@ export const IDLE_BACKOFF = {
   firstMs: 250,
   /** Longest sleep, in milliseconds. */
   maxMs: 5_000,
+  /**
+   * Longest sleep while a crawl is running or planning, in milliseconds: its end (a worker with
+   * `exitWhenIdle` stops then), and a shard another process lets go or splits off, are seen within
+   * it (4 processes on one crawl: the last one stopped up to 5 s after the crawl was done).
+   */
+  busyMaxMs: 1_000,
 } as const;
 
 /** The delay `failures` failures in a row call for, from a schedule (its last step repeats). */

@@ -73,7 +73,10 @@ export interface LeaseWorkerOptions {
   owner?: string;
   /** First sleep when there is no work, in milliseconds (doubles up to `maxIdleMs`). @default 250 */
   idleMs?: number;
-  /** Longest sleep when there is no work, in milliseconds. @default 5000 */
+  /**
+   * Longest sleep when there is no work, in milliseconds. @default 5000, and 1000 while a crawl is
+   * running or planning (`IDLE_BACKOFF.busyMaxMs`)
+   */
   maxIdleMs?: number;
   /** Stop after this long (a Deploy cron tick), in milliseconds. @default no limit */
   maxRunMs?: number;
@@ -137,6 +140,7 @@ export async function runLeaseWorker(
     (options.maxRunMs !== undefined && now() - started > options.maxRunMs);
   let idle = options.idleMs ?? IDLE_BACKOFF.firstMs;
   let inARow = 0;
+  let busy = false;
   while (!stop()) {
     let worked = false;
     generation = nudges?.generation ?? 0;
@@ -144,7 +148,8 @@ export async function runLeaseWorker(
       const active = (await listCrawls(deps.kv)).filter((c) =>
         c.status === "running" || c.status === "planning"
       );
-      if (active.length === 0 && options.exitWhenIdle) break;
+      busy = active.length > 0;
+      if (!busy && options.exitWhenIdle) break;
       worked = await oneRound(deps, shuffle(active), { owner, stop, stats, now });
       inARow = 0;
     } catch (err) {
@@ -154,9 +159,10 @@ export async function runLeaseWorker(
     }
     if (worked) idle = options.idleMs ?? IDLE_BACKOFF.firstMs;
     else {
+      const most = options.maxIdleMs ?? (busy ? IDLE_BACKOFF.busyMaxMs : IDLE_BACKOFF.maxMs);
       stats.idleSleeps++;
-      await sleep(idle);
-      idle = Math.min(options.maxIdleMs ?? IDLE_BACKOFF.maxMs, idle * 2);
+      await sleep(Math.min(idle, most));
+      idle = Math.min(most, idle * 2);
     }
   }
   return stats;
