@@ -112,6 +112,11 @@ Deno.test("blocks: NDJSON copied out of a block equals the lines written item by
     new TextDecoder().decode(docLines.bytes),
     docs.map((r) => itemLine(r) + "\n").join(""),
   );
+  // The smallest rows grow the most (6 bytes in a block, 19 as a line).
+  const tiny = Array.from({ length: 3000 }, () => ({ id: "", rev: "" }));
+  const tinyLines = blockNdjson(encodeBlock(tiny))!;
+  assert.equal(tinyLines.rows, 3000);
+  assert.equal(new TextDecoder().decode(tinyLines.bytes), '{"id":"","rev":""}\n'.repeat(3000));
   const layout2 = new TextEncoder().encode(JSON.stringify([3, "a", "1-a", "{}"]));
   assert.equal(blockNdjson(layout2), null);
   assert.deepEqual(decodeBlock(layout2), [{ id: "a", rev: "1-a", doc: "{}" }]);
