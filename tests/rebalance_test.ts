@@ -250,3 +250,22 @@ Deno.test("rebalance: a shard whose documents come with its pages is split only 
     assert.equal(split === null ? 0 : 1, splits, `${per} items left`);
   }
 });
+
+Deno.test("watchdog: the tick that finishes a crawl says so, once", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const data = dataOf(randomKeys(400, ASCII, 37, 6));
+  const source = new MemorySource(data, { maxPage: 60 });
+  const { id, dispatcher } = await begin(kv, source, spec({ shards: 2, maxPage: 60 }));
+  for (const s of [0, 1]) assert.equal((await runOne(kv, source, id, s)).kind, "done");
+  const finished: string[] = [];
+  const deps = {
+    kv,
+    dispatcher,
+    openSource: () => source,
+    onFinished: (c: string) => finished.push(c),
+  };
+  await watchdog(deps, { stallMs: 0 });
+  assert.equal((await crawlStatus(kv, id)).status, "done");
+  await watchdog(deps, { stallMs: 0 });
+  assert.deepEqual(finished, [id], "told by the tick that finished it, not by the next");
+});

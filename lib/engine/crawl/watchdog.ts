@@ -21,12 +21,24 @@ import {
   readLiveness,
 } from "../store/mod.ts";
 
+/** What the watchdog works with. */
+export interface WatchdogDeps {
+  /** The store. */
+  kv: Deno.Kv;
+  /** Where revived shards and plans go. */
+  dispatcher: Dispatcher;
+  /** Opens a crawl's source (its final check, a followed crawl's catch-up). @default none */
+  openSource?: (crawl: CrawlRecord) => Source;
+  /** Told when the watchdog is the one that finishes a crawl. @default none */
+  onFinished?: (crawlId: string) => void;
+}
+
 /**
  * Keeps work moving (see the module comment). Returns how many shards were re-dispatched. A shard
  * held by a live lease, or waiting out its retry backoff, is never re-dispatched.
  */
 export async function watchdog(
-  deps: { kv: Deno.Kv; dispatcher: Dispatcher; openSource?: (crawl: CrawlRecord) => Source },
+  deps: WatchdogDeps,
   options: { stallMs?: number; now?: () => number } = {},
 ): Promise<number> {
   const now = (options.now ?? Date.now)();
@@ -57,7 +69,7 @@ export async function watchdog(
 }
 
 async function reviveShards(
-  deps: { kv: Deno.Kv; dispatcher: Dispatcher; openSource?: (crawl: CrawlRecord) => Source },
+  deps: WatchdogDeps,
   crawlId: string,
   o: { now: number; stallMs: number },
 ): Promise<number> {
@@ -80,6 +92,7 @@ async function reviveShards(
       openSource: deps.openSource,
       dispatcher: deps.dispatcher,
       now: () => o.now,
+      onFinished: () => deps.onFinished?.(crawlId),
     });
   }
   return n;

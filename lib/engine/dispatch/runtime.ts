@@ -155,7 +155,12 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     mode: options.dispatch,
     deps,
     watchdogTick: (o = {}) =>
-      watchdog({ kv, dispatcher, openSource }, { stallMs: o.stallMs, now: options.now }),
+      watchdog({
+        kv,
+        dispatcher,
+        openSource,
+        onFinished: (crawlId) => options.onEvent?.({ kind: "crawl-done", crawlId }),
+      }, { stallMs: o.stallMs, now: options.now }),
     leaseTick: (ms) =>
       options.dispatch === "lease"
         ? worker({ maxRunMs: ms, exitWhenIdle: true })
