@@ -257,7 +257,11 @@ async function makePlan(
   try {
     // A baked plan is held against what the registry lists now (the same URL may hold other data).
     if (options.plan) checkPlanTotal(options.plan.total, (await source.list({ limit: 1 })).total);
-    plan = options.plan ?? await planShards(source, crawl.shards, {
+    // The planner's reads are kept for the shards (a view's rows are keyed otherwise).
+    const reads = options.early && !crawl.view
+      ? options.early.reads.recording(source, crawl.id, { after: startSeq })
+      : source;
+    plan = options.plan ?? await planShards(reads, crawl.shards, {
       maxPage: Math.min(PLAN_PAGE, cap),
       readPage: Math.min(SEARCH_READ_PAGE, cap),
       onShardStart: options.early?.starts(source, crawl, { docMode, after: startSeq }),

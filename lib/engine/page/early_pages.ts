@@ -21,6 +21,7 @@
 import { compareKeys, isLongKey } from "../../plan/keys.ts";
 import type { DocMode, Listing, ListOptions, Page, Source } from "../../plan/source.ts";
 import { heldBytes } from "./page_docs.ts";
+import { PlanReads } from "./plan_reads.ts";
 import type { CrawlRecord } from "../store/mod.ts";
 import { ROWS_IN_FLIGHT, rowsPerPage } from "./page_listing.ts";
 
@@ -43,6 +44,8 @@ export interface EarlyPagesOptions {
   maxInFlight?: number;
   /** Bytes of documents held at once, over all crawls. @default EARLY_DOC_BYTES */
   maxDocBytes?: number;
+  /** Rows of the planner's reads kept at once, over all crawls (see `plan_reads.ts`). @default EARLY_ROWS */
+  maxPlanRows?: number;
   /** Clock, epoch milliseconds. @default Date.now */
   now?: () => number;
 }
@@ -77,6 +80,8 @@ export class EarlyPages {
   #maxInFlight: number;
   #inFlight = 0;
   #waiting: (() => void)[] = [];
+  /** The planner's reads, which answer shards too (see `plan_reads.ts`); same ttl and clock. */
+  readonly reads: PlanReads;
 
   /** An empty set of early pages with its bounds. */
   constructor(options: EarlyPagesOptions = {}) {
@@ -85,6 +90,11 @@ export class EarlyPages {
     this.#now = options.now ?? Date.now;
     this.#maxInFlight = Math.max(1, options.maxInFlight ?? 8);
     this.#maxDocBytes = options.maxDocBytes ?? EARLY_DOC_BYTES;
+    this.reads = new PlanReads({
+      maxRows: options.maxPlanRows ?? EARLY_ROWS,
+      ttlMs: this.#ttlMs,
+      now: this.#now,
+    });
   }
 
   /** Bytes of documents held now. */
@@ -176,6 +186,8 @@ export class EarlyPages {
    * passes a start found meanwhile (the next shard's). With documents (`docMode`, once known),
    * only where the listing carries them. Nothing is listed before `after` settles (the crawl's
    * start sequence: every row must be listed after it was read, for catch-up to cover changes).
+   * A start inside one of the planner's reads (`reads`) is listed from that read's last row: the
+   * shard takes the rows before it from the read.
    */
   starts(
     source: Source,
@@ -189,15 +201,22 @@ export class EarlyPages {
       mode.then((docMode) => {
         if (crawl.docs && docMode !== "include_docs") return;
         const limit = rowsPerPage(crawl, source, { docMode: docMode ?? undefined }) + 1;
+        const stop = (last: string) =>
+          starts.some((s) =>
+            (start === null || compareKeys(s, start) > 0) && compareKeys(s, last) <= 0
+          );
+        // Documents never come with the planner's reads.
+        const read = start !== null && !crawl.docs
+          ? this.reads.covering(crawl.id, start)
+          : undefined;
+        const from = read ? read.rows[read.rows.length - 1].id : start;
+        if (read && (read.toEnd || isLongKey(from!) || stop(from!))) return;
         this.list(source, crawl.id, {
-          start,
+          start: from,
           limit,
           pages: Math.min(4, Math.floor(this.#maxRows / crawl.shards / (limit - 1))),
           includeDocs: crawl.docs,
-          stop: (last) =>
-            starts.some((s) =>
-              (start === null || compareKeys(s, start) > 0) && compareKeys(s, last) <= 0
-            ),
+          stop,
         });
       });
     };
@@ -205,26 +224,37 @@ export class EarlyPages {
 
   /**
    * The answer to the shard's listing `request` from an early page listed from the same start, if
-   * there is one and it tells the answer exactly; the entry is used up either way. Undefined: ask
-   * the registry.
+   * there is one and it tells the answer exactly (the entry is used up either way); else, with
+   * `source`, from the planner's reads (see {@linkcode PlanReads.answer}: it may ask `source` for
+   * the rows before one). Only crawls planned by ranks over `_all_docs` in code-point order may be
+   * answered from the planner's reads (`planReads`, @default false). Undefined: ask the registry.
    */
-  async take(crawlId: string, request: ListOptions): Promise<Page | undefined> {
+  async take(
+    crawlId: string,
+    request: ListOptions,
+    o: { source?: Listing; planReads?: boolean } = {},
+  ): Promise<Page | undefined> {
     this.#sweep();
     if (request.descending || request.skip || request.updateSeq) return undefined;
+    const fromReads = () =>
+      o.source && o.planReads
+        ? this.reads.answer(crawlId, request, { source: o.source })
+        : undefined;
     const key = entryKey(crawlId, request.start ?? null, request.includeDocs ?? false);
     const entry = this.#entries.get(key);
-    if (!entry) return undefined;
+    if (!entry) return await fromReads();
     this.#entries.delete(key);
     // Not sent yet: the shard's own request is sooner than waiting for a slot here.
     if (!entry.sent) entry.withdraw();
     const page = await entry.answer;
     this.#held -= entry.limit;
     this.#docBytes -= entry.docBytes;
-    return page ? answerFrom(page, entry.limit, request) : undefined;
+    return (page ? answerFrom(page, entry.limit, request) : undefined) ?? await fromReads();
   }
 
-  /** Drops every early page of `crawlId` (its plan failed, or it ended). */
+  /** Drops every early page and kept read of `crawlId` (its plan failed, or it ended). */
   drop(crawlId: string): void {
+    this.reads.drop(crawlId);
     for (const [key, entry] of this.#entries) {
       if (key.startsWith(`${crawlId}\u0000`)) this.#remove(key, entry);
     }

@@ -42,8 +42,19 @@ export function startListing(
   return listPage(ctx.source, crawl, shard, {
     size,
     includeDocs: crawl.docs && ctx.docMode === "include_docs",
-    early: ctx.early && ((request) => ctx.early!.take(crawl.id, request)),
+    early: ctx.early &&
+      ((request) =>
+        ctx.early!.take(crawl.id, request, { source: ctx.source, planReads: planReadsFit(crawl) })),
   });
+}
+
+/**
+ * Whether the planner's reads may answer this crawl's listings (see `plan_reads.ts`): their
+ * offsets must be ranks, their keys ids in code-point order (a view's rows are keyed otherwise).
+ */
+function planReadsFit(crawl: CrawlRecord): boolean {
+  return crawl.planMethod === "rank" && !crawl.view &&
+    (crawl.idOrder ?? "codepoint") === "codepoint";
 }
 
 /**
