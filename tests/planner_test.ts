@@ -157,3 +157,38 @@ Deno.test("planner: a registry that changes while it is planned still gets a par
   const ideal = data.size / 16;
   assert.ok(sizes.every((x) => Math.abs(x - ideal) < 0.1 * ideal), sizes.join(","));
 });
+
+Deno.test("planner: the search starts beside the check that offsets are ranks, and tells nothing it fails", async () => {
+  const data = dataOf(randomKeys(5000, ASCII, 21));
+  const last = data.keys[data.keys.length - 1];
+  for (const broken of [false, true]) {
+    const inner = new MemorySource(data, { brokenOffsets: broken, skip: true, maxPage: 100 });
+    const events: string[] = [];
+    const source = wrapSource(inner, {
+      list: async (o) => {
+        const what = o.start === last && o.limit === 3 ? "check" : o.start ? "search" : "other";
+        events.push(`send ${what}`);
+        await new Promise((r) => setTimeout(r, 5));
+        const page = await inner.list(o);
+        events.push(`answer ${what}`);
+        return page;
+      },
+    });
+    const starts: (string | null)[] = [];
+    const plan = await planShards(source, 9, { onShardStart: (s) => starts.push(s) });
+    assertExactPlan(plan, data, 9);
+    const checked = events.indexOf("answer check");
+    assert.ok(checked > 0);
+    assert.ok(
+      events.indexOf("send search") < checked,
+      "a probe went out before the check's answer",
+    );
+    if (broken) {
+      assert.equal(plan.method, "skip");
+      assert.deepEqual(starts, [], "nothing told from a search on offsets that are not ranks");
+    } else {
+      assert.equal(plan.method, "rank");
+      assert.deepEqual(starts.toSorted(), plan.shards.map((s) => s.start).toSorted());
+    }
+  }
+});

@@ -119,7 +119,33 @@ export async function keysAtRanks(
   // first page.
   const upper = lastAnswer.p.real ? lastAnswer.p : { ...lastAnswer.p, rank: total };
   const todo = [...new Set(ranks)].sort((a, b) => a - b);
-  if (first.offset !== 0 || !await offsetsAreRanks(source, first, upper)) {
+  // The search starts beside the check that offsets are ranks (one round trip sooner); nothing it
+  // finds is told before the check passes, and it stops asking once the check fails.
+  const checked = first.offset === 0
+    ? offsetsAreRanks(source, first, upper)
+    : Promise.resolve(false);
+  let stop = false;
+  const gated: Listing = {
+    ...source,
+    get requests() {
+      return source.requests;
+    },
+    list: (o) =>
+      stop ? Promise.reject(new FatalError("the search by ranks was stopped")) : source.list(o),
+  };
+  const onFound = options.onFound &&
+    ((rank: number, key: string) =>
+      void checked.then((ok) => ok && options.onFound!(rank, key), () => {}));
+  const searching = searchByRanks(gated, first, upper, todo, { ...options, maxPage, onFound });
+  searching.catch(() => {}); // awaited below either way
+  const ok = await checked.catch(async (err) => {
+    stop = true;
+    await searching.catch(() => {});
+    throw err;
+  });
+  if (!ok) {
+    stop = true;
+    await searching.catch(() => {});
     // The offset is not a rank: a binary search would find wrong keys.
     const byRank = source.capabilities.skip || await skipWorks(source, first)
       ? { keys: await planBySkip(source, todo, maxPage, options.concurrency ?? 8), how: "skip" }
@@ -127,7 +153,23 @@ export async function keysAtRanks(
     todo.forEach((r, i) => found.set(r, byRank.keys[i]));
     return result(byRank.how as RanksFound["method"]);
   }
-  // Ranks on the first page, and the last key, are known already.
+  const keys = await searching;
+  todo.forEach((r, i) => found.set(r, keys[i]));
+  return result("rank");
+}
+
+/**
+ * The key at each of `todo` (ascending) by ranks: from the first page, the last key, and a
+ * {@linkcode BoundarySearch} for the rest.
+ */
+async function searchByRanks(
+  source: Listing,
+  first: Page,
+  upper: Point,
+  todo: number[],
+  options: RankSearchOptions & { maxPage: number },
+): Promise<string[]> {
+  const found = new Map<number, string>();
   const search: number[] = [];
   if (todo[0] !== 0) options.onFound?.(0, first.rows[0].id);
   for (const r of todo) {
@@ -138,8 +180,8 @@ export async function keysAtRanks(
   }
   if (search.length) {
     const keys = await new BoundarySearch(source, search, {
-      maxPage,
-      readPage: Math.min(options.readPage ?? SEARCH_READ_PAGE, shared.capabilities.maxPage),
+      maxPage: options.maxPage,
+      readPage: Math.min(options.readPage ?? SEARCH_READ_PAGE, source.capabilities.maxPage),
       pages: [{ start: null, page: first }],
       points: [upper],
       concurrency: options.concurrency ?? SEARCH_CONCURRENCY,
@@ -148,7 +190,7 @@ export async function keysAtRanks(
     }).run();
     search.forEach((r, i) => found.set(r, keys[i]));
   }
-  return result("rank");
+  return todo.map((r) => found.get(r)!);
 }
 
 /**
