@@ -9,7 +9,7 @@
 import { FatalError, InputError, PermanentError } from "../base/errors.ts";
 import { BoundarySearch } from "./boundary_search.ts";
 import { planByListing, planBySkip, skipWorks } from "./fallback_plans.ts";
-import { type Listing, OPEN_END, type Page } from "./source.ts";
+import { type Listing, listingWith, OPEN_END, type Page } from "./source.ts";
 import type { Point } from "./points.ts";
 
 /** The page size rank searches use by default. */
@@ -125,14 +125,10 @@ export async function keysAtRanks(
     ? offsetsAreRanks(source, first, upper)
     : Promise.resolve(false);
   let stop = false;
-  const gated: Listing = {
-    ...source,
-    get requests() {
-      return source.requests;
-    },
+  const gated = listingWith(source, {
     list: (o) =>
       stop ? Promise.reject(new FatalError("the search by ranks was stopped")) : source.list(o),
-  };
+  });
   const onFound = options.onFound &&
     ((rank: number, key: string) =>
       void checked.then((ok) => ok && options.onFound!(rank, key), () => {}));
@@ -220,16 +216,10 @@ async function offsetsAreRanks(source: Listing, first: Page, upper: Point): Prom
 /** A view of `source` whose `requests` counts only the list requests made through it. */
 function counted(source: Listing): Listing {
   let requests = 0;
-  return {
-    description: source.description,
-    get capabilities() {
-      return source.capabilities;
-    },
-    get requests() {
-      return requests;
-    },
+  return listingWith(source, {
     list: (options) => (requests++, source.list(options)),
-  };
+    requests: () => requests,
+  });
 }
 
 /**

@@ -183,3 +183,26 @@ export interface Source extends Listing {
 export async function rank(source: Listing, key: string): Promise<number> {
   return (await source.list({ start: key, limit: 1 })).offset;
 }
+
+/**
+ * `source` with its `list` replaced (the replacement may call the source's own): description,
+ * capabilities (the same object, which the source lowers as it learns) and the request count are
+ * read from the source whenever asked, unless `requests` counts them otherwise.
+ */
+export function listingWith(
+  source: Listing,
+  o: { list: Listing["list"]; requests?: () => number },
+): Listing {
+  return {
+    get description() {
+      return source.description;
+    },
+    get capabilities() {
+      return source.capabilities;
+    },
+    get requests() {
+      return o.requests ? o.requests() : source.requests;
+    },
+    list: o.list,
+  };
+}

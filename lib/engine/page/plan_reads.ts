@@ -21,7 +21,13 @@
  * @module
  */
 import { compareKeys } from "../../plan/keys.ts";
-import type { Listing, ListOptions, Page, Row } from "../../plan/source.ts";
+import {
+  type Listing,
+  listingWith,
+  type ListOptions,
+  type Page,
+  type Row,
+} from "../../plan/source.ts";
 
 /** Rows an answer from a segment must have at least when it is cut short by the segment's end. */
 const MIN_PARTIAL_ROWS = 3;
@@ -142,24 +148,14 @@ export class PlanReads {
   recording(source: Listing, crawlId: string, o: { after?: Promise<unknown> } = {}): Listing {
     let open = o.after === undefined;
     o.after?.then(() => open = true, () => open = true);
-    const list = async (request: ListOptions) => {
-      const sentOpen = open;
-      const page = await source.list(request);
-      if (sentOpen) this.#keep(crawlId, segmentOf(request, page, this.#now()));
-      return page;
-    };
-    return {
-      get description() {
-        return source.description;
+    return listingWith(source, {
+      list: async (request) => {
+        const sentOpen = open;
+        const page = await source.list(request);
+        if (sentOpen) this.#keep(crawlId, segmentOf(request, page, this.#now()));
+        return page;
       },
-      get capabilities() {
-        return source.capabilities;
-      },
-      get requests() {
-        return source.requests;
-      },
-      list,
-    };
+    });
   }
 
   /** The segment of `crawlId` holding `key` with the most rows from it, if any. */
