@@ -29,11 +29,17 @@ import { assertCrawledExactly, exportText, wrapSource } from "./helpers.ts";
 
 const names = async (n: number, seed = 11) => syntheticNames(await bundledNames(), n, { seed });
 
-/** Changes `data` `perSecond` times a second (one change at a time) until stopped. */
-function churn(data: RegistryData, perSecond: number, kinds?: ChurnKind[]) {
+/**
+ * Changes `data` `perSecond` times a second (one change at a time) until stopped, or until
+ * `maxChanges` were made; `stop` returns how many were made.
+ */
+function churn(data: RegistryData, perSecond: number, kinds?: ChurnKind[], maxChanges = Infinity) {
   const rand = prng(99);
   let n = 0;
-  const t = setInterval(() => (data.churn(1, rand, kinds), n++), 1000 / perSecond);
+  const t = setInterval(() => {
+    data.churn(1, rand, kinds);
+    if (++n >= maxChanges) clearInterval(t);
+  }, 1000 / perSecond);
   return { stop: () => (clearInterval(t), n) };
 }
 
@@ -100,6 +106,35 @@ Deno.test("live: a registry inserting, updating and deleting 20 times a second e
     } finally {
       await cleanup(run);
     }
+  }
+});
+
+Deno.test("live: one range over a registry changing 200 times a second is proven while it still changes", async () => {
+  // Every check of the whole range sees a change inside it: only parts of it can hold still.
+  const data = new RegistryData(await names(20_000));
+  const maxChanges = 200 * 90;
+  let made = 0;
+  const run = await crawlLive(data, { latencyMs: 15 }, {
+    shards: 1,
+    maxPage: 500,
+    during: () => {
+      const c = churn(data, 200, undefined, maxChanges);
+      return { stop: () => made = c.stop() };
+    },
+  });
+  try {
+    assert.equal(run.res.report.status, "done");
+    const v = run.res.report.verification!;
+    assert.equal(v.status, "exact", v.detail);
+    assert.ok(made < maxChanges, `proven while the registry still changed (${made} changes)`);
+    using kv = await Deno.openKv(run.kvPath);
+    const [crawl] = await listCrawls(kv);
+    const feed = (await getFeed(kv, crawl.id)).value!;
+    assert.ok(feed.inserted + feed.deleted > 100, "changes were applied");
+    await catchUp({ kv, source: new CouchSource(run.url) }, crawl.id);
+    await assertCrawledExactly(kv, crawl.id, data.keys, { revs: (k) => data.rev(k) });
+  } finally {
+    await cleanup(run);
   }
 });
 

@@ -80,9 +80,14 @@ export const KV_LOCKED_RETRY = {
 
 /** Rounds of the final check in one pass (`engine/crawl/completion.ts`). */
 export const FINAL_CHECK_RETRY = {
-  /** Rounds per pass before it gives the turn back (the next pass starts afresh). */
+  /**
+   * Rounds in a row that prove nothing before a pass gives the turn back (the next pass starts
+   * afresh); a round that proves a range or a part of one starts the count again.
+   */
   roundsPerPass: 8,
-  /** Pause before the second round, in milliseconds (doubled each round). */
+  /** Rounds per pass at most, however many prove something. */
+  maxRoundsPerPass: 64,
+  /** Pause before a round after one that proved nothing, in milliseconds (doubled each time). */
   firstPauseMs: 100,
   /** Longest pause between rounds, in milliseconds. */
   maxPauseMs: 1_000,

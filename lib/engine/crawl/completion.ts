@@ -1,7 +1,8 @@
 /**
  * The end of a crawl: when every shard is done, `_changes` since the start is applied to its
  * proven end (`catch_up.ts`), every range is proven to hold what the registry lists there
- * (`verify.ts`, in the rounds of `final_rounds.ts`; a range that disagrees is listed again), and only
+ * (`verify.ts`, in the rounds of `final_rounds.ts`, a range that never holds still a part at a time
+ * in `range_parts.ts`; a range that disagrees is listed again), and only
  * then is the crawl `done`, with a record of how it was checked (the watchdog, `watchdog.ts`, calls
  * it for crawls whose shards are all done).
  *
@@ -26,6 +27,7 @@ import {
   type ShardRecord,
   shardStored,
 } from "../store/mod.ts";
+import { RangeParts } from "./range_parts.ts";
 import {
   type CompletionOptions,
   done,
@@ -105,21 +107,35 @@ async function finish(
   const sleep = o.sleep ?? ((ms: number) => new Promise((r) => setTimeout(r, ms)));
   // Ranges proven by this pass. A range proven earlier (at its end, or by an earlier pass) is
   // proven again: the feed keeps a range in step only while it describes the same database.
-  const pass: Pass = { kv, source, id, o, feed: claim, applied: 0, proven: new Set() };
-  const { roundsPerPass, firstPauseMs, maxPauseMs } = FINAL_CHECK_RETRY;
+  const pass: Pass = {
+    kv,
+    source,
+    id,
+    o,
+    feed: claim,
+    applied: 0,
+    proven: new Set(),
+    parts: new RangeParts(),
+  };
+  const { roundsPerPass, maxRoundsPerPass, firstPauseMs, maxPauseMs } = FINAL_CHECK_RETRY;
   if (claim?.crawl.planMethod === "rank" && await heldStill(pass, claim.entry.value.seq)) {
     return true;
   }
-  for (let round = 0; round < (o.maxRounds ?? roundsPerPass); round++) {
-    if (round > 0) await sleep(Math.min(maxPauseMs, firstPauseMs * 2 ** (round - 1)));
+  // A round that proves something is followed at once: ranges checked in parts (busy registries)
+  // are proven a few parts a round, and a pause or the end of the pass would lose that pace.
+  let quiet = 0;
+  for (let round = 0; round < maxRoundsPerPass && quiet < (o.maxRounds ?? roundsPerPass); round++) {
+    if (quiet > 0) await sleep(Math.min(maxPauseMs, firstPauseMs * 2 ** (quiet - 1)));
     if (!await advanceFeed(pass)) return false; // another runner has the feed now
     const at = pass.feed ? pass.feed.entry.value.seq : null;
     const crawl = (await getCrawl(kv, id)).value!;
+    const before = pass.proven.size + pass.parts.provenParts;
     const outcome = crawl.planMethod === "rank"
       ? await rankRound(pass, at)
       : await totalRound(pass, at, crawl.total);
     if (outcome === "done") return true;
     if (outcome === "relisted") return false;
+    quiet = pass.proven.size + pass.parts.provenParts > before ? 0 : quiet + 1;
   }
   return false;
 }

@@ -10,7 +10,8 @@ import { FatalError } from "../../base/errors.ts";
 import type { Source } from "../../plan/source.ts";
 import { type FeedClaim, peekChanges } from "./catch_up.ts";
 import type { Dispatcher } from "./planning.ts";
-import { sampleStored, storedRevision } from "../items/mod.ts";
+import { cutStored, sampleStored, storedRevision } from "../items/mod.ts";
+import { RangeParts } from "./range_parts.ts";
 import { transition } from "./lifecycle.ts";
 import {
   commitRelist,
@@ -30,6 +31,7 @@ import {
   checkRanges,
   checkTotal,
   plannedCountVerdicts,
+  type RangeToCheck,
   type RangeVerdict,
 } from "./verify.ts";
 import { completenessError, MAX_RELISTS } from "../page/mod.ts";
@@ -50,7 +52,10 @@ export interface CompletionOptions {
   dispatcher?: Dispatcher;
   /** Who checks (the feed's lease). @default a random id */
   owner?: string;
-  /** Checks of the ranges left undecided before giving the turn back. @default 8 */
+  /**
+   * Checks in a row that prove nothing before giving the turn back (one that proves a range or a
+   * part of one starts the count again). @default 8
+   */
   maxRounds?: number;
   /** Sleeps between rounds (injected in tests). @default setTimeout */
   sleep?: (ms: number) => Promise<void>;
@@ -72,6 +77,8 @@ export interface Pass {
   driftError?: string;
   /** Ranges proven by this pass. */
   proven: Set<number>;
+  /** Ranges this pass proves a part at a time (they never held still as a whole). */
+  parts: RangeParts;
 }
 
 /** What landed since sequence `at`: read from the feed (not applied), or `no-feed`. */
@@ -129,6 +136,15 @@ function checkBatch(
     stored: shardStored(e.value, drift),
     relists: e.value.relists ?? 0,
   }));
+  return checkAgainst(pass, ranges, o);
+}
+
+/** Ranges held against the registry, with the store's items sampled at their starts. */
+function checkAgainst(
+  pass: Pass,
+  ranges: RangeToCheck[],
+  o: { at: string | null; window: () => Promise<ChangeWindow> },
+): Promise<RangeVerdict[]> {
   return checkRanges(pass.source, ranges, {
     ...o,
     storedRev: (itemId) => storedRevision(pass.kv, pass.id, itemId),
@@ -150,12 +166,29 @@ export async function rankRound(
   // Ranges are checked a batch at a time: memory stays the same with 16 shards or 100,000.
   let relists = 0;
   let left = 0;
-  for (let i = 0; i < todo.length; i += CHECK_BATCH) {
-    const batch = todo.slice(i, i + CHECK_BATCH);
-    const verdicts = await checkBatch(pass, batch, drift, { at, window: windowOf(pass, at) });
+  const record = async (batch: Deno.KvEntry<ShardRecord>[], verdicts: RangeVerdict[]) => {
     relists += await settle(kv, id, batch, verdicts, { ...pass.o, at });
     for (const v of verdicts) if (v.verdict === "equal") pass.proven.add(v.id);
     left += verdicts.filter((v) => v.verdict === "undecided").length;
+  };
+  // Ranges checked in parts were left undecided as a whole in earlier rounds (`range_parts.ts`).
+  const inParts = todo.filter((e) => pass.parts.has(e.value.id));
+  const whole = todo.filter((e) => !pass.parts.has(e.value.id));
+  for (let i = 0; i < whole.length; i += CHECK_BATCH) {
+    const batch = whole.slice(i, i + CHECK_BATCH);
+    const verdicts = await checkBatch(pass, batch, drift, { at, window: windowOf(pass, at) });
+    await record(batch, verdicts);
+    for (const [j, v] of verdicts.entries()) {
+      if (v.verdict === "undecided") pass.parts.noteUndecided(batch[j].value, v.margin, v.stored);
+    }
+  }
+  if (inParts.length > 0) {
+    const verdicts = await pass.parts.check(inParts.map((e) => e.value), {
+      cut: (range, c) => cutStored(kv, id, range, c),
+      check: (ranges) => checkAgainst(pass, ranges, { at, window: windowOf(pass, at) }),
+      stored: (shard) => shardStored(shard, drift),
+    });
+    await record(inParts, verdicts);
   }
   if (relists > 0) {
     await notePending(kv, id, `${relists} range(s) disagreed with the registry: listing again`);
@@ -164,14 +197,17 @@ export async function rankRound(
   // Every range checked and equal in this round means no change landed anywhere after `at` (a
   // change makes its range undecided), so nothing is left to apply: done now, not a round later.
   // (Ranges proven in an earlier round were not looked at now: changes there wait for a round.)
-  if (todo.length === shards.length && shards.every((e) => pass.proven.has(e.value.id))) {
+  // (Parts proven in earlier rounds were not either.)
+  const allChecked = todo.length === shards.length && inParts.length === 0;
+  if (allChecked && shards.every((e) => pass.proven.has(e.value.id))) {
     return await allProven();
   }
   if (left > 0) {
     await notePending(
       kv,
       id,
-      `${left} of ${shards.length} ranges wait for a moment they hold still`,
+      `${left} of ${shards.length} ranges wait for a moment they hold still` +
+        (pass.parts.size > 0 ? ` (${pass.parts.size} parts of them checked one by one)` : ""),
     );
   }
   return "pending";

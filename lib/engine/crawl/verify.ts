@@ -16,7 +16,8 @@
  * those changes cannot explain:
  * - none landed: its count is exact at S, and it is `equal` or a `mismatch`;
  * - its count is off by more than they can explain: a `mismatch` whatever they were;
- * - otherwise it is `undecided`, and is checked again after those changes are applied.
+ * - otherwise it is `undecided`, and is checked again after those changes are applied (a range
+ *   left undecided twice is checked in parts, `range_parts.ts`).
  * A mismatch is a range whose listing lost or kept rows: it is listed again, and a range that
  * still disagrees after that fails the crawl with the numbers. Each check also samples the row at
  * every range's start: a row the store holds under another revision (or not at all) that no change

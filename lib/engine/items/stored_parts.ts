@@ -1,0 +1,175 @@
+/**
+ * What a crawl stores in a key range, counted from the items themselves and cut into parts: how the
+ * final check proves a range that never holds still as a whole one part at a time
+ * (`range_parts.ts`). Ids are placed by code point order, the registry's: blocks and string-keyed
+ * records by their key, byte-keyed records (ids KV cannot hold as strings) by the id they keep.
+ *
+ * @module
+ */
+import { compareKeys } from "../../plan/keys.ts";
+import { blockHolding } from "./item_blocks.ts";
+import { decodeBlock } from "./block_codec.ts";
+import { decodeItem, plainPartSize } from "./item_codec.ts";
+import { keys, kvOp } from "../store/mod.ts";
+
+/** A key range `[start, end)` of a crawl (null: open) with the items the store holds there. */
+export interface StoredPart {
+  /** First key; null = open. */
+  start: string | null;
+  /** End key (exclusive); null = open. */
+  end: string | null;
+  /** Items the store holds in the range. */
+  stored: number;
+}
+
+/** Options of {@linkcode cutStored}. */
+export interface CutOptions {
+  /** Parts to cut the range into (at most; fewer when it holds fewer items). @default 1 */
+  parts?: number;
+  /** Items the range is expected to hold: the cuts are spaced by it. @default the count read */
+  expectedItems?: number;
+}
+
+/**
+ * The items the crawl stores in `range`, cut at stored ids into up to `parts` parts of about
+ * `expectedItems / parts` items each: the parts cover the range in order, each with its exact count
+ * (`parts: 1` just counts). Cuts are only made at ids a listing can start from (well-formed, short
+ * enough for a KV key). Returns null when the range holds an id the store keeps only by its start
+ * (over `MAX_STORED_ID_UNITS`): where it sorts among cuts is not known, so the range cannot be cut
+ * or counted by id. Reads the range once; memory holds the cuts and the byte-keyed ids only.
+ */
+export async function cutStored(
+  kv: Deno.Kv,
+  crawlId: string,
+  range: { start: string | null; end: string | null },
+  options: CutOptions = {},
+): Promise<StoredPart[] | null> {
+  const inRange = (id: string) =>
+    (range.start === null || compareKeys(id, range.start) >= 0) &&
+    (range.end === null || compareKeys(id, range.end) < 0);
+  const odd = await byteKeyedIds(kv, crawlId, inRange);
+  if (odd === null) return null;
+  const parts = Math.max(1, Math.floor(options.parts ?? 1));
+  const expected = options.expectedItems ??
+    (parts > 1 ? (await cutStored(kv, crawlId, range))![0].stored : 0);
+  // The k-th cut goes at the item with k·expected/parts items before it.
+  const cutAt = (k: number) => Math.max(1, Math.round(expected * k / parts));
+  const out: StoredPart[] = [{ start: range.start, end: range.end, stored: 0 }];
+  let seen = 0;
+  const sources = [blockIds(kv, crawlId, range, inRange), recordIds(kv, crawlId, range)];
+  for await (const batch of mergeSorted(mergeSorted(sources[0], sources[1]), once(odd))) {
+    for (const id of batch) {
+      const last = out[out.length - 1];
+      if (
+        out.length < parts && seen >= cutAt(out.length) && last.stored > 0 && plainPartSize(id) > 0
+      ) {
+        last.end = id;
+        out.push({ start: id, end: range.end, stored: 0 });
+      }
+      out[out.length - 1].stored++;
+      seen++;
+    }
+  }
+  return out;
+}
+
+/** Ids of block rows in the range, in order (from the block holding its start). */
+async function* blockIds(
+  kv: Deno.Kv,
+  crawlId: string,
+  range: { start: string | null; end: string | null },
+  inRange: (id: string) => boolean,
+): AsyncGenerator<string[]> {
+  const prefix = keys.blocks(crawlId);
+  let start: Deno.KvKey | undefined;
+  if (range.start !== null) {
+    const holding = plainPartSize(range.start) > 0
+      ? await kvOp(() => blockHolding(kv, crawlId, range.start!))
+      : null;
+    start = holding ? holding.entry.key : keys.block(crawlId, range.start);
+  }
+  const end = range.end === null ? undefined : keys.block(crawlId, range.end);
+  const selector: Deno.KvListSelector = start && end
+    ? { start, end }
+    : start
+    ? { prefix, start }
+    : end
+    ? { prefix, end }
+    : { prefix };
+  for await (const e of kv.list<Uint8Array>(selector, { batchSize: 100 })) {
+    yield decodeBlock(e.value).map((r) => r.id).filter(inRange);
+  }
+}
+
+/** Ids of string-keyed item records in the range, in order (their keys are the ids). */
+async function* recordIds(
+  kv: Deno.Kv,
+  crawlId: string,
+  range: { start: string | null; end: string | null },
+): AsyncGenerator<string[]> {
+  // The first string key part: byte-keyed records sort before it (see `byteKeyedIds`).
+  const start = keys.item(crawlId, range.start ?? "");
+  const end = range.end === null ? undefined : keys.item(crawlId, range.end);
+  const selector: Deno.KvListSelector = end
+    ? { start, end }
+    : { prefix: keys.items(crawlId), start };
+  let batch: string[] = [];
+  for await (const e of kv.list(selector, { batchSize: 1000 })) {
+    batch.push(e.key[2] as string);
+    if (batch.length === 1000) yield batch, batch = [];
+  }
+  if (batch.length > 0) yield batch;
+}
+
+/** Ids of byte-keyed records in the range, sorted; null when one is kept only by its start. */
+async function byteKeyedIds(
+  kv: Deno.Kv,
+  crawlId: string,
+  inRange: (id: string) => boolean,
+): Promise<string[] | null> {
+  const out: string[] = [];
+  const selector = { prefix: keys.items(crawlId), end: keys.item(crawlId, "") };
+  for await (const e of kv.list<Uint8Array>(selector, { batchSize: 1000 })) {
+    const r = decodeItem(e.value);
+    if (r.idLength !== undefined) return null;
+    if (r.id !== undefined && inRange(r.id)) out.push(r.id);
+  }
+  return out.sort(compareKeys);
+}
+
+async function* once(batch: string[]): AsyncGenerator<string[]> {
+  if (batch.length > 0) yield batch;
+}
+
+/** Merges two streams of sorted id batches into one sorted stream. */
+async function* mergeSorted(
+  a: AsyncGenerator<string[]>,
+  b: AsyncGenerator<string[]>,
+): AsyncGenerator<string[]> {
+  const side = (g: AsyncGenerator<string[]>) => ({ g, batch: [] as string[], at: 0, done: false });
+  const x = side(a);
+  const y = side(b);
+  const fill = async (s: ReturnType<typeof side>) => {
+    while (!s.done && s.at >= s.batch.length) {
+      const n = await s.g.next();
+      if (n.done) s.done = true;
+      else (s.batch = n.value, s.at = 0);
+    }
+  };
+  for (;;) {
+    await Promise.all([fill(x), fill(y)]);
+    if (x.done && y.done) return;
+    const only = x.done ? y : y.done ? x : null;
+    if (only) {
+      yield only.batch.slice(only.at);
+      only.at = only.batch.length;
+      continue;
+    }
+    const out: string[] = [];
+    while (x.at < x.batch.length && y.at < y.batch.length) {
+      const s = compareKeys(x.batch[x.at], y.batch[y.at]) <= 0 ? x : y;
+      out.push(s.batch[s.at++]);
+    }
+    yield out;
+  }
+}
