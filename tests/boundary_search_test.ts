@@ -2,7 +2,9 @@ import assert from "node:assert/strict";
 import { BoundarySearch, nextStep, type ProbeMemory } from "../lib/plan/boundary_search.ts";
 import { Alphabet, compareKeys, sortKeys } from "../lib/plan/keys.ts";
 import { PointSet } from "../lib/plan/points.ts";
+import { listingWith } from "../lib/plan/source.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
+import { prng } from "../lib/sim/names.ts";
 import { dataOf, randomKeys } from "./helpers.ts";
 
 const tuning = { maxPage: 100, readPage: 100, widePageSpan: 10, finishRows: 100, descending: true };
@@ -96,6 +98,63 @@ Deno.test("nextStep: after missed probes, pages are read from the nearer end onc
   });
 });
 
+Deno.test("nextStep: after a probe that barely moved the top, one page is read down from it", () => {
+  const o = { ...tuning, alphabet: new Alphabet(["apple", "zebra"]) };
+  const p = pointsOf(["apple", 1000, true], ["zebra", 100_000, false]);
+  assert.equal(nextStep(50_000, p, fresh(), o).kind, "probe");
+  const stalled = { high: 1, low: 0, stalled: true };
+  assert.deepEqual(nextStep(50_000, p, stalled, o), {
+    kind: "read-down",
+    from: { key: "zebra", rank: 100_000, real: false },
+    limit: 100,
+  });
+  // As far as readPage allows; never past the target; only where descending listings work.
+  const big = { ...o, readPage: 10_000 };
+  assert.equal((nextStep(50_000, p, stalled, big) as { limit: number }).limit, 10_000);
+  assert.equal(nextStep(50_000, p, stalled, { ...o, descending: false }).kind, "probe");
+});
+
+Deno.test("boundary search: probes that stall above a crowd read down past the stretch the model overrates", async () => {
+  // npm's `@s…`/`@t-…` shape: a crowd of 20,000 names under `@s`, 40 under `@t-`, then names
+  // the model takes to be spread evenly over the key space.
+  const rand = prng(5);
+  const word = (n: number) =>
+    Array.from({ length: n }, () => "abcdefghijklmnopqrstuvwxyz"[Math.floor(rand() * 26)]).join("");
+  const keys = sortKeys([
+    ...new Set([
+      ...Array.from({ length: 3_000 }, () => `@q${word(6)}`),
+      ...Array.from({ length: 20_000 }, () => `@s${word(2)}/${word(8)}`),
+      ...Array.from({ length: 40 }, () => `@t-${word(8)}`),
+      ...Array.from({ length: 300 }, () => `@t3${word(5)}`),
+      ...Array.from({ length: 300 }, () => `${word(7)}`),
+    ]),
+  ]);
+  const data = dataOf(keys);
+  const t = keys.findIndex((k) => k.startsWith("@sx"));
+  const source = new MemorySource(data, { maxPage: 200 });
+  const asked: string[] = [];
+  const recording = listingWith(source, {
+    list: (o) => {
+      asked.push(`${o.descending ? "down" : "up"} ${o.start} ${o.limit}`);
+      return source.list(o);
+    },
+  });
+  const found = await new BoundarySearch(recording, [t], {
+    maxPage: 200,
+    points: [
+      { key: keys[0], rank: 0, real: true },
+      { key: keys.at(-1)!, rank: keys.length - 1, real: true },
+    ],
+    concurrency: 1,
+  }).run();
+  assert.deepEqual(found, [keys[t]]);
+  // Probes that land just below the top are each followed by a read down from there.
+  const stalls = asked.filter((a, i) => a.startsWith("up") && asked[i + 1]?.startsWith("down"));
+  assert.ok(stalls.length >= 1, asked.join("; "));
+  // Probes alone took 17 requests here, stalling again and again above the crowd.
+  assert.ok(asked.length <= 10, `${asked.length} requests: ${asked.join("; ")}`);
+});
+
 Deno.test("nextStep: the Illinois memory pulls probes towards the end that keeps surviving", () => {
   const o = { ...tuning, alphabet: new Alphabet("abcdefghijklmnopqrstuvwxyz".split("")) };
   const p = pointsOf(["a", 0, true], ["z", 1_000_000, true]);
@@ -131,20 +190,20 @@ Deno.test("boundary search: exact keys for every target, each distinct request m
 
 Deno.test("boundary search: the name-character prior finds a scoped half the first page never shows", async () => {
   // npm's shape: the first page is all digits, half of the names are `@` scopes.
-  const names = randomKeys(6_000, "abcdefghij".split(""), 8, 6).map((k) => `${k}-x`);
+  const names = randomKeys(20_000, "abcdefghij".split(""), 8, 6).map((k) => `${k}-x`);
   const keys = sortKeys([
-    ...names.slice(0, 3_000).map((k) => `@${k.slice(0, 2)}/${k}`),
-    ...names.slice(3_000, 5_700),
-    ...names.slice(5_700).map((k, i) => `${i % 10}${k}`),
+    ...names.slice(0, 10_000).map((k) => `@${k.slice(0, 2)}/${k}`),
+    ...names.slice(10_000, 19_000),
+    ...names.slice(19_000).map((k, i) => `${i % 10}${k}`),
   ]);
   const data = dataOf(keys);
-  const targets = [1_000, 2_000, 3_000, 4_000, 5_000];
+  const targets = Array.from({ length: 19 }, (_, i) => Math.floor((i + 1) * data.size / 20));
   const run = async (priorChars?: string) => {
-    const source = new MemorySource(data, { maxPage: 50 });
-    const first = await source.list({ limit: 50 });
+    const source = new MemorySource(data, { maxPage: 100 });
+    const first = await source.list({ limit: 100 });
     assert.ok(first.rows.every((r) => /^\d/.test(r.id)), "the first page shows no scope");
     const found = await new BoundarySearch(source, targets, {
-      maxPage: 50,
+      maxPage: 100,
       pages: [{ start: null, page: first }],
       points: [{ key: data.keys.at(-1)!, rank: data.size - 1, real: true }],
       concurrency: 1,
@@ -153,6 +212,8 @@ Deno.test("boundary search: the name-character prior finds a scoped half the fir
     assert.deepEqual(found, targets.map((t) => data.keys[t]));
     return source.requests;
   };
+  // Without the prior, probes cannot aim at `@…`: they stall above the scopes, and reads down
+  // from there find them, a page at a time.
   const without = await run("");
   const withPrior = await run();
   assert.ok(withPrior < without, `with the prior ${withPrior} requests, without ${without}`);

@@ -59,21 +59,50 @@ export class AdaptiveLimit {
    * rejection counts as pushback).
    */
   async run<T>(fn: () => Promise<T>): Promise<T> {
+    return await (await this.reserve()).run(fn);
+  }
+
+  /**
+   * Takes a slot as soon as one is free and hands it over: a caller that decides only then what
+   * to send (and sends it in the slot) decides with everything answered while it waited. The slot
+   * counts as in flight until it has run its one request or is released.
+   */
+  async reserve(): Promise<Slot> {
     while (this.#inFlight >= this.value) await new Promise<void>((r) => this.#waiting.push(r));
     this.#inFlight++;
-    try {
-      const out = await fn();
-      this.success();
-      return out;
-    } catch (err) {
-      this.failure();
-      throw err;
-    } finally {
+    let held = true;
+    const release = () => {
+      if (!held) return;
+      held = false;
       this.#inFlight--;
       this.#waiting.shift()?.();
-    }
+    };
+    return {
+      run: async <T>(fn: () => Promise<T>): Promise<T> => {
+        if (!held) throw new Error("a slot runs one request");
+        try {
+          const out = await fn();
+          this.success();
+          return out;
+        } catch (err) {
+          this.failure();
+          throw err;
+        } finally {
+          release();
+        }
+      },
+      release,
+    };
   }
 
   #inFlight = 0;
   #waiting: (() => void)[] = [];
+}
+
+/** A slot of an {@linkcode AdaptiveLimit}: runs one request, or is released unused. */
+export interface Slot {
+  /** Runs `fn` in the slot (once), feeding its outcome to the limit, then frees the slot. */
+  run<T>(fn: () => Promise<T>): Promise<T>;
+  /** Frees the slot without a request (no effect once it ran or was released). */
+  release(): void;
 }

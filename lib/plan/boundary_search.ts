@@ -7,15 +7,16 @@
  *
  * A step either finishes a target (a known real point sits at its rank), reads one page that must
  * contain it (forward from below, or descending from above, once it is within a page of a known
- * point), reads pages on from the nearer end once probes keep missing and t is within as many pages
- * as they missed (a crowd of keys the model cannot see into), or probes a key interpolated between
- * the bracket's ends over the alphabet seen so far, safeguarded towards bisection when
- * interpolation stalls (Illinois rule).
+ * point), reads a page down from the bracket's top after a probe that barely moved it (a stretch of
+ * few keys the model overrates), reads pages on from the nearer end once probes keep missing and t
+ * is within as many pages as they missed (a crowd of keys the model cannot see into), or probes a
+ * key interpolated between the bracket's ends over the alphabet seen so far, safeguarded towards
+ * bisection when interpolation stalls (Illinois rule).
  *
  * @module
  */
 import { FatalError, PermanentError } from "../base/errors.ts";
-import { AdaptiveLimit } from "../base/adaptive_limit.ts";
+import { AdaptiveLimit, type Slot } from "../base/adaptive_limit.ts";
 import { Alphabet, keyBetween, NAME_CHARS } from "./keys.ts";
 import { inconsistent, type Point, PointSet } from "./points.ts";
 import type { Listing, Page } from "./source.ts";
@@ -41,6 +42,11 @@ export interface ProbeMemory {
   high: number;
   /** Own probes that landed below it in a row (halved by one that lands above). */
   low: number;
+  /**
+   * The last probe landed above the target yet within a fifth of a page of the bracket's top:
+   * between that key and the top lie almost no keys, though the model put many there.
+   */
+  stalled?: boolean;
 }
 
 /** Tuning of the search. */
@@ -87,6 +93,14 @@ export function nextStep(
   // `eslint-plugin-…`), reading pages on from the nearer end is bounded and probing may not be:
   // read once t is within as many pages of an end as probes have missed (at least 3), in one
   // request where the registry allows pages that big.
+  // A probe that barely moved the top landed in a stretch the model overrates (`@t-…` above a
+  // crowd of `@s…` names): probes aimed by the same model land there again, a few rows lower each
+  // time, while one read down from the top passes the stretch and ends on a real key at the
+  // crowd's edge. On 4,500,000 names (N = 56, 5 seeds): 7.43 -> 7.20 requests a boundary with
+  // reads capped at 1,000 rows, 5.02 -> 4.74 with reads of 10,000.
+  if (memory.stalled && o.descending) {
+    return { kind: "read-down", from: b, limit: Math.min(o.readPage, below) };
+  }
   const misses = memory.high + memory.low;
   if (misses >= 2) {
     const reach = Math.max(3, misses) * o.maxPage;
@@ -121,6 +135,9 @@ export function nextStep(
  * 300,000 names, N = 16: 3.67 -> 3.13 and 11.5 -> 6.6 round trips.
  */
 const FINISH_PAGES = 8;
+
+/** A probe above t that moves the bracket's top by less than this share of a page has stalled. */
+const STALL_SHARE = 0.2;
 
 /** Options of {@linkcode BoundarySearch}. */
 export interface BoundarySearchOptions {
@@ -216,30 +233,44 @@ export class BoundarySearch {
     const memory: ProbeMemory = { high: 0, low: 0 };
     for (let step = 0; !this.#found.has(t) && !this.#failed; step++) {
       if (step > 200) throw new FatalError(`boundary search for rank ${t} did not converge`);
-      const next = nextStep(t, this.#points, memory, { ...this.#tuning, alphabet: this.#alphabet });
-      switch (next.kind) {
-        case "found":
-          this.#found.set(t, next.key);
-          return;
-        case "anchor-start":
-          this.#points.add({ key: "", rank: 0, real: false });
-          break;
-        case "relearn-end":
-          await this.#relearnEnd(t);
-          break;
-        case "read":
-          await this.#list(next.start, next.limit);
-          break;
-        case "read-down":
-          await this.#listDown(next.from, next.limit);
-          break;
-        case "probe": {
-          const page = await this.#list(next.key, next.limit);
-          // Landing on the other side halves the streak rather than ending it: a probe that just
-          // crossed over is often still far from t, and the pull it had earned still applies.
-          if (page.offset > t) [memory.high, memory.low] = [memory.high + 1, memory.low >> 1];
-          else [memory.high, memory.low] = [memory.high >> 1, memory.low + 1];
-        }
+      // The next request is decided once a slot is free to send it: what other targets learned
+      // while this one waited narrows its bracket too (the first wave alone has 55 targets for 32
+      // slots). On 4,500,000 names, N = 56, capped at 1,000: 7.22 -> 6.99 requests a boundary in
+      // memory (5 seeds), 7.33 -> 7.05 over HTTP 50 ms away (mean of 8), in the same 1.6 s.
+      const slot = await this.#pool.reserve();
+      try {
+        await this.#step(t, memory, slot);
+      } finally {
+        slot.release();
+      }
+    }
+  }
+
+  async #step(t: number, memory: ProbeMemory, slot: Slot): Promise<void> {
+    const next = nextStep(t, this.#points, memory, { ...this.#tuning, alphabet: this.#alphabet });
+    if (next.kind !== "probe") memory.stalled = false;
+    switch (next.kind) {
+      case "found":
+        this.#found.set(t, next.key);
+        return;
+      case "anchor-start":
+        this.#points.add({ key: "", rank: 0, real: false });
+        return;
+      case "relearn-end":
+        return await this.#relearnEnd(t, slot);
+      case "read":
+        return void await this.#list(next.start, next.limit, slot);
+      case "read-down":
+        return await this.#listDown(next.from, next.limit, slot);
+      case "probe": {
+        const top = this.#points.bracket(t).b?.rank ?? Infinity;
+        const page = await this.#list(next.key, next.limit, slot);
+        memory.stalled = page.offset > t &&
+          top - page.offset < this.#tuning.maxPage * STALL_SHARE;
+        // Landing on the other side halves the streak rather than ending it: a probe that just
+        // crossed over is often still far from t, and the pull it had earned still applies.
+        if (page.offset > t) [memory.high, memory.low] = [memory.high + 1, memory.low >> 1];
+        else [memory.high, memory.low] = [memory.high >> 1, memory.low + 1];
       }
     }
   }
@@ -249,17 +280,17 @@ export class BoundarySearch {
    * already in flight answers it too: targets near one known point (the last key, say) often ask
    * to read from it at once, each as far as it needs.
    */
-  #list(start: string | null, limit: number): Promise<Page> {
-    return this.#shared(`up\u0000${start}`, limit, async () => {
+  #list(start: string | null, limit: number, slot: Slot): Promise<Page> {
+    return this.#shared(`up\u0000${start}`, limit, slot, async () => {
       const page = await this.#source.list({ start, limit });
       this.#absorb(start, page);
       return page;
     });
   }
 
-  async #listDown(from: Point, limit: number): Promise<void> {
+  async #listDown(from: Point, limit: number, slot: Slot): Promise<void> {
     try {
-      await this.#shared(`down\u0000${from.key}`, limit, async () => {
+      await this.#shared(`down\u0000${from.key}`, limit, slot, async () => {
         const page = await this.#source.list({ start: from.key, limit, descending: true });
         this.#absorbDown(from, page);
         return page;
@@ -270,12 +301,20 @@ export class BoundarySearch {
     }
   }
 
-  /** `list()` run in the pool, or an answer to a request covering it that is in flight. */
-  #shared(key: string, limit: number, list: () => Promise<Page>): Promise<Page> {
+  /**
+   * `list()` run in `slot`, or an answer to a request covering it that is in flight
+   * (the slot is then left unused).
+   */
+  #shared(
+    key: string,
+    limit: number,
+    slot: Slot,
+    list: () => Promise<Page>,
+  ): Promise<Page> {
     const same = this.#inflight.get(key) ?? [];
     const covering = same.find((r) => r.limit >= limit);
     if (covering) return covering.page;
-    const mine = { limit, page: this.#pool.run(list) };
+    const mine = { limit, page: slot.run(list) };
     this.#inflight.set(key, [...same, mine]);
     // The derived promise only cleans up; callers of `page` see its rejection.
     mine.page.finally(() => {
@@ -286,8 +325,8 @@ export class BoundarySearch {
     return mine.page;
   }
 
-  async #relearnEnd(t: number): Promise<void> {
-    const last = await this.#pool.run(() => this.#source.list({ descending: true, limit: 1 }));
+  async #relearnEnd(t: number, slot: Slot): Promise<void> {
+    const last = await slot.run(() => this.#source.list({ descending: true, limit: 1 }));
     if (last.rows.length === 0 || last.total - 1 <= t) throw inconsistent();
     this.#points.add({ key: last.rows[0].id, rank: last.total - 1, real: true });
   }

@@ -61,7 +61,10 @@ export interface PlanOptions {
    * @default SEARCH_READ_PAGE (or the source's cap, when lower)
    */
   readPage?: number;
-  /** Listing requests in flight at once. @default 8 */
+  /**
+   * Listing requests in flight at first (more while answers stay fast).
+   * @default SEARCH_CONCURRENCY
+   */
   concurrency?: number;
   /** Probe with a full page once a bracket is at most this many pages wide. @default 100 */
   widePageSpan?: number;
