@@ -56,7 +56,7 @@ export async function cutStored(
   const cutAt = (k: number) => Math.max(1, Math.round(expected * k / parts));
   const out: StoredPart[] = [{ start: range.start, end: range.end, stored: 0 }];
   let seen = 0;
-  const sources = [blockIds(kv, crawlId, range, inRange), recordIds(kv, crawlId, range)];
+  const sources = [blockIds(kv, crawlId, range, inRange), recordIds(kv, crawlId, range, inRange)];
   for await (const batch of mergeSorted(mergeSorted(sources[0], sources[1]), once(odd))) {
     for (const id of batch) {
       const last = out[out.length - 1];
@@ -81,14 +81,13 @@ async function* blockIds(
   inRange: (id: string) => boolean,
 ): AsyncGenerator<string[]> {
   const prefix = keys.blocks(crawlId);
+  // Bounds KV cannot hold as string keys (ill-formed ids) are left to the filter.
   let start: Deno.KvKey | undefined;
-  if (range.start !== null) {
-    const holding = plainPartSize(range.start) > 0
-      ? await kvOp(() => blockHolding(kv, crawlId, range.start!))
-      : null;
+  if (range.start !== null && plainPartSize(range.start) > 0) {
+    const holding = await kvOp(() => blockHolding(kv, crawlId, range.start!));
     start = holding ? holding.entry.key : keys.block(crawlId, range.start);
   }
-  const end = range.end === null ? undefined : keys.block(crawlId, range.end);
+  const end = plainEnd(range.end) ? keys.block(crawlId, range.end!) : undefined;
   const selector: Deno.KvListSelector = start && end
     ? { start, end }
     : start
@@ -101,21 +100,33 @@ async function* blockIds(
   }
 }
 
+/** True when `end` bounds a KV listing (a string KV can hold). */
+function plainEnd(end: string | null): boolean {
+  return end !== null && plainPartSize(end) > 0;
+}
+
 /** Ids of string-keyed item records in the range, in order (their keys are the ids). */
 async function* recordIds(
   kv: Deno.Kv,
   crawlId: string,
   range: { start: string | null; end: string | null },
+  inRange: (id: string) => boolean,
 ): AsyncGenerator<string[]> {
-  // The first string key part: byte-keyed records sort before it (see `byteKeyedIds`).
-  const start = keys.item(crawlId, range.start ?? "");
-  const end = range.end === null ? undefined : keys.item(crawlId, range.end);
-  const selector: Deno.KvListSelector = end
-    ? { start, end }
+  // From the first string key part at the earliest: byte-keyed records sort before it (see
+  // `byteKeyedIds`). Bounds KV cannot hold as string keys are left to the filter.
+  const from = range.start !== null && plainPartSize(range.start) > 0 ? range.start : "";
+  const start = keys.item(crawlId, from);
+  const selector: Deno.KvListSelector = plainEnd(range.end)
+    ? { start, end: keys.item(crawlId, range.end!) }
     : { prefix: keys.items(crawlId), start };
   let batch: string[] = [];
   for await (const e of kv.list(selector, { batchSize: 1000 })) {
-    batch.push(e.key[2] as string);
+    const id = e.key[2] as string;
+    if (!inRange(id)) {
+      if (range.start !== null && compareKeys(id, range.start) < 0) continue;
+      break; // past the end
+    }
+    batch.push(id);
     if (batch.length === 1000) yield batch, batch = [];
   }
   if (batch.length > 0) yield batch;
