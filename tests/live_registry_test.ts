@@ -51,6 +51,7 @@ async function crawlLive(
     docs?: boolean;
     shards?: number;
     maxPage?: number;
+    view?: string;
     source?: CouchSourceOptions;
     during?: () => { stop: () => number };
   } = {},
@@ -67,6 +68,7 @@ async function crawlLive(
         shards: run.shards ?? 4,
         docs: run.docs,
         maxPage: run.maxPage,
+        view: run.view,
       }),
       sourceUrl: reg.url,
       sourceOptions: run.source,
@@ -136,6 +138,26 @@ Deno.test("live: one range over a registry changing 200 times a second is proven
   } finally {
     await cleanup(run);
   }
+});
+
+Deno.test("live: a view whose rows keep changing fails the crawl saying views have no catch-up", async () => {
+  const data = new RegistryData(await names(5_000));
+  await assert.rejects(
+    () =>
+      crawlLive(data, { latencyMs: 5 }, {
+        view: "pkg/by_shape",
+        shards: 2,
+        maxPage: 200,
+        during: () => churn(data, 200),
+      }),
+    (err: Error) => {
+      assert.ok(err instanceof FatalError);
+      assert.match(err.message, /holds \d+ items but the registry lists \d+ there/);
+      assert.match(err.message, /views have no catch-up/);
+      assert.ok(!err.message.includes("\n"), "one line");
+      return true;
+    },
+  );
 });
 
 Deno.test("live: rows a listing loses are found while the registry keeps changing, and the crawl fails saying where", async () => {

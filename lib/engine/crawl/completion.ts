@@ -116,6 +116,7 @@ async function finish(
     applied: 0,
     proven: new Set(),
     parts: new RangeParts(),
+    view: claim === null && Boolean((await getCrawl(kv, id)).value?.view),
   };
   const { roundsPerPass, maxRoundsPerPass, firstPauseMs, maxPauseMs } = FINAL_CHECK_RETRY;
   if (claim?.crawl.planMethod === "rank" && await heldStill(pass, claim.entry.value.seq)) {

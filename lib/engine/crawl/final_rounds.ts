@@ -79,6 +79,8 @@ export interface Pass {
   proven: Set<number>;
   /** Ranges this pass proves a part at a time (they never held still as a whole). */
   parts: RangeParts;
+  /** The crawl lists a view (no catch-up: its ranges are checked as if the registry held still). */
+  view?: boolean;
 }
 
 /** What landed since sequence `at`: read from the feed (not applied), or `no-feed`. */
@@ -167,7 +169,7 @@ export async function rankRound(
   let relists = 0;
   let left = 0;
   const record = async (batch: Deno.KvEntry<ShardRecord>[], verdicts: RangeVerdict[]) => {
-    relists += await settle(kv, id, batch, verdicts, { ...pass.o, at });
+    relists += await settle(kv, id, batch, verdicts, { ...pass.o, at, view: pass.view });
     for (const v of verdicts) if (v.verdict === "equal") pass.proven.add(v.id);
     left += verdicts.filter((v) => v.verdict === "undecided").length;
   };
@@ -268,7 +270,7 @@ async function settle(
   id: string,
   todo: Deno.KvEntry<ShardRecord>[],
   verdicts: RangeVerdict[],
-  o: CompletionOptions & { at: string | null },
+  o: CompletionOptions & { at: string | null; view?: boolean },
 ): Promise<number> {
   let relists = 0;
   for (const v of verdicts) {
@@ -281,7 +283,7 @@ async function settle(
     } else if (v.verdict === "mismatch") {
       const relistsSoFar = shard.relists ?? 0;
       if (relistsSoFar >= MAX_RELISTS) {
-        throw completenessError({ ...shard, relists: relistsSoFar }, v, o.at);
+        throw completenessError({ ...shard, relists: relistsSoFar, view: o.view }, v, o.at);
       }
       const next = relisted(shard, (o.now ?? Date.now)(), null);
       if (await commitRelist(kv, id, entry, next)) {
