@@ -148,7 +148,10 @@ Deno.test("live: a view whose rows keep changing fails the crawl saying views ha
         view: "pkg/by_shape",
         shards: 2,
         maxPage: 200,
-        during: () => churn(data, 200),
+        // Inserts only: every range's count keeps growing, so no check can agree by chance (with
+        // deletions too, a range's count can come back to the stored one while its rows differ:
+        // the check has no feed to see them by).
+        during: () => churn(data, 200, ["insert"]),
       }),
     (err: Error) => {
       assert.ok(err instanceof FatalError);
