@@ -170,7 +170,9 @@ export function listView(
   );
   // pouchdb-server's offset is the skip, not a rank.
   const at = options.ignoresDocid ? skip : offset;
-  return `{"total_rows":${n},"offset":${at},"rows":[${out.join(",")}]}`;
+  // CouchDB's `update_seq=true` on a view: the sequence the index reflects (here always current).
+  const seq = q.update_seq === "true" ? `,"update_seq":${data.updateSeq}` : "";
+  return `{"total_rows":${n},"offset":${at}${seq},"rows":[${out.join(",")}]}`;
 }
 
 /** Serves the view at `/<db>/_design/pkg/_view/by_shape`; any other view is `missing_named_view`. */

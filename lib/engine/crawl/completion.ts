@@ -118,6 +118,8 @@ async function finish(
     parts: new RangeParts(),
     view: claim === null && Boolean((await getCrawl(kv, id)).value?.view),
   };
+  const viewSeq = claim === null ? (await getCrawl(kv, id)).value?.viewSeq ?? null : null;
+  if (viewSeq !== null) pass.beforeDone = () => viewHeldStill(source, viewSeq);
   const { roundsPerPass, maxRoundsPerPass, firstPauseMs, maxPauseMs } = FINAL_CHECK_RETRY;
   if (claim?.crawl.planMethod === "rank" && await heldStill(pass, claim.entry.value.seq)) {
     return true;
@@ -127,6 +129,7 @@ async function finish(
   let quiet = 0;
   for (let round = 0; round < maxRoundsPerPass && quiet < (o.maxRounds ?? roundsPerPass); round++) {
     if (quiet > 0) await sleep(Math.min(maxPauseMs, firstPauseMs * 2 ** (quiet - 1)));
+    await pass.beforeDone?.(); // a view that changed fails at once, before a range is relisted
     if (!await advanceFeed(pass)) return false; // another runner has the feed now
     const at = pass.feed ? pass.feed.entry.value.seq : null;
     const crawl = (await getCrawl(kv, id)).value!;
@@ -139,6 +142,25 @@ async function finish(
     quiet = pass.proven.size + pass.parts.provenParts > before ? 0 : quiet + 1;
   }
   return false;
+}
+
+/**
+ * Throws a {@linkcode FatalError} when the view answers another `update_seq` than when its crawl
+ * started: views have no catch-up, so what was listed cannot be proven against a view that
+ * changed since (its rows move with documents the feed only names). A view whose answers carry no
+ * sequence, or an opaque one (a cluster's), passes.
+ */
+async function viewHeldStill(source: Source, viewSeq: string): Promise<void> {
+  // Only plain numbers are compared: a cluster's opaque sequences may be spelled otherwise by
+  // another route for the same state, and a view held still must not fail.
+  if (!/^\d+$/.test(viewSeq)) return;
+  const now = (await source.list({ limit: 1, updateSeq: true })).seq;
+  if (now === undefined || now === viewSeq) return;
+  throw new FatalError(
+    `the registry changed while this view was crawled (update_seq ${viewSeq}, now ${now}): views ` +
+      "have no catch-up, so the crawl cannot be proven; crawl it again while the registry holds " +
+      "still (README, Views)",
+  );
 }
 
 /**

@@ -242,6 +242,11 @@ async function makePlan(
   // four. The start sequence is still taken before any shard lists a row. No change feed makes
   // drift catch-up unavailable, not the crawl.
   const startSeq = source.updateSeq().catch(() => null);
+  // A view has no feed; its own sequence, taken before any shard lists a row, tells at the end
+  // whether it changed meanwhile.
+  const viewSeq = crawl.view
+    ? source.list({ limit: 1, updateSeq: true }).then((p) => p.seq ?? null, () => null)
+    : Promise.resolve(null);
   const docMode = crawl.docs
     ? (source.docMode?.() ?? Promise.resolve("get" as const)).catch(() => "get" as const)
     : Promise.resolve(null);
@@ -268,14 +273,21 @@ async function makePlan(
     });
   } catch (err) {
     // Nothing asked for here runs on after planning ends (each side request settles; none throws).
-    await Promise.all([startSeq, docMode, even]);
+    await Promise.all([startSeq, viewSeq, docMode, even]);
     throw err;
   }
   options.onPlanned?.(plan);
   const evenAnswer = await even;
   const evenSplit = plan.method === "rank" && plan.shards.length > 1 ? evenAnswer : null;
   const idOrder = source.idOrder ?? "codepoint";
-  return { plan, startSeq: await startSeq, docMode: await docMode, evenSplit, idOrder };
+  return {
+    plan,
+    startSeq: await startSeq,
+    viewSeq: await viewSeq,
+    docMode: await docMode,
+    evenSplit,
+    idOrder,
+  };
 }
 
 async function startPlanned(
@@ -302,6 +314,7 @@ async function startPlanned(
     ...(p.idOrder === "codepoint" ? {} : { idOrder: p.idOrder }),
     nextShardId: p.plan.shards.length,
     startSeq: p.startSeq,
+    ...(p.viewSeq !== null ? { viewSeq: p.viewSeq } : {}),
     docMode: p.docMode,
     evenSplit: p.evenSplit,
     itemLayout: ITEM_LAYOUT, // no item exists before its shards: this version writes them all

@@ -64,6 +64,11 @@ export interface CrawlRecord extends CrawlSpec {
   nextShardId: number;
   /** The registry's update sequence when the crawl started (for `_changes` catch-up). */
   startSeq: string | null;
+  /**
+   * A view crawl's `update_seq` when it started, where the view's answers carry one: views have
+   * no catch-up, so the crawl is done only while the view still answers this one.
+   */
+  viewSeq?: string | null;
   /** The registry's page cap, once learned (a short page that was not the end). */
   pageCap?: number | null;
   /** How documents are fetched, once probed. */
