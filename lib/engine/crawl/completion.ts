@@ -20,6 +20,7 @@ import {
 import { FINAL_CHECK_RETRY } from "../../base/retry_policy.ts";
 import { failCrawl } from "./lifecycle.ts";
 import {
+  type CrawlRecord,
   getCrawl,
   listPending,
   listRangeDrift,
@@ -84,7 +85,7 @@ export async function checkCompletion(
       const status = (await getCrawl(kv, id)).value?.status;
       if (status !== "running") return status === "done";
     }
-    return await finish(kv, source, claim, id, options);
+    return await finish(kv, source, claim, crawl, options);
   } catch (err) {
     if (err instanceof RegistryReplacedError || err instanceof FatalError) {
       await failCrawl(kv, id, err.message, options.now).catch(() => {});
@@ -101,9 +102,10 @@ async function finish(
   kv: Deno.Kv,
   source: Source,
   claim: FeedClaim | null,
-  id: string,
+  crawl: CrawlRecord,
   o: CompletionOptions,
 ): Promise<boolean> {
+  const id = crawl.id;
   const sleep = o.sleep ?? ((ms: number) => new Promise((r) => setTimeout(r, ms)));
   // Ranges proven by this pass. A range proven earlier (at its end, or by an earlier pass) is
   // proven again: the feed keeps a range in step only while it describes the same database.
@@ -116,10 +118,10 @@ async function finish(
     applied: 0,
     proven: new Set(),
     parts: new RangeParts(),
-    view: claim === null && Boolean((await getCrawl(kv, id)).value?.view),
+    view: Boolean(crawl.view),
   };
-  const viewSeq = claim === null ? (await getCrawl(kv, id)).value?.viewSeq ?? null : null;
-  if (viewSeq !== null) pass.beforeDone = () => viewHeldStill(source, viewSeq);
+  const viewSeq = crawl.viewSeq ?? null;
+  if (viewSeq !== null) pass.checkUnchanged = () => viewHeldStill(source, viewSeq);
   const { roundsPerPass, maxRoundsPerPass, firstPauseMs, maxPauseMs } = FINAL_CHECK_RETRY;
   if (claim?.crawl.planMethod === "rank" && await heldStill(pass, claim.entry.value.seq)) {
     return true;
@@ -129,14 +131,14 @@ async function finish(
   let quiet = 0;
   for (let round = 0; round < maxRoundsPerPass && quiet < (o.maxRounds ?? roundsPerPass); round++) {
     if (quiet > 0) await sleep(Math.min(maxPauseMs, firstPauseMs * 2 ** (quiet - 1)));
-    await pass.beforeDone?.(); // a view that changed fails at once, before a range is relisted
+    await pass.checkUnchanged?.(); // a view that changed fails at once, before a range is relisted
     if (!await advanceFeed(pass)) return false; // another runner has the feed now
     const at = pass.feed ? pass.feed.entry.value.seq : null;
-    const crawl = (await getCrawl(kv, id)).value!;
+    const current = (await getCrawl(kv, id)).value!;
     const before = pass.proven.size + pass.parts.provenParts;
-    const outcome = crawl.planMethod === "rank"
+    const outcome = current.planMethod === "rank"
       ? await rankRound(pass, at)
-      : await totalRound(pass, at, crawl.total);
+      : await totalRound(pass, at, current.total);
     if (outcome === "done") return true;
     if (outcome === "relisted") return false;
     quiet = pass.proven.size + pass.parts.provenParts > before ? 0 : quiet + 1;

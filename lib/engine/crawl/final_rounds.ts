@@ -81,8 +81,11 @@ export interface Pass {
   parts: RangeParts;
   /** The crawl lists a view (no catch-up: its ranges are checked as if the registry held still). */
   view?: boolean;
-  /** Throws when the crawl cannot be marked done after all (a view that changed meanwhile). */
-  beforeDone?: () => Promise<void>;
+  /**
+   * Throws when the registry changed in a way the check cannot follow (a view since its crawl
+   * started): called before each round and before the crawl is marked done.
+   */
+  checkUnchanged?: () => Promise<void>;
 }
 
 /** What landed since sequence `at`: read from the feed (not applied), or `no-feed`. */
@@ -118,7 +121,7 @@ export async function heldStill(pass: Pass, at: string): Promise<boolean> {
 
 /** The crawl is done and exact: every one of its `ranges` was proven at `at`. */
 async function provenExact(pass: Pass, ranges: number, at: string | null): Promise<void> {
-  await pass.beforeDone?.();
+  await pass.checkUnchanged?.();
   await done(pass.kv, pass.id, pass.o, {
     status: "exact",
     detail: `every one of ${ranges} ranges holds what the registry lists there` +
@@ -252,7 +255,7 @@ export async function totalRound(
         `${at === null ? "" : ` at seq ${at}`}, more than its changes meanwhile explain`,
     );
   }
-  await pass.beforeDone?.();
+  await pass.checkUnchanged?.();
   await done(pass.kv, pass.id, pass.o, {
     status: "total",
     detail: `${verdict.stored} items, as many as the registry lists` +
