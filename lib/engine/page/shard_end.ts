@@ -57,8 +57,9 @@ export type ShardCheck = "exact" | "relist" | "later";
 
 /**
  * Checks a shard that just reached its end with `items` items in all, early: only when the
- * registry has not changed since the crawl started can its count be held against the ranks now
- * (`exact`, or `relist` when they disagree); otherwise the crawl's final check decides (`later`).
+ * registry (or the view crawled) has not changed since the crawl started can its count be held
+ * against the ranks now (`exact`, or `relist` when they disagree); otherwise the crawl's final
+ * check decides (`later`).
  * Registries whose offsets are not ranks are always `later`, and so are the shards that end the
  * crawl, when `kv` tells which they are (the few still running with it: shards of equal counts end
  * close together, and the final check follows at once).
@@ -79,11 +80,13 @@ export async function checkShardEnd(
   if (options.kv && crawl.indexed && await lastStretch(options.kv, crawl, shard)) {
     return "later";
   }
+  // A view has no start sequence (no feed) but its own, taken the same way when planned.
+  const since = crawl.startSeq ?? crawl.viewSeq ?? null;
   // Each rank carries the sequence it was computed at where the registry says (one round trip);
   // elsewhere the sequence is read after both.
   const [low, high] = await allSettledOrThrow([
     shard.start === null
-      ? Promise.resolve({ rank: 0, seq: crawl.startSeq ?? undefined })
+      ? Promise.resolve({ rank: 0, seq: since ?? undefined })
       : source.list({ start: shard.start, limit: 1, updateSeq: true })
         .then((p) => ({ rank: p.offset, seq: p.seq })),
     source.list({ start: shard.end, limit: 1, updateSeq: true }).then((p) => ({
@@ -93,12 +96,12 @@ export async function checkShardEnd(
   ]);
   // Equal to the start's, nothing changed before or while the ranks were read. (A sequence
   // string may be spelled otherwise by another route of a cluster: unequal ones are read again.)
-  const seq = crawl.startSeq === null
+  const seq = since === null
     ? null
-    : low.seq === crawl.startSeq && high.seq === crawl.startSeq
-    ? crawl.startSeq
+    : low.seq === since && high.seq === since
+    ? since
     : await source.updateSeq().catch(() => undefined);
-  if (seq !== crawl.startSeq) return "later";
+  if (seq !== since) return "later";
   const span = high.rank - low.rank;
   if (span === items) return "exact";
   const relists = shard.relists ?? 0;
