@@ -74,7 +74,11 @@ interface Range {
 }
 
 /** The list selector of keys under `prefix` from `start` (inclusive) to `end` (exclusive). */
-function between(prefix: Deno.KvKey, start?: Deno.KvKey, end?: Deno.KvKey): Deno.KvListSelector {
+export function selectorBetween(
+  prefix: Deno.KvKey,
+  start?: Deno.KvKey,
+  end?: Deno.KvKey,
+): Deno.KvListSelector {
   if (start && end) return { start, end };
   return start ? { prefix, start } : end ? { prefix, end } : { prefix };
 }
@@ -87,7 +91,7 @@ async function* recordRuns(kv: Deno.Kv, crawlId: string, r: Range): AsyncGenerat
     ? keys.item(crawlId, r.from)
     : undefined;
   const end = r.to !== undefined ? keys.item(crawlId, r.to) : undefined;
-  const selector = between(prefix, start, end);
+  const selector = selectorBetween(prefix, start, end);
   let run: Run = { items: [], parts: [] };
   for await (const e of kv.list<Uint8Array>(selector, { batchSize: 1000 })) {
     const part = e.key[2] as Part;
@@ -108,7 +112,7 @@ async function* blockRuns(kv: Deno.Kv, crawlId: string, r: Range): AsyncGenerato
   }
   const start = from !== undefined ? keys.block(crawlId, from) : undefined;
   const end = r.to !== undefined ? keys.block(crawlId, r.to) : undefined;
-  const selector = between(prefix, start, end);
+  const selector = selectorBetween(prefix, start, end);
   for await (const e of kv.list<Uint8Array>(selector, { batchSize: 100 })) {
     let rows = decodeBlock(e.value);
     if (typeof r.after === "string") {
@@ -244,7 +248,7 @@ export async function* blockNdjsonBatches(
   const prefix = keys.blocks(crawlId);
   const at = (b: string | undefined) => b === undefined ? undefined : keys.block(crawlId, b);
   const selectors = rangesOf(cutBounds(options.bounds)).map((r) =>
-    between(prefix, at(r.from), at(r.to))
+    selectorBetween(prefix, at(r.from), at(r.to))
   );
   const read = async function* (selector: Deno.KvListSelector) {
     for await (const e of kv.list<Uint8Array>(selector, { batchSize: 100 })) {

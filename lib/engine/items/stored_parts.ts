@@ -10,6 +10,7 @@ import { compareKeys } from "../../plan/keys.ts";
 import { blockHolding } from "./item_blocks.ts";
 import { decodeBlock } from "./block_codec.ts";
 import { decodeItem, plainPartSize } from "./item_codec.ts";
+import { selectorBetween } from "./item_read.ts";
 import { keys, kvOp } from "../store/mod.ts";
 
 /** A key range `[start, end)` of a crawl (null: open) with the items the store holds there. */
@@ -88,14 +89,9 @@ async function* blockIds(
     start = holding ? holding.entry.key : keys.block(crawlId, range.start);
   }
   const end = plainEnd(range.end) ? keys.block(crawlId, range.end!) : undefined;
-  const selector: Deno.KvListSelector = start && end
-    ? { start, end }
-    : start
-    ? { prefix, start }
-    : end
-    ? { prefix, end }
-    : { prefix };
-  for await (const e of kv.list<Uint8Array>(selector, { batchSize: 100 })) {
+  for await (
+    const e of kv.list<Uint8Array>(selectorBetween(prefix, start, end), { batchSize: 100 })
+  ) {
     yield decodeBlock(e.value).map((r) => r.id).filter(inRange);
   }
 }
@@ -115,10 +111,8 @@ async function* recordIds(
   // From the first string key part at the earliest: byte-keyed records sort before it (see
   // `byteKeyedIds`). Bounds KV cannot hold as string keys are left to the filter.
   const from = range.start !== null && plainPartSize(range.start) > 0 ? range.start : "";
-  const start = keys.item(crawlId, from);
-  const selector: Deno.KvListSelector = plainEnd(range.end)
-    ? { start, end: keys.item(crawlId, range.end!) }
-    : { prefix: keys.items(crawlId), start };
+  const end = plainEnd(range.end) ? keys.item(crawlId, range.end!) : undefined;
+  const selector = selectorBetween(keys.items(crawlId), keys.item(crawlId, from), end);
   let batch: string[] = [];
   for await (const e of kv.list(selector, { batchSize: 1000 })) {
     const id = e.key[2] as string;
