@@ -8,6 +8,7 @@
  */
 import { FatalError, TransientError } from "../base/errors.ts";
 import { compareKeys } from "../plan/keys.ts";
+import { ListedDoc } from "./docs_listing.ts";
 import type { ChangeRow, DocResult, ListOptions, Page, Row } from "../plan/source.ts";
 
 const dec = new TextDecoder();
@@ -184,6 +185,12 @@ export function checkedDoc(
   return { kind: "doc", json, docRev: typeof doc._rev === "string" ? doc._rev : null };
 }
 
+/** A document as the listing carried it (its text, never parsed: `docs_listing.ts`) as a result. */
+function listedDoc(doc: ListedDoc, expectedId?: string): DocResult {
+  return wrongDocument(doc.id, expectedId) ??
+    { kind: "doc", json: doc.json, docRev: doc.rev ?? null };
+}
+
 function jsonType(v: unknown): string {
   return Array.isArray(v) ? "an array" : v === null ? "null" : `a ${typeof v}`;
 }
@@ -199,7 +206,9 @@ function checkRow(r: unknown, includeDocs: boolean, bad: (why: string) => Error)
     // A view row (reshaped by the view dialect) says which document it carries: the emitting one,
     // or null when its value links to another by `_id`.
     const docId = "docid" in r ? r.docid : r.id;
-    row.doc = isObject(r.doc)
+    row.doc = r.doc instanceof ListedDoc
+      ? listedDoc(r.doc, typeof docId === "string" ? docId : undefined)
+      : isObject(r.doc)
       ? checkedDoc(r.doc, JSON.stringify(r.doc), typeof docId === "string" ? docId : undefined)
       : { kind: "error", status: 200, reason: `no document in the listing (${jsonType(r.doc)})` };
   }

@@ -8,6 +8,7 @@
 import { FatalError, PermanentError } from "../base/errors.ts";
 import { redactUrl } from "../base/redact.ts";
 import { parseJsonAnswer, refuseErrorBody } from "./couch_answers.ts";
+import { parseDocsListing } from "./docs_listing.ts";
 import type { HttpAnswer, HttpClient } from "./http.ts";
 
 /** Bytes a listing may use per row without documents (ids run up to 4 KB, escaped). */
@@ -108,7 +109,10 @@ export class CouchExchange {
           );
         }
         this.refuseErrors(a, path);
-        const body = parseJsonAnswer(a.body, a.headers.get("content-type"), this.what(path));
+        // With documents, each stays the text it came as (`docs_listing.ts`); anything that does
+        // not scan as such an answer is parsed plainly, which says what is wrong with it.
+        const body = (includeDocs ? parseDocsListing(new TextDecoder().decode(a.body)) : null) ??
+          parseJsonAnswer(a.body, a.headers.get("content-type"), this.what(path));
         // A `200 {"error": …}` is refused here, inside the exchange, so that it is asked again
         // like a 5xx (the dialect's checks run after the exchange).
         return refuseErrorBody(body, this.#o.description, "rows");
