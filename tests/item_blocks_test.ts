@@ -67,6 +67,11 @@ Deno.test("blocks: rows come back exactly, and every value stays under KV's limi
   assert.deepEqual(decodeBlock(encodeBlock(rows)), rows);
   const withDocs = rows.map((r, i) => i % 2 ? { ...r, doc: `{"n":${i},"s":"\u0000é"}` } : r);
   assert.deepEqual(decodeBlock(encodeBlock(withDocs)), withDocs, "documents byte for byte");
+  assert.deepEqual(
+    decodeBlock(encodeBlock(withDocs), { docs: false }),
+    rows,
+    "ids and revisions only",
+  );
   assert.equal(blockable({ id: "lone\ud800", rev: "5-e" }), false);
   assert.equal(blockable({ id: "x".repeat(3000), rev: "1-a" }), false);
   assert.equal(blockable({ id: rows[1].id, rev: "2-b" }), true);

@@ -59,9 +59,13 @@ export function encodeBlock(rows: readonly BlockRow[]): Uint8Array {
   return enc.encode(text + "]");
 }
 
-/** Decodes a block value. @throws RangeError for bytes that are not a block. */
-export function decodeBlock(value: Uint8Array): BlockRow[] {
+/**
+ * Decodes a block value; with `docs: false`, ids and revisions only (documents are skipped, not
+ * decoded: what counts and samples need). @throws RangeError for bytes that are not a block.
+ */
+export function decodeBlock(value: Uint8Array, o: { docs?: boolean } = {}): BlockRow[] {
   if (value[1] === DIGIT_0 + STRING_DOC_STRIDE) return decodeStringDocs(value);
+  const docs = o.docs ?? true;
   const m = rowMarks(value);
   const out: BlockRow[] = new Array(m.length / 6);
   for (let r = 0, k = 0; k < m.length; r++, k += 6) {
@@ -69,7 +73,7 @@ export function decodeBlock(value: Uint8Array): BlockRow[] {
       id: stringAt(value, m[k], m[k + 1]),
       rev: stringAt(value, m[k + 2], m[k + 3]),
     };
-    if (m[k + 4] >= 0) row.doc = dec.decode(value.subarray(m[k + 4], m[k + 5]));
+    if (docs && m[k + 4] >= 0) row.doc = dec.decode(value.subarray(m[k + 4], m[k + 5]));
     out[r] = row;
   }
   return out;

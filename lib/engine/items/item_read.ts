@@ -321,7 +321,7 @@ export async function countItems(kv: Deno.Kv, crawlId: string): Promise<number> 
   let n = 0;
   for await (const _ of kv.list({ prefix: keys.items(crawlId) }, { batchSize: 1000 })) n++;
   for await (const e of kv.list<Uint8Array>({ prefix: keys.blocks(crawlId) }, { batchSize: 100 })) {
-    n += decodeBlock(e.value).length;
+    n += decodeBlock(e.value, { docs: false }).length;
   }
   return n;
 }
@@ -385,7 +385,9 @@ export async function sampleStored(
       { limit: 1 },
     );
     for await (const e of blocks) {
-      for (const r of decodeBlock(e.value)) if (inRange(r.id)) out.push({ id: r.id, rev: r.rev });
+      for (const r of decodeBlock(e.value, { docs: false })) {
+        if (inRange(r.id)) out.push({ id: r.id, rev: r.rev });
+      }
     }
     const records = kv.list<Uint8Array>(
       from(keys.items(crawlId), keys.item(crawlId, range.start ?? "")),

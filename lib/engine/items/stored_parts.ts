@@ -92,7 +92,7 @@ async function* blockIds(
   for await (
     const e of kv.list<Uint8Array>(selectorBetween(prefix, start, end), { batchSize: 100 })
   ) {
-    yield decodeBlock(e.value).map((r) => r.id).filter(inRange);
+    yield decodeBlock(e.value, { docs: false }).map((r) => r.id).filter(inRange);
   }
 }
 
