@@ -104,6 +104,14 @@ Deno.test("lease: dispatching wakes this process's idle workers; a dispatch made
   stop.abort();
   await aborted;
 
+  // A shard one worker of the process runs is passed by its siblings without a claim's reads.
+  assert.equal(d.runShard("c", 1), true);
+  assert.equal(d.runShard("c", 1), false, "a sibling runs it");
+  assert.equal(d.runShard("c", 2), true);
+  assert.equal(d.runShard("other", 1), true, "per crawl");
+  d.ranShard("c", 1);
+  assert.equal(d.runShard("c", 1), true, "free again once its worker is done with it");
+
   // Two workers asleep for a minute: the crawl opened after they went idle still runs at once.
   using kv = await Deno.openKv(":memory:");
   const data = dataOf(randomKeys(2000, ASCII, 64, 6));
