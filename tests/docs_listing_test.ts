@@ -89,6 +89,8 @@ Deno.test("docs listing: strings that look like structure, escapes, and what is 
     1,
   );
   same(`{"rows":[{"id":"a","doc":{"_id":"1"},"doc":{"_id":"2"}}]}`, 1);
+  // A row that is not an object holds no document, whatever the row before it named last.
+  same(`{"rows":[{"id":"a","doc":{"_id":"a"}},["x",{"_id":"b"}],{"id":"c","doc":{}}]}`, 2);
   // `doc` outside the rows is never cut.
   same(`{"doc":{"_id":"top"},"rows":[{"doc":{"_id":"r"}}],"other":[{"doc":{"_id":"o"}}]}`, 1);
   // Pretty-printed documents lose only the line breaks between tokens.

@@ -136,7 +136,8 @@ function cutDocs(text: string): Cut[] | null {
       if (depth === ROWS && c === OPEN_ARR && topKey === "rows") {
         if (rowsSeen) return null;
         (rowsSeen = inRows = true, row = 0);
-      } else if (depth === DOC && c === OPEN_OBJ && inRows && rowKey === "doc") {
+      } else if (depth === ROW) rowKey = ""; // a row starts: nothing named in it yet
+      else if (depth === DOC && c === OPEN_OBJ && inRows && rowKey === "doc") {
         doc = { row, start: i, end: -1, lineBreaks: false, id: undefined, rev: undefined };
         docKey = "";
       }
