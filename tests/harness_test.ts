@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { checkExported, timeTask } from "../lib/bench/harness.ts";
+import { checkExported, pairedRatio, rounds, timeTask } from "../lib/bench/harness.ts";
 
 Deno.test("timeTask sends stdout to a file as a shell redirect would, and checkExported reads the count", async () => {
   const dir = await Deno.makeTempDir();
@@ -26,4 +26,17 @@ Deno.test("timeTask sends stdout to a file as a shell redirect would, and checkE
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("rounds time every side once a round in order, and ratios are taken within a round", async () => {
+  const order: string[] = [];
+  // Times grow with the steps taken: the machine slows as the part goes on.
+  const t = await rounds(3, {
+    peer: () => (order.push("peer"), Promise.resolve(10 * order.length)),
+    ours: () => (order.push("ours"), Promise.resolve(5 * order.length)),
+  });
+  assert.deepEqual(order, ["peer", "ours", "peer", "ours", "peer", "ours"]);
+  assert.deepEqual(t, { peer: [10, 30, 50], ours: [10, 20, 30] });
+  assert.equal(pairedRatio(t.ours, t.peer), 0.6666666666666666);
+  assert.ok(Number.isNaN(pairedRatio([1, 2], [NaN, NaN])), "a side that could not run");
 });

@@ -8,9 +8,10 @@
 import {
   checkExported,
   median,
-  medianOf,
   n,
+  pairedRatio,
   registry,
+  rounds,
   s,
   table,
   timeIt,
@@ -30,42 +31,53 @@ export async function benchDocs(
       const reg = await registry(["--synthetic", String(o.size), "--latency-ms", String(latency)]);
       try {
         const at = latency ? `${latency} ms away` : "loopback";
-        let backup = NaN;
-        try {
-          backup = await medianOf(
-            o.runs,
-            () => timeIt(() => couchbackupShallow(reg.url, `${dir}/backup.jsonl`)),
-          );
-        } catch (err) {
-          o.log(`couchbackup could not run: ${(err as Error).message.split("\n")[0]}`);
-        }
-        const pager = await medianOf(
-          o.runs,
-          () =>
+        let backupFailed = false;
+        let round = 0;
+        const kvOf = (r: number) => `${dir}/docs-${latency}-${r}.kv`;
+        // Each round times every side once, back to back: ratios are taken within a round.
+        const t = await rounds(o.runs, {
+          backup: async () => {
+            if (backupFailed) return NaN;
+            try {
+              return await timeIt(() => couchbackupShallow(reg.url, `${dir}/backup.jsonl`));
+            } catch (err) {
+              backupFailed = true;
+              o.log(`couchbackup could not run: ${(err as Error).message.split("\n")[0]}`);
+              return NaN;
+            }
+          },
+          pager: () =>
             timeIt(() =>
               sequentialPager(reg.url, `${dir}/pager.ndjson`, { limit: 1000, includeDocs: true })
             ),
-        );
-        const crawls: number[] = [];
-        const totals: number[] = [];
-        for (let r = 0; r < o.runs; r++) {
-          const kv = `${dir}/docs-${latency}-${r}.kv`;
-          const c = await timeTask("tasks/crawl.ts", ["--source", reg.url, "--kv", kv, "--docs"]);
-          const e = await timeTask("tasks/export.ts", ["--kv", kv], {
-            stdoutTo: `${dir}/o.ndjson`,
-          });
-          checkExported(e, o.size);
-          crawls.push(c.ms);
-          totals.push(c.ms + e.ms);
-        }
-        const crawl = median(crawls);
-        const total = median(totals);
+          crawl: async () =>
+            (await timeTask("tasks/crawl.ts", ["--source", reg.url, "--kv", kvOf(round), "--docs"]))
+              .ms,
+          export: async () => {
+            const e = await timeTask("tasks/export.ts", ["--kv", kvOf(round++)], {
+              stdoutTo: `${dir}/o.ndjson`,
+            });
+            checkExported(e, o.size);
+            return e.ms;
+          },
+        });
+        const totals = t.crawl.map((c, i) => c + t.export[i]);
         rows.push(
-          [at, "couchbackup --mode shallow", s(backup), ""],
-          [at, "include_docs pager, limit 1,000", s(pager), ""],
-          [at, "rankcrawl --docs (include_docs pages, 16 shards)", s(crawl), x(crawl / backup)],
-          [at, "rankcrawl --docs + export", s(total), x(total / backup)],
-          [at, "rankcrawl --docs + export / the include_docs pager", "", x(total / pager)],
+          [at, "couchbackup --mode shallow", s(median(t.backup)), ""],
+          [at, "include_docs pager, limit 1,000", s(median(t.pager)), ""],
+          [
+            at,
+            "rankcrawl --docs (include_docs pages, 16 shards)",
+            s(median(t.crawl)),
+            x(pairedRatio(t.crawl, t.backup)),
+          ],
+          [at, "rankcrawl --docs + export", s(median(totals)), x(pairedRatio(totals, t.backup))],
+          [
+            at,
+            "rankcrawl --docs + export / the include_docs pager",
+            "",
+            x(pairedRatio(totals, t.pager)),
+          ],
         );
       } finally {
         await reg.close();
@@ -75,7 +87,11 @@ export async function benchDocs(
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
-  o.log(`\n## Documents: ${n(o.size)} documents (median of ${o.runs})\n`);
+  o.log(
+    `\n## Documents: ${
+      n(o.size)
+    } documents (medians of ${o.runs} rounds; each ratio taken within a round)\n`,
+  );
   o.log(
     table(["registry", "what", "seconds", "rankcrawl / peer (couchbackup unless named)"], rows),
   );
@@ -95,37 +111,43 @@ async function byGet(per: number, dir: string, runs: number): Promise<(string | 
     "--no-bulk-get",
   ]);
   try {
-    const fetcher = await medianOf(
-      runs,
-      () =>
+    let round = 0;
+    const t = await rounds(runs, {
+      fetcher: () =>
         timeIt(() =>
           concurrentFetcher(reg.url, `${dir}/get.ndjson`, { limit: 10_000, inFlight: 64 })
         ),
-    );
-    const crawls: number[] = [];
-    const totals: number[] = [];
-    for (let r = 0; r < runs; r++) {
-      const kv = `${dir}/get-${r}.kv`;
-      const c = await timeTask("tasks/crawl.ts", ["--source", reg.url, "--kv", kv, "--docs"]);
-      const e = await timeTask("tasks/export.ts", ["--kv", kv], { stdoutTo: `${dir}/g.ndjson` });
-      checkExported(e, per);
-      crawls.push(c.ms);
-      totals.push(c.ms + e.ms);
-    }
+      crawl: async () =>
+        (await timeTask("tasks/crawl.ts", [
+          "--source",
+          reg.url,
+          "--kv",
+          `${dir}/get-${round}.kv`,
+          "--docs",
+        ])).ms,
+      export: async () => {
+        const e = await timeTask("tasks/export.ts", ["--kv", `${dir}/get-${round++}.kv`], {
+          stdoutTo: `${dir}/g.ndjson`,
+        });
+        checkExported(e, per);
+        return e.ms;
+      },
+    });
+    const totals = t.crawl.map((c, i) => c + t.export[i]);
     const at = `20 ms away, one GET a document (${n(per)})`;
     return [
-      [at, "ids by 10,000, 64 documents in flight (a script)", s(fetcher), ""],
+      [at, "ids by 10,000, 64 documents in flight (a script)", s(median(t.fetcher)), ""],
       [
         at,
         "rankcrawl --docs (16 shards)",
-        s(median(crawls)),
-        `${x(median(crawls) / fetcher)} of the script`,
+        s(median(t.crawl)),
+        `${x(pairedRatio(t.crawl, t.fetcher))} of the script`,
       ],
       [
         at,
         "rankcrawl --docs + export",
         s(median(totals)),
-        `${x(median(totals) / fetcher)} of the script`,
+        `${x(pairedRatio(totals, t.fetcher))} of the script`,
       ],
     ];
   } finally {

@@ -106,6 +106,32 @@ export async function medianOf(runs: number, fn: () => Promise<number>): Promise
   return median(xs);
 }
 
+/**
+ * Times every step of `steps` once per round, in the given order, for `runs` rounds, and returns
+ * each step's times (ms, one per round). Ratios between steps are then taken within a round
+ * ({@linkcode pairedRatio}): on shared cores the machine's speed drifts during a part (by a third
+ * within minutes, seen), and timing all runs of one side before the other's let that drift decide
+ * a ratio (the same part gave 1.09 and 0.76 ten minutes apart).
+ */
+export async function rounds<K extends string>(
+  runs: number,
+  steps: Record<K, () => Promise<number>>,
+): Promise<Record<K, number[]>> {
+  const out = Object.fromEntries(Object.keys(steps).map((k) => [k, [] as number[]])) as Record<
+    K,
+    number[]
+  >;
+  for (let r = 0; r < runs; r++) {
+    for (const k of Object.keys(steps) as K[]) out[k].push(await steps[k]());
+  }
+  return out;
+}
+
+/** The median over rounds of `a[i] / b[i]` (see {@linkcode rounds}); NaN where `b` is. */
+export function pairedRatio(a: readonly number[], b: readonly number[]): number {
+  return median(a.map((v, i) => v / b[i]));
+}
+
 /** `deno task registry` in its own process with `args`. */
 export function registry(args: string[]): Promise<SpawnedTask> {
   return spawnTask(["run", "--allow-net=127.0.0.1", "--allow-read", "tasks/registry.ts"], args);

@@ -11,9 +11,10 @@ import { bundledNames, syntheticNames } from "../sim/names.ts";
 import {
   checkExported,
   median,
-  medianOf,
   n,
+  pairedRatio,
   registry,
+  rounds,
   s,
   table,
   timeIt,
@@ -65,28 +66,33 @@ export async function benchKeysLarge(o: { size: number; runs: number; log: (s: s
   const rows: (string | number)[][] = [];
   try {
     const reg = await registry(["--synthetic", String(o.size), "--latency-ms", "50"]);
+    const kvOf = (r: number) => `${dir}/keys-large-${r}.kv`;
     try {
-      const seq = await medianOf(
-        o.runs,
-        () => timeIt(() => sequentialPager(reg.url, `${dir}/seq.ndjson`, { limit: 10_000 })),
-      );
-      const crawls: number[] = [];
-      const totals: number[] = [];
-      for (let r = 0; r < o.runs; r++) {
-        const kv = `${dir}/keys-large-${r}.kv`;
-        const c = await timeTask("tasks/crawl.ts", ["--source", reg.url, "--kv", kv]);
-        const e = await timeTask("tasks/export.ts", ["--kv", kv], {
-          stdoutTo: `${dir}/out.ndjson`,
-        });
-        checkExported(e, o.size);
-        crawls.push(c.ms);
-        totals.push(c.ms + e.ms);
-        await Deno.remove(kv).catch(() => {});
-      }
+      let round = 0;
+      // Each round times both sides back to back: ratios are taken within a round.
+      const t = await rounds(o.runs, {
+        seq: () => timeIt(() => sequentialPager(reg.url, `${dir}/seq.ndjson`, { limit: 10_000 })),
+        crawl: async () =>
+          (await timeTask("tasks/crawl.ts", ["--source", reg.url, "--kv", kvOf(round)])).ms,
+        export: async () => {
+          const kv = kvOf(round++);
+          const e = await timeTask("tasks/export.ts", ["--kv", kv], {
+            stdoutTo: `${dir}/out.ndjson`,
+          });
+          checkExported(e, o.size);
+          await Deno.remove(kv).catch(() => {});
+          return e.ms;
+        },
+      });
+      const totals = t.crawl.map((c, i) => c + t.export[i]);
       rows.push(
-        ["sequential pager, limit 10,000", s(seq), ""],
-        ["rankcrawl crawl (16 shards, into KV)", s(median(crawls)), x(median(crawls) / seq)],
-        ["rankcrawl crawl + export", s(median(totals)), x(median(totals) / seq)],
+        ["sequential pager, limit 10,000", s(median(t.seq)), ""],
+        [
+          "rankcrawl crawl (16 shards, into KV)",
+          s(median(t.crawl)),
+          x(pairedRatio(t.crawl, t.seq)),
+        ],
+        ["rankcrawl crawl + export", s(median(totals)), x(pairedRatio(totals, t.seq))],
       );
     } finally {
       await reg.close();
@@ -94,7 +100,11 @@ export async function benchKeysLarge(o: { size: number; runs: number; log: (s: s
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
-  o.log(`\n## Keys only: ${n(o.size)} names of real length, 50 ms away (median of ${o.runs})\n`);
+  o.log(
+    `\n## Keys only: ${
+      n(o.size)
+    } names of real length, 50 ms away (medians of ${o.runs} rounds; each ratio taken within a round)\n`,
+  );
   o.log(table(["what", "seconds", "rankcrawl / sequential pager"], rows));
 }
 
@@ -112,34 +122,35 @@ export async function benchKeys(o: { size: number; runs: number; log: (s: string
       const reg = await registry(["--synthetic", String(o.size), "--latency-ms", String(latency)]);
       try {
         const at = latency ? `${latency} ms away` : "loopback";
-        const seq1k = await medianOf(
-          o.runs,
-          () => timeIt(() => sequentialPager(reg.url, `${dir}/seq.ndjson`, { limit: 1000 })),
-        );
-        const seq10k = await medianOf(
-          o.runs,
-          () => timeIt(() => sequentialPager(reg.url, `${dir}/seq.ndjson`, { limit: 10_000 })),
-        );
-        const even = await medianOf(
-          o.runs,
-          () => timeIt(() => evenSplitPagers(reg.url, dir, { shards: 16, limit: 10_000 })),
-        );
-        const crawls: number[] = [];
-        const exports: number[] = [];
-        for (let r = 0; r < o.runs; r++) {
-          const kv = `${dir}/keys-${latency}-${r}.kv`;
-          const c = await timeTask("tasks/crawl.ts", ["--source", reg.url, "--kv", kv]);
-          const e = await timeTask("tasks/export.ts", ["--kv", kv], {
-            stdoutTo: `${dir}/out.ndjson`,
-          });
-          checkExported(e, o.size);
-          crawls.push(c.ms);
-          exports.push(e.ms);
-          peak = Math.max(peak, c.peakMiB);
-        }
-        const crawl = median(crawls);
-        const exp = median(exports);
-        const best = Math.min(seq1k, seq10k);
+        let round = 0;
+        const kvOf = (r: number) => `${dir}/keys-${latency}-${r}.kv`;
+        // Each round times every side once, back to back: ratios are taken within a round.
+        const t = await rounds(o.runs, {
+          seq1k: () => timeIt(() => sequentialPager(reg.url, `${dir}/seq.ndjson`, { limit: 1000 })),
+          seq10k: () =>
+            timeIt(() => sequentialPager(reg.url, `${dir}/seq.ndjson`, { limit: 10_000 })),
+          even: () => timeIt(() => evenSplitPagers(reg.url, dir, { shards: 16, limit: 10_000 })),
+          crawl: async () => {
+            const c = await timeTask("tasks/crawl.ts", ["--source", reg.url, "--kv", kvOf(round)]);
+            peak = Math.max(peak, c.peakMiB);
+            return c.ms;
+          },
+          export: async () => {
+            const e = await timeTask("tasks/export.ts", ["--kv", kvOf(round++)], {
+              stdoutTo: `${dir}/out.ndjson`,
+            });
+            checkExported(e, o.size);
+            return e.ms;
+          },
+        });
+        const crawl = median(t.crawl);
+        const exp = median(t.export);
+        const seq1k = median(t.seq1k);
+        const seq10k = median(t.seq10k);
+        const even = median(t.even);
+        // Each round's best sequential pager, against that round's crawl.
+        const best = t.seq1k.map((a, i) => Math.min(a, t.seq10k[i]));
+        const totals = t.crawl.map((c, i) => c + t.export[i]);
         if (latency === 0) {
           crawlRate = o.size / (crawl / 1000);
           exportRate = o.size / (exp / 1000);
@@ -148,9 +159,9 @@ export async function benchKeys(o: { size: number; runs: number; log: (s: string
           [at, "sequential pager, limit 1,000", s(seq1k), ""],
           [at, "sequential pager, limit 10,000", s(seq10k), ""],
           [at, "16 even-split pagers, limit 10,000", s(even), ""],
-          [at, "rankcrawl crawl (16 shards, into KV)", s(crawl), x(crawl / best)],
+          [at, "rankcrawl crawl (16 shards, into KV)", s(crawl), x(pairedRatio(t.crawl, best))],
           [at, "rankcrawl export (KV to NDJSON)", s(exp), ""],
-          [at, "rankcrawl crawl + export", s(crawl + exp), x((crawl + exp) / best)],
+          [at, "rankcrawl crawl + export", s(median(totals)), x(pairedRatio(totals, best))],
         );
       } finally {
         await reg.close();
@@ -160,7 +171,11 @@ export async function benchKeys(o: { size: number; runs: number; log: (s: string
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
-  o.log(`\n## Keys only: ${n(o.size)} names of real length (median of ${o.runs})\n`);
+  o.log(
+    `\n## Keys only: ${
+      n(o.size)
+    } names of real length (medians of ${o.runs} rounds; each ratio taken within a round)\n`,
+  );
   o.log(table(["registry", "what", "seconds", "rankcrawl / best sequential pager"], rows));
   o.log("");
   o.log(table(["KV on this machine, same run", "items/s", "rankcrawl's share"], [

@@ -13,7 +13,7 @@ import { bundledNames, syntheticNames } from "../sim/names.ts";
 import { RegistryData } from "../sim/registry_data.ts";
 import { MemorySource } from "../sources/memory_source.ts";
 import { CouchSource } from "../sources/couch_source.ts";
-import { n, registry, s, table, x } from "./harness.ts";
+import { median, n, registry, s, table, x } from "./harness.ts";
 
 /** Largest shard as a multiple of total/N, from boundary ranks. */
 function largest(ranks: number[], total: number, shards: number): number {
@@ -74,7 +74,7 @@ async function inMemory(sets: [string, string[]][], log: (s: string) => void) {
   ], rows));
 }
 
-async function overHttp(size: number, log: (s: string) => void) {
+async function overHttp(size: number, runs: number, log: (s: string) => void) {
   const reg = await registry(["--synthetic", String(size), "--latency-ms", "50"]);
   const rows: (string | number)[][] = [];
   try {
@@ -84,38 +84,62 @@ async function overHttp(size: number, log: (s: string) => void) {
       { label: "10,000 (cap 10,000)", page: 10_000, cap: 10_000 },
     ];
     for (const { label, page, cap } of configs) {
-      let inFlight = 0;
+      // Answers come back in another order each run, and the search's choices follow them:
+      // one run's count moves by a few tenths a boundary (6.73-7.38 over 8 runs, capped).
+      const requests: number[] = [];
+      const times: number[] = [];
       let most = 0;
-      const counting: typeof fetch = async (input, init) => {
-        most = Math.max(most, ++inFlight);
-        try {
-          return await fetch(input, init);
-        } finally {
-          inFlight--;
-        }
-      };
-      const src = new CouchSource(reg.url, { maxPage: cap, fetch: counting });
-      const t = performance.now();
-      const plan = await planShards(src, 56, { maxPage: page });
-      const ms = performance.now() - t;
-      rows.push([label, plan.requests, x(plan.requests / 55), s(ms), most]);
+      for (let r = 0; r < runs; r++) {
+        let inFlight = 0;
+        const counting: typeof fetch = async (input, init) => {
+          most = Math.max(most, ++inFlight);
+          try {
+            return await fetch(input, init);
+          } finally {
+            inFlight--;
+          }
+        };
+        const src = new CouchSource(reg.url, { maxPage: cap, fetch: counting });
+        const t = performance.now();
+        const plan = await planShards(src, 56, { maxPage: page });
+        times.push(performance.now() - t);
+        requests.push(plan.requests);
+      }
+      const mean = requests.reduce((a, b) => a + b, 0) / runs;
+      rows.push([
+        label,
+        `${n(mean)} (${Math.min(...requests)}-${Math.max(...requests)})`,
+        `${x(mean / 55)} (${x(Math.min(...requests) / 55)}-${x(Math.max(...requests) / 55)})`,
+        s(median(times)),
+        most,
+      ]);
     }
   } finally {
     await reg.close();
   }
-  log(`\nOver HTTP, ${n(size)} synthetic names 50 ms away, N = 56:\n`);
   log(
-    table(["probe rows per page", "requests", "per boundary", "seconds", "most in flight"], rows),
+    `\nOver HTTP, ${n(size)} synthetic names 50 ms away, N = 56 (${
+      runs === 1 ? "one run" : `mean of ${runs} runs`
+    }):\n`,
+  );
+  log(
+    table([
+      "probe rows per page",
+      "requests (range)",
+      "per boundary (range)",
+      "seconds (median)",
+      "most in flight",
+    ], rows),
   );
 }
 
 /** Prints the planning tables. */
-export async function benchPlan(o: { synthetic: number; log: (s: string) => void }) {
+export async function benchPlan(o: { synthetic: number; runs: number; log: (s: string) => void }) {
   const base = await bundledNames();
   o.log("\n## Planning (listing requests; probes of 1,000 rows; no skip)\n");
   await inMemory([
     [`npm names (${n(base.length)})`, base],
     [`synthetic ${n(o.synthetic)}`, syntheticNames(base, o.synthetic)],
   ], o.log);
-  await overHttp(o.synthetic, o.log);
+  await overHttp(o.synthetic, o.runs, o.log);
 }
