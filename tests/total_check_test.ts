@@ -4,6 +4,7 @@
  * a shard that lost rows is caught even where another gained as many.
  */
 import assert from "node:assert/strict";
+import { TransientError } from "../lib/base/errors.ts";
 import { checkCompletion } from "../lib/engine/crawl/completion.ts";
 import { plannedCountVerdicts } from "../lib/engine/crawl/verify.ts";
 import { getCrawl, listShards } from "../lib/engine/store/store.ts";
@@ -65,4 +66,45 @@ Deno.test("total check: planned-count verdicts", () => {
     [0, "equal", 5, 5],
     [1, "mismatch", 7, 6],
   ]);
+});
+
+Deno.test("total check: two runners finishing a crawl at once never count a range the other listed again", async () => {
+  for (const feed of [true, false]) {
+    using kv = await Deno.openKv(":memory:");
+    const data = dataOf(randomKeys(600, ASCII, 13, 6));
+    const inner = new MemorySource(data, { maxPage: 50, skip: true, brokenOffsets: true });
+    let finishing = false; // while shards run, the final check cannot read the total (deferred)
+    const source = wrapSource(inner, {
+      ...(feed ? {} : { updateSeq: () => Promise.reject(new Error("no _changes here")) }),
+    });
+    const { id, crawl } = await begin(kv, source, spec({ shards: 4 }));
+    assert.equal(crawl.startSeq === null, !feed);
+    const shards = (await listShards(kv, id)).map((e) => e.value);
+    const lost = data.keys.find((k) => k > shards[1].start! && k < shards[1].end!)!;
+    const ghost = shards[2].start! + "\u0000";
+    const bent = wrapSource(source, {
+      list: async (o) => {
+        if (o.limit === 1 && !o.start && !finishing) throw new TransientError("not yet");
+        const page: Page = await source.list(o);
+        let rows = page.rows.filter((r) => r.id !== lost);
+        if (rows.length > 0 && rows[0].id === shards[2].start && o.limit > 1) {
+          rows = [rows[0], { id: ghost, rev: "1-g" }, ...rows.slice(1)].slice(0, o.limit);
+        }
+        return { ...page, rows };
+      },
+    });
+    await finishAll(kv, bent, id);
+    assert.equal((await getCrawl(kv, id)).value!.status, "running", "the check was deferred");
+    finishing = true;
+    // Both read every shard done; the one that checks first lists shards 1 and 2 again.
+    const ended = await Promise.all([
+      checkCompletion(kv, id, { openSource: () => bent, owner: "a" }),
+      checkCompletion(kv, id, { openSource: () => bent, owner: "b" }),
+    ]);
+    assert.deepEqual(ended, [false, false]);
+    const after = (await getCrawl(kv, id)).value!;
+    assert.equal(after.status, "running", `feed ${feed}: ${after.error}`);
+    const open = (await listShards(kv, id)).filter((e) => !e.value.done).map((e) => e.value.id);
+    assert.deepEqual(open, [1, 2], "listed again once, by one runner");
+  }
 });

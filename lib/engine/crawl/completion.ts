@@ -21,12 +21,18 @@ import { FINAL_CHECK_RETRY } from "../../base/retry_policy.ts";
 import { failCrawl } from "./lifecycle.ts";
 import {
   type CrawlRecord,
+  type FinishState,
   getCrawl,
+  keys,
+  leaseFor,
+  leaseHeld,
   listPending,
   listRangeDrift,
   listShards,
+  readLiveness,
   type ShardRecord,
   shardStored,
+  updateRecord,
 } from "../store/mod.ts";
 import { RangeParts } from "./range_parts.ts";
 import {
@@ -73,19 +79,27 @@ export async function checkCompletion(
   if (shards.length === 0 || shards.some((s) => !s.done)) return false;
   if (!options.openSource) return await done(kv, id, options);
   const source = options.openSource(crawl);
+  // One runner at a time checks a crawl: holding its feed, or without one the finishing lease.
+  // Two at once raced: one listed a range again (its shard reset) while the other counted the
+  // shards, found half the items missing and failed the crawl.
   let claim: FeedClaim | null = null;
+  const owner = options.owner ?? `finish-${crypto.randomUUID()}`;
+  let finishing = false;
   if (crawl.startSeq !== null && !crawl.driftError) {
-    claim = await claimFeed(kv, id, { owner: options.owner, now: options.now });
+    claim = await claimFeed(kv, id, { owner, now: options.now });
     if (!claim) return false; // another process is finishing it
+  } else {
+    finishing = await holdFinishing(kv, id, owner, options.now);
+    if (!finishing) return false; // another process is finishing it
   }
   try {
-    if (claim) {
-      // Another runner may have finished the crawl since it was read above: it marks the crawl
-      // done before it gives the feed back, so the status read after the claim tells.
-      const status = (await getCrawl(kv, id)).value?.status;
-      if (status !== "running") return status === "done";
-    }
-    return await finish(kv, source, claim, crawl, options);
+    // Another runner may have finished the crawl since it was read above (it marks the crawl done
+    // before it gives the feed or the lease back), or listed a range again (its shard is not done).
+    const status = (await getCrawl(kv, id)).value?.status;
+    if (status !== "running") return status === "done";
+    if ((await listShards(kv, id)).some((e) => !e.value.done)) return false;
+    const renew = finishing ? () => holdFinishing(kv, id, owner, options.now) : undefined;
+    return await finish(kv, source, claim, crawl, { ...options, owner }, renew);
   } catch (err) {
     if (err instanceof RegistryReplacedError || err instanceof FatalError) {
       await failCrawl(kv, id, err.message, options.now).catch(() => {});
@@ -94,7 +108,39 @@ export async function checkCompletion(
     throw err;
   } finally {
     if (claim) await releaseFeed(kv, id, claim.owner).catch(() => null);
+    if (finishing) await releaseFinishing(kv, id, owner).catch(() => null);
   }
+}
+
+/** How long the finishing lease holds without being renewed (each round renews it). */
+const FINISHING_LEASE_MS = 30_000;
+
+/**
+ * Takes or renews the finishing lease of a crawl without a usable feed for `owner`; false when
+ * another runner holds it (a dead process's lease is free at once, see `leases.ts`).
+ */
+async function holdFinishing(
+  kv: Deno.Kv,
+  id: string,
+  owner: string,
+  now: () => number = Date.now,
+): Promise<boolean> {
+  const liveness = await readLiveness(kv, now());
+  let ours = false;
+  await updateRecord<FinishState>(kv, keys.finish(id), (cur) => {
+    ours = !leaseHeld(cur?.lease, now(), { liveness, owner });
+    return ours ? { lease: leaseFor(owner, now(), FINISHING_LEASE_MS) } : undefined;
+  });
+  return ours;
+}
+
+/** Gives the finishing lease back if `owner` still holds it. */
+async function releaseFinishing(kv: Deno.Kv, id: string, owner: string): Promise<void> {
+  await updateRecord<FinishState>(
+    kv,
+    keys.finish(id),
+    (cur) => cur?.lease?.owner === owner ? { lease: null } : undefined,
+  );
 }
 
 /** Catch-up and checks, in rounds (see {@linkcode checkCompletion}). */
@@ -104,6 +150,7 @@ async function finish(
   claim: FeedClaim | null,
   crawl: CrawlRecord,
   o: CompletionOptions,
+  renew?: () => Promise<boolean>,
 ): Promise<boolean> {
   const id = crawl.id;
   const sleep = o.sleep ?? ((ms: number) => new Promise((r) => setTimeout(r, ms)));
@@ -131,6 +178,7 @@ async function finish(
   let quiet = 0;
   for (let round = 0; round < maxRoundsPerPass && quiet < (o.maxRounds ?? roundsPerPass); round++) {
     if (quiet > 0) await sleep(Math.min(maxPauseMs, firstPauseMs * 2 ** (quiet - 1)));
+    if (renew && !await renew()) return false; // the lease ran out: another runner has it now
     await pass.checkUnchanged?.(); // a view that changed fails at once, before a range is relisted
     if (!await advanceFeed(pass)) return false; // another runner has the feed now
     const at = pass.feed ? pass.feed.entry.value.seq : null;

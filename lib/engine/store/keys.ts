@@ -7,6 +7,8 @@
  *     ["crawl", crawlId]                  CrawlRecord
  *     ["planning", crawlId]               PlanningState (who plans it, failed attempts)
  *     ["feed", crawlId]                   DriftState (its change feed: sequence, counts, lease)
+ *     ["finish", crawlId]                 FinishState (who runs the final check of a crawl
+ *                                         without a usable change feed)
  *     ["shard", crawlId, shardId]         ShardRecord (range, cursor, counters, lease, failures)
  *     ["item", crawlId, idKeyPart]        item record bytes (see item_codec.ts)
  *     ["block", crawlId, firstId]         a keys-only page's rows, packed (see item_blocks.ts)
@@ -27,6 +29,7 @@ export const keys = {
   crawls: (): Deno.KvKey => ["crawl"],
   planning: (crawlId: string): Deno.KvKey => ["planning", crawlId],
   feed: (crawlId: string): Deno.KvKey => ["feed", crawlId],
+  finish: (crawlId: string): Deno.KvKey => ["finish", crawlId],
   shard: (crawlId: string, shard: number): Deno.KvKey => ["shard", crawlId, shard],
   shards: (crawlId: string): Deno.KvKey => ["shard", crawlId],
   item: (crawlId: string, part: Deno.KvKeyPart): Deno.KvKey => ["item", crawlId, part],

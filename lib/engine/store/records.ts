@@ -131,6 +131,15 @@ export interface DriftState {
 }
 
 /** A lease: who works on something, until when. */
+/**
+ * Who runs the final check of a crawl that has no usable change feed (`["finish", crawlId]`): with
+ * a feed, holding the feed serialises the checks instead.
+ */
+export interface FinishState {
+  /** The check's runner and until when, or null once it gave it back. */
+  lease: Lease | null;
+}
+
 export interface Lease {
   /** The worker holding it. */
   owner: string;

@@ -23,6 +23,7 @@ export type {
   CrawlRecord,
   CrawlStatus,
   DriftState,
+  FinishState,
   InFlight,
   Lease,
   PlanningState,
@@ -375,7 +376,7 @@ export async function deleteCrawlData(
       deleted += found.length;
     }
   }
-  const own = (await kvOp(() => kv.getMany([keys.planning(id), keys.feed(id)])))
+  const own = (await kvOp(() => kv.getMany([keys.planning(id), keys.feed(id), keys.finish(id)])))
     .filter((e) => e.versionstamp !== null).map((e) => e.key);
   deleted += own.length;
   const res = await kvOp(async () => {
