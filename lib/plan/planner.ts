@@ -69,10 +69,10 @@ export interface PlanOptions {
   /** Probe with a full page once a bracket is at most this many pages wide. @default 100 */
   widePageSpan?: number;
   /**
-   * Called with each shard's start as soon as it is final, in no particular order, while the
-   * other boundaries are still searched: a crawler can start listing there. The first shard's
-   * (`null`) is told at once, before any request; the others once the offsets are known to be
-   * ranks. Sources planned by `skip` or by one pass get only the first. @default none
+   * Called with each shard's start as soon as it is final (`null` for the first shard, once the
+   * offsets are known to be ranks), in no particular order, while the other boundaries are still
+   * searched: a crawler can start listing there. Sources planned by `skip` or by one pass get no
+   * calls. @default none
    */
   onShardStart?: (start: string | null) => void;
 }
@@ -125,9 +125,6 @@ export async function planShards(
     return cut;
   };
   const onShardStart = options.onShardStart;
-  // The first shard starts at the first key whatever the search finds or how: its listing need
-  // not wait for the check that offsets are ranks (a round trip or two at a far registry).
-  onShardStart?.(null);
   const found = await keysAtRanks(source, (total) => {
     if (shards > total) {
       throw new InputError(
@@ -139,7 +136,7 @@ export async function planShards(
     ...options,
     maxPage,
     onFound: onShardStart && ((rank, key) => {
-      if (rank === 0) return;
+      if (rank === 0) return onShardStart(null);
       // A failed cut is the plan's failure (below); here it only means no early start.
       boundOf(key).then(onShardStart, () => {});
     }),
