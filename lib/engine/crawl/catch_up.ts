@@ -28,11 +28,9 @@ import {
   getCrawl,
   getFeed,
   keys,
-  leaseFor,
-  leaseHeld,
   listShards,
   present,
-  readLiveness,
+  takeLease,
   updateRecord,
 } from "../store/mod.ts";
 
@@ -119,23 +117,21 @@ export async function claimFeed(
   const leaseMs = options.leaseMs ?? 30_000;
   const crawl = (await getCrawl(kv, crawlId)).value;
   if (!crawl || crawl.startSeq === null) return null;
-  const liveness = await readLiveness(kv, now());
-  let ours = false;
-  const entry = await updateRecord<DriftState>(kv, keys.feed(crawlId), (cur) => {
-    ours = !leaseHeld(cur?.lease, now(), { liveness, owner });
-    if (!ours) return undefined;
-    return {
+  const held = await takeLease<DriftState>(kv, keys.feed(crawlId), {
+    owner,
+    nowMs: now(),
+    leaseMs,
+    record: (cur, lease) => ({
       seq: crawl.startSeq!,
       inserted: 0,
       updated: 0,
       deleted: 0,
       caughtUpAt: null,
       ...cur,
-      lease: leaseFor(owner, now(), leaseMs),
-    };
+      lease,
+    }),
   });
-  const held = present(entry);
-  return ours && held ? { crawl, entry: held, owner, leaseMs, now } : null;
+  return held ? { crawl, entry: held, owner, leaseMs, now } : null;
 }
 
 /** The shards' ranges of a crawl, sorted by start, for counting changes per range. */

@@ -36,14 +36,11 @@ import {
   keys,
   kvOp,
   leaseFor,
-  leaseHeld,
   listCrawlEntries,
   newShard,
   type PlanningState,
-  present,
-  readLiveness,
   type ShardRecord,
-  updateRecord,
+  takeLease,
   writePlannedShards,
 } from "../store/mod.ts";
 
@@ -177,16 +174,11 @@ async function claimPlanning(
   const crawl = (await getCrawl(kv, id)).value;
   if (!crawl) throw new NotFoundError(`no crawl with id ${id}`);
   if (crawl.status !== "planning") return crawl;
-  const liveness = await readLiveness(kv, o.nowMs);
-  let ours = false;
-  const entry = await updateRecord<PlanningState>(kv, keys.planning(id), (cur) => {
-    ours = false;
-    if (leaseHeld(cur?.lease, o.nowMs, { liveness, owner: o.owner })) return undefined;
-    if ((cur?.retryAt ?? 0) > o.nowMs) return undefined;
-    ours = true;
-    return { failures: 0, retryAt: 0, ...cur, lease: leaseFor(o.owner, o.nowMs, o.leaseMs) };
+  return await takeLease<PlanningState>(kv, keys.planning(id), {
+    ...o,
+    blocked: (cur) => (cur?.retryAt ?? 0) > o.nowMs,
+    record: (cur, lease) => ({ failures: 0, retryAt: 0, ...cur, lease }),
   });
-  return ours ? present(entry) : null;
 }
 
 /**

@@ -16,7 +16,7 @@
  * @module
  */
 import { keys } from "./keys.ts";
-import { kvOp } from "./kv_ops.ts";
+import { kvOp, present, updateRecord } from "./kv_ops.ts";
 import type { Lease } from "./records.ts";
 
 /** How often a process beats, in milliseconds. */
@@ -88,6 +88,33 @@ export async function readLiveness(
       return p !== null && !alive.has(p);
     },
   };
+}
+
+/**
+ * Takes, or renews, the lease on the record at `key` for `owner` in one guarded update of that
+ * record, unless another owner holds it (alive, unexpired: {@linkcode leaseHeld}) or `blocked`
+ * says the record may not be taken now. `record` builds what is written from the current record
+ * and the new lease. Returns the record as written, or null when it was not taken.
+ */
+export async function takeLease<T extends { lease?: Lease | null }>(
+  kv: Deno.Kv,
+  key: Deno.KvKey,
+  o: {
+    owner: string;
+    nowMs: number;
+    leaseMs: number;
+    record: (current: T | null, lease: Lease) => T;
+    blocked?: (current: T | null) => boolean;
+  },
+): Promise<Deno.KvEntry<T> | null> {
+  const liveness = await readLiveness(kv, o.nowMs);
+  let ours = false;
+  const entry = await updateRecord<T>(kv, key, (cur) => {
+    ours = !leaseHeld(cur?.lease, o.nowMs, { liveness, owner: o.owner }) &&
+      !(o.blocked?.(cur) ?? false);
+    return ours ? o.record(cur, leaseFor(o.owner, o.nowMs, o.leaseMs)) : undefined;
+  });
+  return ours ? present(entry) : null;
 }
 
 /**
