@@ -206,10 +206,11 @@ function checkRow(r: unknown, includeDocs: boolean, bad: (why: string) => Error)
     // A view row (reshaped by the view dialect) says which document it carries: the emitting one,
     // or null when its value links to another by `_id`.
     const docId = "docid" in r ? r.docid : r.id;
+    const expected = typeof docId === "string" ? docId : undefined;
     row.doc = r.doc instanceof ListedDoc
-      ? listedDoc(r.doc, typeof docId === "string" ? docId : undefined)
+      ? listedDoc(r.doc, expected)
       : isObject(r.doc)
-      ? checkedDoc(r.doc, JSON.stringify(r.doc), typeof docId === "string" ? docId : undefined)
+      ? checkedDoc(r.doc, JSON.stringify(r.doc), expected)
       : { kind: "error", status: 200, reason: `no document in the listing (${jsonType(r.doc)})` };
   }
   return row;

@@ -24,14 +24,12 @@ import {
   type FinishState,
   getCrawl,
   keys,
-  leaseFor,
-  leaseHeld,
   listPending,
   listRangeDrift,
   listShards,
-  readLiveness,
   type ShardRecord,
   shardStored,
+  takeLease,
   updateRecord,
 } from "../store/mod.ts";
 import { RangeParts } from "./range_parts.ts";
@@ -79,26 +77,23 @@ export async function checkCompletion(
   if (shards.length === 0 || shards.some((s) => !s.done)) return false;
   if (!options.openSource) return await done(kv, id, options);
   const source = options.openSource(crawl);
-  // One runner at a time checks a crawl: holding its feed, or without one the finishing lease.
-  // Two at once raced: one listed a range again (its shard reset) while the other counted the
-  // shards, found half the items missing and failed the crawl.
-  let claim: FeedClaim | null = null;
+  // One runner at a time checks a crawl, under its finishing lease (renewed each round); with a
+  // feed it holds the feed too, to apply it. Two at once raced: one listed a range again (its shard
+  // reset) while the other counted the shards, found half the items missing and failed the crawl.
   const owner = options.owner ?? `finish-${crypto.randomUUID()}`;
-  let finishing = false;
-  if (crawl.startSeq !== null && !crawl.driftError) {
-    claim = await claimFeed(kv, id, { owner, now: options.now });
-    if (!claim) return false; // another process is finishing it
-  } else {
-    finishing = await holdFinishing(kv, id, owner, options.now);
-    if (!finishing) return false; // another process is finishing it
-  }
+  if (!await holdFinishing(kv, id, owner, options.now)) return false; // another runner has it
+  let claim: FeedClaim | null = null;
   try {
+    if (crawl.startSeq !== null && !crawl.driftError) {
+      claim = await claimFeed(kv, id, { owner, now: options.now });
+      if (!claim) return false; // another runner holds the feed
+    }
     // Another runner may have finished the crawl since it was read above (it marks the crawl done
-    // before it gives the feed or the lease back), or listed a range again (its shard is not done).
+    // before it gives the lease back), or listed a range again (its shard is not done).
     const status = (await getCrawl(kv, id)).value?.status;
     if (status !== "running") return status === "done";
     if ((await listShards(kv, id)).some((e) => !e.value.done)) return false;
-    const renew = finishing ? () => holdFinishing(kv, id, owner, options.now) : undefined;
+    const renew = () => holdFinishing(kv, id, owner, options.now);
     return await finish(kv, source, claim, crawl, { ...options, owner }, renew);
   } catch (err) {
     if (err instanceof RegistryReplacedError || err instanceof FatalError) {
@@ -108,7 +103,7 @@ export async function checkCompletion(
     throw err;
   } finally {
     if (claim) await releaseFeed(kv, id, claim.owner).catch(() => null);
-    if (finishing) await releaseFinishing(kv, id, owner).catch(() => null);
+    await releaseFinishing(kv, id, owner).catch(() => null);
   }
 }
 
@@ -116,8 +111,8 @@ export async function checkCompletion(
 const FINISHING_LEASE_MS = 30_000;
 
 /**
- * Takes or renews the finishing lease of a crawl without a usable feed for `owner`; false when
- * another runner holds it (a dead process's lease is free at once, see `leases.ts`).
+ * Takes or renews the finishing lease of a crawl for `owner`; false when another runner holds it
+ * (a dead process's lease is free at once, see `leases.ts`).
  */
 async function holdFinishing(
   kv: Deno.Kv,
@@ -125,13 +120,13 @@ async function holdFinishing(
   owner: string,
   now: () => number = Date.now,
 ): Promise<boolean> {
-  const liveness = await readLiveness(kv, now());
-  let ours = false;
-  await updateRecord<FinishState>(kv, keys.finish(id), (cur) => {
-    ours = !leaseHeld(cur?.lease, now(), { liveness, owner });
-    return ours ? { lease: leaseFor(owner, now(), FINISHING_LEASE_MS) } : undefined;
+  const held = await takeLease<FinishState>(kv, keys.finish(id), {
+    owner,
+    nowMs: now(),
+    leaseMs: FINISHING_LEASE_MS,
+    record: (_, lease) => ({ lease }),
   });
-  return ours;
+  return held !== null;
 }
 
 /** Gives the finishing lease back if `owner` still holds it. */
@@ -150,7 +145,7 @@ async function finish(
   claim: FeedClaim | null,
   crawl: CrawlRecord,
   o: CompletionOptions,
-  renew?: () => Promise<boolean>,
+  renew: () => Promise<boolean>,
 ): Promise<boolean> {
   const id = crawl.id;
   const sleep = o.sleep ?? ((ms: number) => new Promise((r) => setTimeout(r, ms)));
@@ -178,7 +173,7 @@ async function finish(
   let quiet = 0;
   for (let round = 0; round < maxRoundsPerPass && quiet < (o.maxRounds ?? roundsPerPass); round++) {
     if (quiet > 0) await sleep(Math.min(maxPauseMs, firstPauseMs * 2 ** (quiet - 1)));
-    if (renew && !await renew()) return false; // the lease ran out: another runner has it now
+    if (!await renew()) return false; // the lease ran out: another runner has it now
     await pass.checkUnchanged?.(); // a view that changed fails at once, before a range is relisted
     if (!await advanceFeed(pass)) return false; // another runner has the feed now
     const at = pass.feed ? pass.feed.entry.value.seq : null;

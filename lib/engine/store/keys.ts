@@ -7,8 +7,7 @@
  *     ["crawl", crawlId]                  CrawlRecord
  *     ["planning", crawlId]               PlanningState (who plans it, failed attempts)
  *     ["feed", crawlId]                   DriftState (its change feed: sequence, counts, lease)
- *     ["finish", crawlId]                 FinishState (who runs the final check of a crawl
- *                                         without a usable change feed)
+ *     ["finish", crawlId]                 FinishState (who runs the crawl's final check)
  *     ["shard", crawlId, shardId]         ShardRecord (range, cursor, counters, lease, failures)
  *     ["item", crawlId, idKeyPart]        item record bytes (see item_codec.ts)
  *     ["block", crawlId, firstId]         a keys-only page's rows, packed (see item_blocks.ts)

@@ -130,16 +130,13 @@ export interface DriftState {
   caughtUpAt: number | null;
 }
 
-/** A lease: who works on something, until when. */
-/**
- * Who runs the final check of a crawl that has no usable change feed (`["finish", crawlId]`): with
- * a feed, holding the feed serialises the checks instead.
- */
+/** Who runs the final check of a crawl (`["finish", crawlId]`): one runner at a time. */
 export interface FinishState {
   /** The check's runner and until when, or null once it gave it back. */
   lease: Lease | null;
 }
 
+/** A lease: who works on something, until when. */
 export interface Lease {
   /** The worker holding it. */
   owner: string;
