@@ -112,6 +112,31 @@ Deno.test("early pages: bounded in rows and in flight, chained, used once, dropp
   assert.equal(early.heldRows, 0);
 });
 
+Deno.test("early pages: pages a chain listed past a start found later are dropped when it is told", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const data = dataOf(randomKeys(500, ASCII, 12, 5));
+  const source = new MemorySource(data);
+  const { crawl } = await openCrawl(
+    { kv, source, dispatcher: new RecordingDispatcher() },
+    spec({ shards: 4, maxPage: 50 }),
+    { id: "p", maxPlanAttempts: 1 },
+  );
+  const early = new EarlyPages();
+  const tell = early.starts(source, crawl);
+  const limit = rowsPerPage(crawl, source) + 1;
+  tell(null); // the first shard's start: its chain lists on while the next start is unknown
+  await new Promise((r) => setTimeout(r, 20));
+  assert.equal(early.heldRows, 4 * limit);
+  const pageStarts = [1, 2, 3].map((i) => data.keys[i * (limit - 1)]);
+  // The next shard starts inside the chain's third page: that page and the fourth begin where no
+  // shard's request does. The second page is the first shard's own next page.
+  tell(data.keys[2 * (limit - 1) - 5]);
+  assert.equal(early.heldRows, 2 * limit);
+  assert.equal(await early.take("p", { start: pageStarts[1], limit: 5 }), undefined);
+  const second = await early.take("p", { start: pageStarts[0], end: data.keys[90], limit: 10 });
+  assert.deepEqual(second?.rows.map((r) => r.id), data.keys.slice(limit - 1, limit + 9));
+});
+
 /** A crawl of `data` planned with `early`: the requests and the rows the registry served. */
 async function plannedCrawl(data: ReturnType<typeof dataOf>, early: EarlyPages) {
   using kv = await Deno.openKv(":memory:");

@@ -66,6 +66,10 @@ interface Entry {
   docBytes: number;
   /** When listed, epoch ms. */
   at: number;
+  /** Where it was listed from. */
+  start: string | null;
+  /** Where its chain began (the shard's start; null: the first key). */
+  origin: string | null;
 }
 
 /** Early pages of the crawls planned in this process (see the module comment). */
@@ -123,6 +127,8 @@ export class EarlyPages {
       stop?: (lastKey: string) => boolean;
       /** Each row carries its document. @default false */
       includeDocs?: boolean;
+      /** Where the chain began (the shard's start). @default start */
+      origin?: string | null;
     },
   ): void {
     this.#sweep();
@@ -132,7 +138,8 @@ export class EarlyPages {
     if (this.#entries.has(key)) return;
     this.#held += o.limit;
     const request = { start: o.start, limit: o.limit, ...(docs ? { includeDocs: true } : {}) };
-    const entry = this.#send(() => source.list(request), o.limit);
+    const origin = o.origin === undefined ? o.start : o.origin;
+    const entry = this.#send(() => source.list(request), o.limit, { start: o.start, origin });
     this.#entries.set(key, entry);
     entry.answer.then((page) => {
       if (page && docs && this.#entries.get(key) === entry) {
@@ -146,14 +153,19 @@ export class EarlyPages {
       const last = page?.rows.at(-1)?.id;
       if (!page || page.rows.length < o.limit || last === undefined || isLongKey(last)) return;
       if (o.stop?.(last) || this.#entries.get(key) === undefined) return;
-      this.list(source, crawlId, { ...o, start: last, pages: o.pages - 1 });
+      this.list(source, crawlId, { ...o, start: last, pages: o.pages - 1, origin });
     });
   }
 
   /** An entry whose listing is sent when a slot is free (at once, or when one ends). */
-  #send(list: () => Promise<Page>, limit: number): Entry {
+  #send(
+    list: () => Promise<Page>,
+    limit: number,
+    from: { start: string | null; origin: string | null },
+  ): Entry {
     let resolve!: (page: Page | null) => void;
     const entry: Entry = {
+      ...from,
       at: this.#now(),
       limit,
       docBytes: 0,
@@ -197,7 +209,10 @@ export class EarlyPages {
     const starts: string[] = [];
     const mode = Promise.all([o.docMode, o.after]).then(([m]) => m ?? null, () => null);
     return (start) => {
-      if (start !== null) starts.push(start);
+      if (start !== null) {
+        starts.push(start);
+        this.#passed(crawl.id, start);
+      }
       mode.then((docMode) => {
         if (crawl.docs && docMode !== "include_docs") return;
         const limit = rowsPerPage(crawl, source, { docMode: docMode ?? undefined }) + 1;
@@ -217,6 +232,7 @@ export class EarlyPages {
           pages: Math.min(4, Math.floor(this.#maxRows / crawl.shards / (limit - 1))),
           includeDocs: crawl.docs,
           stop,
+          origin: start,
         });
       });
     };
@@ -257,6 +273,19 @@ export class EarlyPages {
     this.reads.drop(crawlId);
     for (const [key, entry] of this.#entries) {
       if (key.startsWith(`${crawlId}\u0000`)) this.#remove(key, entry);
+    }
+  }
+
+  /**
+   * Drops the pages of `crawlId` that chains listed past `start` before it was known: they begin
+   * inside the shard that starts there, where no shard's request begins (that shard lists from
+   * its start, in pages of its own), so nothing would take them before the ttl.
+   */
+  #passed(crawlId: string, start: string): void {
+    for (const [key, entry] of this.#entries) {
+      if (!key.startsWith(`${crawlId}\u0000`) || entry.start === null) continue;
+      const below = entry.origin === null || compareKeys(entry.origin, start) < 0;
+      if (below && compareKeys(entry.start, start) > 0) this.#remove(key, entry);
     }
   }
 
