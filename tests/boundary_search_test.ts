@@ -218,3 +218,41 @@ Deno.test("boundary search: the name-character prior finds a scoped half the fir
   const withPrior = await run();
   assert.ok(withPrior < without, `with the prior ${withPrior} requests, without ${without}`);
 });
+
+Deno.test("boundary search: searches start level by level of the spread order, aimed from the coarser ones' answers", async () => {
+  const data = dataOf(randomKeys(20_000, "abcdefgh-".split(""), 11, 8));
+  const source = new MemorySource(data, { maxPage: 100 });
+  // Answers are held until the test lets the whole wave in flight through, as when a registry far
+  // away answers every request of a round trip together.
+  let held: (() => void)[] = [];
+  const gated = listingWith(source, {
+    list: async (o) => {
+      await new Promise<void>((resolve) => held.push(resolve));
+      return source.list(o);
+    },
+  });
+  const targets = Array.from({ length: 7 }, (_, i) => (i + 1) * 2500);
+  let done = false;
+  const running = new BoundarySearch(gated, targets, {
+    maxPage: 100,
+    points: [{ key: "", rank: 0, real: false }, {
+      key: data.keys.at(-1)!,
+      rank: data.size - 1,
+      real: true,
+    }],
+    concurrency: 8,
+  }).run().finally(() => done = true);
+  const waves: number[] = [];
+  while (!done) {
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    if (held.length) waves.push(held.length);
+    const wave = held;
+    held = [];
+    wave.forEach((release) => release());
+  }
+  assert.deepEqual(await running, targets.map((t) => data.keys[t]));
+  // The middle target alone, then it and the quarters (2), then the eighths (4) join: not all 7
+  // first probes at once from the whole key space.
+  assert.equal(waves[0], 1, `waves ${waves}`);
+  assert.ok(waves[1] <= 3, `waves ${waves}`);
+});
