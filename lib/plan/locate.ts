@@ -42,7 +42,10 @@ export interface RankSearchOptions {
   readPage?: number;
   /** Listing requests in flight at first. @default SEARCH_CONCURRENCY */
   concurrency?: number;
-  /** Probe with a full page once a bracket is at most this many pages wide. @default 100 */
+  /**
+   * Probe with a full page once a bracket is at most this many pages wide.
+   * @default WIDE_PAGE_SPAN (`boundary_search.ts`)
+   */
   widePageSpan?: number;
   /**
    * Called with each rank asked for as soon as its key is found, where offsets are ranks (sources

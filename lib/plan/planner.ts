@@ -66,7 +66,10 @@ export interface PlanOptions {
    * @default SEARCH_CONCURRENCY
    */
   concurrency?: number;
-  /** Probe with a full page once a bracket is at most this many pages wide. @default 100 */
+  /**
+   * Probe with a full page once a bracket is at most this many pages wide.
+   * @default WIDE_PAGE_SPAN (`boundary_search.ts`)
+   */
   widePageSpan?: number;
   /**
    * Called with each shard's start as soon as it is final (`null` for the first shard, once the
