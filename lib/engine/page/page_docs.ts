@@ -123,7 +123,8 @@ export async function fetchDocs(source: Source, rows: Row[], o: DocFetch): Promi
   judge(kept, rows, source, record);
   return kept.map((r, i) => ({
     id: rows[i].id,
-    rev: (r.kind === "doc" || r.kind === "raw") && r.docRev && newer(r.docRev, rows[i].rev)
+    rev: (r.kind === "doc" || r.kind === "raw") && r.docRev && r.docRev !== rows[i].rev &&
+        newer(r.docRev, rows[i].rev)
       ? r.docRev
       : rows[i].rev,
     doc: r.kind === "failed"
