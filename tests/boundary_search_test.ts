@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import { BoundarySearch, nextStep, type ProbeMemory } from "../lib/plan/boundary_search.ts";
+import { BoundarySearch, nextStep, type ProbeMemory } from "../lib/plan/search/boundary_search.ts";
 import { Alphabet, compareKeys, sortKeys } from "../lib/plan/keys.ts";
-import { PointSet } from "../lib/plan/points.ts";
+import { PointSet } from "../lib/plan/search/points.ts";
 import { listingWith } from "../lib/plan/source.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { prng } from "../lib/sim/names.ts";

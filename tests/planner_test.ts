@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { planShards, targetRanks } from "../lib/plan/planner.ts";
-import { spreadOrder } from "../lib/plan/boundary_search.ts";
+import { spreadOrder } from "../lib/plan/search/search_order.ts";
 import { InputError } from "../lib/base/errors.ts";
 import { bundledNames, syntheticNames } from "../lib/sim/names.ts";
 import { assertExactPlan, dataOf, randomKeys, wrapSource } from "./helpers.ts";

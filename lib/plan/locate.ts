@@ -7,10 +7,8 @@
  * @module
  */
 import { FatalError, InputError, PermanentError } from "../base/errors.ts";
-import { BoundarySearch } from "./boundary_search.ts";
-import { planByListing, planBySkip, skipWorks } from "./fallback_plans.ts";
+import { BoundarySearch, planByListing, planBySkip, type Point, skipWorks } from "./search/mod.ts";
 import { type Listing, listingWith, OPEN_END, type Page } from "./source.ts";
-import type { Point } from "./points.ts";
 
 /** The page size rank searches use by default. */
 export const SEARCH_PAGE = 1000;
@@ -44,7 +42,7 @@ export interface RankSearchOptions {
   concurrency?: number;
   /**
    * Probe with a full page once a bracket is at most this many pages wide.
-   * @default WIDE_PAGE_SPAN (`boundary_search.ts`)
+   * @default WIDE_PAGE_SPAN (`search/boundary_search.ts`)
    */
   widePageSpan?: number;
   /**

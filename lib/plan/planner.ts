@@ -68,7 +68,7 @@ export interface PlanOptions {
   concurrency?: number;
   /**
    * Probe with a full page once a bracket is at most this many pages wide.
-   * @default WIDE_PAGE_SPAN (`boundary_search.ts`)
+   * @default WIDE_PAGE_SPAN (`search/boundary_search.ts`)
    */
   widePageSpan?: number;
   /**

@@ -17,11 +17,10 @@
  *
  * @module
  */
-import { findKeysAtRanks } from "../../plan/boundary_search.ts";
+import { findKeysAtRanks, type Point } from "../../plan/search/mod.ts";
 import { compareKeys } from "../../plan/keys.ts";
 import { lastPoint } from "../../plan/locate.ts";
 import { shortCut } from "../../plan/planner.ts";
-import type { Point } from "../../plan/points.ts";
 import type { Source } from "../../plan/source.ts";
 import type { Dispatcher } from "./planning.ts";
 import { pageLimit, rowsPerPage } from "../page/mod.ts";

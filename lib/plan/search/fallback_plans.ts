@@ -4,9 +4,9 @@
  *
  * @module
  */
-import { FatalError } from "../base/errors.ts";
-import { allSettledOrThrow, Semaphore } from "../base/pool.ts";
-import { type Listing, OPEN_END, type Page } from "./source.ts";
+import { FatalError } from "../../base/errors.ts";
+import { allSettledOrThrow, Semaphore } from "../../base/pool.ts";
+import { type Listing, OPEN_END, type Page } from "../source.ts";
 
 /** True when `skip` is accepted and means what it should (probed on the first page). */
 export async function skipWorks(source: Listing, first: Page): Promise<boolean> {

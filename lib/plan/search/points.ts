@@ -7,8 +7,8 @@
  *
  * @module
  */
-import { FatalError } from "../base/errors.ts";
-import { compareKeys } from "./keys.ts";
+import { FatalError } from "../../base/errors.ts";
+import { compareKeys } from "../keys.ts";
 
 /** A key with a known rank. */
 export interface Point {
