@@ -30,8 +30,8 @@ import {
   keys,
   listShards,
   present,
+  releaseLease,
   takeLease,
-  updateRecord,
 } from "../store/mod.ts";
 
 /** Options of {@linkcode catchUp}. */
@@ -248,11 +248,7 @@ export async function releaseFeed(
   crawlId: string,
   owner: string,
 ): Promise<Deno.KvEntryMaybe<DriftState>> {
-  return await updateRecord<DriftState>(
-    kv,
-    keys.feed(crawlId),
-    (cur) => cur?.lease?.owner === owner ? { ...cur, lease: null } : undefined,
-  );
+  return await releaseLease<DriftState>(kv, keys.feed(crawlId), owner);
 }
 
 /**

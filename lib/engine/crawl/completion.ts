@@ -27,10 +27,10 @@ import {
   listPending,
   listRangeDrift,
   listShards,
+  releaseLease,
   type ShardRecord,
   shardStored,
   takeLease,
-  updateRecord,
 } from "../store/mod.ts";
 import { RangeParts } from "./range_parts.ts";
 import {
@@ -103,7 +103,7 @@ export async function checkCompletion(
     throw err;
   } finally {
     if (claim) await releaseFeed(kv, id, claim.owner).catch(() => null);
-    await releaseFinishing(kv, id, owner).catch(() => null);
+    await releaseLease<FinishState>(kv, keys.finish(id), owner).catch(() => null);
   }
 }
 
@@ -127,15 +127,6 @@ async function holdFinishing(
     record: (_, lease) => ({ lease }),
   });
   return held !== null;
-}
-
-/** Gives the finishing lease back if `owner` still holds it. */
-async function releaseFinishing(kv: Deno.Kv, id: string, owner: string): Promise<void> {
-  await updateRecord<FinishState>(
-    kv,
-    keys.finish(id),
-    (cur) => cur?.lease?.owner === owner ? { lease: null } : undefined,
-  );
 }
 
 /** Catch-up and checks, in rounds (see {@linkcode checkCompletion}). */

@@ -45,8 +45,8 @@ import {
   leaseHeld,
   type Liveness,
   readLiveness,
+  releaseLease,
   type ShardRecord,
-  updateRecord,
 } from "../store/mod.ts";
 
 /** What a runner needs (all injected). */
@@ -130,14 +130,10 @@ export async function releaseShard(
   shardId: number,
   owner: string,
 ): Promise<void> {
-  await updateRecord<ShardRecord>(
-    kv,
-    keys.shard(crawlId, shardId),
-    (cur) => cur?.lease?.owner === owner ? { ...cur, lease: null, inflight: null } : undefined,
-    {
-      maxAttempts: 5,
-    },
-  ).catch(() => {}); // not let go: its owner's process is seen dead soon, or its lease expires
+  await releaseLease<ShardRecord>(kv, keys.shard(crawlId, shardId), owner, {
+    also: { inflight: null },
+    maxAttempts: 5,
+  }).catch(() => {}); // not let go: its owner's process is seen dead soon, or its lease expires
 }
 
 /** Runs a shard until it is done, stopped, or has failed (see the module comment). */

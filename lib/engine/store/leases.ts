@@ -118,6 +118,25 @@ export async function takeLease<T extends { lease?: Lease | null }>(
 }
 
 /**
+ * Gives the lease on the record at `key` back if `owner` still holds it, so that nobody waits for
+ * it to expire, in one guarded update of that record that also writes `also` (what ends with the
+ * lease). Returns the record as it stands after.
+ */
+export async function releaseLease<T extends { lease?: Lease | null }>(
+  kv: Deno.Kv,
+  key: Deno.KvKey,
+  owner: string,
+  o: { also?: Partial<T>; maxAttempts?: number } = {},
+): Promise<Deno.KvEntryMaybe<T>> {
+  return await updateRecord<T>(
+    kv,
+    key,
+    (cur) => cur?.lease?.owner === owner ? { ...cur, ...o.also, lease: null } : undefined,
+    { maxAttempts: o.maxAttempts },
+  );
+}
+
+/**
  * This process's heartbeat (see the module comment). It beats only while something of the process
  * works: `acquire()` (a worker loop, a queue message, a whole local crawl) writes the first beat
  * before any lease is taken, then one every {@linkcode BEAT_EVERY_MS}; when the last holder lets
