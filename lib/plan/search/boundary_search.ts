@@ -113,8 +113,8 @@ export function nextStep(
     if (down < Infinity) return { kind: "read-down", from: b, limit: Math.min(o.readPage, down) };
   }
   // Aim below t when a full page will be read, so the page likely covers t.
-  const wide = width <= o.widePageSpan * o.maxPage;
-  const aim = wide ? Math.max(a.rank + 1, t - Math.floor(o.maxPage / 2)) : t;
+  const fullPage = fullPageProbes(width, o);
+  const aim = fullPage ? Math.max(a.rank + 1, t - Math.floor(o.maxPage / 2)) : t;
   // Illinois-style memory: when the same end of the bracket survives probe after probe, the rank
   // mass sits near it, so its rank is pulled towards t to push the next probe over there (from
   // the third probe on that side: pulling earlier overshoots on names, measured).
@@ -122,7 +122,12 @@ export function nextStep(
   const rb = aim + (b.rank - aim) / 2 ** Math.min(8, Math.max(0, memory.low - 2));
   const probe = keyBetween(a.key, b.key, (aim - ra) / (rb - ra), o.alphabet);
   if (probe === null) throw inconsistent();
-  return { kind: "probe", key: probe, limit: wide ? o.maxPage : 1 };
+  return { kind: "probe", key: probe, limit: fullPage ? o.maxPage : 1 };
+}
+
+/** Probes into a bracket `width` ranks wide read a full page (wider: rank probes of one row). */
+function fullPageProbes(width: number, o: SearchTuning): boolean {
+  return width <= o.widePageSpan * o.maxPage;
 }
 
 /**
@@ -246,10 +251,10 @@ export class BoundarySearch {
     if (key !== undefined && !this.#failed) this.#onFound?.(t, key);
   }
 
-  /** The bracket of `t` is wider than full-page probes are sent in (or open). */
+  /** The bracket of `t` is open or wider than full-page probes are sent in. */
   #wide(t: number): boolean {
     const { a, b } = this.#points.bracket(t);
-    return !a || !b || b.rank - a.rank > this.#tuning.widePageSpan * this.#tuning.maxPage;
+    return !a || !b || !fullPageProbes(b.rank - a.rank, this.#tuning);
   }
 
   async #searchFor(t: number, stepped: () => void): Promise<void> {
