@@ -18,6 +18,11 @@ import { collidingIds, prng } from "../lib/sim/names.ts";
 import { sortKeys } from "../lib/plan/keys.ts";
 import { type RegistryOptions, startRegistry } from "../lib/sim/registry_server.ts";
 import { CHURN_KINDS, RegistryData } from "../lib/sim/registry_data.ts";
+import {
+  LISTING_SEQ_KINDS,
+  npmReplicaProfile,
+  type ProfileOptions,
+} from "../lib/sim/registry_profile.ts";
 import { loadKeys } from "../lib/sim/load_keys.ts";
 
 const FLAGS = {
@@ -139,6 +144,36 @@ const FLAGS = {
     type: "boolean",
     help: "add ids built to collide (lone surrogates, '..', ids longer than a KV key)",
   },
+  "npm-replica": {
+    type: "boolean",
+    help: "answer as npm's replica: GET only, unknown parameters a 400, no update_seq on " +
+      "listings, no skip/include_docs/_bulk_get, no `pending`, documents only from a document " +
+      "host (printed as `documents on <URL>`, for --docs-url)",
+  },
+  "listing-seq": {
+    type: "string",
+    value: "M",
+    help: `what a listing does with update_seq=true: ${LISTING_SEQ_KINDS.join(", ")}`,
+    default: "serve (reject with --npm-replica)",
+  },
+  "strict-params": { type: "boolean", help: "unknown query parameters are a 400 naming them" },
+  "get-only": { type: "boolean", help: "every POST answers 405 (a read-only proxy)" },
+  "opaque-seq": {
+    type: "boolean",
+    help: "sequences as a CouchDB 2+ cluster spells them (`N-g1AAAA…`)",
+  },
+  "seq-jitter": {
+    type: "string",
+    value: "F",
+    help: "share of opaque sequences whose leading number is spelled lower",
+    default: "0",
+  },
+  "no-pending": { type: "boolean", help: "`_changes` answers carry no `pending`" },
+  "docs-elsewhere": {
+    type: "boolean",
+    help: "serve documents only from a document host of their own (404 under the database)",
+  },
+  "docs-port": { type: "string", value: "P", help: "port of the document host", default: "any" },
   help: { type: "boolean", short: "h", help: "show this help" },
 } as const;
 
@@ -149,6 +184,7 @@ const HELP = {
   examples: [
     "deno task registry --synthetic 1000000 --latency-ms 50",
     "deno task registry --fault-rate 0.1 --missing-doc-rate 0.02",
+    "deno task registry --npm-replica --churn 20          # as npm's replica, changing",
   ],
 };
 
@@ -199,6 +235,8 @@ runMain(async () => {
     ...faultFlags(f),
     ...hostileFlags(f),
     ...liveFlags(f),
+    ...profileFlags(f),
+    docsPort: intFlag("docs-port", f["docs-port"], { fallback: 0, min: 0, max: 65535 }),
   });
   const churn = numberFlag("churn", f.churn, { fallback: 0, min: 0 });
   if (churn > 0) {
@@ -219,6 +257,7 @@ runMain(async () => {
     }, after * 1000);
   }
   console.log(`listening on ${reg.url}`);
+  if (reg.docsUrl) console.log(`documents on ${reg.docsUrl}`);
   console.log(`${data.size} documents, update_seq ${data.updateSeq}`);
   await new Promise(() => {}); // serve until killed
 });
@@ -233,6 +272,29 @@ function listFlag<T extends string>(name: string, raw: string, known: readonly T
     }
     return w as T;
   });
+}
+
+/** How the registry plays another server than a full CouchDB (`registry_profile.ts`). */
+function profileFlags(f: Flags): RegistryOptions {
+  // The profile's limit gives way to a --max-limit given with it.
+  const { maxLimit, ...npm } = f["npm-replica"] ? npmReplicaProfile() : { maxLimit: undefined };
+  const [listingSeq] = f["listing-seq"] === undefined
+    ? [undefined]
+    : listFlag("listing-seq", f["listing-seq"], LISTING_SEQ_KINDS);
+  const given: ProfileOptions = {
+    ...(listingSeq ? { listingSeq } : {}),
+    ...(f["strict-params"] ? { strictParams: true } : {}),
+    ...(f["get-only"] ? { getOnly: true } : {}),
+    ...(f["opaque-seq"] ? { opaqueSeq: true } : {}),
+    ...(f["no-pending"] ? { pending: false } : {}),
+    seqJitter: numberFlag("seq-jitter", f["seq-jitter"], { fallback: 0, min: 0, max: 1 }),
+  };
+  return {
+    ...npm,
+    ...(maxLimit !== undefined && f["max-limit"] === undefined ? { maxLimit } : {}),
+    ...given,
+    ...(f["docs-elsewhere"] ? { docsElsewhere: true } : {}),
+  };
 }
 
 function faultFlags(f: Flags): FaultOptions {

@@ -106,6 +106,9 @@ export function wrapSource(inner: Source, over: Partial<Source>): Source {
     updateSeq: over.updateSeq ?? (() => inner.updateSeq()),
     changes: over.changes ?? ((since, limit) => inner.changes(since, limit)),
     docMode: over.docMode ?? inner.docMode?.bind(inner),
+    get learned() {
+      return over.learned ?? inner.learned;
+    },
   };
 }
 

@@ -44,6 +44,8 @@ function report(items: number, over: Partial<CrawlStatusReport> = {}): CrawlStat
     etaSeconds: null,
     planMethod: "rank",
     pageCap: null,
+    registry: null,
+    learned: null,
     createdAt: "",
     startedAt: null,
     finishedAt: null,

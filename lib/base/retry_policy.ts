@@ -91,6 +91,13 @@ export const FINAL_CHECK_RETRY = {
   firstPauseMs: 100,
   /** Longest pause between rounds, in milliseconds. */
   maxPauseMs: 1_000,
+  /**
+   * Passes in a row that fail the same permanent way (a 4xx that asking again in every form the
+   * registry takes did not avoid) before the crawl is `failed` with that reason.
+   */
+  permanentAttempts: 3,
+  /** Pause before such a pass is made again, in milliseconds (times the attempt). */
+  permanentPauseMs: 1_000,
 } as const;
 
 /** Lease workers that found nothing to do (`engine/dispatch/lease_workers.ts`). */

@@ -151,5 +151,6 @@ export function summary(
       : []),
     ...(r.driftError ? [`  no drift catch-up: ${r.driftError}`] : []),
     ...(r.verification ? [`  checked: ${r.verification.status}: ${r.verification.detail}`] : []),
+    ...(r.registry ? [`  ${r.registry}`] : []),
   ].join("\n");
 }

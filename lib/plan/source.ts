@@ -108,6 +108,36 @@ export interface ChangeRow {
   deleted: boolean;
 }
 
+/**
+ * What a registry was seen to serve of what is optional, learned as it is asked (a probe, or the
+ * first refusal: a 400 naming a parameter, a 405), never assumed: `unknown` until then. A source
+ * that learns one asks again in a form the registry takes; a crawl remembers them.
+ */
+export interface LearnedCaps {
+  /**
+   * What a listing does with `update_seq=true`: `served` (CouchDB, pouchdb-server), `ignored` (an
+   * answer without one) or `refused` (a 400; npm's replica).
+   */
+  listingSeq: "unknown" | "served" | "ignored" | "refused";
+  /** POST is taken (`_all_docs` with keys, `_bulk_get`, listings from long keys). */
+  post: "unknown" | "yes" | "no";
+  /** `GET _all_docs?keys=[…]` is taken (revision lookups where POST is not). */
+  getKeys: "unknown" | "yes" | "no";
+  /** `_changes` answers carry `pending` (the feed's end then needs no other sign). */
+  pending: "unknown" | "yes" | "no";
+  /** How documents come, once probed (`docMode`). */
+  docs: "unknown" | DocMode;
+}
+
+/** Nothing learned yet. */
+export const UNKNOWN_CAPS: Readonly<LearnedCaps> = Object.freeze({
+  listingSeq: "unknown",
+  post: "unknown",
+  getKeys: "unknown",
+  pending: "unknown",
+  docs: "unknown",
+});
+
 /** What the source supports. */
 export interface Capabilities {
   /** `skip` is accepted. */
@@ -168,8 +198,19 @@ export interface Source extends Listing {
   revs?(ids: string[]): Promise<(string | null)[]>;
   /** The database's current update sequence (opaque), or null when the source has no change feed. */
   updateSeq(): Promise<string | null>;
-  /** Changes after `since`, oldest first. */
-  changes(since: string, limit: number): Promise<{ rows: ChangeRow[]; lastSeq: string }>;
+  /**
+   * Changes after `since`, oldest first. `pending` is the registry's count of changes after
+   * `lastSeq`, where its answers carry one (0: the feed's end).
+   */
+  changes(
+    since: string,
+    limit: number,
+  ): Promise<{ rows: ChangeRow[]; lastSeq: string; pending?: number }>;
+  /**
+   * What the source learned its registry serves (see {@linkcode LearnedCaps}), where it learns:
+   * read it for the listing's sequence (`listingSeq`) before relying on `Page.seq`.
+   */
+  readonly learned?: Readonly<LearnedCaps>;
 }
 
 /**

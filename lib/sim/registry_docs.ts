@@ -42,6 +42,11 @@ export interface DocServeOptions extends HostileOptions {
    * @default 0
    */
   oversizeDocRate?: number;
+  /**
+   * Document GETs under the database are a 404, as on npm's replica: documents come from a
+   * document host (`startRegistry` serves one beside the database). @default false
+   */
+  docsElsewhere?: boolean;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -100,7 +105,11 @@ function notFound(c: Context, reason = "missing") {
   return c.json({ error: "not_found", reason }, 404);
 }
 
-/** Adds the document routes of database `db` to `app`; `count` counts GETs and bulk requests. */
+/**
+ * Adds the document routes of database `db` to `app`; `count` counts GETs and bulk requests. With
+ * `docsElsewhere`, a document GET under the database is a 404 (its documents are on a host of
+ * their own, {@linkcode docHandler}).
+ */
 export function addDocumentRoutes(
   app: Hono,
   db: string,
@@ -134,19 +143,9 @@ export function addDocumentRoutes(
     return c.json({ results });
   });
 
-  app.get(`/${db}/:id`, async (c) => {
-    count.docs++;
-    const id = c.req.param("id");
-    if (o.docLatencyMs) await sleep(o.docLatencyMs);
-    if (o.hotPrefix && o.hotMs && id.startsWith(o.hotPrefix)) await sleep(o.hotMs);
-    const bad = badKindOf(id, o);
-    if (bad && data.doc(id)) return await badDocResponse(c, bad, id, o);
-    const doc = data.doc(id);
-    if (!doc || isMissing(id, o)) return notFound(c);
-    if (isOversize(id, o)) return oversizeAnswer(o.hugeDocBytes ?? 40 * 1024 * 1024);
-    const other = answersWrongId(id, o) ? neighbourDoc(data, id) : undefined;
-    return c.body(docText(other ?? doc, o), 200, { "content-type": "application/json" });
-  });
+  // A registry whose documents come from another host (npm's replica) answers 404 here.
+  const get = docHandler(data, o, count);
+  app.get(`/${db}/:id`, (c) => o.docsElsewhere ? notFound(c, "not_found") : get(c));
 
   app.put(`/${db}/:id`, (c) => {
     const rev = data.put(c.req.param("id"));
@@ -157,4 +156,28 @@ export function addDocumentRoutes(
     if (!data.delete(c.req.param("id"))) return notFound(c);
     return c.json({ ok: true, id: c.req.param("id") });
   });
+}
+
+/**
+ * The GET of one document (`:id` in the route), with the latency, hot prefix and misbehaviour of
+ * `o`: the database's own route, or a document host's (`<host>/<name>`, scoped names as `%2f`).
+ */
+export function docHandler(
+  data: RegistryData,
+  o: DocServeOptions,
+  count: { docs: number },
+): (c: Context) => Promise<Response> {
+  return async (c) => {
+    count.docs++;
+    const id = c.req.param("id")!;
+    if (o.docLatencyMs) await sleep(o.docLatencyMs);
+    if (o.hotPrefix && o.hotMs && id.startsWith(o.hotPrefix)) await sleep(o.hotMs);
+    const bad = badKindOf(id, o);
+    if (bad && data.doc(id)) return await badDocResponse(c, bad, id, o);
+    const doc = data.doc(id);
+    if (!doc || isMissing(id, o)) return notFound(c);
+    if (isOversize(id, o)) return oversizeAnswer(o.hugeDocBytes ?? 40 * 1024 * 1024);
+    const other = answersWrongId(id, o) ? neighbourDoc(data, id) : undefined;
+    return c.body(docText(other ?? doc, o), 200, { "content-type": "application/json" });
+  };
 }

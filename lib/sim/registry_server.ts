@@ -23,17 +23,19 @@ import {
 } from "./registry_listing.ts";
 import {
   addDocumentRoutes,
+  docHandler,
   type DocServeOptions,
   isOversize,
   jsonBody,
   oversizeAnswer,
 } from "./registry_docs.ts";
+import { type ProfileOptions, refusedParam, SeqCodec } from "./registry_profile.ts";
 import { paddingStream } from "./registry_hostile.ts";
 import { addViewRoute } from "./registry_view.ts";
 import type { Collation } from "../plan/view/mod.ts";
 
 /** How the registry behaves. */
-export interface RegistryOptions extends FaultOptions, DocServeOptions {
+export interface RegistryOptions extends FaultOptions, DocServeOptions, ProfileOptions {
   /** Database name in the URL path. @default "registry" */
   db?: string;
   /** Whether `skip` is honoured (the npm replica rejects it). @default true */
@@ -98,34 +100,59 @@ export function createRegistryApp(
   const db = options.db ?? "registry";
   const stats = options.stats ??
     { requests: 0, allDocs: 0, docs: 0, bulkGets: 0, changes: 0, faults: 0 };
-  const ctx: RouteContext = { db, data, options, stats, maxLimit: options.maxLimit ?? 10_000 };
+  const seq = new SeqCodec(options);
+  const ctx: RouteContext = {
+    db,
+    data,
+    options,
+    stats,
+    seq,
+    maxLimit: options.maxLimit ?? 10_000,
+  };
   const app = new Hono();
 
+  if (options.getOnly) {
+    app.use("*", async (c, next) => {
+      if (c.req.method !== "POST") return await next();
+      return c.json({ error: "method_not_allowed", reason: "Only GET, HEAD allowed" }, 405);
+    });
+  }
   app.use(`/${db}/*`, faultMiddleware(options, stats));
 
+  // npm's replica answers its database info at its root too.
+  const npmInfo = () => ({
+    db_name: db,
+    engine: "npm-replicate",
+    doc_count: data.size,
+    update_seq: seq.show(data.updateSeq),
+  });
   app.get(
     "/",
     (c) =>
-      c.json({
-        couchdb: "Welcome",
-        version: "3.3.3-sim",
-        vendor: {
-          name: options.asCouchdb
-            ? "The Apache Software Foundation"
-            : "rankcrawl registry simulator",
+      c.json(
+        options.npmInfo ? npmInfo() : {
+          couchdb: "Welcome",
+          version: "3.3.3-sim",
+          vendor: {
+            name: options.asCouchdb
+              ? "The Apache Software Foundation"
+              : "rankcrawl registry simulator",
+          },
         },
-      }),
+      ),
   );
 
   app.get(`/${db}`, (c) =>
-    c.json({
-      db_name: db,
-      doc_count: data.size,
-      doc_del_count: 0,
-      update_seq: data.updateSeq,
-      instance_start_time: "0",
-      ...(options.asCouchdb ? { cluster: { q: 2, n: 1, w: 1, r: 1 } } : {}),
-    }));
+    c.json(
+      options.npmInfo ? npmInfo() : {
+        db_name: db,
+        doc_count: data.size,
+        doc_del_count: 0,
+        update_seq: seq.show(data.updateSeq),
+        instance_start_time: "0",
+        ...(options.asCouchdb ? { cluster: { q: 2, n: 1, w: 1, r: 1 } } : {}),
+      },
+    ));
 
   addListingRoutes(app, ctx);
   addDocumentRoutes(app, db, data, options, stats);
@@ -139,14 +166,19 @@ interface RouteContext {
   data: RegistryData;
   options: RegistryOptions;
   stats: RegistryStats;
+  seq: SeqCodec;
   maxLimit: number;
 }
 
 /** `_all_docs` and `_changes`. */
 function addListingRoutes(app: Hono, ctx: RouteContext): void {
-  const { db, data, stats } = ctx;
+  const { db, data, stats, seq: codec } = ctx;
   const allDocs = (c: Context, params: Record<string, string>, keys?: unknown) => {
     stats.allDocs++;
+    const refused = refusedParam("listing", params, ctx.options);
+    if (refused !== null) {
+      return couchError(c, 400, "bad_request", `unknown or unsupported parameter: ${refused}`);
+    }
     const q = parseListingQuery(params);
     if (q instanceof Error) return couchError(c, 400, "query_parse_error", q.message);
     if (q.skipGiven && ctx.options.skip === false) {
@@ -172,7 +204,8 @@ function addListingRoutes(app: Hono, ctx: RouteContext): void {
     if (q.includeDocs && ids.some((id) => isOversize(id, ctx.options))) {
       return oversizeAnswer(2 ** 31);
     }
-    const seq = q.updateSeq ? `,"update_seq":${data.updateSeq}` : "";
+    const served = q.updateSeq && (ctx.options.listingSeq ?? "serve") === "serve";
+    const seq = served ? `,"update_seq":${codec.json(data.updateSeq)}` : "";
     const rows = hideRate
       ? ids.map((id) => rowsJson(data, q, data.rank(id), [id], true)).join(",")
       : rowsJson(data, q, offset, ids);
@@ -182,7 +215,24 @@ function addListingRoutes(app: Hono, ctx: RouteContext): void {
       { "content-type": "application/json" },
     );
   };
-  app.get(`/${db}/_all_docs`, (c) => allDocs(c, c.req.query()));
+  // GET takes `keys` (a JSON array) and `key` too, as CouchDB 2+ and npm's replica do.
+  app.get(`/${db}/_all_docs`, (c) => {
+    const { keys, key, ...params } = c.req.query();
+    if (key !== undefined) {
+      return allDocs(c, { ...params, startkey: key, endkey: key, inclusive_end: "true" });
+    }
+    if (keys === undefined) return allDocs(c, params);
+    let asked: unknown;
+    try {
+      asked = JSON.parse(keys);
+    } catch {
+      asked = null;
+    }
+    if (!Array.isArray(asked)) {
+      return couchError(c, 400, "bad_request", "`keys` must be a JSON array");
+    }
+    return allDocs(c, params, asked);
+  });
   // POST takes the parameters as a JSON body (and `keys`), as CouchDB and its SDKs send them.
   app.post(`/${db}/_all_docs`, async (c) => {
     const body = await jsonBody(c);
@@ -203,29 +253,56 @@ function addListingRoutes(app: Hono, ctx: RouteContext): void {
   app.get(`/${db}/_changes`, (c) => {
     stats.changes++;
     const q = c.req.query();
-    const since = q.since === "now" ? data.updateSeq : intParam(q.since, 0);
+    const refused = refusedParam("changes", q, ctx.options);
+    if (refused !== null) {
+      return couchError(c, 400, "bad_request", `unknown or unsupported parameter: ${refused}`);
+    }
+    const since = codec.parse(q.since, data.updateSeq);
     const limit = intParam(q.limit, 1000);
     if (since instanceof Error) return couchError(c, 400, "bad_request", since.message);
     if (limit instanceof Error) return couchError(c, 400, "bad_request", limit.message);
+    if (ctx.options.strictParams && limit > ctx.maxLimit) {
+      return couchError(c, 400, "bad_request", `limit must be at most ${ctx.maxLimit}`);
+    }
     const cap = Math.min(limit, ctx.maxLimit, ctx.options.changesCap ?? Infinity);
     const { results, lastSeq } = data.changes(since, cap);
     return c.json({
       results: results.map((r) => ({
-        seq: r.seq,
+        seq: codec.show(r.seq),
         id: r.id,
         changes: [{ rev: r.rev }],
         ...(r.deleted ? { deleted: true } : {}),
       })),
-      last_seq: lastSeq,
-      pending: Math.max(0, data.updateSeq - lastSeq),
+      last_seq: codec.show(lastSeq),
+      ...(ctx.options.pending === false ? {} : { pending: Math.max(0, data.updateSeq - lastSeq) }),
     });
   });
+}
+
+/**
+ * A document host as npm's (`<host>/<name>`, scoped names as `@scope%2fname`): the documents of
+ * `data` with the latency and misbehaviour of `options`, for a registry that serves none itself.
+ */
+export function createDocHostApp(
+  data: RegistryData,
+  options: RegistryOptions & { stats?: RegistryStats } = {},
+): Hono {
+  const stats = options.stats ??
+    { requests: 0, allDocs: 0, docs: 0, bulkGets: 0, changes: 0, faults: 0 };
+  const app = new Hono();
+  app.use("*", faultMiddleware(options, stats));
+  app.get("/", (c) => c.json({}));
+  app.get("/:id", docHandler(data, options, stats));
+  app.notFound((c) => couchError(c, 404, "not_found", "missing"));
+  return app;
 }
 
 /** A running registry server. */
 export interface RunningRegistry {
   /** The database URL to pass as `--source`. */
   url: string;
+  /** The document host's URL (`--docs-url`), where the registry serves documents elsewhere. */
+  docsUrl?: string;
   /** What was served so far. */
   stats: RegistryStats;
   /** The database (mutable: tests move it under a crawl). */
@@ -235,11 +312,12 @@ export interface RunningRegistry {
 }
 
 /**
- * Serves `data` on 127.0.0.1 (`port` 0 picks a free one) and resolves once it is listening.
+ * Serves `data` on 127.0.0.1 (`port` 0 picks a free one) and resolves once it is listening; with
+ * `docsElsewhere`, its documents on a document host of their own too (`docsPort`, `docsUrl`).
  */
 export function startRegistry(
   data: RegistryData,
-  options: RegistryOptions & { port?: number } = {},
+  options: RegistryOptions & { port?: number; docsPort?: number } = {},
 ): Promise<RunningRegistry> {
   const stats: RegistryStats = {
     requests: 0,
@@ -251,24 +329,30 @@ export function startRegistry(
   };
   const app = createRegistryApp(data, { ...options, stats });
   const db = options.db ?? "registry";
-  return new Promise((resolve) => {
-    const server = Deno.serve({
-      hostname: "127.0.0.1",
-      port: options.port ?? 0,
-      onListen: () => {},
-      // A handler failure (or an injected drop) must not print a stack per request.
-      onError: () => new Response("internal error", { status: 500 }),
-    }, CLOSE_EACH_CONNECTION ? closingEach(app.fetch) : app.fetch);
-    const addr = server.addr as Deno.NetAddr;
-    resolve({
-      url: `http://127.0.0.1:${addr.port}/${db}`,
-      stats,
-      data,
-      close: async () => {
-        await server.shutdown();
-      },
-    });
+  const server = serve(app, options.port ?? 0);
+  const docHost = options.docsElsewhere
+    ? serve(createDocHostApp(data, { ...options, stats }), options.docsPort ?? 0)
+    : null;
+  return Promise.resolve({
+    url: `http://127.0.0.1:${(server.addr as Deno.NetAddr).port}/${db}`,
+    ...(docHost ? { docsUrl: `http://127.0.0.1:${(docHost.addr as Deno.NetAddr).port}` } : {}),
+    stats,
+    data,
+    close: async () => {
+      await Promise.all([server.shutdown(), docHost?.shutdown()]);
+    },
   });
+}
+
+/** Serves `app` on 127.0.0.1 at `port` (0: a free one). */
+function serve(app: Hono, port: number): Deno.HttpServer<Deno.NetAddr> {
+  return Deno.serve({
+    hostname: "127.0.0.1",
+    port,
+    onListen: () => {},
+    // A handler failure (or an injected drop) must not print a stack per request.
+    onError: () => new Response("internal error", { status: 500 }),
+  }, CLOSE_EACH_CONNECTION ? closingEach(app.fetch) : app.fetch);
 }
 
 /**

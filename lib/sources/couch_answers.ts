@@ -320,7 +320,7 @@ export function checkKeyRevs(body: unknown, ids: string[], description: string):
 export function checkChanges(
   body: unknown,
   description: string,
-): { rows: ChangeRow[]; lastSeq: string } {
+): { rows: ChangeRow[]; lastSeq: string; pending?: number } {
   refuseErrorBody(body, `${description}/_changes`, "results");
   if (!isObject(body) || !Array.isArray(body.results) || body.last_seq === undefined) {
     throw new FatalError(`${description}/_changes answered garbage`);
@@ -332,5 +332,7 @@ export function checkChanges(
     const rev = isObject(r.changes[0]) ? String(r.changes[0].rev ?? "") : "";
     return { seq: String(r.seq), id: r.id, rev, deleted: r.deleted === true };
   });
-  return { rows, lastSeq: String(body.last_seq) };
+  // `pending` (CouchDB 2+): changes after last_seq; anything but a count is no pending at all.
+  const pending = isCount(body.pending) ? { pending: body.pending } : {};
+  return { rows, lastSeq: String(body.last_seq), ...pending };
 }

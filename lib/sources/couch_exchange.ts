@@ -1,6 +1,6 @@
 /**
  * One CouchDB database's exchanges as `CouchSource` makes them: listing requests (GET, or POST
- * when the URL would be too long), JSON GETs of the database's own documents, and how their
+ * when the URL would be too long and the registry takes POST), JSON GETs of the database's own documents, and how their
  * answers are refused (4xx, `200 {"error": …}` asked again like a 5xx), each with a byte cap.
  *
  * @module
@@ -10,6 +10,8 @@ import { redactUrl } from "../base/redact.ts";
 import { parseJsonAnswer, refuseErrorBody } from "./couch_answers.ts";
 import { parseDocsListing } from "./docs_listing.ts";
 import type { HttpAnswer, HttpClient } from "./http.ts";
+import type { LearnedCaps } from "../plan/source.ts";
+import { isMethodRefusal } from "./learned_caps.ts";
 
 /** Bytes a listing may use per row without documents (ids run up to 4 KB, escaped). */
 export const ROW_BYTES = 16_384;
@@ -24,8 +26,11 @@ export const LONG_ROWS_BYTES = 1024 * 1024;
  */
 export const MAX_BULK_BYTES = 16 * 1024 * 1024;
 
-/** Longest listing URL sent as a GET; longer ones are sent as POST with a JSON body. */
-const MAX_GET_URL = 8_000;
+/**
+ * Longest listing URL sent as a GET; longer ones are sent as POST with a JSON body, where the
+ * registry takes POST (else as a GET all the same: the server may take it).
+ */
+export const MAX_GET_URL = 8_000;
 
 /** Listing query parameters as the JSON body CouchDB takes instead (`*key` values are JSON). */
 export function paramsBody(params: URLSearchParams): Record<string, unknown> {
@@ -51,6 +56,8 @@ export interface CouchExchangeOptions {
   listingPath: string;
   /** The listing is `_all_docs` (its 404 means no database). */
   allDocs: boolean;
+  /** What the source learned of its registry (read and written here: POST refused). */
+  learned: LearnedCaps;
 }
 
 /** The exchanges of one database (see the module comment). */
@@ -79,8 +86,34 @@ export class CouchExchange {
     });
   }
 
-  /** One listing request; its parsed JSON body. */
-  listing(
+  /**
+   * One listing request; its parsed JSON body. A POST the registry refuses (405 and the like) is
+   * learned, and the listing asked again as a GET.
+   */
+  async listing(
+    params: URLSearchParams,
+    includeDocs: boolean,
+    o: { oversizeIsTransient?: boolean },
+  ): Promise<unknown> {
+    const get = `${this.#o.db}/${this.#o.listingPath}?${params}`;
+    // A listing from a long key would make a URL longer than servers take (and than fetch does):
+    // it is sent as POST with the same parameters in a JSON body, as CouchDB 2.2+ accepts.
+    if (get.length <= MAX_GET_URL || this.#o.learned.post === "no") {
+      return await this.#listing({ url: get }, params, includeDocs, o);
+    }
+    try {
+      const body = JSON.stringify(paramsBody(params));
+      const post = { url: `${this.#o.db}/${this.#o.listingPath}`, method: "POST", body };
+      return await this.#listing(post, params, includeDocs, o);
+    } catch (err) {
+      if (!isMethodRefusal(err)) throw err;
+      this.#o.learned.post = "no";
+      return await this.#listing({ url: get }, params, includeDocs, o);
+    }
+  }
+
+  #listing(
+    exchange: { url: string; method?: string; body?: string },
     params: URLSearchParams,
     includeDocs: boolean,
     o: { oversizeIsTransient?: boolean },
@@ -90,14 +123,6 @@ export class CouchExchange {
     const maxBytes = includeDocs
       ? MAX_BULK_BYTES
       : PAGE_BYTES + Math.max(limit * ROW_BYTES, LONG_ROWS_BYTES);
-    const get = `${this.#o.db}/${path}?${params}`;
-    // A listing from a long key would make a URL longer than servers take (and than fetch does):
-    // it is sent as POST with the same parameters in a JSON body, as CouchDB 2.2+ accepts.
-    const exchange = get.length <= MAX_GET_URL ? { url: get } : {
-      url: `${this.#o.db}/${path}`,
-      method: "POST",
-      body: JSON.stringify(paramsBody(params)),
-    };
     return this.#o.http.request(
       { ...exchange, maxBytes, oversizeIsTransient: o.oversizeIsTransient },
       (a) => {

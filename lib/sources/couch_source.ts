@@ -25,10 +25,12 @@ import type {
   DocMode,
   DocOptions,
   DocResult,
+  LearnedCaps,
   ListOptions,
   Page,
   Source,
 } from "../plan/source.ts";
+import { isMethodRefusal, isRefusal, learnedFrom } from "./learned_caps.ts";
 import {
   checkBulkGet,
   checkChanges,
@@ -44,11 +46,20 @@ import {
   viewDialect,
 } from "./listing_dialect.ts";
 import { CouchDocs } from "./couch_docs.ts";
-import { CouchExchange, MAX_BULK_BYTES, PAGE_BYTES, ROW_BYTES } from "./couch_exchange.ts";
+import {
+  CouchExchange,
+  MAX_BULK_BYTES,
+  MAX_GET_URL,
+  PAGE_BYTES,
+  ROW_BYTES,
+} from "./couch_exchange.ts";
 import type { IdOrder } from "../plan/id_order.ts";
 
-/** Ids a revision lookup (`POST _all_docs` with keys) asks for at once. */
+/** Ids a revision lookup (`_all_docs` with keys) asks for at once. */
 export const REVS_PER_REQUEST = 100;
+
+/** Revision lookups in flight at once (the final check waits for them). */
+const REVS_CONCURRENCY = 4;
 
 /** Options of {@linkcode CouchSource}. */
 export interface CouchSourceOptions extends HttpOptions {
@@ -73,6 +84,11 @@ export interface CouchSourceOptions extends HttpOptions {
    * @default none: `_all_docs`
    */
   view?: string;
+  /**
+   * What a crawl remembered its registry serves (see `LearnedCaps`): asked in those forms from the
+   * start. @default nothing known: learned as the registry answers
+   */
+  learned?: Partial<LearnedCaps> | null;
 }
 
 /** A CouchDB database reached over HTTP. */
@@ -87,6 +103,7 @@ export class CouchSource implements Source {
   #requests = 0;
   #docMode: Promise<DocMode> | null = null;
   #listing: ListingDialect;
+  #learned: LearnedCaps;
 
   /**
    * Opens `dbUrl` (e.g. `http://127.0.0.1:5984/registry`); nothing is requested until used.
@@ -110,7 +127,9 @@ export class CouchSource implements Source {
     this.description = redactUrl(this.#db) +
       (this.#listing.label === null ? "" : ` ${this.#listing.label}`);
     this.#http = new HttpClient(options);
+    this.#learned = learnedFrom(options.learned);
     this.#x = new CouchExchange({
+      learned: this.#learned,
       http: this.#http,
       db: this.#db,
       description: this.description,
@@ -125,6 +144,16 @@ export class CouchSource implements Source {
       timeoutMs: options.docTimeoutMs ?? 20_000,
     });
     this.capabilities = { skip: options.skip ?? false, maxPage: options.maxPage ?? 10_000 };
+  }
+
+  /** See {@linkcode Source.learned}: what this source learned its registry serves, so far. */
+  get learned(): Readonly<LearnedCaps> {
+    return this.#learned;
+  }
+
+  /** The document host, where documents come from another host than the database. */
+  get docsUrl(): string | null {
+    return this.#docs === this.#db ? null : redactUrl(this.#docs);
   }
 
   /** Logical listing requests made (retries not counted). */
@@ -143,15 +172,24 @@ export class CouchSource implements Source {
    * the byte cap concerns this request only: with documents, the same rows are listed without them
    * (each row then lacks its document: the caller fetches it by id); without, the limit is halved
    * for this request (the page says so in `limit`), down to 2 rows, and an answer still too large
-   * is asked again like a 5xx, then fails.
+   * is asked again like a 5xx, then fails. `updateSeq` is asked only of a registry not seen to
+   * ignore or refuse it: a 400 to a listing that asked for it is asked again without it (and,
+   * answered then, learned); the page then has no `seq`.
    */
   async list(options: ListOptions): Promise<Page> {
     this.#requests++;
     let limit = options.limit;
+    const noSeq = this.#learned.listingSeq === "ignored" || this.#learned.listingSeq === "refused";
+    let askSeq = (options.updateSeq ?? false) && !noSeq;
+    let seqRefused = false;
     for (;;) {
       try {
         const floor = !options.includeDocs && limit <= 2;
-        const page = await this.#listOnce({ ...options, limit }, { oversizeIsTransient: floor });
+        const page = await this.#listOnce({ ...options, limit, updateSeq: askSeq }, {
+          oversizeIsTransient: floor,
+        });
+        if (seqRefused) this.#learned.listingSeq = "refused";
+        else if (askSeq) this.#learned.listingSeq = page.seq === undefined ? "ignored" : "served";
         return limit < options.limit ? { ...page, limit } : page;
       } catch (err) {
         if (err instanceof TooLargeError) {
@@ -160,6 +198,13 @@ export class CouchSource implements Source {
           continue;
         }
         const stated = this.#statedCap(err, limit);
+        if (stated === null && askSeq && isRefusal(err) && err.status === 400) {
+          // The optional parameter is the likeliest cause: asked again without it; a 400 again
+          // was about something else, and is thrown.
+          askSeq = false;
+          seqRefused = true;
+          continue;
+        }
         if (stated === null) throw err;
         limit = stated;
         this.capabilities.maxPage = Math.min(this.capabilities.maxPage, Math.max(2, stated));
@@ -243,6 +288,9 @@ export class CouchSource implements Source {
 
   async #bulkGet(ids: string[]): Promise<DocResult[]> {
     if (ids.length === 0) return [];
+    if (this.#learned.post === "no") {
+      throw new PermanentError(`${this.description} takes no POST (_bulk_get)`, { status: 405 });
+    }
     try {
       return await this.#x.json(
         "_bulk_get",
@@ -250,6 +298,7 @@ export class CouchSource implements Source {
         (body) => checkBulkGet(body, ids, this.description),
       );
     } catch (err) {
+      if (err instanceof PermanentError && err.status === 405) this.#learned.post = "no";
       if (!(err instanceof TooLargeError)) throw err;
       // One document alone over the answer's cap: asked by itself (its own cap is larger).
       if (ids.length === 1) return [await this.#docsById.byId(ids[0])];
@@ -262,29 +311,99 @@ export class CouchSource implements Source {
   }
 
   /**
-   * See {@linkcode Source.revs}: `POST _all_docs` with `{"keys": ids}`,
-   * {@linkcode REVS_PER_REQUEST} ids a request, 4 requests at once. An id answered `not_found` or
-   * deleted has no revision. Views have no such lookup (their keys are not
-   * document ids): the method is absent for them.
+   * See {@linkcode Source.revs}: `POST _all_docs` with `{"keys": ids}`, or where POST is refused
+   * `GET _all_docs?keys=[…]` (URLs kept under what servers take), or where that is refused too one
+   * listing from each id; {@linkcode REVS_PER_REQUEST} ids a request, a few at once. Each refusal
+   * is learned once. An id answered `not_found` or deleted has no revision. Views have no such
+   * lookup (their keys are not document ids): the method is absent for them.
    */
   get revs(): ((ids: string[]) => Promise<(string | null)[]>) | undefined {
     if (this.#listing.kind !== "all_docs") return undefined;
     return async (keysAsked) => {
       await this.#prepare();
-      const ids = keysAsked.map((k) => this.#listing.docId(k));
-      const chunks: string[][] = [];
-      for (let i = 0; i < ids.length; i += REVS_PER_REQUEST) {
-        chunks.push(ids.slice(i, i + REVS_PER_REQUEST));
+      if (this.#learned.post !== "no") {
+        try {
+          const revs = await this.#revsByPost(keysAsked.map((k) => this.#listing.docId(k)));
+          this.#learned.post = "yes";
+          return revs;
+        } catch (err) {
+          if (!isMethodRefusal(err)) throw err;
+          this.#learned.post = "no";
+        }
       }
-      // A few lookups at once: the final check waits for them, one round trip each otherwise.
-      const answers = await mapPool(chunks, (keys) =>
-        this.#x.json(
-          "_all_docs",
-          { body: { keys }, maxBytes: PAGE_BYTES + keys.length * ROW_BYTES },
-          (body) => checkKeyRevs(body, keys, this.description),
-        ), { concurrency: 4 });
-      return answers.flat();
+      if (this.#learned.getKeys !== "no") {
+        try {
+          const revs = await this.#revsByGetKeys(keysAsked);
+          this.#learned.getKeys = "yes";
+          return revs;
+        } catch (err) {
+          if (!isRefusal(err)) throw err;
+          this.#learned.getKeys = "no";
+        }
+      }
+      return await mapPool(keysAsked, (k) => this.#revByListing(k), {
+        concurrency: 4 * REVS_CONCURRENCY,
+      });
     };
+  }
+
+  async #revsByPost(ids: string[]): Promise<(string | null)[]> {
+    const chunks: string[][] = [];
+    for (let i = 0; i < ids.length; i += REVS_PER_REQUEST) {
+      chunks.push(ids.slice(i, i + REVS_PER_REQUEST));
+    }
+    // A few lookups at once: the final check waits for them, one round trip each otherwise.
+    const answers = await mapPool(chunks, (keys) =>
+      this.#x.json(
+        "_all_docs",
+        { body: { keys }, maxBytes: PAGE_BYTES + keys.length * ROW_BYTES },
+        (body) => checkKeyRevs(body, keys, this.description),
+      ), { concurrency: REVS_CONCURRENCY });
+    return answers.flat();
+  }
+
+  /**
+   * `GET _all_docs?keys=[…]` in chunks whose URLs stay under {@linkcode MAX_GET_URL}; an id too
+   * long for any such URL is looked up by a listing from it.
+   */
+  async #revsByGetKeys(keysAsked: string[]): Promise<(string | null)[]> {
+    const room = MAX_GET_URL - `${this.#db}/_all_docs?keys=`.length;
+    const chunks: { keys: string[]; ids: string[] }[] = [];
+    let chunk = { keys: [] as string[], ids: [] as string[] };
+    let used = 2; // the brackets
+    for (const key of keysAsked) {
+      const id = this.#listing.docId(key);
+      const cost = encodeURIComponent(JSON.stringify(id)).length + 3; // and an encoded comma
+      if (chunk.ids.length > 0 && (used + cost > room || chunk.ids.length >= REVS_PER_REQUEST)) {
+        chunks.push(chunk);
+        chunk = { keys: [], ids: [] };
+        used = 2;
+      }
+      chunk.keys.push(key);
+      chunk.ids.push(id);
+      used += cost;
+    }
+    if (chunk.ids.length > 0) chunks.push(chunk);
+    const answers = await mapPool(chunks, (c) => {
+      if (c.ids.length === 1 && 2 + encodeURIComponent(JSON.stringify(c.ids[0])).length > room) {
+        return this.#revByListing(c.keys[0]).then((r) => [r]);
+      }
+      return this.#x.json(
+        "_all_docs",
+        {
+          query: `keys=${encodeURIComponent(JSON.stringify(c.ids))}`,
+          maxBytes: PAGE_BYTES + c.ids.length * ROW_BYTES,
+        },
+        (body) => checkKeyRevs(body, c.ids, this.description),
+      );
+    }, { concurrency: REVS_CONCURRENCY });
+    return answers.flat();
+  }
+
+  /** The revision of `key` by a one-row listing from it (null: not there). */
+  async #revByListing(key: string): Promise<string | null> {
+    const row = (await this.list({ start: key, limit: 1 })).rows[0];
+    return row !== undefined && row.id === key ? row.rev : null;
   }
 
   /**
@@ -297,13 +416,19 @@ export class CouchSource implements Source {
   }
 
   async #probeDocMode(): Promise<DocMode> {
+    const mode = await this.#probedDocMode();
+    this.#learned.docs = mode;
+    return mode;
+  }
+
+  async #probedDocMode(): Promise<DocMode> {
     if (this.#docs !== this.#db) return "get";
     const first = await this.#listOnce({ limit: 1, includeDocs: true }).catch(() => null);
     if (first && (first.rows.length === 0 || first.rows[0].doc?.kind === "doc")) {
       return "include_docs";
     }
     const id = first?.rows[0]?.id ?? (await this.#listOnce({ limit: 1 })).rows[0]?.id;
-    if (id === undefined) return "get";
+    if (id === undefined || this.#learned.post === "no") return "get";
     const bulk = await this.bulkDocs([id]).catch(() => null);
     return bulk?.[0]?.kind === "doc" ? "bulk_get" : "get";
   }
@@ -330,7 +455,10 @@ export class CouchSource implements Source {
   }
 
   /** See {@linkcode Source.changes}: each row's `id` is its key (see {@linkcode idOrder}). */
-  async changes(since: string, limit: number): Promise<{ rows: ChangeRow[]; lastSeq: string }> {
+  async changes(
+    since: string,
+    limit: number,
+  ): Promise<{ rows: ChangeRow[]; lastSeq: string; pending?: number }> {
     await this.#prepare();
     const feed = await this.#x.json(
       "_changes",
@@ -340,6 +468,7 @@ export class CouchSource implements Source {
       },
       (body) => checkChanges(body, this.description),
     );
+    this.#learned.pending = feed.pending === undefined ? "no" : "yes";
     if (this.idOrder === "codepoint") return feed;
     return { ...feed, rows: feed.rows.map((r) => ({ ...r, id: this.#listing.keyOf(r.id) })) };
   }

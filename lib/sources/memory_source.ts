@@ -9,14 +9,16 @@
  */
 import { PermanentError } from "../base/errors.ts";
 import { compareKeys, lowerBound, sortKeys } from "../plan/keys.ts";
-import type {
-  ChangeRow,
-  DocMode,
-  DocResult,
-  ListOptions,
-  Page,
-  Row,
-  Source,
+import {
+  type ChangeRow,
+  type DocMode,
+  type DocResult,
+  type LearnedCaps,
+  type ListOptions,
+  type Page,
+  type Row,
+  type Source,
+  UNKNOWN_CAPS,
 } from "../plan/source.ts";
 
 /**
@@ -91,6 +93,11 @@ export interface MemorySourceOptions {
   noDescending?: boolean;
   /** How documents are served in bulk. @default "get" */
   docMode?: DocMode;
+  /**
+   * What listings do with `updateSeq`: `served` (the page carries it) or `ignored` (it never
+   * does, as on npm's replica). @default "served"
+   */
+  listingSeq?: "served" | "ignored";
 }
 
 /** A registry listing held in memory. */
@@ -153,7 +160,9 @@ export class MemorySource implements Source {
     return Promise.resolve({
       offset: this.#o.brokenOffsets ? skip : offset,
       total: this.#data.size,
-      ...(options.updateSeq ? { seq: String(this.#data.updateSeq) } : {}),
+      ...(options.updateSeq && this.#o.listingSeq !== "ignored"
+        ? { seq: String(this.#data.updateSeq) }
+        : {}),
       rows: ids.map((id): Row => {
         const row: Row = { id, rev: this.#data.rev(id)! };
         if (options.includeDocs) row.doc = this.#doc(id);
@@ -205,6 +214,15 @@ export class MemorySource implements Source {
   bulkDocs(ids: string[]): Promise<DocResult[]> {
     this.docRequests++;
     return Promise.resolve(ids.map((id) => this.#doc(id)));
+  }
+
+  /** See {@linkcode Source.learned}: what its options say it serves. */
+  get learned(): Readonly<LearnedCaps> {
+    return {
+      ...UNKNOWN_CAPS,
+      listingSeq: this.#o.listingSeq ?? "served",
+      docs: this.#o.docMode ?? "get",
+    };
   }
 
   /** See {@linkcode Source.revs}. */

@@ -6,13 +6,20 @@
  *
  * The feed is read until it is proven at its end, with the rule listings follow: a short batch is
  * never the end (registries cap `_changes` answers per request as they cap listings); the end is
- * an empty batch, or `last_seq` reaching the registry's `update_seq` read before the feed was (on
- * a registry that changes faster than one change a round trip, an empty batch never comes; what
- * lands after that sequence is the next pass's, or the final check's). One process reads a crawl's feed at a time (a lease on the crawl record,
- * renewed with every batch); each batch and the sequence it reaches are committed in one guarded
- * op, so a crash or a second runner neither skips nor double-counts a change. A registry whose
- * `update_seq` went back below what was applied was replaced or rolled back (a restore from a
- * backup): that is a {@linkcode RegistryReplacedError}, never merged into the crawl.
+ * an empty batch, `pending: 0` where the registry says it, or the feed reaching the registry's
+ * `update_seq` read before (`last_seq` or a row's sequence equal to it; on a registry that changes
+ * faster than one change a round trip, an empty batch never comes; what lands after that sequence
+ * is the next pass's, or the final check's). A batch shorter than asked without reaching it (the
+ * change at that sequence was superseded since) reads `update_seq` again.
+ *
+ * Sequences are opaque (a CouchDB cluster's `N-g1AAAA…`, whose N can go down when another copy
+ * answers; npm tells followers not to assume they increase): they are compared for equality only.
+ * One process reads a crawl's feed at a time (a lease on the crawl record, renewed with every
+ * batch); each batch and the sequence it reaches are committed in one guarded op, so a crash or a
+ * second runner neither skips nor double-counts a change. A database replaced behind the URL (a
+ * restore from a backup) shows in the data: where `update_seq` spells a lower number than one seen
+ * (a hint only), stored items are held against the registry, and when most of them differ with no
+ * change explaining it, that is a {@linkcode RegistryReplacedError}, never merged into the crawl.
  *
  * @module
  */
@@ -20,7 +27,7 @@ import { FatalError, TransientError } from "../../base/errors.ts";
 import { mapPool } from "../../base/pool.ts";
 import { compareKeys } from "../../plan/keys.ts";
 import type { ChangeRow, Source } from "../../plan/source.ts";
-import { applyDrift, type DriftChange, type ShardRange } from "../items/mod.ts";
+import { applyDrift, type DriftChange, sampleStored, type ShardRange } from "../items/mod.ts";
 import { againstListing } from "../page/mod.ts";
 import {
   type CrawlRecord,
@@ -71,21 +78,43 @@ export function seqNumber(seq: string | null | undefined): number | null {
   return m ? Number(m[1]) : null;
 }
 
+/** Stored items held against the registry when a sequence hints at a replaced database. */
+const REPLACED_SAMPLE_SHARDS = 8;
+
 /**
- * Throws {@linkcode RegistryReplacedError} when the registry's current `update_seq` is below one
- * the crawl has seen: the database was replaced or rolled back since.
+ * Throws {@linkcode RegistryReplacedError} when the registry behind the crawl's URL is another
+ * database than the one it read: its `update_seq` spells a lower number than one the crawl saw (a
+ * hint, never proof by itself: a cluster's other copy, a jitter, npm's opaque sequences), and most
+ * of a sample of stored items (a few from each of up to 8 shards) have other revisions there or
+ * are gone, with no change since `seen` to explain it. Nothing stored yet: nothing to merge.
  */
-export function checkSameRegistry(
+export async function checkSameRegistry(
+  deps: { kv: Deno.Kv; source: Source },
   crawl: CrawlRecord,
-  current: string | null,
-  seen: string | null = crawl.startSeq,
-): void {
-  const [was, now] = [seqNumber(seen), seqNumber(current)];
-  if (was === null || now === null || now >= was) return;
+  o: { current: string | null; seen?: string | null },
+): Promise<void> {
+  const seen = o.seen === undefined ? crawl.startSeq : o.seen;
+  const [was, now] = [seqNumber(seen), seqNumber(o.current)];
+  if (was === null || now === null || now >= was || !deps.source.revs) return;
+  const shards = (await listShards(deps.kv, crawl.id)).map((e) => e.value);
+  const step = Math.max(1, Math.floor(shards.length / REPLACED_SAMPLE_SHARDS));
+  const picked = shards.filter((_, i) => i % step === 0).slice(0, REPLACED_SAMPLE_SHARDS);
+  const sample = (await mapPool(picked, (s) => sampleStored(deps.kv, crawl.id, s, 2), {
+    concurrency: 4,
+  })).flat();
+  if (sample.length === 0) return;
+  const [revs, changed] = await Promise.all([
+    deps.source.revs(sample.map((it) => it.id)),
+    peekChanges(deps.source, seen!, { max: 10_000 }).catch(() => null),
+  ]);
+  const explained = new Set((changed ?? []).map((c) => c.id));
+  const off = sample.filter((it, i) => revs[i] !== it.rev && !explained.has(it.id)).length;
+  if (off === 0 || off * 2 < sample.length) return;
   throw new RegistryReplacedError(
     `the registry at ${crawl.source} was replaced or rolled back since this crawl read it ` +
-      `(update_seq ${now} is below ${was}); its stored items come from the database that was ` +
-      `there: delete the crawl (or use another --crawl-id) to crawl the registry as it is now`,
+      `(update_seq ${now} is below ${was}, and ${off} of ${sample.length} stored items sampled ` +
+      `differ there with no change to explain it); its stored items come from the database that ` +
+      `was there: delete the crawl (or use another --crawl-id) to crawl the registry as it is now`,
   );
 }
 
@@ -152,18 +181,19 @@ export async function applyToEnd(
 ): Promise<number | null> {
   const batch = options.batch ?? 200;
   const crawl = claim.crawl;
-  const target = await deps.source.updateSeq();
-  checkSameRegistry(crawl, target, claim.entry.value.seq);
+  let target = await deps.source.updateSeq();
+  await checkSameRegistry(deps, crawl, { current: target, seen: claim.entry.value.seq });
   const ranges = await rangesOf(deps.kv, crawl.id);
   let applied = 0;
   let conflicts = 0;
   for (;;) {
     const since = claim.entry.value.seq;
     if (reached(since, target)) return applied;
-    const { rows, lastSeq } = await deps.source.changes(since, batch);
+    const answer = await deps.source.changes(since, batch);
+    const { rows, lastSeq } = answer;
     stuck(rows, lastSeq, since, deps.source);
     const changes = await fetchChanged(deps.source, crawl, rows);
-    const end = rows.length === 0 || reached(lastSeq, target);
+    const end = atEnd(answer, target);
     const next = await applyDrift(deps.kv, claim.entry, changes, {
       lastSeq: rows.length === 0 ? since : lastSeq,
       nowMs: claim.now(),
@@ -181,19 +211,30 @@ export async function applyToEnd(
     claim.entry = next;
     applied += rows.length;
     if (end) return applied;
+    // Short of what was asked without reaching the target: near the head, where the target's own
+    // change may have been superseded since; where the head is now says it.
+    if (rows.length < batch) target = await deps.source.updateSeq();
   }
 }
 
 /**
  * True when the feed read up to `seq` has reached `target` (an `update_seq` read earlier): the
- * same sequence, or, where sequences start with a number (CouchDB's and pouchdb's do), a number
- * at least as high. Never true without a target.
+ * same sequence (sequences are opaque: never compared by order). Never true without a target.
  */
 export function reached(seq: string, target: string | null): boolean {
-  if (target === null) return false;
-  if (seq === target) return true;
-  const [a, b] = [seqNumber(seq), seqNumber(target)];
-  return a !== null && b !== null && a >= b;
+  return target !== null && seq === target;
+}
+
+/**
+ * True when a `_changes` answer ends the feed: no rows, `pending: 0`, or `target` reached by its
+ * `last_seq` or by one of its rows (see the module comment).
+ */
+export function atEnd(
+  answer: { rows: ChangeRow[]; lastSeq: string; pending?: number },
+  target: string | null,
+): boolean {
+  return answer.rows.length === 0 || answer.pending === 0 || reached(answer.lastSeq, target) ||
+    (target !== null && answer.rows.some((r) => r.seq === target));
 }
 
 /**
@@ -207,13 +248,17 @@ export async function peekChanges(
   options: { batch?: number; max?: number } = {},
 ): Promise<ChangeRow[] | null> {
   const out: ChangeRow[] = [];
-  const target = await source.updateSeq();
+  const batch = options.batch ?? 200;
+  let target = await source.updateSeq();
   for (let at = since; !reached(at, target);) {
-    const { rows, lastSeq } = await source.changes(at, options.batch ?? 200);
+    const answer = await source.changes(at, batch);
+    const { rows, lastSeq } = answer;
     if (rows.length === 0) return out;
     stuck(rows, lastSeq, at, source);
     out.push(...rows);
     if (out.length > (options.max ?? 10_000)) return null;
+    if (atEnd(answer, target)) return out;
+    if (rows.length < batch) target = await source.updateSeq();
     at = lastSeq;
   }
   return out;

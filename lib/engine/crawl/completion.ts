@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { errorLine, FatalError, TransientError } from "../../base/errors.ts";
+import { errorLine, FatalError, PermanentError, TransientError } from "../../base/errors.ts";
 import type { Source } from "../../plan/source.ts";
 import {
   applyToEnd,
@@ -94,8 +94,26 @@ export async function checkCompletion(
     if (status !== "running") return status === "done";
     if ((await listShards(kv, id)).some((e) => !e.value.done)) return false;
     const renew = () => holdFinishing(kv, id, owner, options.now);
-    return await finish(kv, source, claim, crawl, { ...options, owner }, renew);
+    const sleep = options.sleep ?? ((ms: number) => new Promise((r) => setTimeout(r, ms)));
+    // A refusal that asking again in every form the registry takes did not avoid comes again:
+    // a few passes, then the crawl is failed with it, never left running on it.
+    const { permanentAttempts, permanentPauseMs } = FINAL_CHECK_RETRY;
+    for (let attempt = 1;; attempt++) {
+      try {
+        return await finish(kv, source, claim, crawl, { ...options, owner }, renew);
+      } catch (err) {
+        if (!(err instanceof PermanentError) || attempt >= permanentAttempts) throw err;
+        await sleep(permanentPauseMs * attempt);
+        if (!await renew()) return false;
+      }
+    }
   } catch (err) {
+    if (err instanceof PermanentError) {
+      const why = `the final check failed ${FINAL_CHECK_RETRY.permanentAttempts} times: ` +
+        errorLine(err);
+      await failCrawl(kv, id, why, options.now).catch(() => {});
+      return false;
+    }
     if (err instanceof RegistryReplacedError || err instanceof FatalError) {
       await failCrawl(kv, id, err.message, options.now).catch(() => {});
       return false;

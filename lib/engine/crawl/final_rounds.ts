@@ -7,10 +7,11 @@
  * @module
  */
 import { FatalError } from "../../base/errors.ts";
-import type { Source } from "../../plan/source.ts";
+import type { LearnedCaps, Source } from "../../plan/source.ts";
 import { type FeedClaim, peekChanges } from "./catch_up.ts";
 import type { Dispatcher } from "./planning.ts";
-import { cutStored, sampleStored, storedRevision } from "../items/mod.ts";
+import { cutStored, sampleStored, storedItems, storedRevision } from "../items/mod.ts";
+import { checkListed, listable } from "./listed_check.ts";
 import { RangeParts } from "./range_parts.ts";
 import { transition } from "./lifecycle.ts";
 import {
@@ -123,11 +124,15 @@ export async function heldStill(pass: Pass, at: string): Promise<boolean> {
 async function provenExact(pass: Pass, ranges: number, at: string | null): Promise<void> {
   await pass.checkUnchanged?.();
   await done(pass.kv, pass.id, pass.o, {
-    status: "exact",
-    detail: `every one of ${ranges} ranges holds what the registry lists there` +
-      (at === null ? " (no change feed: counted as it stood)" : ` at seq ${at}`) +
-      (pass.applied > 0 ? `, after ${pass.applied} changes applied` : ""),
-  }, pass.driftError);
+    verification: {
+      status: "exact",
+      detail: `every one of ${ranges} ranges holds what the registry lists there` +
+        (at === null ? " (no change feed: counted as it stood)" : ` at seq ${at}`) +
+        (pass.applied > 0 ? `, after ${pass.applied} changes applied` : ""),
+    },
+    driftError: pass.driftError,
+    learned: pass.source.learned,
+  });
 }
 
 /** One batch of shards' ranges held against the registry (see `checkRanges`). */
@@ -158,6 +163,32 @@ function checkAgainst(
     storedRev: (itemId) => storedRevision(pass.kv, pass.id, itemId),
     sampleStored: (r) => sampleStored(pass.kv, pass.id, r, STORED_SAMPLE),
   });
+}
+
+/**
+ * Parts held against the registry: those small enough by one listing of their rows each
+ * (`listed_check.ts`: no snapshot needed, so they are decided however fast the registry changes),
+ * the others by ranks. A view's parts are held by ranks only.
+ */
+async function checkParts(
+  pass: Pass,
+  ranges: RangeToCheck[],
+  at: string | null,
+): Promise<RangeVerdict[]> {
+  const maxPage = pass.source.capabilities.maxPage;
+  const byRows = pass.view ? [] : ranges.filter((r) => listable(r.stored, maxPage));
+  const byRanks = ranges.filter((r) => !byRows.includes(r));
+  const [listed, ranked] = await Promise.all([
+    byRows.length === 0 ? [] : checkListed(pass.source, byRows, {
+      window: windowOf(pass, at),
+      storedItems: (r) => storedItems(pass.kv, pass.id, r, { maxRows: r.stored + 1 }),
+    }),
+    byRanks.length === 0 ? [] : checkAgainst(pass, byRanks, { at, window: windowOf(pass, at) }),
+  ]);
+  const verdicts = new Map<RangeToCheck, RangeVerdict>();
+  byRows.forEach((r, i) => verdicts.set(r, listed[i]));
+  byRanks.forEach((r, i) => verdicts.set(r, ranked[i]));
+  return ranges.map((r) => verdicts.get(r)!);
 }
 
 /** One round over the ranges not yet proven by this pass (see `verify.ts`). */
@@ -193,7 +224,7 @@ export async function rankRound(
   if (inParts.length > 0) {
     const verdicts = await pass.parts.check(inParts.map((e) => e.value), {
       cut: (range, c) => cutStored(kv, id, range, c),
-      check: (ranges) => checkAgainst(pass, ranges, { at, window: windowOf(pass, at) }),
+      check: (ranges) => checkParts(pass, ranges, at),
       stored: (shard) => shardStored(shard, drift),
     });
     await record(inParts, verdicts);
@@ -257,14 +288,18 @@ export async function totalRound(
   }
   await pass.checkUnchanged?.();
   await done(pass.kv, pass.id, pass.o, {
-    status: "total",
-    detail: `${verdict.stored} items, as many as the registry lists` +
-      (at === null ? " (it has no change feed)" : ` at seq ${at}`) +
-      (still
-        ? `, and each of ${shards.length} shards as many as its plan counted there (offsets are ` +
-          "not ranks: counted by skip or one pass)"
-        : "; its offsets are not ranks and it changed since planned, so shards were not checked one by one"),
-  }, pass.driftError);
+    verification: {
+      status: "total",
+      detail: `${verdict.stored} items, as many as the registry lists` +
+        (at === null ? " (it has no change feed)" : ` at seq ${at}`) +
+        (still
+          ? `, and each of ${shards.length} shards as many as its plan counted there (offsets ` +
+            "are not ranks: counted by skip or one pass)"
+          : "; its offsets are not ranks and it changed since planned, so shards were not checked one by one"),
+    },
+    driftError: pass.driftError,
+    learned: pass.source.learned,
+  });
   return "done";
 }
 
@@ -312,18 +347,25 @@ async function notePending(kv: Deno.Kv, id: string, detail: string): Promise<voi
   );
 }
 
-/** Moves the crawl to `done` with how it was proven. */
+/**
+ * Moves the crawl to `done` with how it was proven, why its feed could not be used (if so) and
+ * what its registry was seen to serve (remembered for the sources that read it later).
+ */
 export async function done(
   kv: Deno.Kv,
   id: string,
   o: CompletionOptions,
-  verification?: Verification,
-  driftError?: string,
+  end: { verification?: Verification; driftError?: string; learned?: Readonly<LearnedCaps> } = {},
 ): Promise<boolean> {
   let mine = false;
+  const { verification, driftError, learned } = end;
   await transition(kv, id, "done", (s) => mine = s === "running", {
     now: o.now,
-    patch: { ...(verification ? { verification } : {}), ...(driftError ? { driftError } : {}) },
+    patch: {
+      ...(verification ? { verification } : {}),
+      ...(driftError ? { driftError } : {}),
+      ...(learned ? { learned: { ...learned } } : {}),
+    },
   });
   if (mine) o.onFinished?.();
   return true;

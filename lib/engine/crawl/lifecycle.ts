@@ -74,7 +74,8 @@ export async function openCrawl(
     // A resume must not merge two databases: one that went back below what the crawl read is not
     // the one it started on.
     try {
-      checkSameRegistry(existing, await deps.source.updateSeq().catch(() => null));
+      const current = await deps.source.updateSeq().catch(() => null);
+      await checkSameRegistry(deps, existing, { current });
     } catch (err) {
       await failCrawl(deps.kv, id, (err as Error).message, options.now).catch(() => {});
       throw err;

@@ -10,11 +10,20 @@ import { FatalError } from "../../base/errors.ts";
 import type { CrawlSpec } from "../../base/spec.ts";
 import { CouchSource, type CouchSourceOptions } from "../../sources/couch_source.ts";
 import { largeAnswers } from "../../sources/http.ts";
+import type { LearnedCaps } from "../../plan/source.ts";
+
+/** What a source is opened for: a crawl's spec, with what its registry was seen to serve. */
+type Opened = Pick<CrawlSpec, "source" | "docsUrl" | "view" | "maxPage"> & {
+  learned?: LearnedCaps | null;
+};
 
 /** Opens sources with one process's HTTP options (see {@linkcode sourceOpener}). */
 export interface SourceOpener {
-  /** The source a crawl (or a spec about to become one) reads from, opened once and kept. */
-  (crawl: Pick<CrawlSpec, "source" | "docsUrl" | "view" | "maxPage">): CouchSource;
+  /**
+   * The source a crawl (or a spec about to become one) reads from, opened once and kept; asked in
+   * the forms its registry was seen to take (`learned`) from the start.
+   */
+  (crawl: Opened): CouchSource;
   /** A source for a URL outside any crawl (`/locate`), with the same HTTP options. */
   url(url: string, options?: { view?: string }): CouchSource;
 }
@@ -32,7 +41,7 @@ export function sourceOpener(
   // together, however many crawls it runs.
   const { overrides, ...rest } = options;
   const http = { ...rest, largeAnswers: rest.largeAnswers ?? largeAnswers() };
-  const open = (crawl: Pick<CrawlSpec, "source" | "docsUrl" | "view" | "maxPage">) => {
+  const open = (crawl: Opened) => {
     const key = JSON.stringify([crawl.source, crawl.docsUrl, crawl.view ?? null, crawl.maxPage]);
     let s = cache.get(key);
     if (!s) {
@@ -47,6 +56,7 @@ export function sourceOpener(
         docsUrl: crawl.docsUrl ?? undefined,
         view: crawl.view,
         maxPage: Math.min(http.maxPage ?? Infinity, crawl.maxPage),
+        learned: crawl.learned,
       });
       cache.set(key, s);
     }

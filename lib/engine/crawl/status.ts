@@ -5,6 +5,8 @@
  *
  * @module
  */
+import { capabilityLine } from "../../sources/learned_caps.ts";
+import type { LearnedCaps } from "../../plan/source.ts";
 import { redactUrl } from "../../base/redact.ts";
 import { ConflictError, NotFoundError } from "../../base/errors.ts";
 import { storedCount } from "./completion.ts";
@@ -117,6 +119,13 @@ export interface CrawlStatusReport {
   planMethod: string;
   /** The registry's page cap, once learned. */
   pageCap: number | null;
+  /**
+   * What the registry was seen to serve of what is optional and what the crawl did instead, in
+   * one line (`registry: …`), once its final check ran; null before.
+   */
+  registry: string | null;
+  /** The same, field by field (`LearnedCaps`). */
+  learned: LearnedCaps | null;
   /** When the crawl was created (ISO 8601). */
   createdAt: string;
   /** When its shards started (ISO 8601), once planned. */
@@ -194,6 +203,14 @@ export async function crawlStatus(
     etaSeconds: running && rate > 0 ? eta(crawl.total - itemsStored, rate, shards, now) : null,
     planMethod: crawl.planMethod,
     pageCap: crawl.pageCap ?? null,
+    registry: crawl.learned
+      ? capabilityLine(crawl.learned, {
+        maxPage: crawl.pageCap ?? crawl.maxPage,
+        docsUrl: crawl.docs && crawl.docsUrl ? redactUrl(crawl.docsUrl) : null,
+        view: Boolean(crawl.view),
+      })
+      : null,
+    learned: crawl.learned ?? null,
     createdAt: iso(crawl.createdAt)!,
     startedAt: iso(crawl.startedAt),
     finishedAt: iso(crawl.finishedAt),

@@ -11,8 +11,11 @@
  * once), then reads the feed after S without applying it: the changes that landed meanwhile. The
  * changes that can have moved a range's count are those inside it when its span comes from one
  * answer, or from two answers computed on the same state of the registry (the same `update_seq`,
- * which CouchDB and pouchdb-server give with `update_seq=true`); otherwise every change below its
- * end (one below its start can move one end and not the other). A range is decided only by what
+ * which CouchDB and pouchdb-server give with `update_seq=true`; where listings carry none, as on
+ * npm's replica, the round's probes are bracketed by two reads of the database's `update_seq`, and
+ * equal reads make the whole round one state, {@linkcode probeRound}); otherwise every change
+ * below its end (one below its start can move one end and not the other). Sequences are compared
+ * for equality only: they are opaque (a cluster's, npm's). A range is decided only by what
  * those changes cannot explain:
  * - none landed: its count is exact at S, and it is `equal` or a `mismatch`;
  * - its count is off by more than they can explain: a `mismatch` whatever they were;
@@ -96,9 +99,9 @@ export async function checkRanges(
   // so that it holds every change either could have seen.
   const storing = storedAgainstRegistry(source, ranges, o.sampleStored, concurrency);
   await allSettledOrThrow<unknown>([
-    mapPool([null, ...bounds], async (b) => {
-      probes.set(b, await source.list({ start: b, limit: 1, updateSeq: true }));
-    }, { concurrency }),
+    probeRound(source, [null, ...bounds], { concurrency, at: o.at ?? null }).then((got) => {
+      for (const [b, p] of got) probes.set(b, p);
+    }),
     storing,
   ]);
   const seen = { probes, stored: await storing, storedRev: o.storedRev };
@@ -107,6 +110,34 @@ export async function checkRanges(
     if (still.every((v) => v.verdict === "equal")) return still;
   }
   return await verdictsAgainst(ranges, seen, await o.window());
+}
+
+/**
+ * One listing of one row from each of `bounds` (null: from the start), asked at once: each page's
+ * `seq` is the state its rank was computed at where that is known. Listings that carry the
+ * sequence say it themselves. Where they do not (ignored or refused, as on npm's replica), the
+ * round is bracketed by reads of the database's `update_seq`, before (once the source is known to
+ * need it) and after: equal reads, or an after read equal to `at` (the sequence the store is
+ * caught up to, read before this round began), mean no change landed while the ranks were read,
+ * and every page gets that sequence. Otherwise pages stay without one (not one state).
+ */
+export async function probeRound(
+  source: Source,
+  bounds: readonly (string | null)[],
+  o: { concurrency?: number; at?: string | null } = {},
+): Promise<Map<string | null, Page>> {
+  const known = source.learned?.listingSeq;
+  const bracket = known === "ignored" || known === "refused";
+  const before = bracket ? await source.updateSeq().catch(() => null) : null;
+  const probes = new Map<string | null, Page>();
+  await mapPool([...new Set(bounds)], async (b) => {
+    probes.set(b, await source.list({ start: b, limit: 1, updateSeq: true }));
+  }, { concurrency: o.concurrency ?? 32 });
+  if ([...probes.values()].every((p) => p.seq !== undefined)) return probes;
+  const after = await source.updateSeq().catch(() => null);
+  const still = after !== null && (after === before || after === (o.at ?? null));
+  if (!still) return probes;
+  return new Map([...probes].map(([b, p]) => [b, p.seq === undefined ? { ...p, seq: after } : p]));
 }
 
 /** Each range's verdict from the ranks and revisions read, given the changes meanwhile. */

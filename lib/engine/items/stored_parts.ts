@@ -23,6 +23,14 @@ export interface StoredPart {
   stored: number;
 }
 
+/** An item the store holds: its id and revision. */
+export interface StoredRow {
+  /** The item's id. */
+  id: string;
+  /** Its revision (a view row's value JSON). */
+  rev: string;
+}
+
 /** Options of {@linkcode cutStored}. */
 export interface CutOptions {
   /** Parts to cut the range into (at most; fewer when it holds fewer items). @default 1 */
@@ -48,8 +56,8 @@ export async function cutStored(
   const inRange = (id: string) =>
     (range.start === null || compareKeys(id, range.start) >= 0) &&
     (range.end === null || compareKeys(id, range.end) < 0);
-  const odd = await byteKeyedIds(kv, crawlId, inRange);
-  if (odd === null) return null;
+  const rows = await storedRows(kv, crawlId, range, inRange);
+  if (rows === null) return null;
   const parts = Math.max(1, Math.floor(options.parts ?? 1));
   const expected = options.expectedItems ??
     (parts > 1 ? (await cutStored(kv, crawlId, range))![0].stored : 0);
@@ -57,9 +65,8 @@ export async function cutStored(
   const cutAt = (k: number) => Math.max(1, Math.round(expected * k / parts));
   const out: StoredPart[] = [{ start: range.start, end: range.end, stored: 0 }];
   let seen = 0;
-  const sources = [blockIds(kv, crawlId, range, inRange), recordIds(kv, crawlId, range, inRange)];
-  for await (const batch of mergeSorted(mergeSorted(sources[0], sources[1]), once(odd))) {
-    for (const id of batch) {
+  for await (const batch of rows) {
+    for (const { id } of batch) {
       const last = out[out.length - 1];
       if (
         out.length < parts && seen >= cutAt(out.length) && last.stored > 0 && plainPartSize(id) > 0
@@ -74,13 +81,50 @@ export async function cutStored(
   return out;
 }
 
-/** Ids of block rows in the range, in order (from the block holding its start). */
-async function* blockIds(
+/**
+ * Every item the crawl stores in `range`, in order, with its revision: what a part is held against
+ * when it is checked by its rows. Null when it holds more than `maxRows`, or an id the store keeps
+ * only by its start (see {@linkcode cutStored}).
+ */
+export async function storedItems(
+  kv: Deno.Kv,
+  crawlId: string,
+  range: { start: string | null; end: string | null },
+  options: { maxRows: number },
+): Promise<StoredRow[] | null> {
+  const inRange = (id: string) =>
+    (range.start === null || compareKeys(id, range.start) >= 0) &&
+    (range.end === null || compareKeys(id, range.end) < 0);
+  const rows = await storedRows(kv, crawlId, range, inRange);
+  if (rows === null) return null;
+  const out: StoredRow[] = [];
+  for await (const batch of rows) {
+    out.push(...batch);
+    if (out.length > options.maxRows) return null;
+  }
+  return out;
+}
+
+/** The stored rows of a range as one sorted stream; null when one is kept only by its start. */
+async function storedRows(
   kv: Deno.Kv,
   crawlId: string,
   range: { start: string | null; end: string | null },
   inRange: (id: string) => boolean,
-): AsyncGenerator<string[]> {
+): Promise<AsyncGenerator<StoredRow[]> | null> {
+  const odd = await byteKeyedRows(kv, crawlId, inRange);
+  if (odd === null) return null;
+  const sources = [blockRows(kv, crawlId, range, inRange), recordRows(kv, crawlId, range, inRange)];
+  return mergeSorted(mergeSorted(sources[0], sources[1]), once(odd));
+}
+
+/** Block rows in the range, in order (from the block holding its start). */
+async function* blockRows(
+  kv: Deno.Kv,
+  crawlId: string,
+  range: { start: string | null; end: string | null },
+  inRange: (id: string) => boolean,
+): AsyncGenerator<StoredRow[]> {
   const prefix = keys.blocks(crawlId);
   // Bounds KV cannot hold as string keys (ill-formed ids) are left to the filter.
   let start: Deno.KvKey | undefined;
@@ -92,7 +136,8 @@ async function* blockIds(
   for await (
     const e of kv.list<Uint8Array>(selectorBetween(prefix, start, end), { batchSize: 100 })
   ) {
-    yield decodeBlock(e.value, { docs: false }).map((r) => r.id).filter(inRange);
+    yield decodeBlock(e.value, { docs: false }).filter((r) => inRange(r.id))
+      .map((r) => ({ id: r.id, rev: r.rev }));
   }
 }
 
@@ -101,57 +146,62 @@ function plainEnd(end: string | null): boolean {
   return end !== null && plainPartSize(end) > 0;
 }
 
-/** Ids of string-keyed item records in the range, in order (their keys are the ids). */
-async function* recordIds(
+/** String-keyed item records in the range, in order (their keys are the ids). */
+async function* recordRows(
   kv: Deno.Kv,
   crawlId: string,
   range: { start: string | null; end: string | null },
   inRange: (id: string) => boolean,
-): AsyncGenerator<string[]> {
+): AsyncGenerator<StoredRow[]> {
   // From the first string key part at the earliest: byte-keyed records sort before it (see
   // `byteKeyedIds`). Bounds KV cannot hold as string keys are left to the filter.
   const from = range.start !== null && plainPartSize(range.start) > 0 ? range.start : "";
   const end = plainEnd(range.end) ? keys.item(crawlId, range.end!) : undefined;
   const selector = selectorBetween(keys.items(crawlId), keys.item(crawlId, from), end);
-  let batch: string[] = [];
-  for await (const e of kv.list(selector, { batchSize: 1000 })) {
+  let batch: StoredRow[] = [];
+  for await (const e of kv.list<Uint8Array>(selector, { batchSize: 1000 })) {
     const id = e.key[2] as string;
     if (!inRange(id)) {
       if (range.start !== null && compareKeys(id, range.start) < 0) continue;
       break; // past the end
     }
-    batch.push(id);
+    batch.push({ id, rev: decodeItem(e.value).rev });
     if (batch.length === 1000) yield batch, batch = [];
   }
   if (batch.length > 0) yield batch;
 }
 
-/** Ids of byte-keyed records in the range, sorted; null when one is kept only by its start. */
-async function byteKeyedIds(
+/** Byte-keyed records in the range, sorted; null when one is kept only by its start. */
+async function byteKeyedRows(
   kv: Deno.Kv,
   crawlId: string,
   inRange: (id: string) => boolean,
-): Promise<string[] | null> {
-  const out: string[] = [];
+): Promise<StoredRow[] | null> {
+  const out: StoredRow[] = [];
   const selector = { prefix: keys.items(crawlId), end: keys.item(crawlId, "") };
   for await (const e of kv.list<Uint8Array>(selector, { batchSize: 1000 })) {
     const r = decodeItem(e.value);
     if (r.idLength !== undefined) return null;
-    if (r.id !== undefined && inRange(r.id)) out.push(r.id);
+    if (r.id !== undefined && inRange(r.id)) out.push({ id: r.id, rev: r.rev });
   }
-  return out.sort(compareKeys);
+  return out.sort((a, b) => compareKeys(a.id, b.id));
 }
 
-async function* once(batch: string[]): AsyncGenerator<string[]> {
+async function* once(batch: StoredRow[]): AsyncGenerator<StoredRow[]> {
   if (batch.length > 0) yield batch;
 }
 
-/** Merges two streams of sorted id batches into one sorted stream. */
+/** Merges two streams of row batches sorted by id into one sorted stream. */
 async function* mergeSorted(
-  a: AsyncGenerator<string[]>,
-  b: AsyncGenerator<string[]>,
-): AsyncGenerator<string[]> {
-  const side = (g: AsyncGenerator<string[]>) => ({ g, batch: [] as string[], at: 0, done: false });
+  a: AsyncGenerator<StoredRow[]>,
+  b: AsyncGenerator<StoredRow[]>,
+): AsyncGenerator<StoredRow[]> {
+  const side = (g: AsyncGenerator<StoredRow[]>) => ({
+    g,
+    batch: [] as StoredRow[],
+    at: 0,
+    done: false,
+  });
   const x = side(a);
   const y = side(b);
   const fill = async (s: ReturnType<typeof side>) => {
@@ -170,9 +220,9 @@ async function* mergeSorted(
       only.at = only.batch.length;
       continue;
     }
-    const out: string[] = [];
+    const out: StoredRow[] = [];
     while (x.at < x.batch.length && y.at < y.batch.length) {
-      const s = compareKeys(x.batch[x.at], y.batch[y.at]) <= 0 ? x : y;
+      const s = compareKeys(x.batch[x.at].id, y.batch[y.at].id) <= 0 ? x : y;
       out.push(s.batch[s.at++]);
     }
     yield out;

@@ -5,7 +5,7 @@
  * @module
  */
 import type { CrawlSpec } from "../../base/spec.ts";
-import type { DocMode } from "../../plan/source.ts";
+import type { DocMode, LearnedCaps } from "../../plan/source.ts";
 import type { IdOrder } from "../../plan/id_order.ts";
 
 /**
@@ -73,6 +73,11 @@ export interface CrawlRecord extends CrawlSpec {
   pageCap?: number | null;
   /** How documents are fetched, once probed. */
   docMode?: DocMode | null;
+  /**
+   * What the registry was seen to serve of what is optional (`LearnedCaps`), as of the crawl's
+   * final check: its sources ask in those forms from the start.
+   */
+  learned?: LearnedCaps | null;
   /** Why drift catch-up could not run (the registry has no usable `_changes`), if so. */
   driftError?: string;
   /** How the end was checked against the registry, once done. */
