@@ -26,6 +26,7 @@ export {
   type DocMode,
   type DocOptions,
   type DocResult,
+  type LearnedCaps,
   type Listing,
   type ListOptions,
   OPEN_END,
@@ -33,6 +34,7 @@ export {
   rank,
   type Row,
   type Source,
+  UNKNOWN_CAPS,
 } from "./lib/plan/source.ts";
 export { compareKeys, sortKeys } from "./lib/plan/keys.ts";
 export { idOfKey, type IdOrder, keyOfId } from "./lib/plan/id_order.ts";

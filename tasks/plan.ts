@@ -8,7 +8,8 @@ import { helpText, intFlag, parseFlags, runMain, urlFlag, viewFlag } from "../li
 import { VIEW_FLAG } from "../lib/cli/spec_flags.ts";
 import { UsageError } from "../lib/base/errors.ts";
 import { CouchSource } from "../lib/sources/couch_source.ts";
-import { PLAN_PAGE, planShards } from "../lib/plan/planner.ts";
+import { type Plan, PLAN_PAGE, planShards } from "../lib/plan/planner.ts";
+import { idOfKey, type IdOrder } from "../lib/plan/id_order.ts";
 import { evenSplitPieces, evenSplitRanks, maxShare } from "../lib/plan/baselines.ts";
 import { planSvg } from "../lib/plan/plan_svg.ts";
 import { decodeViewRow } from "../lib/plan/view/mod.ts";
@@ -79,8 +80,12 @@ runMain(async () => {
   const elapsedMs = Math.round(performance.now() - started);
   // A view's shard bounds are encoded rows (what `crawl --plan` needs); `rows` says what they are.
   const row = (k: string | null) => k === null ? null : decodeViewRow(k);
+  // Bounds are shown as the registry's own ids (its id order is recorded for `crawl --plan`).
+  const order = source.idOrder;
+  const shown = shownPlan(plan, order);
   const out = {
-    ...plan,
+    ...shown,
+    ...(order === "utf16" ? { idOrder: order } : {}),
     source: source.description,
     sourceUrl: url,
     elapsedMs,
@@ -94,7 +99,7 @@ runMain(async () => {
   // The even split's cuts with their ranks: one request each, for the comparison and the picture.
   const even = compare || (f.svg && view === undefined) ? await evenSplitRanks(source, shards) : [];
   if (f.svg) {
-    const cuts = plan.shards.slice(1).map((s) => s.start!);
+    const cuts = shown.shards.slice(1).map((s) => s.start!);
     const title = `${shards} shards over ${plan.total.toLocaleString("en-US")} items`;
     const cutRanks = plan.shards.slice(1).map((_, i) =>
       plan.shards.slice(0, i + 1).reduce((n, sh) => n + sh.items, 0)
@@ -107,7 +112,7 @@ runMain(async () => {
     console.log(JSON.stringify(out));
     return 0;
   }
-  console.log(formatPlanTable(plan, { view: view !== undefined }));
+  console.log(formatPlanTable(shown, { view: view !== undefined }));
   console.log(
     `planned ${plan.total} items into ${shards} shards with ${plan.requests} listing requests ` +
       `(${
@@ -126,3 +131,13 @@ runMain(async () => {
   }
   if (f.out) console.log(`wrote ${f.out}`);
 });
+
+/** The plan with its bounds as the registry's ids (`id_order.ts`; the same plan by code point). */
+function shownPlan(plan: Plan, order: IdOrder): Plan {
+  if (order === "codepoint") return plan;
+  const id = (k: string | null) => k === null ? null : idOfKey(k, order);
+  return {
+    ...plan,
+    shards: plan.shards.map((s) => ({ ...s, start: id(s.start), end: id(s.end) })),
+  };
+}

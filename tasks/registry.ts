@@ -158,6 +158,7 @@ const FLAGS = {
   },
   "strict-params": { type: "boolean", help: "unknown query parameters are a 400 naming them" },
   "get-only": { type: "boolean", help: "every POST answers 405 (a read-only proxy)" },
+  "refuse-keys": { type: "boolean", help: "`keys` on a GET listing is a 400" },
   "opaque-seq": {
     type: "boolean",
     help: "sequences as a CouchDB 2+ cluster spells them (`N-g1AAAA…`)",
@@ -285,6 +286,7 @@ function profileFlags(f: Flags): RegistryOptions {
     ...(listingSeq ? { listingSeq } : {}),
     ...(f["strict-params"] ? { strictParams: true } : {}),
     ...(f["get-only"] ? { getOnly: true } : {}),
+    ...(f["refuse-keys"] ? { refuseKeys: true } : {}),
     ...(f["opaque-seq"] ? { opaqueSeq: true } : {}),
     ...(f["no-pending"] ? { pending: false } : {}),
     seqJitter: numberFlag("seq-jitter", f["seq-jitter"], { fallback: 0, min: 0, max: 1 }),

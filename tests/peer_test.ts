@@ -112,3 +112,107 @@ Deno.test({
     }
   },
 });
+
+/** Runs a task as users run it (its README permissions); exit code and stdout. */
+async function runTask(args: string[]) {
+  const { taskArgs } = await import("./helpers.ts");
+  const [name, ...rest] = args;
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: [...taskArgs(name), ...rest],
+    env: { NO_COLOR: "1" },
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const text = (b: Uint8Array) => new TextDecoder().decode(b);
+  return { code: out.code, stdout: text(out.stdout), stderr: text(out.stderr) };
+}
+
+Deno.test({
+  name: "peer: every key shown is pouchdb-server's own id (plan JSON and table, locate, status)",
+  ignore: !have,
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async () => {
+    const dir = await Deno.makeTempDir();
+    const { base, stop } = await startPouchdb(dir);
+    try {
+      const db = `${base}/shown`;
+      await fetch(db, { method: "PUT" }).then((r) => r.body?.cancel());
+      // Astral ids and U+E000..U+FFFF ones in runs long enough to hold shard boundaries.
+      const ids = [
+        ...Array.from({ length: 400 }, (_, i) => `\u{1f600}${String(i).padStart(5, "0")}`),
+        ...Array.from({ length: 400 }, (_, i) => `\uff21${String(i).padStart(5, "0")}`),
+        ...Array.from({ length: 200 }, (_, i) => `pkg${String(i).padStart(4, "0")}`),
+      ];
+      const res = await fetch(`${db}/_bulk_docs`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ docs: ids.map((id) => ({ _id: id })) }),
+      });
+      assert.equal(res.status, 201);
+      await res.body?.cancel();
+      const known = new Set(ids);
+      const byUnits = [...ids].sort((a, b) => a < b ? -1 : a > b ? 1 : 0);
+      const plan = await runTask(["plan", "--source", db, "--shards", "5", "--json"]);
+      assert.equal(plan.code, 0, plan.stdout);
+      const out = JSON.parse(plan.stdout);
+      const bounds: string[] = out.shards.slice(1).map((s: { start: string }) => s.start);
+      for (const b of bounds) assert.ok(known.has(b), `${JSON.stringify(b)} is a registry id`);
+      assert.ok(bounds.some((b) => b.startsWith("\u{1f600}")), "an astral boundary");
+      assert.deepEqual(
+        bounds,
+        bounds.map((b) => byUnits.indexOf(b)).sort((a, b) => a - b)
+          .map((i) => byUnits[i]),
+        "in the registry's order",
+      );
+      assert.equal(out.idOrder, "utf16");
+      // The table shows the same ids; a plan file read back cuts the same crawl.
+      const table = await runTask([
+        "plan",
+        "--source",
+        db,
+        "--shards",
+        "5",
+        "--out",
+        `${dir}/p.json`,
+      ]);
+      assert.equal(table.code, 0, table.stdout);
+      assert.ok(table.stdout.includes(JSON.stringify(bounds[0]).slice(0, 20)), table.stdout);
+      const crawl = await runTask([
+        "crawl",
+        "--source",
+        db,
+        "--plan",
+        `${dir}/p.json`,
+        "--kv",
+        `${dir}/c.kv`,
+        "--shards",
+        "5",
+      ]);
+      assert.equal(crawl.code, 0, crawl.stdout + crawl.stderr);
+      using kv = await Deno.openKv(`${dir}/c.kv`);
+      const [record] = await listCrawls(kv);
+      const { crawlStatus } = await import("../lib/engine/crawl/status.ts");
+      const st = await crawlStatus(kv, record.id);
+      assert.deepEqual(
+        st.shards.map((s) => s.start).filter((s) => s !== null).sort(),
+        [...bounds].sort(),
+      );
+      assert.equal(st.itemsStored, ids.length);
+      // locate: an astral id asked by the user is found as itself.
+      const astral = ids[123];
+      const located = await runTask(["locate", "--source", db, "--key", astral, "--json"]);
+      assert.equal(located.code, 0, located.stderr);
+      const place = JSON.parse(located.stdout);
+      assert.equal(place.key, astral);
+      assert.equal(place.present, true);
+      assert.equal(place.next, astral);
+      assert.equal(place.rank, byUnits.indexOf(astral));
+      const ranked = await runTask(["locate", "--source", db, "--rank", "123", "--json"]);
+      assert.equal(JSON.parse(ranked.stdout).located[0].key, byUnits[123]);
+    } finally {
+      await stop();
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});

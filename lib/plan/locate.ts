@@ -9,6 +9,7 @@
 import { FatalError, InputError, PermanentError } from "../base/errors.ts";
 import { BoundarySearch, planByListing, planBySkip, type Point, skipWorks } from "./search/mod.ts";
 import { type Listing, listingWith, OPEN_END, type Page } from "./source.ts";
+import { idOfKey, keyOfId } from "./id_order.ts";
 
 /** The page size rank searches use by default. */
 export const SEARCH_PAGE = 1000;
@@ -316,10 +317,11 @@ export async function locateRanks(
     "ranks" in query ? query.ranks : query.percentiles.map((p) => percentileRank(p, total));
   const found = await keysAtRanks(source, ranksOf, options);
   const ranks = ranksOf(found.total);
+  // Keys are shown as the registry's own ids, whatever order the source carries them in.
   const located = found.keys.map((key, i) => ({
     ...("percentiles" in query ? { percentile: query.percentiles[i] } : {}),
     rank: ranks[i],
-    key,
+    key: idOfKey(key, source.idOrder),
   }));
   return { total: found.total, located, requests: found.requests, method: found.method };
 }
@@ -353,12 +355,16 @@ export async function locateKeys(source: Listing, keys: readonly string[]): Prom
   const rankOk = first.offset === 0 &&
     (second === undefined || (await source.list({ start: second, limit: 1 })).offset === 1);
   const out: KeyPlace[] = [];
-  for (const key of keys) {
+  // Keys asked and shown are the registry's ids; the source's order is known after a listing.
+  const order = source.idOrder;
+  for (const id of keys) {
+    const key = keyOfId(id, order);
     const page = await source.list({ start: key, end: rankOk ? null : OPEN_END, limit: 1 });
     const rank = rankOk ? page.offset : await countBefore(source, key);
     const total = page.total;
-    const next = page.rows[0]?.id ?? null;
-    out.push({ key, rank, percentile: (100 * rank) / total, present: next === key, next, total });
+    const at = page.rows[0]?.id ?? null;
+    const next = at === null ? null : idOfKey(at, order);
+    out.push({ key: id, rank, percentile: (100 * rank) / total, present: at === key, next, total });
   }
   return out;
 }

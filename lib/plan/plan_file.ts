@@ -8,6 +8,7 @@ import { InputError } from "../base/errors.ts";
 import { compareKeys } from "./keys.ts";
 import { redactUrl } from "../base/redact.ts";
 import type { Plan, ShardSpec } from "./planner.ts";
+import { type IdOrder, keyOfId } from "./id_order.ts";
 
 /** Validates a parsed plan: contiguous shards, open ends, ordered boundaries, counts. */
 export function checkPlan(v: unknown, what = "plan"): Plan {
@@ -16,6 +17,13 @@ export function checkPlan(v: unknown, what = "plan"): Plan {
   const p = v as Record<string, unknown>;
   if (!Number.isSafeInteger(p.total) || (p.total as number) < 1) throw bad("total is not a count");
   if (!Array.isArray(p.shards) || p.shards.length === 0) throw bad("no shards");
+  if (p.idOrder !== undefined && p.idOrder !== "codepoint" && p.idOrder !== "utf16") {
+    throw bad("idOrder is neither codepoint nor utf16");
+  }
+  // Bounds are written as the registry's ids; a registry ordering ids by UTF-16 unit carries them
+  // as keys made from them (`id_order.ts`).
+  const key = (k: string | null) =>
+    k === null ? null : keyOfId(k, p.idOrder as IdOrder | undefined);
   const shards: ShardSpec[] = p.shards.map((s: unknown, i: number) => {
     const r = s as Record<string, unknown>;
     const okKey = (k: unknown) => k === null || typeof k === "string";
@@ -24,8 +32,8 @@ export function checkPlan(v: unknown, what = "plan"): Plan {
     }
     if (!Number.isSafeInteger(r.items) || (r.items as number) < 0) throw bad(`shard ${i} items`);
     return {
-      start: r.start as string | null,
-      end: r.end as string | null,
+      start: key(r.start as string | null),
+      end: key(r.end as string | null),
       items: r.items as number,
     };
   });

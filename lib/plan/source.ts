@@ -162,6 +162,12 @@ export interface Listing {
   readonly capabilities: Capabilities;
   /** Listing requests made so far (each logical request once, retries not counted). */
   readonly requests: number;
+  /**
+   * How the registry orders ids, once known (after a listing): `utf16` where keys are made from
+   * ids (`id_order.ts`), so that whoever shows keys maps them back to the registry's ids, and maps
+   * ids a user gives to keys. @default "codepoint"
+   */
+  readonly idOrder?: IdOrder;
   /** A page of keys in `[start, end)` (or `(end, start]` descending). */
   list(options: ListOptions): Promise<Page>;
 }
@@ -180,11 +186,6 @@ export interface DocOptions {
 export interface Source extends Listing {
   /** Retries made so far after transient failures, where the source retries. */
   readonly retries?: number;
-  /**
-   * How the registry orders ids, once known (after a listing): `utf16` where keys are made from
-   * ids (`id_order.ts`), so that whoever shows items maps keys back to ids. @default "codepoint"
-   */
-  readonly idOrder?: IdOrder;
   /** One document by id. Transient failures past their attempts throw `TransientError`. */
   doc(id: string, options?: DocOptions): Promise<DocResult>;
   /** Documents of many ids in one request or a few (`_bulk_get`), in the order asked. */
@@ -243,6 +244,9 @@ export function listingWith(
     },
     get requests() {
       return o.requests ? o.requests() : source.requests;
+    },
+    get idOrder() {
+      return source.idOrder;
     },
     list: o.list,
   };

@@ -26,6 +26,8 @@ export interface ProfileOptions {
   listingSeq?: ListingSeq;
   /** Every POST answers 405 (npm's replica, a read-only proxy). @default false */
   getOnly?: boolean;
+  /** `keys` on a GET listing is a 400 naming it (servers older than CouchDB 2). @default false */
+  refuseKeys?: boolean;
   /** Sequences are opaque strings as a CouchDB 2+ cluster spells them. @default false */
   opaqueSeq?: boolean;
   /**
@@ -94,6 +96,7 @@ export function refusedParam(
 ): string | null {
   const seq = o.listingSeq ?? "serve";
   for (const name of Object.keys(query)) {
+    if (route === "listing" && name === "keys" && o.refuseKeys) return name;
     if (route === "listing" && name === "update_seq") {
       if (seq === "reject") return name;
       continue;

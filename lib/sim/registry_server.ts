@@ -173,8 +173,8 @@ interface RouteContext {
 /** `_all_docs` and `_changes`. */
 function addListingRoutes(app: Hono, ctx: RouteContext): void {
   const { db, data, stats, seq: codec } = ctx;
+  // Counted by the routes, refusals too.
   const allDocs = (c: Context, params: Record<string, string>, keys?: unknown) => {
-    stats.allDocs++;
     const refused = refusedParam("listing", params, ctx.options);
     if (refused !== null) {
       return couchError(c, 400, "bad_request", `unknown or unsupported parameter: ${refused}`);
@@ -217,7 +217,13 @@ function addListingRoutes(app: Hono, ctx: RouteContext): void {
   };
   // GET takes `keys` (a JSON array) and `key` too, as CouchDB 2+ and npm's replica do.
   app.get(`/${db}/_all_docs`, (c) => {
-    const { keys, key, ...params } = c.req.query();
+    stats.allDocs++;
+    const query = c.req.query();
+    const refused = refusedParam("listing", query, ctx.options);
+    if (refused !== null) {
+      return couchError(c, 400, "bad_request", `unknown or unsupported parameter: ${refused}`);
+    }
+    const { keys, key, ...params } = query;
     if (key !== undefined) {
       return allDocs(c, { ...params, startkey: key, endkey: key, inclusive_end: "true" });
     }
@@ -235,6 +241,7 @@ function addListingRoutes(app: Hono, ctx: RouteContext): void {
   });
   // POST takes the parameters as a JSON body (and `keys`), as CouchDB and its SDKs send them.
   app.post(`/${db}/_all_docs`, async (c) => {
+    stats.allDocs++;
     const body = await jsonBody(c);
     if (typeof body !== "object" || body === null || Array.isArray(body)) {
       return couchError(c, 400, "bad_request", "Request body must be a JSON object");

@@ -6,6 +6,7 @@
  * @module
  */
 import { capabilityLine } from "../../sources/learned_caps.ts";
+import { idOfKey } from "../../plan/id_order.ts";
 import type { LearnedCaps } from "../../plan/source.ts";
 import { redactUrl } from "../../base/redact.ts";
 import { ConflictError, NotFoundError } from "../../base/errors.ts";
@@ -220,16 +221,31 @@ export async function crawlStatus(
     drift: d ? { seq: d.seq, inserted: d.inserted, updated: d.updated, deleted: d.deleted } : null,
     driftError: crawl.driftError ?? null,
     verification: crawl.verification ?? null,
-    shards: shards.map((s) => shardStatus(s, now, liveness)),
+    shards: shards.map((s) => shardStatus(s, now, { liveness, show: shownBound(crawl) })),
   };
 }
 
+/**
+ * How a crawl's shard bounds are shown: as the registry's own ids, mapped back from the keys a
+ * registry ordering ids by UTF-16 unit carries them as (`id_order.ts`); a view's encoded rows as
+ * they are (their decoding is the page's).
+ */
+function shownBound(crawl: CrawlRecord): (key: string | null) => string | null {
+  if (crawl.view || (crawl.idOrder ?? "codepoint") === "codepoint") return (k) => k;
+  return (k) => k === null ? null : idOfKey(k, crawl.idOrder);
+}
+
 /** What status shows of one shard at `nowMs`. */
-function shardStatus(s: ShardRecord, nowMs: number, liveness: Liveness): ShardStatus {
+function shardStatus(
+  s: ShardRecord,
+  nowMs: number,
+  o: { liveness: Liveness; show: (key: string | null) => string | null },
+): ShardStatus {
+  const liveness = o.liveness;
   return {
     id: s.id,
-    start: s.start,
-    end: s.end,
+    start: o.show(s.start),
+    end: o.show(s.end),
     items: s.items,
     expected: s.expected,
     done: s.done,
@@ -390,10 +406,11 @@ export async function crawlPicture(kv: Deno.Kv, id: string): Promise<PlanPicture
     .sort((a, b) => a.start === null ? -1 : b.start === null ? 1 : compareKeys(a.start, b.start));
   const cuts: string[] = [];
   const cutRanks: number[] = [];
+  const show = shownBound(crawl);
   let before = 0;
   for (const s of shards) {
     if (s.start !== null) {
-      cuts.push(s.start);
+      cuts.push(show(s.start)!);
       cutRanks.push(before);
     }
     before += s.expected;
