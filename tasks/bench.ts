@@ -9,9 +9,10 @@ import { benchDocs } from "../lib/bench/docs_bench.ts";
 import { benchKeys, benchKeysLarge } from "../lib/bench/keys_bench.ts";
 import { benchPlan } from "../lib/bench/plan_bench.ts";
 import { benchRebalance } from "../lib/bench/rebalance_bench.ts";
+import { benchReplica } from "../lib/bench/replica_bench.ts";
 import { benchWorkers } from "../lib/bench/workers_bench.ts";
 
-const PARTS = ["plan", "keys", "docs", "rebalance", "workers", "all"] as const;
+const PARTS = ["plan", "keys", "replica", "docs", "rebalance", "workers", "all"] as const;
 
 const FLAGS = {
   part: { type: "string", value: "PART", help: PARTS.join(", "), default: "all" },
@@ -59,6 +60,9 @@ runMain(async () => {
     }
     // npm's size: one run each (the pager alone takes about 40 s).
     if (!quick) await benchKeysLarge({ size: 4_500_000, runs: 1, log });
+  }
+  if (all || part === "replica") {
+    await benchReplica({ size: quick ? 100_000 : 300_000, runs, log });
   }
   if (all || part === "docs") {
     // A small registry, where fixed costs weigh most, then a larger one and the by-GET table.

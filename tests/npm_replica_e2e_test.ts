@@ -291,3 +291,14 @@ Deno.test("serve: npm replica changing 20 times a second with documents: done, e
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("npm replica: one range changing 200 times a second, no sequence on listings, is proven by its parts' rows", async () => {
+  // Every round of rank probes sees a change: only parts listed in one answer each can decide.
+  const out = await crawlChanging({
+    names: 20_000,
+    perSecond: 200,
+    registry: { ...npmReplicaProfile(), latencyMs: 15 },
+    args: ["--shards", "1", "--max-page", "500"],
+  });
+  assert.match(out, /checked: exact: every one of 1 ranges/);
+});
