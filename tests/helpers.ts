@@ -221,3 +221,21 @@ export function taskArgs(task: string): string[] {
   if (!line?.startsWith("deno run ")) throw new Error(`task ${task} is not a deno run command`);
   return line.split(/\s+/).slice(1);
 }
+
+/**
+ * Runs `deno task NAME ARGS…` as users run it (its permissions from deno.json, never `-A`) and
+ * waits for it: its exit code, stdout and stderr.
+ */
+export async function runTask(
+  name: string,
+  args: string[],
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: [...taskArgs(name), ...args],
+    env: { NO_COLOR: "1" },
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const text = (b: Uint8Array) => new TextDecoder().decode(b);
+  return { code: out.code, stdout: text(out.stdout), stderr: text(out.stderr) };
+}

@@ -16,7 +16,7 @@ import {
   startRegistry,
 } from "../lib/sim/registry_server.ts";
 import { npmReplicaProfile, SeqCodec } from "../lib/sim/registry_profile.ts";
-import { spawnServer, taskArgs, waitHealthy } from "./helpers.ts";
+import { runTask, spawnServer, waitHealthy } from "./helpers.ts";
 
 /** Every `k`-th of the bundled real npm names, up to `n`. */
 async function realNames(n: number): Promise<string[]> {
@@ -55,18 +55,6 @@ class Timeline {
     }
     return state;
   }
-}
-
-/** Runs a task as a subprocess with its README permissions; its exit code and output. */
-async function task(name: string, args: string[]) {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: [...taskArgs(name), ...args],
-    env: { NO_COLOR: "1" },
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const text = (b: Uint8Array) => new TextDecoder().decode(b);
-  return { code: out.code, stdout: text(out.stdout), stderr: text(out.stderr) };
 }
 
 /** The sequence a finished crawl's check reports ("… at seq S …"). */
@@ -119,7 +107,7 @@ async function crawlChanging(
   try {
     const moving = timeline.churn(o.perSecond);
     const docs = o.docs ? ["--docs", ...(reg.docsUrl ? ["--docs-url", reg.docsUrl] : [])] : [];
-    const run = await task("crawl", ["--source", reg.url, "--kv", kv, ...docs, ...o.args ?? []]);
+    const run = await runTask("crawl", ["--source", reg.url, "--kv", kv, ...docs, ...o.args ?? []]);
     const changes = moving.stop();
     assert.equal(run.code, 0, run.stderr.slice(-2000) + run.stdout.slice(-2000));
     assert.match(run.stdout, /crawl \S+ done/);
@@ -127,7 +115,7 @@ async function crawlChanging(
     assert.ok(checked, run.stdout.slice(-2000));
     assert.ok(changes > 0, "the registry changed meanwhile");
     const seq = reportedSeq(checked, new SeqCodec(o.registry));
-    const exported = await task("export", ["--kv", kv]);
+    const exported = await runTask("export", ["--kv", kv]);
     assert.equal(exported.code, 0, exported.stderr);
     assertExportIs(exported.stdout, timeline.stateAt(seq), o.docs ?? false);
     return run.stdout;
@@ -217,7 +205,7 @@ Deno.test("a final check refused the same way every time ends the crawl failed, 
   const reg = await refusingAtFinalCheck(5_000);
   const dir = await Deno.makeTempDir();
   try {
-    const run = await task("crawl", ["--source", reg.url, "--kv", `${dir}/c.kv`]);
+    const run = await runTask("crawl", ["--source", reg.url, "--kv", `${dir}/c.kv`]);
     assert.equal(run.code, 1, run.stdout.slice(-1000));
     const line = run.stderr.trim().split("\n").at(-1)!;
     assert.match(line, /^error: crawl \S+ failed: the final check failed 3 times: HTTP 400/);
@@ -272,7 +260,7 @@ Deno.test("serve: npm replica changing 20 times a second with documents: done, e
     assert.equal(st.status, "done", JSON.stringify(st).slice(0, 2000));
     assert.equal(v.status, "exact", v.detail);
     assert.match(String(st.registry), /update_seq on listings refused/);
-    const exported = await task("export", ["--kv", `${dir}/serve.kv`, "--crawl-id", id]);
+    const exported = await runTask("export", ["--kv", `${dir}/serve.kv`, "--crawl-id", id]);
     assert.equal(exported.code, 0, exported.stderr);
     assertExportIs(exported.stdout, timeline.stateAt(reportedSeq(v.detail, new SeqCodec())), true);
     // A registry that refuses the final check's every form: failed, with the reason, soon.

@@ -10,7 +10,7 @@ import { CouchSource } from "../lib/sources/couch_source.ts";
 import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
 import { planShards } from "../lib/plan/planner.ts";
 import { listCrawls } from "../lib/engine/store/store.ts";
-import { exportText, randomKeys } from "./helpers.ts";
+import { exportText, randomKeys, runTask } from "./helpers.ts";
 import { havePouchdb, startPouchdb } from "./optional_tools.ts";
 
 const have = havePouchdb;
@@ -113,20 +113,6 @@ Deno.test({
   },
 });
 
-/** Runs a task as users run it (its README permissions); exit code and stdout. */
-async function runTask(args: string[]) {
-  const { taskArgs } = await import("./helpers.ts");
-  const [name, ...rest] = args;
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: [...taskArgs(name), ...rest],
-    env: { NO_COLOR: "1" },
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const text = (b: Uint8Array) => new TextDecoder().decode(b);
-  return { code: out.code, stdout: text(out.stdout), stderr: text(out.stderr) };
-}
-
 Deno.test({
   name: "peer: every key shown is pouchdb-server's own id (plan JSON and table, locate, status)",
   ignore: !have,
@@ -153,7 +139,7 @@ Deno.test({
       await res.body?.cancel();
       const known = new Set(ids);
       const byUnits = [...ids].sort((a, b) => a < b ? -1 : a > b ? 1 : 0);
-      const plan = await runTask(["plan", "--source", db, "--shards", "5", "--json"]);
+      const plan = await runTask("plan", ["--source", db, "--shards", "5", "--json"]);
       assert.equal(plan.code, 0, plan.stdout);
       const out = JSON.parse(plan.stdout);
       const bounds: string[] = out.shards.slice(1).map((s: { start: string }) => s.start);
@@ -167,8 +153,7 @@ Deno.test({
       );
       assert.equal(out.idOrder, "utf16");
       // The table shows the same ids; a plan file read back cuts the same crawl.
-      const table = await runTask([
-        "plan",
+      const table = await runTask("plan", [
         "--source",
         db,
         "--shards",
@@ -178,8 +163,7 @@ Deno.test({
       ]);
       assert.equal(table.code, 0, table.stdout);
       assert.ok(table.stdout.includes(JSON.stringify(bounds[0]).slice(0, 20)), table.stdout);
-      const crawl = await runTask([
-        "crawl",
+      const crawl = await runTask("crawl", [
         "--source",
         db,
         "--plan",
@@ -201,14 +185,14 @@ Deno.test({
       assert.equal(st.itemsStored, ids.length);
       // locate: an astral id asked by the user is found as itself.
       const astral = ids[123];
-      const located = await runTask(["locate", "--source", db, "--key", astral, "--json"]);
+      const located = await runTask("locate", ["--source", db, "--key", astral, "--json"]);
       assert.equal(located.code, 0, located.stderr);
       const place = JSON.parse(located.stdout);
       assert.equal(place.key, astral);
       assert.equal(place.present, true);
       assert.equal(place.next, astral);
       assert.equal(place.rank, byUnits.indexOf(astral));
-      const ranked = await runTask(["locate", "--source", db, "--rank", "123", "--json"]);
+      const ranked = await runTask("locate", ["--source", db, "--rank", "123", "--json"]);
       assert.equal(JSON.parse(ranked.stdout).located[0].key, byUnits[123]);
     } finally {
       await stop();

@@ -173,12 +173,16 @@ interface RouteContext {
 /** `_all_docs` and `_changes`. */
 function addListingRoutes(app: Hono, ctx: RouteContext): void {
   const { db, data, stats, seq: codec } = ctx;
+  // A registry that refuses what it does not serve names the parameter, with a 400.
+  const refusal = (c: Context, route: "listing" | "changes", q: Record<string, string>) => {
+    const name = refusedParam(route, q, ctx.options);
+    if (name === null) return null;
+    return couchError(c, 400, "bad_request", `unknown or unsupported parameter: ${name}`);
+  };
   // Counted by the routes, refusals too.
   const allDocs = (c: Context, params: Record<string, string>, keys?: unknown) => {
-    const refused = refusedParam("listing", params, ctx.options);
-    if (refused !== null) {
-      return couchError(c, 400, "bad_request", `unknown or unsupported parameter: ${refused}`);
-    }
+    const refused = refusal(c, "listing", params);
+    if (refused) return refused;
     const q = parseListingQuery(params);
     if (q instanceof Error) return couchError(c, 400, "query_parse_error", q.message);
     if (q.skipGiven && ctx.options.skip === false) {
@@ -219,10 +223,8 @@ function addListingRoutes(app: Hono, ctx: RouteContext): void {
   app.get(`/${db}/_all_docs`, (c) => {
     stats.allDocs++;
     const query = c.req.query();
-    const refused = refusedParam("listing", query, ctx.options);
-    if (refused !== null) {
-      return couchError(c, 400, "bad_request", `unknown or unsupported parameter: ${refused}`);
-    }
+    const refused = refusal(c, "listing", query);
+    if (refused) return refused;
     const { keys, key, ...params } = query;
     if (key !== undefined) {
       return allDocs(c, { ...params, startkey: key, endkey: key, inclusive_end: "true" });
@@ -260,10 +262,8 @@ function addListingRoutes(app: Hono, ctx: RouteContext): void {
   app.get(`/${db}/_changes`, (c) => {
     stats.changes++;
     const q = c.req.query();
-    const refused = refusedParam("changes", q, ctx.options);
-    if (refused !== null) {
-      return couchError(c, 400, "bad_request", `unknown or unsupported parameter: ${refused}`);
-    }
+    const refused = refusal(c, "changes", q);
+    if (refused) return refused;
     const since = codec.parse(q.since, data.updateSeq);
     const limit = intParam(q.limit, 1000);
     if (since instanceof Error) return couchError(c, 400, "bad_request", since.message);

@@ -53,9 +53,7 @@ export async function cutStored(
   range: { start: string | null; end: string | null },
   options: CutOptions = {},
 ): Promise<StoredPart[] | null> {
-  const inRange = (id: string) =>
-    (range.start === null || compareKeys(id, range.start) >= 0) &&
-    (range.end === null || compareKeys(id, range.end) < 0);
+  const inRange = within(range);
   const rows = await storedRows(kv, crawlId, range, inRange);
   if (rows === null) return null;
   const parts = Math.max(1, Math.floor(options.parts ?? 1));
@@ -92,9 +90,7 @@ export async function storedItems(
   range: { start: string | null; end: string | null },
   options: { maxRows: number },
 ): Promise<StoredRow[] | null> {
-  const inRange = (id: string) =>
-    (range.start === null || compareKeys(id, range.start) >= 0) &&
-    (range.end === null || compareKeys(id, range.end) < 0);
+  const inRange = within(range);
   const rows = await storedRows(kv, crawlId, range, inRange);
   if (rows === null) return null;
   const out: StoredRow[] = [];
@@ -103,6 +99,13 @@ export async function storedItems(
     if (out.length > options.maxRows) return null;
   }
   return out;
+}
+
+/** Whether an id lies in `[start, end)` (null: open). */
+function within(range: { start: string | null; end: string | null }): (id: string) => boolean {
+  return (id) =>
+    (range.start === null || compareKeys(id, range.start) >= 0) &&
+    (range.end === null || compareKeys(id, range.end) < 0);
 }
 
 /** The stored rows of a range as one sorted stream; null when one is kept only by its start. */
