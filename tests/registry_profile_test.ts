@@ -15,7 +15,11 @@ import { npmReplicaProfile, SeqCodec } from "../lib/sim/registry_profile.ts";
 
 const keys = () => ["@a/x", "@b/y", "alpha", "beta", "gamma", "zeta"];
 
-async function ask(options: RegistryOptions, path: string, init?: RequestInit) {
+async function ask(
+  options: RegistryOptions,
+  path: string,
+  init?: { method: string; body: string },
+) {
   const app = createRegistryApp(new RegistryData(keys()), options);
   const res = await app.request(`http://x/registry${path}`, init);
   return { status: res.status, body: await res.json() };

@@ -177,7 +177,8 @@ async function checkParts(
 ): Promise<RangeVerdict[]> {
   const maxPage = pass.source.capabilities.maxPage;
   const byRows = pass.view ? [] : ranges.filter((r) => listable(r.stored, maxPage));
-  const byRanks = ranges.filter((r) => !byRows.includes(r));
+  const listedSet = new Set(byRows);
+  const byRanks = ranges.filter((r) => !listedSet.has(r));
   const [listed, ranked] = await Promise.all([
     byRows.length === 0 ? [] : checkListed(pass.source, byRows, {
       window: windowOf(pass, at),
