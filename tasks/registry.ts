@@ -36,6 +36,12 @@ const FLAGS = {
   db: { type: "string", value: "NAME", help: "database name in the URL", default: "registry" },
   "latency-ms": { type: "string", value: "X", help: "added to every request", default: "0" },
   "doc-latency-ms": { type: "string", value: "X", help: "added to document GETs", default: "0" },
+  "doc-lag-ms": {
+    type: "string",
+    value: "X",
+    help: "documents changed less than X ms ago are served as they were before (a lagging host)",
+    default: "0",
+  },
   "hot-prefix": { type: "string", value: "P", help: "documents under P cost --hot-ms more" },
   "hot-ms": { type: "string", value: "X", help: "extra latency of hot documents", default: "0" },
   "fault-rate": { type: "string", value: "F", help: "share of failing requests", default: "0" },
@@ -221,6 +227,7 @@ runMain(async () => {
     db: f.db ?? "registry",
     latencyMs: numberFlag("latency-ms", f["latency-ms"], { fallback: 0, min: 0 }),
     docLatencyMs: numberFlag("doc-latency-ms", f["doc-latency-ms"], { fallback: 0, min: 0 }),
+    docLagMs: numberFlag("doc-lag-ms", f["doc-lag-ms"], { fallback: 0, min: 0 }),
     hotPrefix: f["hot-prefix"],
     hotMs: numberFlag("hot-ms", f["hot-ms"], { fallback: 0, min: 0 }),
     missingDocRate: numberFlag("missing-doc-rate", f["missing-doc-rate"], {

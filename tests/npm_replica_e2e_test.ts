@@ -163,6 +163,19 @@ Deno.test("npm replica: 5,000 names with documents from the document host: each 
   }
 });
 
+Deno.test("npm replica: a document host 300 ms behind the feed: every document at its listed revision", async () => {
+  // Documents changed or published less than 300 ms ago are served as they were (or 404): asked
+  // again after a pause, never recorded as their items' errors, never failing the crawl.
+  const out = await crawlChanging({
+    names: 5_000,
+    perSecond: 20,
+    registry: { ...npmReplicaProfile(), docLagMs: 300, docLatencyMs: 20 },
+    docs: true,
+    args: ["--concurrency", "4"],
+  });
+  assert.match(out, /checked: exact/);
+});
+
 Deno.test("read-only proxy with a cluster's jittering opaque sequences: done, exact", async () => {
   const cluster = { getOnly: true, opaqueSeq: true, seqJitter: 0.3 };
   await crawlChanging({ names: 50_000, perSecond: 20, registry: cluster });

@@ -115,3 +115,17 @@ Deno.test("profile: opaque sequences read back as the state they name, however s
     "zeta",
   ]);
 });
+
+Deno.test("profile: a document host behind the feed serves what a document was before it changed", () => {
+  const data = new RegistryData(keys());
+  const first = data.rev("alpha");
+  data.put("alpha");
+  data.put("new-one");
+  const now = Date.now();
+  assert.equal(data.docBehind("alpha", 1_000, now)?._rev, first, "the revision before");
+  assert.equal(data.docBehind("new-one", 1_000, now), undefined, "not there yet");
+  assert.equal(data.docBehind("alpha", 1_000, now + 1_000)?._rev, data.rev("alpha"), "caught up");
+  assert.equal(data.docBehind("beta", 1_000, now)?._rev, data.rev("beta"), "unchanged: as it is");
+  data.delete("gamma");
+  assert.ok(data.docBehind("gamma", 1_000, now), "deleted just now: still served");
+});

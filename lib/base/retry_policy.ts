@@ -42,6 +42,12 @@ export const DOCUMENT_RETRY = {
   damagedRounds: 2,
   /** Failed attempts of its page after which a document that keeps failing is recorded. */
   recordAfterPageFailures: 2,
+  /**
+   * Pauses before a changed document is asked again while the document served is older than the
+   * change (a document host lagging the feed), in milliseconds; after the last it is recorded as
+   * the item's error.
+   */
+  behindFeedPausesMs: [250, 500, 1_000],
 } as const;
 
 /** Level 3: a page of a shard (`engine/dispatch/shard_runner.ts`). */

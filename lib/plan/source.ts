@@ -91,7 +91,11 @@ export type DocResult =
   /** A document the caller stored as it arrived (see `DocOptions.keep`): its size and parts. */
   | { kind: "stored"; bytes: number; chunks: number; docRev?: string | null }
   | { kind: "tooLarge"; bytes: number }
-  | { kind: "error"; status: number; reason: string };
+  /**
+   * `later`: the answer may change soon (a 404 from a document host that lags the registry's
+   * listing, as npm's does for a package just published): asked again before it is recorded.
+   */
+  | { kind: "error"; status: number; reason: string; later?: boolean };
 
 /** How a source serves documents in bulk, best first. */
 export type DocMode = "include_docs" | "bulk_get" | "get";

@@ -60,6 +60,8 @@ export class RegistryData {
   #initialSeq: number;
   #log: (Change | null)[] = []; // changes after the initial load, by seq - initialSeq - 1
   #latest = new Map<string, number>(); // id -> seq of its latest change after the initial load
+  // id -> when it last changed (ms) and the revision it had before (undefined: absent then)
+  #before = new Map<string, { atMs: number; rev: string | undefined }>();
   #doc: Required<DocOptions>;
   #salt = "";
 
@@ -84,6 +86,7 @@ export class RegistryData {
     this.#gens = new Map();
     this.#log = [];
     this.#latest = new Map();
+    this.#before = new Map();
     this.#salt = revSalt;
   }
 
@@ -123,7 +126,21 @@ export class RegistryData {
   /** The document of a live id, generated deterministically from its id and revision. */
   doc(id: string): Record<string, unknown> | undefined {
     const rev = this.rev(id);
-    if (rev === undefined) return undefined;
+    return rev === undefined ? undefined : this.#docAt(id, rev);
+  }
+
+  /**
+   * The document a host `lagMs` behind serves at `nowMs` (npm's document host lags its feed): for
+   * an id changed less than `lagMs` ago, the state it had before that change (undefined where it
+   * did not exist); otherwise the current one.
+   */
+  docBehind(id: string, lagMs: number, nowMs = Date.now()): Record<string, unknown> | undefined {
+    const was = this.#before.get(id);
+    if (lagMs <= 0 || !was || nowMs - was.atMs >= lagMs) return this.doc(id);
+    return was.rev === undefined ? undefined : this.#docAt(id, was.rev);
+  }
+
+  #docAt(id: string, rev: string): Record<string, unknown> {
     const h = hash32(id);
     const doc: Record<string, unknown> = {
       _id: id,
@@ -141,6 +158,7 @@ export class RegistryData {
 
   /** Inserts or updates a document; returns its new revision. */
   put(id: string): string {
+    this.#before.set(id, { atMs: Date.now(), rev: this.rev(id) });
     const i = lowerBound(this.#keys, id);
     if (this.#keys[i] === id) {
       this.#gens.set(id, (this.#gens.get(id) ?? 1) + 1);
@@ -157,6 +175,7 @@ export class RegistryData {
   delete(id: string): boolean {
     const i = lowerBound(this.#keys, id);
     if (this.#keys[i] !== id) return false;
+    this.#before.set(id, { atMs: Date.now(), rev: this.rev(id) });
     this.#keys.splice(i, 1);
     const gen = (this.#gens.get(id) ?? 1) + 1;
     this.#gens.set(id, gen);

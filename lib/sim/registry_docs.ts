@@ -47,6 +47,11 @@ export interface DocServeOptions extends HostileOptions {
    * document host (`startRegistry` serves one beside the database). @default false
    */
   docsElsewhere?: boolean;
+  /**
+   * Document GETs answer the state of `docLagMs` ago for documents changed since (the previous
+   * revision, or 404 for one just inserted), as npm's document host lags its feed. @default 0
+   */
+  docLagMs?: number;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -174,7 +179,7 @@ export function docHandler(
     if (o.hotPrefix && o.hotMs && id.startsWith(o.hotPrefix)) await sleep(o.hotMs);
     const bad = badKindOf(id, o);
     if (bad && data.doc(id)) return await badDocResponse(c, bad, id, o);
-    const doc = data.doc(id);
+    const doc = o.docLagMs ? data.docBehind(id, o.docLagMs) : data.doc(id);
     if (!doc || isMissing(id, o)) return notFound(c);
     if (isOversize(id, o)) return oversizeAnswer(o.hugeDocBytes ?? 40 * 1024 * 1024);
     const other = answersWrongId(id, o) ? neighbourDoc(data, id) : undefined;

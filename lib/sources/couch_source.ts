@@ -274,7 +274,15 @@ export class CouchSource implements Source {
    */
   async doc(key: string, options: DocOptions = {}): Promise<DocResult> {
     await this.#prepare();
-    return await this.#docsById.byId(this.#listing.docId(key), options);
+    const r = await this.#docsById.byId(this.#listing.docId(key), options);
+    // A document host of its own may not have a document the registry lists yet (npm's lags its
+    // feed): its 404 is worth asking again before it is the document's own answer.
+    if (r.kind !== "error" || r.status !== 404 || this.#docs === this.#db) return r;
+    return {
+      ...r,
+      reason: "not found on the document host (it may lag the registry)",
+      later: true,
+    };
   }
 
   /**

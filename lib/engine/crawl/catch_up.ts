@@ -23,7 +23,8 @@
  *
  * @module
  */
-import { FatalError, TransientError } from "../../base/errors.ts";
+import { FatalError } from "../../base/errors.ts";
+import { DOCUMENT_RETRY } from "../../base/retry_policy.ts";
 import { mapPool } from "../../base/pool.ts";
 import { compareKeys } from "../../plan/keys.ts";
 import type { ChangeRow, Source } from "../../plan/source.ts";
@@ -177,7 +178,7 @@ async function rangesOf(kv: Deno.Kv, crawlId: string): Promise<ShardRange[]> {
 export async function applyToEnd(
   deps: { kv: Deno.Kv; source: Source },
   claim: FeedClaim,
-  options: { batch?: number } = {},
+  options: { batch?: number; sleep?: (ms: number) => Promise<void> } = {},
 ): Promise<number | null> {
   const batch = options.batch ?? 200;
   const crawl = claim.crawl;
@@ -192,7 +193,7 @@ export async function applyToEnd(
     const answer = await deps.source.changes(since, batch);
     const { rows, lastSeq } = answer;
     stuck(rows, lastSeq, since, deps.source);
-    const changes = await fetchChanged(deps.source, crawl, rows);
+    const changes = await fetchChanged(deps.source, crawl, rows, options.sleep);
     const end = atEnd(answer, target);
     const next = await applyDrift(deps.kv, claim.entry, changes, {
       lastSeq: rows.length === 0 ? since : lastSeq,
@@ -271,18 +272,32 @@ function stuck(rows: ChangeRow[], lastSeq: string, since: string, source: Source
   }
 }
 
-/** The changes of a batch as items to apply: documents fetched when the crawl fetches them. */
-function fetchChanged(source: Source, crawl: CrawlRecord, rows: ChangeRow[]) {
+/**
+ * The changes of a batch as items to apply: documents fetched when the crawl fetches them. A
+ * document older than its change (or not there yet) comes from a host behind the feed (npm's
+ * lags it): asked again after short pauses (`DOCUMENT_RETRY.behindFeedPausesMs`), then recorded
+ * as the item's error; it never holds the feed up for longer, nor fails the crawl.
+ */
+function fetchChanged(
+  source: Source,
+  crawl: CrawlRecord,
+  rows: ChangeRow[],
+  sleep: (ms: number) => Promise<void> = (ms) => new Promise((r) => setTimeout(r, ms)),
+) {
   return mapPool(rows, async (r): Promise<DriftChange> => {
     if (r.deleted) return { seq: r.seq, id: r.id, deleted: true };
     if (!crawl.docs) return { seq: r.seq, id: r.id, rev: r.rev };
-    // A document older than the change is a cache behind: asked again with the batch.
-    const doc = againstListing(r, await source.doc(r.id));
-    if (doc.kind === "failed") {
-      throw new TransientError(`${JSON.stringify(r.id.slice(0, 80))}: ${doc.reason}`);
+    let doc = againstListing(r, await source.doc(r.id));
+    for (const ms of DOCUMENT_RETRY.behindFeedPausesMs) {
+      if (doc.kind !== "failed") break;
+      await sleep(ms);
+      doc = againstListing(r, await source.doc(r.id));
     }
-    const fresh = (doc.kind === "doc" || doc.kind === "raw") && doc.docRev;
-    const rev = fresh && doc.docRev !== r.rev ? doc.docRev! : r.rev;
+    if (doc.kind === "failed") {
+      return { seq: r.seq, id: r.id, rev: r.rev, doc: { ...doc, kind: "error" } };
+    }
+    const served = doc.kind === "doc" || doc.kind === "raw" ? doc.docRev : null;
+    const rev = served && served !== r.rev ? served : r.rev;
     return { seq: r.seq, id: r.id, rev, doc };
   }, { concurrency: crawl.concurrency });
 }

@@ -149,12 +149,14 @@ function newer(a: string, b: string): boolean {
  * A document held against the revision its row was listed with. A later revision is taken (the
  * document changed since it was listed; the item gets that revision). An older one, or another one
  * of the same generation, is not the document listed (a cache or replica behind): a failed
- * attempt, asked again with the page, and recorded as the item's error if it keeps coming.
+ * attempt, asked again with the page, and recorded as the item's error if it keeps coming. So is
+ * an answer the source says may change soon (`later`: a lagging document host's 404).
  */
 export function againstListing<T extends Attempt>(
   row: { id: string; rev: string },
   r: T,
 ): T | Failed {
+  if (r?.kind === "error" && r.later) return { kind: "failed", status: r.status, reason: r.reason };
   if ((r?.kind !== "doc" && r?.kind !== "raw") || !r.docRev || r.docRev === row.rev) return r;
   if (generation(row.rev) === null || newer(r.docRev, row.rev)) return r;
   return {
