@@ -10,9 +10,10 @@ import { benchKeys, benchKeysLarge } from "../lib/bench/keys_bench.ts";
 import { benchPlan } from "../lib/bench/plan_bench.ts";
 import { benchRebalance } from "../lib/bench/rebalance_bench.ts";
 import { benchReplica } from "../lib/bench/replica_bench.ts";
+import { benchFollow } from "../lib/bench/follow_bench.ts";
 import { benchWorkers } from "../lib/bench/workers_bench.ts";
 
-const PARTS = ["plan", "keys", "replica", "docs", "rebalance", "workers", "all"] as const;
+const PARTS = ["plan", "keys", "replica", "docs", "rebalance", "workers", "follow", "all"] as const;
 
 const FLAGS = {
   part: { type: "string", value: "PART", help: PARTS.join(", "), default: "all" },
@@ -73,4 +74,14 @@ runMain(async () => {
     await benchRebalance({ size: quick ? 10_000 : 20_000, runs, log });
   }
   if (all || part === "workers") await benchWorkers({ size: quick ? 5_000 : 20_000, runs, log });
+  if (all || part === "follow") {
+    // Ten minutes of following in all: 5 at 20 changes/s, a minute's burst at 200/s, 4 at 20/s.
+    await benchFollow({
+      size: quick ? 5_000 : 20_000,
+      steadyS: quick ? 20 : 300,
+      burstS: quick ? 10 : 60,
+      afterS: quick ? 20 : 240,
+      log,
+    });
+  }
 });

@@ -8,6 +8,7 @@ import { redactUrl } from "../lib/base/redact.ts";
 import { CRAWL_ID_RULE, isCrawlId } from "../lib/base/spec.ts";
 import {
   choiceFlag,
+  durationFlag,
   helpText,
   intFlag,
   onInterrupt,
@@ -15,7 +16,7 @@ import {
   runMain,
   urlFlag,
 } from "../lib/cli/flags.ts";
-import { DEFAULT_WORKERS, MAX_WORKERS } from "../lib/engine/mod.ts";
+import { DEFAULT_WORKERS, FOLLOW_POLL, MAX_WORKERS, VERIFY_EVERY_MS } from "../lib/engine/mod.ts";
 import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
 import { Progress, summary } from "../lib/cli/progress.ts";
 import { SPEC_FLAGS, specFromFlags } from "../lib/cli/spec_flags.ts";
@@ -49,7 +50,28 @@ const FLAGS = {
     help: `shards this process runs at once (1-${MAX_WORKERS}): lease workers, or queue messages`,
     default: `the shard count, at most ${DEFAULT_WORKERS}`,
   },
-  follow: { type: "boolean", help: "when done, keep applying the registry's _changes (Ctrl-C)" },
+  follow: {
+    type: "boolean",
+    help: "when done, keep following the registry's _changes, re-proving the copy (Ctrl-C)",
+  },
+  "follow-poll": {
+    type: "string",
+    value: "DURATION",
+    help: "while following, look this often while the registry changes",
+    default: "500ms",
+  },
+  "follow-idle": {
+    type: "string",
+    value: "DURATION",
+    help: "while following, the longest pause between looks at an idle registry",
+    default: "10s",
+  },
+  "verify-every": {
+    type: "string",
+    value: "DURATION",
+    help: "while following, re-prove every range at least this often (0: never)",
+    default: "10m",
+  },
   redirects: {
     type: "string",
     value: "POLICY",
@@ -98,6 +120,21 @@ runMain(async () => {
     ? undefined
     : intFlag("workers", f.workers, { fallback: 1, min: 1, max: MAX_WORKERS });
   const maxAttempts = intFlag("max-attempts", f["max-attempts"], { fallback: 8, min: 1, max: 100 });
+  const followPollMs = durationFlag("follow-poll", f["follow-poll"], {
+    fallbackMs: FOLLOW_POLL.pollMs,
+    minMs: 50,
+    maxMs: 3_600_000,
+  });
+  const followIdleMs = durationFlag("follow-idle", f["follow-idle"], {
+    fallbackMs: FOLLOW_POLL.idleMs,
+    minMs: 50,
+    maxMs: 3_600_000,
+  });
+  const verifyEveryMs = durationFlag("verify-every", f["verify-every"], {
+    fallbackMs: VERIFY_EVERY_MS,
+    minMs: 1000,
+    maxMs: 30 * 86_400_000,
+  });
   const redirects = choiceFlag("redirects", f.redirects, ["same-origin", "any"], "same-origin");
   const given = f.source === undefined ? undefined : urlFlag("source", f.source);
   const spec = specFromFlags(f, given ?? "demo:npm-names", { shards: plan?.shards.length });
@@ -123,6 +160,9 @@ runMain(async () => {
       }),
       dispatch: dispatch === "auto" ? undefined : dispatch,
       follow: f.follow ?? false,
+      followPollMs,
+      followIdleMs: Math.max(followPollMs, followIdleMs),
+      verifyEveryMs,
       signal: interrupt.signal,
       sourceOptions: {
         maxAttempts,

@@ -78,6 +78,18 @@ Deno.test("cli: bad flags, URLs and registries give one-line errors", async () =
         /--shards must be at least 1/,
       ],
       [crawl, ["--concurrency", "0"], /--concurrency must be at least 1/],
+      [
+        crawl,
+        ["--follow", "--verify-every", "10"],
+        /--verify-every must be a duration such as 500ms, 30s, 10m or 2h, got "10"/,
+      ],
+      [
+        crawl,
+        ["--follow", "--verify-every", "500ms"],
+        /--verify-every must be 0 or at least 1s, got 500ms/,
+      ],
+      [crawl, ["--follow", "--follow-poll", "-1s"], /--follow-poll must be a duration/],
+      [crawl, ["--follow", "--follow-idle", "2d"], /--follow-idle must be at most 3600s, got 2d/],
       [crawl, ["--max-page", "1"], /--max-page must be at least 2/],
       [crawl, ["--dispatch", "carrier-pigeon"], /--dispatch must be/],
       [crawl, ["--crawl-id", "bad id!"], /--crawl-id must be/],

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { duration, n, Progress, summary } from "../lib/cli/progress.ts";
+import { duration, followLine, n, Progress, summary } from "../lib/cli/progress.ts";
 import type { CrawlStatusReport, ShardStatus } from "../lib/engine/crawl/status.ts";
 
 function shard(id: number, start: string | null, end: string | null, items: number): ShardStatus {
@@ -46,6 +46,7 @@ function report(items: number, over: Partial<CrawlStatusReport> = {}): CrawlStat
     pageCap: null,
     registry: null,
     learned: null,
+    follow: null,
     createdAt: "",
     startedAt: null,
     finishedAt: null,
@@ -150,4 +151,29 @@ Deno.test("progress: numbers get thousands separators as en-US writes them, roun
     [1e12, "1,000,000,000,000"],
   ];
   for (const [x, want] of cases) assert.equal(n(x), want);
+});
+
+Deno.test("progress: a followed crawl's line says where it stands, how far behind, and when it was proven whole", () => {
+  const out: string[] = [];
+  const p = new Progress({ tty: false, write: (s) => out.push(s), now: () => 100_000 });
+  const follow = {
+    lagSeconds: 1.25,
+    changesBehind: 12,
+    applied: 3456,
+    head: "9001",
+    checkedAt: new Date(99_000).toISOString(),
+    verifiedAt: new Date(100_000 - 125_000).toISOString(),
+    roundChecked: 3,
+    repaired: 2,
+    lastRepair: null,
+  };
+  p.update(report(1000, { status: "done", follow }), true);
+  assert.deepEqual(out, [
+    "progress: c1 following: seq 9001, 12 changes behind, lag 1.3 s, 3,456 changes applied, " +
+    "proven whole 2m05s ago, 2 ranges repaired\n",
+  ]);
+  assert.equal(
+    followLine({ ...follow, changesBehind: null, verifiedAt: null, repaired: 0 }, 0),
+    "following: seq 9001, ? changes behind, lag 1.3 s, 3,456 changes applied, not proven yet",
+  );
 });

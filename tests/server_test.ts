@@ -43,6 +43,15 @@ Deno.test("server config: token required, allowlist parsed, dispatch chosen, bad
     { onDeploy: false },
   );
   assert.deepEqual(b.bounds, { maxActiveCrawls: 2, maxStoredCrawls: 3, maxEventStreams: 4 });
+  // Followed crawls: looked at from the process locally, by the cron tick alone on Deploy.
+  assert.deepEqual(c.follow, { pollMs: 500, idleMs: 10_000, verifyEveryMs: 600_000 });
+  assert.deepEqual(deploy.follow, { pollMs: 0, idleMs: 10_000, verifyEveryMs: 600_000 });
+  const f = configFromEnv(
+    env({ CRAWL_TOKEN: T, FOLLOW_POLL_MS: "200", FOLLOW_IDLE_MS: "100", VERIFY_EVERY_MS: "0" }),
+    [],
+    { onDeploy: false },
+  );
+  assert.deepEqual(f.follow, { pollMs: 200, idleMs: 200, verifyEveryMs: 0 });
   for (
     const [vars, re] of [
       [{ CRAWL_TOKEN: T, PORT: "x" }, /PORT/],
@@ -57,6 +66,8 @@ Deno.test("server config: token required, allowlist parsed, dispatch chosen, bad
       [{ CRAWL_TOKEN: T, MAX_ACTIVE_CRAWLS: "0" }, /MAX_ACTIVE_CRAWLS/],
       [{ CRAWL_TOKEN: T, MAX_STORED_CRAWLS: "1e9" }, /MAX_STORED_CRAWLS/],
       [{ CRAWL_TOKEN: T, MAX_EVENT_STREAMS: "-1" }, /MAX_EVENT_STREAMS/],
+      [{ CRAWL_TOKEN: T, FOLLOW_POLL_MS: "1s" }, /FOLLOW_POLL_MS must be a whole number of ms/],
+      [{ CRAWL_TOKEN: T, VERIFY_EVERY_MS: "9e99" }, /VERIFY_EVERY_MS must be a whole number/],
       [{ CRAWL_TOKEN: T, CRAWL_SCHEDULE: "0 3 * * *" }, /CRAWL_SOURCE/],
       [{
         CRAWL_TOKEN: T,

@@ -113,6 +113,43 @@ export function intFlag(
   return n;
 }
 
+/** Milliseconds in each unit a duration flag takes. */
+const DURATION_UNITS: Record<string, number> = {
+  ms: 1,
+  s: 1000,
+  m: 60_000,
+  h: 3_600_000,
+  d: 86_400_000,
+};
+
+/**
+ * Parses a duration flag (`500ms`, `30s`, `10m`, `2h`, `1d`, or `0`) into milliseconds in
+ * [minMs, maxMs] (0 is always taken: "never"); `undefined` gives `fallbackMs`.
+ */
+export function durationFlag(
+  name: string,
+  raw: string | undefined,
+  options: { fallbackMs: number; minMs?: number; maxMs?: number },
+): number {
+  if (raw === undefined) return options.fallbackMs;
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(raw.trim());
+  if (raw.trim() === "0") return 0;
+  if (!m) {
+    throw new UsageError(
+      `--${name} must be a duration such as 500ms, 30s, 10m or 2h, got "${raw}"`,
+    );
+  }
+  const ms = Math.round(Number(m[1]) * DURATION_UNITS[m[2]]);
+  const show = (x: number) => x % 1000 === 0 ? `${x / 1000}s` : `${x}ms`;
+  if (ms < (options.minMs ?? 0)) {
+    throw new UsageError(`--${name} must be 0 or at least ${show(options.minMs!)}, got ${raw}`);
+  }
+  if (ms > (options.maxMs ?? Infinity)) {
+    throw new UsageError(`--${name} must be at most ${show(options.maxMs!)}, got ${raw}`);
+  }
+  return ms;
+}
+
 /** Parses a number flag in [min, max]; `undefined` gives `fallback`. */
 export function numberFlag(
   name: string,

@@ -20,11 +20,9 @@ import {
 } from "../base/errors.ts";
 import type { CrawlSpec } from "../base/spec.ts";
 import type { Plan } from "../plan/planner.ts";
-import type { Source } from "../plan/source.ts";
 import type { CouchSourceOptions } from "../sources/couch_source.ts";
 import { networkCause } from "../sources/http.ts";
 import {
-  catchUp,
   type CrawlRecord,
   crawlStatus,
   type CrawlStatusReport,
@@ -42,6 +40,7 @@ import {
   type WorkEvent,
 } from "../engine/mod.ts";
 import type { Progress } from "./progress.ts";
+import { followRun, refreshDone, type Refreshed } from "./follow_run.ts";
 
 /** Options of {@linkcode runLocalCrawl}. */
 export interface LocalCrawlOptions {
@@ -71,8 +70,8 @@ export interface LocalCrawlOptions {
    */
   pollMs?: number;
   /**
-   * After the crawl is done, keep applying the registry's `_changes` every `followIntervalMs`
-   * until `signal` aborts (what npm mirrors do). @default false
+   * After the crawl is done, keep following the registry's `_changes` until `signal` aborts
+   * (`follow_run.ts`: the lag in the progress line, the copy re-proven). @default false
    */
   follow?: boolean;
   /**
@@ -81,8 +80,12 @@ export interface LocalCrawlOptions {
    * following. @default never
    */
   signal?: AbortSignal;
-  /** Pause between `_changes` reads when following, in milliseconds. @default 2000 */
-  followIntervalMs?: number;
+  /** Pause between looks while following a registry that changes, ms. @default 500 */
+  followPollMs?: number;
+  /** Longest pause between looks at an idle registry while following, ms. @default 10000 */
+  followIdleMs?: number;
+  /** Every range re-proven at least this often while following, ms; 0: never. @default 600000 */
+  verifyEveryMs?: number;
   /** How shards reach workers. @default "lease" (workers in this process) */
   dispatch?: DispatchMode;
   /** In-process lease workers (lease mode). @default the shard count, at most `DEFAULT_WORKERS` */
@@ -105,6 +108,8 @@ export interface LocalCrawlResult {
   created: boolean;
   /** Items stored by this run (less than the total when it resumed a crawl). */
   itemsThisRun: number;
+  /** What refreshing a crawl that was already done applied (null: it was not refreshed). */
+  refreshed: Refreshed | null;
 }
 
 /** Opens the KV file, or says in one line why it cannot be opened. */
@@ -194,11 +199,29 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
       },
     );
     logOpened(crawl, action, log);
+    // A crawl already done is refreshed from its sequence: the same command keeps a copy current.
+    const refreshed = action === "already-done"
+      ? await refreshDone(kv, source, crawl, {
+        log,
+        kvPath: options.kvPath,
+        owner: runtime.ownerName("refresh"),
+      })
+      : null;
     const end = await waitForEnd(kv, crawl.id, { runtime, poll, broken }, options);
-    const report = options.follow && !options.signal?.aborted
-      ? (await follow(kv, source, crawl.id, options, log), await crawlStatus(kv, crawl.id))
-      : end.report;
+    if (options.follow && !options.signal?.aborted) {
+      await followRun({ kv, runtime }, crawl.id, {
+        signal: options.signal ?? new AbortController().signal,
+        progress: options.progress,
+        log,
+        pollMs: options.followPollMs,
+        idleMs: options.followIdleMs,
+        verifyEveryMs: options.verifyEveryMs,
+        watchdogTick: () => runtime.watchdogTick({ stallMs: options.stallMs ?? 30_000 }),
+      });
+    }
+    const report = options.follow || refreshed ? await crawlStatus(kv, crawl.id) : end.report;
     return {
+      refreshed,
       report,
       elapsedMs: performance.now() - started,
       retries: source.retries,
@@ -237,7 +260,6 @@ function logOpened(crawl: CrawlRecord, action: OpenAction, log: (line: string) =
   if (action === "resumed") log(`resuming crawl ${crawl.id}`);
   if (action === "planned") log(`crawl ${crawl.id} was being planned; planned it now`);
   if (action === "joined") log(`crawl ${crawl.id} is being planned by another process; joining`);
-  if (action === "already-done") log(`crawl ${crawl.id} was already done`);
 }
 
 /**
@@ -317,28 +339,4 @@ function processFailure(err: Error, kvPath: string): Error {
     );
   }
   return new FatalError(`a worker stopped: ${errorLine(err)}`, { cause: err });
-}
-
-/** Applies `_changes` until `options.follow` aborts, logging each batch that changed something. */
-async function follow(
-  kv: Deno.Kv,
-  source: Source,
-  crawlId: string,
-  options: LocalCrawlOptions,
-  log: (line: string) => void,
-): Promise<void> {
-  const signal = options.signal ?? new AbortController().signal;
-  log(`following the registry's changes (Ctrl-C to stop)`);
-  while (!signal.aborted) {
-    const res = await catchUp({ kv, source }, crawlId, { owner: `follow-${crawlId}` });
-    if (res.seq === null) {
-      log("the registry has no change feed; nothing to follow");
-      return;
-    }
-    if (res.applied > 0) log(`applied ${res.applied} changes (seq ${res.seq})`);
-    await new Promise<void>((resolve) => {
-      const t = setTimeout(resolve, options.followIntervalMs ?? 2000);
-      signal.addEventListener("abort", () => (clearTimeout(t), resolve()), { once: true });
-    });
-  }
 }

@@ -89,10 +89,11 @@ export class Progress {
     const pct = r.total > 0 ? (100 * r.itemsStored) / r.total : 0;
     // An ETA only while there is something left to wait for: never on a finished line.
     const ending = r.status === "running" || r.status === "planning" ? ` ETA ${duration(eta)}` : "";
-    const head =
-      `${r.id} ${r.status}: ${n(r.itemsStored)}/${n(r.total)} items (${pct.toFixed(1)}%) ` +
-      `${n(rate)} items/s${ending} shards ${r.shardsDone}/${r.shardCount}` +
-      (r.deadLetters ? ` dead letters ${r.deadLetters}` : "");
+    const head = r.status === "done" && r.follow
+      ? `${r.id} ${followLine(r.follow, t)}`
+      : `${r.id} ${r.status}: ${n(r.itemsStored)}/${n(r.total)} items (${pct.toFixed(1)}%) ` +
+        `${n(rate)} items/s${ending} shards ${r.shardsDone}/${r.shardCount}` +
+        (r.deadLetters ? ` dead letters ${r.deadLetters}` : "");
     if (!this.#o.tty) {
       this.#o.write(`progress: ${head}\n`);
       return;
@@ -120,6 +121,20 @@ export class Progress {
     this.#o.write(up + lines.map((l) => `\x1b[2K${l}\n`).join(""));
     this.#lines = lines.length;
   }
+}
+
+/**
+ * A followed crawl in one line: where it stands, how far behind (changes, seconds), what following
+ * applied, and when the copy was last proven whole.
+ */
+export function followLine(f: NonNullable<CrawlStatusReport["follow"]>, nowMs: number): string {
+  const proven = f.verifiedAt === null
+    ? "not proven yet"
+    : `proven whole ${duration((nowMs - Date.parse(f.verifiedAt)) / 1000)} ago`;
+  return `following: seq ${f.head ?? "?"}, ` +
+    `${f.changesBehind === null ? "? changes" : `${n(f.changesBehind)} changes`} behind, ` +
+    `lag ${f.lagSeconds.toFixed(1)} s, ${n(f.applied)} changes applied, ${proven}` +
+    (f.repaired > 0 ? `, ${n(f.repaired)} ranges repaired` : "");
 }
 
 /** The end-of-crawl summary lines. */
@@ -152,5 +167,6 @@ export function summary(
     ...(r.driftError ? [`  no drift catch-up: ${r.driftError}`] : []),
     ...(r.verification ? [`  checked: ${r.verification.status}: ${r.verification.detail}`] : []),
     ...(r.registry ? [`  ${r.registry}`] : []),
+    ...(r.follow ? [`  ${followLine(r.follow, Date.now())}`] : []),
   ].join("\n");
 }

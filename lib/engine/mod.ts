@@ -30,6 +30,11 @@ export {
   deleteCrawl,
   type Dispatcher,
   findCrawl,
+  FOLLOW_POLL,
+  type FollowLoopOptions,
+  type FollowTick,
+  followTick,
+  lagSeconds,
   listCrawlSummaries,
   listCrawlVersions,
   type OpenAction,
@@ -40,6 +45,7 @@ export {
   type ShardStatus,
   type SourceOpener,
   sourceOpener,
+  VERIFY_EVERY_MS,
 } from "./crawl/mod.ts";
 export {
   createRuntime,

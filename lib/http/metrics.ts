@@ -97,6 +97,49 @@ export async function renderMetrics(kv: Deno.Kv, metrics: Metrics): Promise<stri
     out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
     for (const r of reports) out.push(`${name}{crawl="${label(r.id)}"} ${f(r)}`);
   }
+  // Followed crawls: how far behind the registry, as their last follow tick saw it.
+  const followed = reports.filter((r) => r.follow !== null);
+  const follow: [
+    string,
+    string,
+    string,
+    (f: NonNullable<(typeof reports)[0]["follow"]>) => number,
+  ][] = [
+    [
+      "rankcrawl_follow_lag_seconds",
+      "gauge",
+      "Seconds a followed crawl is behind the registry (or its last catch-up took).",
+      (f) => f.lagSeconds,
+    ],
+    [
+      "rankcrawl_follow_changes_behind",
+      "gauge",
+      "Changes a followed crawl is behind the registry (-1: unknown).",
+      (f) => f.changesBehind ?? -1,
+    ],
+    [
+      "rankcrawl_follow_changes_applied_total",
+      "counter",
+      "Changes applied by following.",
+      (f) => f.applied,
+    ],
+    [
+      "rankcrawl_follow_verified_timestamp_seconds",
+      "gauge",
+      "When every range of a followed crawl was last proven (Unix seconds; 0: never).",
+      (f) => f.verifiedAt === null ? 0 : Date.parse(f.verifiedAt) / 1000,
+    ],
+    [
+      "rankcrawl_follow_ranges_repaired_total",
+      "counter",
+      "Ranges of a followed crawl found wrong while following and listed again.",
+      (f) => f.repaired,
+    ],
+  ];
+  for (const [name, type, help, f] of follow) {
+    out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
+    for (const r of followed) out.push(`${name}{crawl="${label(r.id)}"} ${f(r.follow!)}`);
+  }
   out.push("# HELP rankcrawl_shards Shards by state.", "# TYPE rankcrawl_shards gauge");
   for (const r of reports) {
     const done = r.shards.filter((s) => s.done).length;

@@ -160,6 +160,10 @@ function startEngine(
     log: o.log,
     now: o.now,
     label: "server",
+    follow: config.follow && {
+      ...config.follow,
+      onTick: (crawl, _tick, err) => err && o.log(`follow ${crawl.id}: ${errorLine(err)}`),
+    },
     onEvent: (e) => {
       if (e.kind === "crawl-failed") o.log(`crawl ${e.crawlId} failed: ${e.error}`);
       if (e.kind === "crawl-done") o.log(`crawl ${e.crawlId} done`);

@@ -9,7 +9,7 @@ import { isAllowedSource, parseAllowedSources } from "./auth.ts";
 import { UsageError } from "../base/errors.ts";
 import { SPEC_DEFAULTS, SPEC_LIMITS } from "../base/spec.ts";
 import { redactUrl } from "../base/redact.ts";
-import { DEFAULT_WORKERS, MAX_WORKERS } from "../engine/mod.ts";
+import { DEFAULT_WORKERS, FOLLOW_POLL, MAX_WORKERS, VERIFY_EVERY_MS } from "../engine/mod.ts";
 import { normalizeSource } from "./crawl_routes.ts";
 import { MAX_EVENT_STREAMS } from "./events.ts";
 
@@ -46,6 +46,11 @@ environment:
                      (default: ${DEFAULT_MAX_ACTIVE})
   MAX_STORED_CRAWLS  crawls kept in KV; POST /crawls beyond is a 409 (default: ${DEFAULT_MAX_STORED})
   MAX_EVENT_STREAMS  /events streams open at once; beyond is a 503 (default: ${MAX_EVENT_STREAMS})
+  FOLLOW_POLL_MS     followed crawls look at their registry this often while it changes; 0: only
+                     the watchdog's cron tick follows them (default: ${FOLLOW_POLL.pollMs}; 0 on Deploy)
+  FOLLOW_IDLE_MS     the longest pause between looks at an idle registry (default: ${FOLLOW_POLL.idleMs})
+  VERIFY_EVERY_MS    every range of a followed crawl re-proven at least this often; 0: never
+                     (default: ${VERIFY_EVERY_MS})
 
 flags:
   --insecure-local   no token, bound to 127.0.0.1 only
@@ -76,6 +81,11 @@ export interface ServerConfig {
   metricsToken?: string | null;
   /** Bounds the API keeps (`MAX_*`); each has the default named in `SERVE_HELP`. */
   bounds?: { maxActiveCrawls: number; maxStoredCrawls: number; maxEventStreams: number };
+  /**
+   * How followed crawls are followed (`FOLLOW_*`, `VERIFY_EVERY_MS`); `pollMs` 0: only by the
+   * watchdog's cron tick (Deploy). @default the watchdog only, every range re-proven in 10 min
+   */
+  follow?: { pollMs: number; idleMs: number; verifyEveryMs: number };
 }
 
 const CRON_FIELDS: [string, number, number][] = [
@@ -197,7 +207,28 @@ export function configFromEnv(
     schedule,
     metricsToken: env("METRICS_TOKEN") || null,
     bounds,
+    follow: followFromEnv(env, options.onDeploy),
   };
+}
+
+/** How followed crawls are followed: pollMs 0 when the cron tick alone follows them. */
+function followFromEnv(
+  env: (name: string) => string | undefined,
+  onDeploy: boolean,
+): ServerConfig["follow"] {
+  const ms = (name: string, fallback: number, max: number) => {
+    const raw = env(name) ?? String(fallback);
+    if (!/^\d+$/.test(raw) || Number(raw) > max) {
+      throw new UsageError(
+        `${name} must be a whole number of ms up to ${max}, got ${raw}`,
+      );
+    }
+    return Number(raw);
+  };
+  const pollMs = ms("FOLLOW_POLL_MS", onDeploy ? 0 : FOLLOW_POLL.pollMs, 3_600_000);
+  const idleMs = ms("FOLLOW_IDLE_MS", FOLLOW_POLL.idleMs, 3_600_000);
+  const verifyEveryMs = ms("VERIFY_EVERY_MS", VERIFY_EVERY_MS, 30 * 86_400_000);
+  return { pollMs, idleMs: Math.max(pollMs, idleMs), verifyEveryMs };
 }
 
 function dispatchFromEnv(

@@ -89,7 +89,10 @@ function facts(c) {
     f("page retries", fmt(c.retries), "retries", "pages of shards tried again; HTTP retries inside a page are in /metrics") +
     f("document errors", fmt(c.docErrors), "doc-errors") +
     f("dead letters", c.deadLetters, "dead") + (c.docs ? f("documents", fmt(c.documents) + " (" + esc(c.docMode || "") + ")") : "") +
-    (c.verification ? f("verified", esc(c.verification.status), "verified") : "");
+    (c.verification ? f("verified", esc(c.verification.status), "verified") : "") +
+    (c.follow ? f("following", (c.follow.changesBehind === null ? "?" : fmt(c.follow.changesBehind)) + " behind, lag " + c.follow.lagSeconds.toFixed(1) + " s", "follow",
+      fmt(c.follow.applied) + " changes applied; seq " + (c.follow.head || "?")) +
+      f("proven whole", time(c.follow.verifiedAt), "verified-at", fmt(c.follow.repaired) + " ranges repaired while following") : "");
 }
 
 function errors(c) {

@@ -62,6 +62,8 @@ export interface CatchUpResult {
   seq: string | null;
   /** False when another runner holds the lease (nothing was done). */
   ran: boolean;
+  /** The feed was read to its proven end (false: not run, or the lease was lost midway). */
+  atEnd: boolean;
 }
 
 /** The registry behind the crawl's URL is not the one it started on. */
@@ -180,7 +182,22 @@ export async function applyToEnd(
   claim: FeedClaim,
   options: { batch?: number; sleep?: (ms: number) => Promise<void> } = {},
 ): Promise<number | null> {
+  return (await applyFeed(deps, claim, options))?.applied ?? null;
+}
+
+/**
+ * {@linkcode applyToEnd} with a bound: stops after the batch that reaches `maxChanges` changes
+ * (a follow tick's work stays bounded however far behind the crawl is; the next tick goes on from
+ * the committed sequence). `atEnd` says whether the feed's proven end was reached. Null when the
+ * claim was lost.
+ */
+export async function applyFeed(
+  deps: { kv: Deno.Kv; source: Source },
+  claim: FeedClaim,
+  options: { batch?: number; sleep?: (ms: number) => Promise<void>; maxChanges?: number } = {},
+): Promise<{ applied: number; atEnd: boolean } | null> {
   const batch = options.batch ?? 200;
+  const maxChanges = options.maxChanges ?? Infinity;
   const crawl = claim.crawl;
   let target = await deps.source.updateSeq();
   await checkSameRegistry(deps, crawl, { current: target, seen: claim.entry.value.seq });
@@ -189,7 +206,8 @@ export async function applyToEnd(
   let conflicts = 0;
   for (;;) {
     const since = claim.entry.value.seq;
-    if (reached(since, target)) return applied;
+    if (reached(since, target)) return { applied, atEnd: true };
+    if (applied >= maxChanges) return { applied, atEnd: false };
     const answer = await deps.source.changes(since, batch);
     const { rows, lastSeq } = answer;
     stuck(rows, lastSeq, since, deps.source);
@@ -211,7 +229,7 @@ export async function applyToEnd(
     }
     claim.entry = next;
     applied += rows.length;
-    if (end) return applied;
+    if (end) return { applied, atEnd: true };
     // Short of what was asked without reaching the target: near the head, where the target's own
     // change may have been superseded since; where the head is now says it.
     if (rows.length < batch) target = await deps.source.updateSeq();
@@ -299,7 +317,18 @@ function fetchChanged(
     const served = doc.kind === "doc" || doc.kind === "raw" ? doc.docRev : null;
     const rev = served && served !== r.rev ? served : r.rev;
     return { seq: r.seq, id: r.id, rev, doc };
-  }, { concurrency: crawl.concurrency });
+  }, { concurrency: feedDocConcurrency(crawl) });
+}
+
+/** Documents in flight while the feed is applied: what the crawl's shards had, at most 64. */
+const FEED_DOC_CONCURRENCY = 64;
+
+/**
+ * The feed's document GETs in flight: one stream carries what all shards carried while crawling
+ * (no more than the crawl asked of the registry), at most {@linkcode FEED_DOC_CONCURRENCY}.
+ */
+function feedDocConcurrency(crawl: CrawlRecord): number {
+  return Math.max(1, Math.min(FEED_DOC_CONCURRENCY, crawl.concurrency * crawl.shards));
 }
 
 /** Lets the feed go if this runner still holds it. */
@@ -327,7 +356,8 @@ export async function catchUp(
       getCrawl(deps.kv, crawlId),
       getFeed(deps.kv, crawlId),
     ]);
-    return { applied: 0, seq: feed.value?.seq ?? crawl.value?.startSeq ?? null, ran: false };
+    const seq = feed.value?.seq ?? crawl.value?.startSeq ?? null;
+    return { applied: 0, seq, ran: false, atEnd: false };
   }
   let applied: number | null;
   try {
@@ -338,5 +368,10 @@ export async function catchUp(
     throw err;
   }
   const released = await releaseFeed(deps.kv, crawlId, claim.owner);
-  return { applied: applied ?? 0, seq: released.value?.seq ?? claim.entry.value.seq, ran: true };
+  return {
+    applied: applied ?? 0,
+    seq: released.value?.seq ?? claim.entry.value.seq,
+    ran: true,
+    atEnd: applied !== null,
+  };
 }

@@ -142,14 +142,7 @@ function checkBatch(
   drift: Awaited<ReturnType<typeof listRangeDrift>>,
   o: { at: string | null; window: () => Promise<ChangeWindow> },
 ): Promise<RangeVerdict[]> {
-  const ranges = batch.map((e) => ({
-    id: e.value.id,
-    start: e.value.start,
-    end: e.value.end,
-    stored: shardStored(e.value, drift),
-    relists: e.value.relists ?? 0,
-  }));
-  return checkAgainst(pass, ranges, o);
+  return checkAgainst(pass, batch.map((e) => toCheck(e.value, drift)), o);
 }
 
 /** Ranges held against the registry, with the store's items sampled at their starts. */
@@ -190,6 +183,33 @@ async function checkParts(
   byRows.forEach((r, i) => verdicts.set(r, listed[i]));
   byRanks.forEach((r, i) => verdicts.set(r, ranked[i]));
   return ranges.map((r) => verdicts.get(r)!);
+}
+
+/**
+ * Shards' ranges held against the registry now, as a round would (small ones by their rows,
+ * others by ranks), with the feed applied to `at`: what a follower re-proves (`reprove.ts`).
+ */
+export async function checkShards(
+  pass: Pass,
+  entries: Deno.KvEntry<ShardRecord>[],
+  at: string,
+): Promise<RangeVerdict[]> {
+  const drift = await listRangeDrift(pass.kv, pass.id);
+  return await checkParts(pass, entries.map((e) => toCheck(e.value, drift)), at);
+}
+
+/** A shard's range as the check takes it. */
+function toCheck(
+  shard: ShardRecord,
+  drift: Awaited<ReturnType<typeof listRangeDrift>>,
+): RangeToCheck {
+  return {
+    id: shard.id,
+    start: shard.start,
+    end: shard.end,
+    stored: shardStored(shard, drift),
+    relists: shard.relists ?? 0,
+  };
 }
 
 /** One round over the ranges not yet proven by this pass (see `verify.ts`). */
@@ -308,7 +328,7 @@ export async function totalRound(
  * Records verdicts: equal ranges are marked proven, disagreeing ones listed again (or, past
  * {@linkcode MAX_RELISTS}, the crawl fails). Returns how many ranges are listed again.
  */
-async function settle(
+export async function settle(
   kv: Deno.Kv,
   id: string,
   todo: Deno.KvEntry<ShardRecord>[],

@@ -7,6 +7,7 @@
  */
 import { capabilityLine } from "../../sources/learned_caps.ts";
 import { idOfKey } from "../../plan/id_order.ts";
+import { lagSeconds } from "./follow.ts";
 import type { LearnedCaps } from "../../plan/source.ts";
 import { redactUrl } from "../../base/redact.ts";
 import { ConflictError, NotFoundError } from "../../base/errors.ts";
@@ -30,6 +31,7 @@ import {
   type CrawlStatus,
   getCrawl,
   getFeed,
+  getFollow,
   type InFlight,
   leaseHeld,
   listCrawlEntries,
@@ -127,6 +129,25 @@ export interface CrawlStatusReport {
   registry: string | null;
   /** The same, field by field (`LearnedCaps`). */
   learned: LearnedCaps | null;
+  /**
+   * How far behind the registry a followed crawl is, as its last follow tick saw it: seconds
+   * (behind for, or the last catch-up's lag), changes (null: unknown), changes applied by
+   * following, and when it last looked. Null until the first tick.
+   */
+  follow: {
+    lagSeconds: number;
+    changesBehind: number | null;
+    applied: number;
+    head: string | null;
+    checkedAt: string;
+    /** When every range was last proven (the final check, or a whole re-proof round). */
+    verifiedAt: string | null;
+    /** Ranges of the re-proof round under way checked so far, of `shardCount`. */
+    roundChecked: number;
+    /** Ranges found wrong while following and listed again, and the last such finding. */
+    repaired: number;
+    lastRepair: string | null;
+  } | null;
   /** When the crawl was created (ISO 8601). */
   createdAt: string;
   /** When its shards started (ISO 8601), once planned. */
@@ -177,7 +198,10 @@ export async function crawlStatus(
   const splits = await listSplits(kv, id);
   const shards = (await listShards(kv, id)).map((e) => e.value);
   const sum = (f: (s: (typeof shards)[number]) => number) => shards.reduce((n, s) => n + f(s), 0);
-  const d = (await getFeed(kv, id)).value;
+  const [d, f] = await Promise.all([
+    getFeed(kv, id).then((e) => e.value),
+    getFollow(kv, id).then((e) => e.value),
+  ]);
   const itemsStored = await storedCount(kv, id, shards);
   const from = crawl.startedAt ?? crawl.createdAt;
   const elapsedS = Math.max(0.001, ((crawl.finishedAt ?? now) - from) / 1000);
@@ -212,6 +236,19 @@ export async function crawlStatus(
       })
       : null,
     learned: crawl.learned ?? null,
+    follow: f
+      ? {
+        lagSeconds: lagSeconds(f, now),
+        changesBehind: f.behind,
+        applied: f.applied,
+        head: f.head,
+        checkedAt: iso(f.checkedAt)!,
+        verifiedAt: iso(f.verify?.verifiedAt ?? crawl.finishedAt),
+        roundChecked: f.verify?.next ?? 0,
+        repaired: f.verify?.repaired ?? 0,
+        lastRepair: f.verify?.lastRepair ?? null,
+      }
+      : null,
     createdAt: iso(crawl.createdAt)!,
     startedAt: iso(crawl.startedAt),
     finishedAt: iso(crawl.finishedAt),

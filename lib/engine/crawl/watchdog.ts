@@ -6,7 +6,7 @@
  * @module
  */
 import type { Source } from "../../plan/source.ts";
-import { catchUp } from "./catch_up.ts";
+import { followTick } from "./follow.ts";
 import { checkCompletion } from "./completion.ts";
 import { deleteCrawl } from "./lifecycle.ts";
 import type { Dispatcher } from "./planning.ts";
@@ -39,7 +39,7 @@ export interface WatchdogDeps {
  */
 export async function watchdog(
   deps: WatchdogDeps,
-  options: { stallMs?: number; now?: () => number } = {},
+  options: { stallMs?: number; now?: () => number; verifyEveryMs?: number } = {},
 ): Promise<number> {
   const now = (options.now ?? Date.now)();
   const stallMs = options.stallMs ?? 60_000;
@@ -50,9 +50,12 @@ export async function watchdog(
       continue;
     }
     if (crawl.status === "done" && crawl.follow && deps.openSource && crawl.startSeq !== null) {
-      // Followed crawls stay equal to the registry: each tick applies the changes since the last.
-      await catchUp({ kv: deps.kv, source: deps.openSource(crawl) }, crawl.id, {
+      // Followed crawls stay equal to the registry: each tick applies the changes since the last
+      // (on Deploy this is the follower; locally `serve` ticks them more often).
+      await followTick({ kv: deps.kv, source: deps.openSource(crawl) }, crawl.id, {
         now: options.now,
+        dispatcher: deps.dispatcher,
+        verifyEveryMs: options.verifyEveryMs,
       }).catch(() => {}); // a failing feed is tried again on the next tick
       continue;
     }

@@ -8,7 +8,7 @@
  * @module
  */
 import type { Source } from "../../plan/source.ts";
-import { watchdog } from "../crawl/mod.ts";
+import { followLoop, type FollowLoopOptions, watchdog } from "../crawl/mod.ts";
 import type { Dispatcher } from "../crawl/mod.ts";
 import {
   LeaseDispatcher,
@@ -70,6 +70,13 @@ export interface RuntimeOptions {
   log?: (line: string) => void;
   /** Clock in epoch milliseconds. @default Date.now */
   now?: () => number;
+  /**
+   * Follows every done crawl created with `follow` from this process (`follow_loop.ts`: its
+   * changes applied, its lag recorded, its ranges re-proven); with `pollMs: 0` or null, only the
+   * watchdog's tick follows them (Deploy, where no process lives between requests), with this
+   * `verifyEveryMs`. @default null
+   */
+  follow?: FollowLoopOptions | null;
 }
 
 /** A running engine: its dispatcher and the hooks entry points call. */
@@ -88,6 +95,11 @@ export interface Runtime {
    * with what it did; nothing in queue mode (all zero).
    */
   leaseTick(ms: number): Promise<LeaseWorkerStats>;
+  /**
+   * Follows done crawls from this process until `signal` aborts (`follow_loop.ts`), with this
+   * runtime's store, sources and dispatcher; ends before `close()` returns.
+   */
+  follow(signal: AbortSignal, options?: FollowLoopOptions): Promise<void>;
   /** Runs one lease worker with this runtime's hooks until `options` say stop. */
   runWorker(options?: LeaseWorkerOptions): Promise<LeaseWorkerStats>;
   /**
@@ -144,6 +156,21 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       options.onProcessError(err);
       return { claims: 0, shardsDone: 0, errors: 1, idleSleeps: 0 };
     });
+  // A follower holds the process's heartbeat while it runs: its feed lease (in this process's
+  // name) is free at once when the process dies, and held while it lives.
+  const follow = (signal: AbortSignal, o: FollowLoopOptions) =>
+    beat.acquire().then((release) =>
+      followLoop({ kv, openSource }, signal, {
+        dispatcher,
+        now: options.now,
+        owner: beat.owner("follow"),
+        ...o,
+      }).finally(release)
+    );
+  const following = options.follow && options.follow.pollMs !== 0
+    ? follow(stop.signal, options.follow)
+    : null;
+  if (following) background.push(following);
   if (options.dispatch === "queue") {
     background.push(listenQueue(deps, options, { beat, stopping: () => stop.signal.aborted }));
   } else {
@@ -160,11 +187,16 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         dispatcher,
         openSource,
         onFinished: (crawlId) => options.onEvent?.({ kind: "crawl-done", crawlId }),
-      }, { stallMs: o.stallMs, now: options.now }),
+      }, { stallMs: o.stallMs, now: options.now, verifyEveryMs: options.follow?.verifyEveryMs }),
     leaseTick: (ms) =>
       options.dispatch === "lease"
         ? worker({ maxRunMs: ms, exitWhenIdle: true })
         : Promise.resolve({ claims: 0, shardsDone: 0, errors: 0, idleSleeps: 0 }),
+    follow: (signal, o = {}) => {
+      const run = follow(AbortSignal.any([stop.signal, signal]), o);
+      background.push(run.catch(() => {}));
+      return run;
+    },
     runWorker: (o) => worker(o),
     acquire: () => beat.acquire(),
     ownerName: (l) => beat.owner(l),
@@ -174,6 +206,8 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       // end at their next step (a page they still commit is refused if another worker took the
       // shard). The queue listener ends only when KV closes.
       await beat.stop();
+      // A follow tick under way ends before the store closes.
+      if (following) await following.catch(() => {});
       if (options.dispatch === "lease") await Promise.allSettled(background);
     },
     finished: Promise.allSettled(background).then(() => {}),

@@ -8,6 +8,7 @@
  *     ["planning", crawlId]               PlanningState (who plans it, failed attempts)
  *     ["feed", crawlId]                   DriftState (its change feed: sequence, counts, lease)
  *     ["finish", crawlId]                 FinishState (who runs the crawl's final check)
+ *     ["follow", crawlId]                 FollowState (how far behind a followed crawl is)
  *     ["shard", crawlId, shardId]         ShardRecord (range, cursor, counters, lease, failures)
  *     ["item", crawlId, idKeyPart]        item record bytes (see item_codec.ts)
  *     ["block", crawlId, firstId]         a keys-only page's rows, packed (see item_blocks.ts)
@@ -29,6 +30,7 @@ export const keys = {
   planning: (crawlId: string): Deno.KvKey => ["planning", crawlId],
   feed: (crawlId: string): Deno.KvKey => ["feed", crawlId],
   finish: (crawlId: string): Deno.KvKey => ["finish", crawlId],
+  follow: (crawlId: string): Deno.KvKey => ["follow", crawlId],
   shard: (crawlId: string, shard: number): Deno.KvKey => ["shard", crawlId, shard],
   shards: (crawlId: string): Deno.KvKey => ["shard", crawlId],
   item: (crawlId: string, part: Deno.KvKeyPart): Deno.KvKey => ["item", crawlId, part],

@@ -135,6 +135,51 @@ export interface DriftState {
   caughtUpAt: number | null;
 }
 
+/**
+ * How far behind the registry a crawl that follows its changes is (`["follow", crawlId]`), as its
+ * last follow tick saw it: written by whoever ticks (one record, last writer wins).
+ */
+export interface FollowState {
+  /** The registry's `update_seq` last read (or the feed's end, when the tick reached it). */
+  head: string | null;
+  /**
+   * Since when the registry was seen ahead of what the crawl applied, epoch ms; null once caught
+   * up to it.
+   */
+  behindSince: number | null;
+  /**
+   * Changes between what was applied and the head, where known: 0 when caught up, the feed's
+   * `pending`, or the difference of integer sequences (an estimate: sequences are opaque).
+   */
+  behind: number | null;
+  /** How long the last catch-up took from first seeing the registry ahead, in milliseconds. */
+  lastLagMs: number;
+  /** Changes applied by following since the crawl was done. */
+  applied: number;
+  /** When the follower last looked, epoch ms. */
+  checkedAt: number;
+  /** The copy re-proven while following (`reprove.ts`); absent before the first tick. */
+  verify?: FollowVerify;
+}
+
+/** Where the re-proof of a followed crawl stands: a round over every range, spread in time. */
+export interface FollowVerify {
+  /** When this round began, epoch ms. */
+  roundStartedAt: number;
+  /** Ranges of this round checked so far, in shard id order. */
+  next: number;
+  /** Ranges left undecided (changes landed while they were counted), with their tries so far. */
+  retry: { id: number; tries: number }[];
+  /** Ranges this round gave up deciding (the round cannot prove the copy whole). */
+  undecided: number;
+  /** When every range was last proven, epoch ms: a whole round, or the final check. */
+  verifiedAt: number | null;
+  /** Ranges found wrong while following, and listed again. */
+  repaired: number;
+  /** What the last repair was about, or null. */
+  lastRepair: string | null;
+}
+
 /** Who runs the final check of a crawl (`["finish", crawlId]`): one runner at a time. */
 export interface FinishState {
   /** The check's runner and until when, or null once it gave it back. */

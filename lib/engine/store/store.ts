@@ -24,6 +24,8 @@ export type {
   CrawlStatus,
   DriftState,
   FinishState,
+  FollowState,
+  FollowVerify,
   InFlight,
   Lease,
   PlanningState,
@@ -35,6 +37,7 @@ export { newShard, relisted } from "./records.ts";
 import type {
   CrawlRecord,
   DriftState,
+  FollowState,
   PlanningState,
   ShardRecord,
   SplitRecord,
@@ -70,6 +73,19 @@ export async function getPlanning(
 /** Forgets how a crawl's planning went (its attempts start afresh). */
 export async function clearPlanning(kv: Deno.Kv, crawlId: string): Promise<void> {
   await kvOp(() => kv.delete(keys.planning(crawlId)));
+}
+
+/** How far behind a followed crawl is (absent before its first follow tick). */
+export async function getFollow(
+  kv: Deno.Kv,
+  crawlId: string,
+): Promise<Deno.KvEntryMaybe<FollowState>> {
+  return await kvOp(() => kv.get<FollowState>(keys.follow(crawlId)));
+}
+
+/** Records what a follow tick saw (one write; the last tick's view wins). */
+export async function setFollow(kv: Deno.Kv, crawlId: string, state: FollowState): Promise<void> {
+  await kvOp(() => kv.set(keys.follow(crawlId), state));
 }
 
 /** The change feed record of a crawl (absent before its first catch-up). */
@@ -376,7 +392,8 @@ export async function deleteCrawlData(
       deleted += found.length;
     }
   }
-  const own = (await kvOp(() => kv.getMany([keys.planning(id), keys.feed(id), keys.finish(id)])))
+  const owned = [keys.planning(id), keys.feed(id), keys.finish(id), keys.follow(id)];
+  const own = (await kvOp(() => kv.getMany(owned)))
     .filter((e) => e.versionstamp !== null).map((e) => e.key);
   deleted += own.length;
   const res = await kvOp(async () => {

@@ -1,0 +1,201 @@
+/**
+ * The CLI's side of following (`deno task crawl --follow`) and of refreshing a done crawl (the same
+ * command run again): the engine's follow ticks (`follow.ts`), with what they did told in lines
+ * and in the progress display.
+ *
+ * @module
+ */
+import { errorLine, FatalError, InputError } from "../base/errors.ts";
+import {
+  type CrawlRecord,
+  crawlStatus,
+  findCrawl,
+  FOLLOW_POLL,
+  followTick,
+  type Runtime,
+} from "../engine/mod.ts";
+import type { Source } from "../plan/source.ts";
+import { followLine, type Progress } from "./progress.ts";
+
+/** What a refresh of a done crawl applied. */
+export interface Refreshed {
+  /** Changes applied. */
+  applied: number;
+  /** The sequence the crawl stood at before, and stands at now. */
+  fromSeq: string;
+  toSeq: string;
+}
+
+/** Follow ticks a refresh makes at most (each applies up to `FOLLOW_MAX_CHANGES`). */
+const REFRESH_TICKS = 10_000;
+
+/** How long a refresh waits for another process that holds the feed, in ms (its lease's length). */
+const REFRESH_WAIT_MS = 35_000;
+
+/**
+ * Catches a done crawl up from the sequence it stands at (not a new crawl), and says in one line
+ * what it applied. Null when the crawl has no usable change feed (said in a line too). A registry
+ * whose feed cannot take the crawl from there (replaced, rolled back, refusing) is one line that
+ * offers the re-crawl, as an {@linkcode InputError}.
+ */
+export async function refreshDone(
+  kv: Deno.Kv,
+  source: Source,
+  crawl: CrawlRecord,
+  o: {
+    log: (line: string) => void;
+    now?: () => number;
+    kvPath: string;
+    /** This process's name in the feed's lease (a live process's, see `Runtime.ownerName`). */
+    owner?: string;
+    /** Sleeps while another process holds the feed (injected in tests). @default setTimeout */
+    sleep?: (ms: number) => Promise<void>;
+  },
+): Promise<Refreshed | null> {
+  if (crawl.startSeq === null || crawl.driftError) {
+    o.log(
+      `crawl ${crawl.id} was already done; its registry has no usable change feed, so it is ` +
+        "not refreshed (delete the KV file or use another --crawl-id to crawl it again)",
+    );
+    return null;
+  }
+  let applied = 0;
+  const fromSeq = (await crawlStatus(kv, crawl.id)).drift?.seq ?? crawl.startSeq;
+  let toSeq = fromSeq;
+  const sleep = o.sleep ?? ((ms: number) => new Promise((r) => setTimeout(r, ms)));
+  let waited = 0;
+  for (let i = 0; i < REFRESH_TICKS; i++) {
+    let tick;
+    try {
+      tick = await followTick({ kv, source }, crawl.id, {
+        now: o.now,
+        owner: o.owner,
+        verifyEveryMs: 0,
+      });
+    } catch (err) {
+      throw new InputError(
+        `crawl ${crawl.id} cannot be refreshed from seq ${toSeq}: ${errorLine(err)}; to crawl ` +
+          `the registry again from scratch, use another --crawl-id (or delete ${o.kvPath})`,
+        { cause: err },
+      );
+    }
+    if (!tick) break;
+    if (!tick.ran) {
+      // Another live process is catching it up (a follower): its lease is renewed each batch.
+      if (waited >= REFRESH_WAIT_MS) {
+        throw new FatalError(
+          `crawl ${crawl.id} is being caught up by another process (following it?); stop that ` +
+            "one or let it follow",
+        );
+      }
+      await sleep(500);
+      waited += 500;
+      continue;
+    }
+    applied += tick.applied;
+    toSeq = tick.seq;
+    if (tick.atEnd) break;
+  }
+  const since = crawl.finishedAt === null
+    ? ""
+    : ` (done ${new Date(crawl.finishedAt).toISOString()})`;
+  o.log(
+    applied === 0
+      ? `crawl ${crawl.id} was already done${since} and is current: no change since seq ${toSeq}`
+      : `refreshed crawl ${crawl.id}${since}: applied ${applied} changes, now at seq ${toSeq}`,
+  );
+  return { applied, fromSeq, toSeq };
+}
+
+/** Options of {@linkcode followRun}. */
+export interface FollowRunOptions {
+  /** Ends following. */
+  signal: AbortSignal;
+  /** Progress display (its line shows the lag). */
+  progress?: Progress;
+  /** One-line log messages. */
+  log: (line: string) => void;
+  /** Pause between looks while the registry changes, ms. @default FOLLOW_POLL.pollMs */
+  pollMs?: number;
+  /** Longest pause between looks at an idle registry, ms. @default FOLLOW_POLL.idleMs */
+  idleMs?: number;
+  /** Every range re-proven at least this often, ms; 0: never. @default 10 minutes */
+  verifyEveryMs?: number;
+  /** Runs the watchdog (queue mode: a range repaired while following is finished by it). */
+  watchdogTick?: () => Promise<unknown>;
+}
+
+/**
+ * Follows crawl `crawlId` until `options.signal` aborts: its changes applied as they come, its
+ * lag in the progress line, its ranges re-proven, a range found wrong listed again by the
+ * runtime's workers (the crawl is `running` meanwhile). Throws a one-line error when the crawl
+ * fails meanwhile (a repair that could not be made).
+ */
+export async function followRun(
+  deps: { kv: Deno.Kv; runtime: Runtime },
+  crawlId: string,
+  options: FollowRunOptions,
+): Promise<void> {
+  const { kv, runtime } = deps;
+  const { log, signal } = options;
+  const crawl = await findCrawl(kv, crawlId);
+  if (crawl?.startSeq === null || crawl?.driftError) {
+    log("the registry has no usable change feed; nothing to follow");
+    return;
+  }
+  log(
+    `following the registry's changes (every ${options.pollMs ?? FOLLOW_POLL.pollMs} ms while ` +
+      `it changes, up to ${options.idleMs ?? FOLLOW_POLL.idleMs} ms idle; Ctrl-C to stop)`,
+  );
+  const stop = new AbortController();
+  const ended = AbortSignal.any([signal, stop.signal]);
+  let failure: Error | null = null;
+  let lastError = "";
+  const loop = runtime.follow(ended, {
+    only: crawlId,
+    pollMs: options.pollMs,
+    idleMs: options.idleMs,
+    verifyEveryMs: options.verifyEveryMs,
+    onTick: (_c, tick, err) => {
+      if (err) {
+        const line = errorLine(err);
+        if (line !== lastError) log(`follow: ${line}; trying again`);
+        lastError = line;
+        return;
+      }
+      lastError = "";
+      if (tick && tick.applied > 0 && !options.progress) {
+        log(`applied ${tick.applied} changes (seq ${tick.seq})`);
+      }
+      if (tick && tick.reopened > 0) log(`repairing: ${tick.state.verify?.lastRepair}`);
+    },
+  });
+  // The watcher: the progress line, and the end of a repair that failed.
+  let lastWatch = performance.now();
+  while (!ended.aborted) {
+    const report = await crawlStatus(kv, crawlId);
+    if (report.status === "failed") {
+      failure = new FatalError(`crawl ${crawlId} failed while following: ${report.error}`);
+      stop.abort();
+      break;
+    }
+    if (report.status === "done") options.progress?.update(report);
+    if (report.status === "running" && performance.now() - lastWatch > 5000) {
+      lastWatch = performance.now();
+      await options.watchdogTick?.();
+    }
+    await new Promise<void>((resolve) => {
+      const t = setTimeout(done, 1000);
+      ended.addEventListener("abort", done, { once: true });
+      function done() {
+        clearTimeout(t);
+        ended.removeEventListener("abort", done);
+        resolve();
+      }
+    });
+  }
+  await loop;
+  if (failure) throw failure;
+  const last = await crawlStatus(kv, crawlId);
+  if (last.follow) log(`${crawlId} ${followLine(last.follow, Date.now())}`);
+}

@@ -1,0 +1,107 @@
+/**
+ * The follower of a process that lives (the CLI's `--follow`, `serve` off Deploy): ticks every
+ * followed crawl (`follow.ts`), each on its own pace, `pollMs` while its registry changes and up
+ * to `idleMs` while it does not, until stopped. On Deploy the watchdog's cron tick is the follower
+ * instead (`watchdog.ts`).
+ *
+ * @module
+ */
+import type { Source } from "../../plan/source.ts";
+import {
+  FOLLOW_POLL,
+  type FollowOptions,
+  followPauseMs,
+  type FollowTick,
+  followTick,
+} from "./follow.ts";
+import { type CrawlRecord, listCrawls } from "../store/mod.ts";
+
+/** How often a loop looks for crawls newly done (or newly created with `follow`), in ms. */
+const LOOK_FOR_NEW_MS = 1000;
+
+/** Options of {@linkcode followLoop}. */
+export interface FollowLoopOptions extends Omit<FollowOptions, "sleep"> {
+  /** Pause between looks at a crawl whose registry changes, ms. @default FOLLOW_POLL.pollMs */
+  pollMs?: number;
+  /** Longest pause between looks at an idle registry, ms. @default FOLLOW_POLL.idleMs */
+  idleMs?: number;
+  /** Follow only this crawl (the CLI), whether or not it was created with `follow`. */
+  only?: string;
+  /** Told after each tick of a crawl, or its failure. @default none */
+  onTick?: (crawl: CrawlRecord, tick: FollowTick | null, error?: unknown) => void;
+}
+
+/**
+ * Ticks followed crawls until `signal` aborts (see the module comment); a failing tick is told
+ * to `onTick` and tried again at the crawl's next look. Crawls followed are those `done` and
+ * created with `follow` (or `only`).
+ */
+export async function followLoop(
+  deps: { kv: Deno.Kv; openSource: (crawl: CrawlRecord) => Source },
+  signal: AbortSignal,
+  options: FollowLoopOptions = {},
+): Promise<void> {
+  const now = options.now ?? Date.now;
+  const pollMs = options.pollMs ?? FOLLOW_POLL.pollMs;
+  const owner = options.owner ?? `follow-${crypto.randomUUID()}`;
+  const pace = new Map<string, { pauseMs: number; nextAt: number }>();
+  while (!signal.aborted) {
+    // A crawl done meanwhile is looked for every second, not only at the next idle look.
+    let soonest = now() + Math.min(LOOK_FOR_NEW_MS, options.idleMs ?? FOLLOW_POLL.idleMs);
+    try {
+      for (const crawl of await followed(deps.kv, options.only)) {
+        if (signal.aborted) break;
+        const p = pace.get(crawl.id) ?? { pauseMs: 0, nextAt: 0 };
+        if (p.nextAt <= now()) {
+          let tick: FollowTick | null = null;
+          try {
+            tick = await followTick({ kv: deps.kv, source: deps.openSource(crawl) }, crawl.id, {
+              ...options,
+              owner,
+            });
+            options.onTick?.(crawl, tick);
+          } catch (err) {
+            options.onTick?.(crawl, null, err);
+          }
+          p.pauseMs = followPauseMs(p.pauseMs, tick, options);
+          p.nextAt = now() + p.pauseMs;
+          pace.set(crawl.id, p);
+        }
+        soonest = Math.min(soonest, p.nextAt);
+      }
+    } catch (err) {
+      options.onTick?.({ id: options.only ?? "*" } as CrawlRecord, null, err);
+      soonest = now() + pollMs;
+    }
+    await pause(Math.max(0, soonest - now()), signal);
+  }
+}
+
+/** The crawls a loop follows now. */
+async function followed(kv: Deno.Kv, only: string | undefined): Promise<CrawlRecord[]> {
+  return (await listCrawls(kv)).filter((c) =>
+    c.status === "done" && c.startSeq !== null && (only === undefined ? c.follow : c.id === only)
+  );
+}
+
+/** Waits `ms`, or until `signal` aborts. */
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const t = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+    function done() {
+      clearTimeout(t);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+  });
+}
+
+/** One line about a tick worth telling a person (changes applied, ranges repaired), or null. */
+export function describeTick(tick: FollowTick): string | null {
+  const parts: string[] = [];
+  if (tick.applied > 0) parts.push(`applied ${tick.applied} changes (seq ${tick.seq})`);
+  if (tick.reopened > 0) parts.push(`repairing: ${tick.state.verify?.lastRepair ?? ""}`);
+  return parts.length > 0 ? parts.join("; ") : null;
+}

@@ -1,0 +1,147 @@
+/**
+ * The copy kept proven while it follows: a crawl that is `done` and follows its registry has its
+ * ranges held against the registry's ranks again on a schedule, with the rules of the final check
+ * (`final_rounds.ts`: small ranges by one listing of their rows, the others by ranks, each decided
+ * only by what the changes that landed meanwhile cannot explain). Every range is checked at least
+ * once per `verifyEveryMs`, spread over the period (a 16-shard crawl checked every 10 minutes costs
+ * one range every 37 s), one follow tick at a time, with the feed held at the sequence the tick
+ * applied it to.
+ *
+ * A range left undecided (the registry changed inside it while it was counted) is tried again at
+ * the next ticks, a few times. A range found wrong puts the crawl back to `running` with that range
+ * listed again: the engine's own repair, which ends with the final check proving every range and
+ * the crawl `done` again (and `verifiedAt` then). A round whose every range was proven is the copy
+ * proven whole: `verifiedAt`.
+ *
+ * @module
+ */
+import type { Source } from "../../plan/source.ts";
+import type { FeedClaim } from "./catch_up.ts";
+import { checkShards, type Pass, settle } from "./final_rounds.ts";
+import { transition } from "./lifecycle.ts";
+import type { Dispatcher } from "./planning.ts";
+import { RangeParts } from "./range_parts.ts";
+import { type CrawlRecord, type FollowVerify, listShards } from "../store/mod.ts";
+
+/** How often every range of a followed crawl is re-proven by default, in milliseconds. */
+export const VERIFY_EVERY_MS = 600_000;
+
+/** Ranges one tick re-proves at most (the rest are due at the next ticks). */
+const RANGES_PER_TICK = 32;
+
+/** Tries of a range left undecided before its round gives up on it. */
+const UNDECIDED_TRIES = 5;
+
+/** Options of {@linkcode reproveDue}. */
+export interface ReproveOptions {
+  /** Every range re-proven at least this often, in milliseconds. @default VERIFY_EVERY_MS */
+  verifyEveryMs?: number;
+  /** Clock, epoch ms. @default Date.now */
+  now?: () => number;
+  /** Where a range found wrong goes to be listed again (lease workers find it without). */
+  dispatcher?: Dispatcher;
+}
+
+/** What a re-proof tick did. */
+export interface ReproveResult {
+  /** Where the re-proof stands now (to be stored by the caller). */
+  verify: FollowVerify;
+  /** Ranges checked by this tick. */
+  checked: number;
+  /** Ranges found wrong and listed again by this tick (the crawl is `running` again then). */
+  reopened: number;
+}
+
+/**
+ * The re-proof state of a crawl the first time it follows, or after it was done again: the final
+ * check proved every range when the crawl was marked done.
+ */
+export function freshVerify(crawl: CrawlRecord, prior?: FollowVerify): FollowVerify {
+  return {
+    roundStartedAt: crawl.finishedAt ?? crawl.updatedAt,
+    next: 0,
+    retry: [],
+    undecided: 0,
+    verifiedAt: crawl.finishedAt,
+    repaired: prior?.repaired ?? 0,
+    lastRepair: prior?.lastRepair ?? null,
+  };
+}
+
+/**
+ * Re-proves the ranges due now (see the module comment), with the feed held by `claim` and
+ * applied to its end. Ranges checked are those left undecided before, then the next ones of the
+ * round, as many as the time since the round began makes due (at most 32 a tick).
+ */
+export async function reproveDue(
+  deps: { kv: Deno.Kv; source: Source },
+  claim: FeedClaim,
+  prior: FollowVerify,
+  options: ReproveOptions = {},
+): Promise<ReproveResult> {
+  const now = options.now ?? Date.now;
+  const everyMs = Math.max(1, options.verifyEveryMs ?? VERIFY_EVERY_MS);
+  const id = claim.crawl.id;
+  const shards = await listShards(deps.kv, id);
+  const n = shards.length;
+  const elapsed = Math.max(0, now() - prior.roundStartedAt);
+  const retries = prior.retry.slice(0, RANGES_PER_TICK);
+  const dueNow = Math.min(n, Math.ceil(n * elapsed / everyMs)) - prior.next;
+  const take = Math.max(0, Math.min(dueNow, RANGES_PER_TICK - retries.length));
+  const fresh = shards.slice(prior.next, prior.next + take);
+  const byId = new Map(shards.map((e) => [e.value.id, e]));
+  const todo = [...retries.map((r) => byId.get(r.id)).filter((e) => e !== undefined), ...fresh];
+  let verify: FollowVerify = { ...prior, next: prior.next + fresh.length, retry: [] };
+  let reopened = 0;
+  if (todo.length > 0) {
+    const pass: Pass = {
+      kv: deps.kv,
+      source: deps.source,
+      id,
+      o: { now, dispatcher: options.dispatcher },
+      feed: claim,
+      applied: 0,
+      proven: new Set(),
+      parts: new RangeParts(),
+    };
+    const verdicts = await checkShards(pass, todo, claim.entry.value.seq);
+    const tries = new Map(retries.map((r) => [r.id, r.tries]));
+    for (const v of verdicts) {
+      if (v.verdict !== "undecided") continue;
+      const t = (tries.get(v.id) ?? 0) + 1;
+      if (t < UNDECIDED_TRIES) verify.retry.push({ id: v.id, tries: t });
+      else verify.undecided++;
+    }
+    const wrong = verdicts.filter((v) => v.verdict === "mismatch");
+    if (wrong.length > 0) {
+      const detail = `${wrong.length} range(s) found wrong while following ` +
+        `(${
+          wrong.map((v) => `shard ${v.id}: ${v.stored} stored, ${v.span} listed`).join("; ")
+        }): ` +
+        "listing again";
+      // The crawl is running before its ranges are opened: a crash between the two leaves a
+      // running crawl whose final check finds them again, never a done crawl with an open shard.
+      await transition(deps.kv, id, "running", (s) => s === "done", {
+        now,
+        patch: { verification: { status: "pending", detail } },
+      });
+      reopened = await settle(deps.kv, id, todo, wrong, {
+        now,
+        dispatcher: options.dispatcher,
+        at: claim.entry.value.seq,
+      });
+      verify = { ...verify, repaired: verify.repaired + wrong.length, lastRepair: detail };
+    }
+  }
+  if (verify.next >= n && verify.retry.length === 0 && reopened === 0) {
+    // A round over: proven whole when every range was decided equal.
+    verify = {
+      ...verify,
+      verifiedAt: verify.undecided === 0 ? now() : verify.verifiedAt,
+      roundStartedAt: now(),
+      next: 0,
+      undecided: 0,
+    };
+  }
+  return { verify, checked: todo.length, reopened };
+}

@@ -1,0 +1,83 @@
+/**
+ * The CLI's refresh of a done crawl (`follow_run.ts`): the same command a day later catches the
+ * crawl up from its sequence, saying what it applied; a registry replaced since is one line that
+ * offers the re-crawl.
+ */
+import assert from "node:assert/strict";
+import { InputError } from "../lib/base/errors.ts";
+import { refreshDone } from "../lib/cli/follow_run.ts";
+import { checkCompletion } from "../lib/engine/crawl/completion.ts";
+import { crawlStatus } from "../lib/engine/crawl/status.ts";
+import { getCrawl, getFollow } from "../lib/engine/store/store.ts";
+import { MemorySource } from "../lib/sources/memory_source.ts";
+import { begin, finishAll, spec } from "./engine_helpers.ts";
+import { assertCrawledExactly, dataOf, randomKeys } from "./helpers.ts";
+
+const ASCII = "abcdefghijklmnop-".split("");
+const DAY_MS = 86_400_000;
+
+Deno.test("refresh: a done crawl run again a day later applies exactly the changes since, and says so", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const data = dataOf(randomKeys(900, ASCII, 91, 6));
+  const source = new MemorySource(data, { maxPage: 100 });
+  const { id } = await begin(kv, source, spec({ shards: 4 }));
+  await finishAll(kv, source, id);
+  assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
+  const crawl = (await getCrawl(kv, id)).value!;
+  const seqBefore = data.updateSeq;
+  // A day of changes: inserts, updates, deletions, one id changed several times.
+  for (let i = 0; i < 40; i++) data.put(`day-${i}`);
+  for (const k of data.keys.slice(100, 110)) data.put(k);
+  for (const k of data.keys.slice(200, 205)) data.delete(k);
+  data.put("day-0");
+  // The feed names an id once for all its changes since (day-0 twice: one row).
+  const rows = data.changes(seqBefore, 10_000).results.length;
+  assert.equal(rows, 55);
+  const lines: string[] = [];
+  const later = crawl.finishedAt! + DAY_MS;
+  const res = await refreshDone(kv, source, crawl, {
+    log: (l) => lines.push(l),
+    now: () => later,
+    kvPath: "crawl.kv",
+  });
+  assert.equal(res?.applied, rows);
+  assert.equal(res!.toSeq, String(data.updateSeq));
+  assert.deepEqual(lines, [
+    `refreshed crawl ${id} (done ${new Date(crawl.finishedAt!).toISOString()}): applied ` +
+    `${res!.applied} changes, now at seq ${data.updateSeq}`,
+  ]);
+  await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k) });
+  assert.equal((await getFollow(kv, id)).value!.checkedAt, later, "the injected clock is used");
+  assert.equal((await crawlStatus(kv, id)).status, "done");
+  // Again at once: nothing since.
+  lines.length = 0;
+  const again = await refreshDone(kv, source, (await getCrawl(kv, id)).value!, {
+    log: (l) => lines.push(l),
+    now: () => later + 1000,
+    kvPath: "crawl.kv",
+  });
+  assert.equal(again!.applied, 0);
+  assert.match(lines[0], /was already done .* and is current: no change since seq /);
+});
+
+Deno.test("refresh: a registry replaced since the crawl is one line that offers the re-crawl", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const data = dataOf(randomKeys(600, ASCII, 92, 6));
+  const source = new MemorySource(data, { maxPage: 100 });
+  const { id } = await begin(kv, source, spec({ shards: 4 }));
+  await finishAll(kv, source, id);
+  assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
+  // Restored from an old backup: other revisions, a lower sequence.
+  data.replace(randomKeys(500, ASCII, 93, 6));
+  const err = await refreshDone(kv, source, (await getCrawl(kv, id)).value!, {
+    log: () => {},
+    kvPath: "my.kv",
+  }).then(() => null, (e) => e);
+  assert.ok(err instanceof InputError, String(err));
+  assert.match(
+    err.message,
+    /^crawl \S+ cannot be refreshed from seq \d+: the registry at .* was replaced or rolled back .*; to crawl the registry again from scratch, use another --crawl-id \(or delete my\.kv\)$/,
+  );
+  assert.ok(!err.message.includes("\n"));
+  assert.equal((await crawlStatus(kv, id)).status, "done", "the stored copy stays as it was");
+});
