@@ -24,6 +24,7 @@ import {
   type ProfileOptions,
 } from "../lib/sim/registry_profile.ts";
 import { loadKeys } from "../lib/sim/load_keys.ts";
+import { parseChurnSchedule, runChurn } from "../lib/sim/churn_schedule.ts";
 
 const FLAGS = {
   names: { type: "string", value: "FILE", help: "keys, one a line (.gz read too)" },
@@ -76,6 +77,12 @@ const FLAGS = {
     default: "150000",
   },
   churn: { type: "string", value: "N", help: "random changes per second", default: "0" },
+  "churn-schedule": {
+    type: "string",
+    value: "LIST",
+    help: "changes in phases, RATExSECONDS,… (the last may run on): 20x300,200x60,20 is a soak " +
+      "with a minute's burst",
+  },
   "churn-kinds": {
     type: "string",
     value: "LIST",
@@ -246,12 +253,28 @@ runMain(async () => {
     ...profileFlags(f),
     docsPort: intFlag("docs-port", f["docs-port"], { fallback: 0, min: 0, max: 65535 }),
   });
-  const churn = numberFlag("churn", f.churn, { fallback: 0, min: 0 });
-  if (churn > 0) {
-    const rand = prng(seed + 1);
+  const churn = numberFlag("churn", f.churn, { fallback: 0, min: 0, max: 100_000 });
+  if (churn > 0 && f["churn-schedule"] !== undefined) {
+    throw new UsageError("--churn and --churn-schedule are one or the other");
+  }
+  const schedule = f["churn-schedule"] !== undefined
+    ? parseChurnSchedule(f["churn-schedule"])
+    : churn > 0
+    ? [{ perSecond: churn, seconds: null }]
+    : [];
+  if (schedule.length > 0) {
     const kinds = listFlag("churn-kinds", f["churn-kinds"] ?? CHURN_KINDS.join(","), CHURN_KINDS);
     // Changes come one at a time, spread over each second, as a live registry's do.
-    setInterval(() => data.churn(1, rand, kinds), 1000 / churn);
+    runChurn(data, schedule, {
+      rand: prng(seed + 1),
+      kinds,
+      onPhase: (p) =>
+        console.log(
+          `churn: ${p.perSecond} changes a second${
+            p.seconds === null ? "" : ` for ${p.seconds} s`
+          } (from update_seq ${data.updateSeq})`,
+        ),
+    }).then(() => schedule.at(-1)?.seconds !== null && console.log("churn: schedule over"));
   }
   if (f["replace-after-s"] !== undefined) {
     const after = numberFlag("replace-after-s", f["replace-after-s"], { fallback: 0, min: 0 });

@@ -21,7 +21,7 @@ const have = havePouchdb;
 
 const VIEW = "t/v";
 // Letters of the BMP below and above U+E000 and astral ones: pouchdb orders strings and docids by
-// UTF-16 code unit, so astral characters sort before U+E000..U+FFFF (see README "Views").
+// UTF-16 code unit, so astral characters sort before U+E000..U+FFFF (see docs/design.md, "Views").
 const CHARS = ["a", "b", "k", "z", "-", "é", "ж", "中", "\u{1f600}", "\ue000", "\uff21", "0", "A"];
 
 /** Documents whose `keys` the view emits, one row each (see the module comment). */

@@ -129,7 +129,7 @@ export function settle(
         throw new FatalError(
           `${description}: rows are not in the ${c.collation} order rankcrawl implements for ` +
             `it: ${JSON.stringify(raw[k - 1]?.key ?? null)} then ` +
-            `${JSON.stringify(raw[k].key)}; see README "Views"`,
+            `${JSON.stringify(raw[k].key)}; see docs/design.md, "Views"`,
         );
       }
       prev = id;

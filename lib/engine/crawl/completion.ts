@@ -213,7 +213,7 @@ async function viewHeldStill(source: Source, viewSeq: string): Promise<void> {
   throw new FatalError(
     `the registry changed while this view was crawled (update_seq ${viewSeq}, now ${now}): views ` +
       "have no catch-up, so the crawl cannot be proven; crawl it again while the registry holds " +
-      "still (README, Views)",
+      "still (docs/design.md, Views)",
   );
 }
 

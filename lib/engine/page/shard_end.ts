@@ -41,7 +41,7 @@ export function completenessError(
       // live registry the likeliest cause, said so.
       (range.view
         ? "; views have no catch-up, so a view whose rows change while it is crawled cannot be " +
-          "proven (README, Views)"
+          "proven (docs/design.md, Views)"
         : ""),
   );
 }
