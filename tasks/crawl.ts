@@ -18,6 +18,7 @@ import {
 } from "../lib/cli/flags.ts";
 import { DEFAULT_WORKERS, FOLLOW_POLL, MAX_WORKERS, VERIFY_EVERY_MS } from "../lib/engine/mod.ts";
 import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
+import { parseHeader } from "../lib/sources/request_headers.ts";
 import { Progress, summary } from "../lib/cli/progress.ts";
 import { SPEC_FLAGS, specFromFlags } from "../lib/cli/spec_flags.ts";
 import { checkPlanOrigin, readPlanFile } from "../lib/plan/plan_file.ts";
@@ -77,6 +78,12 @@ const FLAGS = {
     value: "POLICY",
     help: "follow redirects to the same origin only, or to any http(s) URL",
     default: "same-origin",
+  },
+  header: {
+    type: "string",
+    value: "'[HOST=]Name: value'",
+    help: "add a header to every request (or to HOST's only); repeatable; values never logged",
+    multiple: true,
   },
   "max-attempts": {
     type: "string",
@@ -166,6 +173,7 @@ runMain(async () => {
       signal: interrupt.signal,
       sourceOptions: {
         maxAttempts,
+        headers: (f.header ?? []).map(parseHeader),
         ...(redirects === "any" ? { allowRedirect: (t: URL) => /^https?:$/.test(t.protocol) } : {}),
       },
       workers,

@@ -190,6 +190,17 @@ export async function benchFollow(o: FollowBenchOptions): Promise<void> {
         exact[i],
       ]),
     ));
+    // When each follower was furthest behind in the steady phase, and for how long it was over 2 s.
+    const steadyAll = samples.filter((s) => s.phase === "steady");
+    const t0 = steadyAll[0]?.t ?? 0;
+    for (const [i, f] of followers.entries()) {
+      const worst = steadyAll.reduce((a, b) => b.lag[i] > a.lag[i] ? b : a, steadyAll[0]);
+      const over = steadyAll.filter((x) => x.lag[i] > 2000).length / 10;
+      o.log(
+        `worst steady lag of ${f.label}: ${ms(worst?.lag[i] ?? 0)} s at ` +
+          `${(((worst?.t ?? t0) - t0) / 1000).toFixed(0)} s into the phase; over 2 s for ${over} s`,
+      );
+    }
     const p99 = (i: number) => pct(lags("steady", i), 99);
     o.log(
       `\nsteady lag p99 / naive's: CLI ${(p99(0) / p99(2)).toFixed(2)}x, serve ` +

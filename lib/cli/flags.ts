@@ -22,6 +22,8 @@ export interface Flag {
   help: string;
   /** The default, as help shows it. */
   default?: string;
+  /** A string flag that may be given several times (its values in order). */
+  multiple?: boolean;
 }
 
 /** A task's flags by name. */
@@ -63,7 +65,9 @@ export function helpText(help: TaskHelp, table: FlagTable): string {
 
 /** The value types parsed from a table: strings for string flags, booleans for boolean flags. */
 export type FlagValues<T extends FlagTable> = {
-  [K in keyof T]?: T[K]["type"] extends "boolean" ? boolean : string;
+  [K in keyof T]?: T[K]["type"] extends "boolean" ? boolean
+    : T[K]["multiple"] extends true ? string[]
+    : string;
 };
 
 /** Parses `args` strictly: unknown flags and missing values become a {@linkcode UsageError}. */
@@ -82,8 +86,10 @@ export function parseFlags<T extends FlagTable>(args: string[], table: T): FlagV
   const options = Object.fromEntries(
     Object.entries(table).map(([k, f]) => [
       k,
-      f.short ? { type: f.type, short: f.short } : {
+      {
         type: f.type,
+        ...(f.short ? { short: f.short } : {}),
+        ...(f.multiple ? { multiple: true } : {}),
       },
     ]),
   );

@@ -13,6 +13,7 @@
  *
  * @module
  */
+import { headersFor, type RequestHeader } from "./request_headers.ts";
 import { HTTP_RETRY } from "../base/retry_policy.ts";
 import { PermanentError, TransientError } from "../base/errors.ts";
 import { redactUrl } from "../base/redact.ts";
@@ -61,6 +62,11 @@ export interface HttpOptions {
    * among a process's sources to bound them all. @default 4 permits, past 1 MiB, per client
    */
   largeAnswers?: { overBytes: number; permits: Semaphore };
+  /**
+   * Headers added to requests (`request_headers.ts`: per host or for all; credentials kept to
+   * their origin). Never logged. @default none (every request says `User-Agent: rankcrawl/…`)
+   */
+  headers?: readonly RequestHeader[];
 }
 
 /** The kind of registry route a URL is, for metrics: `_all_docs`, `_changes`, `_bulk_get`, `doc`. */
@@ -212,6 +218,7 @@ export class HttpClient {
       onRetry: options.onRetry,
       onExchange: options.onExchange,
       largeAnswers: options.largeAnswers ?? largeAnswers(),
+      headers: options.headers ?? [],
     };
   }
 
@@ -286,9 +293,10 @@ export class HttpClient {
           body: req.body,
           signal,
           redirect: "manual",
-          headers: req.body === undefined
-            ? { accept: "application/json" }
-            : { accept: "application/json", "content-type": "application/json" },
+          headers: headersFor(url, this.#o.headers, {
+            body: req.body !== undefined,
+            firstOrigin: new URL(req.url).origin,
+          }),
         });
       } catch (err) {
         throw new TransientError(`${networkCause(err, timeoutMs)} at ${redactUrl(url.href)}`, {
