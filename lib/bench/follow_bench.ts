@@ -37,6 +37,9 @@ interface Phase {
   seconds: number;
 }
 
+/** Seconds of changes before the steady phase is measured (see where phases are set). */
+const WARM_UP_S = 15;
+
 /** Options of {@linkcode benchFollow}. */
 export interface FollowBenchOptions {
   /** Names the registry starts with. */
@@ -113,13 +116,17 @@ export async function benchFollow(o: FollowBenchOptions): Promise<void> {
     const warm = setTimeout(() => {
       for (const f of followers) if (f.pid) rss0.set(f.pid, rssMiB(f.pid));
     }, o.steadyS * 100);
+    // A follower idle for a while looks every --follow-idle (10 s): the first change after that
+    // waits up to as long. The warm-up (not measured) starts every follower changing first; the
+    // steady phase then measures what a follower of a registry that keeps changing sees.
     const phases: Phase[] = [
+      { name: "warm-up", perSecond: 20, seconds: WARM_UP_S },
       { name: "steady", perSecond: 20, seconds: o.steadyS },
       { name: "burst", perSecond: 200, seconds: o.burstS },
       { name: "after", perSecond: 20, seconds: o.afterS },
     ];
     const samples: { phase: string; t: number; lag: number[] }[] = [];
-    let phase = "steady";
+    let phase = "warm-up";
     let burstEnd = 0;
     let sampling = true;
     const sampler = (async () => {
@@ -165,8 +172,9 @@ export async function benchFollow(o: FollowBenchOptions): Promise<void> {
     };
     o.log(
       `\n### Following ${o.size.toLocaleString("en-US")} names on npm's replica profile, ` +
-        `documents 20 ms away: 20 changes/s for ${o.steadyS} s, 200/s for ${o.burstS} s, 20/s ` +
-        `for ${o.afterS} s (lag sampled every 100 ms, from the registry's clock)\n`,
+        `documents 20 ms away: 20 changes/s for ${WARM_UP_S} s (warm-up, not measured), then ` +
+        `${o.steadyS} s, 200/s for ${o.burstS} s, 20/s for ${o.afterS} s (lag sampled every ` +
+        `100 ms, from the registry's clock)\n`,
     );
     o.log(table(
       [
