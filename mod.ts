@@ -62,6 +62,7 @@ export {
 export { type PlanPicture, planSvg } from "./lib/plan/plan_svg.ts";
 export { CouchSource, type CouchSourceOptions } from "./lib/sources/couch_source.ts";
 export type { HttpOptions } from "./lib/sources/http.ts";
+export { parseHeader, type RequestHeader, USER_AGENT } from "./lib/sources/request_headers.ts";
 export { MemorySource, type MemorySourceOptions } from "./lib/sources/memory_source.ts";
 export { mapPool, Semaphore } from "./lib/base/pool.ts";
 export {
