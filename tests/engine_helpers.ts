@@ -1,4 +1,9 @@
 /** Drives the engine in tests without a queue: shard runners called by hand, in-process. */
+import assert from "node:assert/strict";
+import { checkCompletion } from "../lib/engine/crawl/completion.ts";
+import { getCrawl } from "../lib/engine/store/store.ts";
+import type { RegistryData } from "../lib/sim/registry_data.ts";
+import { MemorySource } from "../lib/sources/memory_source.ts";
 import type { CrawlSpec } from "../lib/base/spec.ts";
 import type { Dispatcher } from "../lib/engine/crawl/planning.ts";
 import { openCrawl } from "../lib/engine/crawl/lifecycle.ts";
@@ -89,4 +94,26 @@ export async function finishAll(
     }
   }
   throw new Error("shards never finished");
+}
+
+/**
+ * A crawl of `data` in `shards` shards over a memory registry (pages of 100), run to `done` and
+ * proven by the final check: what following and refreshing start from.
+ */
+export async function doneCrawl(
+  kv: Deno.Kv,
+  data: RegistryData,
+  o: { shards: number; follow?: boolean; id?: string },
+) {
+  const source = new MemorySource(data, { maxPage: 100 });
+  const { id, dispatcher } = await begin(
+    kv,
+    source,
+    spec({ shards: o.shards, ...(o.follow ? { follow: true } : {}) }),
+    o.id,
+  );
+  await finishAll(kv, source, id);
+  assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
+  const crawl = (await getCrawl(kv, id)).value!;
+  return { source, id, dispatcher, crawl, finishedAt: crawl.finishedAt! };
 }

@@ -6,11 +6,9 @@
 import assert from "node:assert/strict";
 import { InputError } from "../lib/base/errors.ts";
 import { refreshDone } from "../lib/cli/follow_run.ts";
-import { checkCompletion } from "../lib/engine/crawl/completion.ts";
 import { crawlStatus } from "../lib/engine/crawl/status.ts";
 import { getCrawl, getFollow } from "../lib/engine/store/store.ts";
-import { MemorySource } from "../lib/sources/memory_source.ts";
-import { begin, finishAll, spec } from "./engine_helpers.ts";
+import { doneCrawl } from "./engine_helpers.ts";
 import { assertCrawledExactly, dataOf, randomKeys } from "./helpers.ts";
 
 const ASCII = "abcdefghijklmnop-".split("");
@@ -19,11 +17,7 @@ const DAY_MS = 86_400_000;
 Deno.test("refresh: a done crawl run again a day later applies exactly the changes since, and says so", async () => {
   using kv = await Deno.openKv(":memory:");
   const data = dataOf(randomKeys(900, ASCII, 91, 6));
-  const source = new MemorySource(data, { maxPage: 100 });
-  const { id } = await begin(kv, source, spec({ shards: 4 }));
-  await finishAll(kv, source, id);
-  assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
-  const crawl = (await getCrawl(kv, id)).value!;
+  const { source, id, crawl } = await doneCrawl(kv, data, { shards: 4 });
   const seqBefore = data.updateSeq;
   // A day of changes: inserts, updates, deletions, one id changed several times.
   for (let i = 0; i < 40; i++) data.put(`day-${i}`);
@@ -63,10 +57,7 @@ Deno.test("refresh: a done crawl run again a day later applies exactly the chang
 Deno.test("refresh: a registry replaced since the crawl is one line that offers the re-crawl", async () => {
   using kv = await Deno.openKv(":memory:");
   const data = dataOf(randomKeys(600, ASCII, 92, 6));
-  const source = new MemorySource(data, { maxPage: 100 });
-  const { id } = await begin(kv, source, spec({ shards: 4 }));
-  await finishAll(kv, source, id);
-  assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
+  const { source, id } = await doneCrawl(kv, data, { shards: 4 });
   // Restored from an old backup: other revisions, a lower sequence.
   data.replace(randomKeys(500, ASCII, 93, 6));
   const err = await refreshDone(kv, source, (await getCrawl(kv, id)).value!, {

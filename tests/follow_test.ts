@@ -9,22 +9,16 @@ import { followPauseMs, followTick, lagSeconds } from "../lib/engine/crawl/follo
 import { followLoop } from "../lib/engine/crawl/follow_loop.ts";
 import { crawlStatus } from "../lib/engine/crawl/status.ts";
 import { getCrawl, getFollow } from "../lib/engine/store/store.ts";
-import { MemorySource } from "../lib/sources/memory_source.ts";
 import type { Source } from "../lib/plan/source.ts";
-import { begin, finishAll, spec } from "./engine_helpers.ts";
+import { doneCrawl, finishAll } from "./engine_helpers.ts";
 import { assertCrawledExactly, dataOf, randomKeys, wrapSource } from "./helpers.ts";
 
 const ASCII = "abcdefghijklmnop-".split("");
 
-/** A done crawl of `n` keys in `shards` shards over a memory registry. */
-async function doneCrawl(kv: Deno.Kv, n: number, shards: number, seed: number) {
+/** A done crawl of `n` keys in `shards` shards, created with `follow`. */
+async function doneFollowed(kv: Deno.Kv, n: number, shards: number, seed: number) {
   const data = dataOf(randomKeys(n, ASCII, seed, 6));
-  const source = new MemorySource(data, { maxPage: 100 });
-  const { id, dispatcher } = await begin(kv, source, spec({ shards, follow: true }));
-  await finishAll(kv, source, id);
-  assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
-  const finishedAt = (await getCrawl(kv, id)).value!.finishedAt!;
-  return { data, source, id, dispatcher, finishedAt };
+  return { data, ...await doneCrawl(kv, data, { shards, follow: true }) };
 }
 
 /** A source that counts the requests made through it, by kind. */
@@ -40,7 +34,7 @@ function counting(inner: Source) {
 
 Deno.test("follow: a tick applies the changes since, records the lag by the injected clock; an idle tick is one request", async () => {
   using kv = await Deno.openKv(":memory:");
-  const { data, source, id, finishedAt } = await doneCrawl(kv, 500, 4, 81);
+  const { data, source, id, finishedAt } = await doneFollowed(kv, 500, 4, 81);
   for (let i = 0; i < 30; i++) data.put(`later-${i}`);
   data.delete(data.keys[7]);
   let t = finishedAt + 1000;
@@ -80,7 +74,7 @@ Deno.test("follow: a tick applies the changes since, records the lag by the inje
 
 Deno.test("follow: every range is re-proven once per period, spread over it, then the copy is proven whole", async () => {
   using kv = await Deno.openKv(":memory:");
-  const { source, id, finishedAt } = await doneCrawl(kv, 800, 8, 82);
+  const { source, id, finishedAt } = await doneFollowed(kv, 800, 8, 82);
   const everyMs = 8000;
   let t = finishedAt;
   const tickAt = async (ms: number) => {
@@ -104,7 +98,7 @@ Deno.test("follow: every range is re-proven once per period, spread over it, the
 
 Deno.test("follow: a change the feed never told is found by the re-proof, its range listed again, the crawl done and exact again", async () => {
   using kv = await Deno.openKv(":memory:");
-  const { data, source, id, dispatcher, finishedAt } = await doneCrawl(kv, 600, 4, 83);
+  const { data, source, id, dispatcher, finishedAt } = await doneFollowed(kv, 600, 4, 83);
   // npm's feed is known to miss a change now and then: this registry hides one from its feed.
   data.put("hh-untold");
   data.put("zz-told");
@@ -153,12 +147,12 @@ Deno.test("follow: the pause grows while the registry is idle and drops back whe
 
 Deno.test("follow: the loop follows only crawls created with follow (or the one named), until stopped", async () => {
   using kv = await Deno.openKv(":memory:");
-  const { data, source, id } = await doneCrawl(kv, 300, 2, 84);
+  const { data, source, id } = await doneFollowed(kv, 300, 2, 84);
   const other = dataOf(randomKeys(200, ASCII, 85, 6));
-  const otherSource = new MemorySource(other, { maxPage: 100 });
-  const { id: unfollowed } = await begin(kv, otherSource, spec({ shards: 2 }), "plain");
-  await finishAll(kv, otherSource, unfollowed);
-  assert.equal(await checkCompletion(kv, unfollowed, { openSource: () => otherSource }), true);
+  const { source: otherSource, id: unfollowed } = await doneCrawl(kv, other, {
+    shards: 2,
+    id: "plain",
+  });
   data.put("during-loop");
   other.put("never-applied");
   const stop = new AbortController();
@@ -170,8 +164,8 @@ Deno.test("follow: the loop follows only crawls created with follow (or the one 
       pollMs: 5,
       idleMs: 10,
       verifyEveryMs: 0,
-      onTick: (c, tick) => {
-        ticks.push(c.id);
+      onTick: (crawlId, tick) => {
+        ticks.push(crawlId);
         if (tick?.applied) stop.abort();
       },
     },

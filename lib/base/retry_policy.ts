@@ -120,6 +120,17 @@ export const IDLE_BACKOFF = {
   busyMaxMs: 1_000,
 } as const;
 
+/**
+ * How often followers look at their registry (`engine/crawl/follow.ts`): every `pollMs` while
+ * changes come; each look that finds nothing doubles the pause, up to `idleMs`.
+ */
+export const FOLLOW_POLL = {
+  /** Pause while the registry changes, in milliseconds. */
+  pollMs: 500,
+  /** Longest pause while it is idle, in milliseconds (an idle follower: ~6 looks a minute). */
+  idleMs: 10_000,
+} as const;
+
 /** The delay `failures` failures in a row call for, from a schedule (its last step repeats). */
 export function scheduledDelay(schedule: readonly number[], failures: number): number {
   return schedule[Math.min(Math.max(1, failures), schedule.length) - 1];

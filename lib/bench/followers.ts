@@ -127,18 +127,34 @@ export async function cliFollower(
     300_000,
     "CLI follower",
   );
-  const r = await kvReader(kvPath);
+  return await rankcrawlFollower("rankcrawl `crawl --follow --docs`", p, {
+    kvPath,
+    stopWith: "SIGINT",
+  });
+}
+
+/**
+ * A rankcrawl process following into `kvPath` (its crawl `id`, or the only one): read from its KV
+ * file, and stopped with `stopWith` before its copy is exported and compared.
+ */
+async function rankcrawlFollower(
+  label: string,
+  p: ReturnType<typeof spawnOut>,
+  o: { kvPath: string; id?: string; stopWith: Deno.Signal },
+): Promise<Follower> {
+  const r = await kvReader(o.kvPath, o.id);
   return {
-    label: "rankcrawl `crawl --follow --docs`",
+    label,
     pid: p.child.pid,
     seq: r.seq,
     follow: r.follow,
     finish: async (state) => {
       r.kv.close();
-      p.child.kill("SIGINT");
+      p.child.kill(o.stopWith);
       await p.child.status;
       await p.drained;
-      return compareExport((await timeTask("tasks/export.ts", ["--kv", kvPath])).stdout, state);
+      const args = ["--kv", o.kvPath, ...(o.id ? ["--crawl-id", o.id] : [])];
+      return compareExport((await timeTask("tasks/export.ts", args)).stdout, state);
     },
   };
 }
@@ -187,21 +203,11 @@ export async function serveFollower(
     300_000,
     "served crawl done",
   );
-  const r = await kvReader(kvPath, id);
-  return {
-    label: 'rankcrawl `serve`, `{"follow": true}`',
-    pid: p.child.pid,
-    seq: r.seq,
-    follow: r.follow,
-    finish: async (state) => {
-      r.kv.close();
-      p.child.kill("SIGTERM");
-      await p.child.status;
-      await p.drained;
-      const args = ["--kv", kvPath, "--crawl-id", id];
-      return compareExport((await timeTask("tasks/export.ts", args)).stdout, state);
-    },
-  };
+  return await rankcrawlFollower('rankcrawl `serve`, `{"follow": true}`', p, {
+    kvPath,
+    id,
+    stopWith: "SIGTERM",
+  });
 }
 
 /** "yes", or what differs, for an NDJSON export against `state`. */

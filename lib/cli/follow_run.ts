@@ -6,6 +6,7 @@
  * @module
  */
 import { errorLine, FatalError, InputError } from "../base/errors.ts";
+import { abortableSleep } from "../base/sleep.ts";
 import {
   type CrawlRecord,
   crawlStatus,
@@ -60,8 +61,8 @@ export async function refreshDone(
     return null;
   }
   let applied = 0;
-  const fromSeq = (await crawlStatus(kv, crawl.id)).drift?.seq ?? crawl.startSeq;
-  let toSeq = fromSeq;
+  let fromSeq: string | null = null;
+  let toSeq = crawl.startSeq;
   const sleep = o.sleep ?? ((ms: number) => new Promise((r) => setTimeout(r, ms)));
   let waited = 0;
   for (let i = 0; i < REFRESH_TICKS; i++) {
@@ -73,8 +74,12 @@ export async function refreshDone(
         verifyEveryMs: 0,
       });
     } catch (err) {
+      // Where it stands: the last tick's, else the feed's record (read only on this rare path).
+      const at = fromSeq === null
+        ? (await crawlStatus(kv, crawl.id)).drift?.seq ?? crawl.startSeq
+        : toSeq;
       throw new InputError(
-        `crawl ${crawl.id} cannot be refreshed from seq ${toSeq}: ${errorLine(err)}; to crawl ` +
+        `crawl ${crawl.id} cannot be refreshed from seq ${at}: ${errorLine(err)}; to crawl ` +
           `the registry again from scratch, use another --crawl-id (or delete ${o.kvPath})`,
         { cause: err },
       );
@@ -92,6 +97,7 @@ export async function refreshDone(
       waited += 500;
       continue;
     }
+    fromSeq ??= tick.from;
     applied += tick.applied;
     toSeq = tick.seq;
     if (tick.atEnd) break;
@@ -104,7 +110,7 @@ export async function refreshDone(
       ? `crawl ${crawl.id} was already done${since} and is current: no change since seq ${toSeq}`
       : `refreshed crawl ${crawl.id}${since}: applied ${applied} changes, now at seq ${toSeq}`,
   );
-  return { applied, fromSeq, toSeq };
+  return { applied, fromSeq: fromSeq ?? toSeq, toSeq };
 }
 
 /** Options of {@linkcode followRun}. */
@@ -184,15 +190,7 @@ export async function followRun(
       lastWatch = performance.now();
       await options.watchdogTick?.();
     }
-    await new Promise<void>((resolve) => {
-      const t = setTimeout(done, 1000);
-      ended.addEventListener("abort", done, { once: true });
-      function done() {
-        clearTimeout(t);
-        ended.removeEventListener("abort", done);
-        resolve();
-      }
-    });
+    await abortableSleep(1000, ended);
   }
   await loop;
   if (failure) throw failure;

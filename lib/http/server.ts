@@ -162,7 +162,7 @@ function startEngine(
     label: "server",
     follow: config.follow && {
       ...config.follow,
-      onTick: (crawl, _tick, err) => err && o.log(`follow ${crawl.id}: ${errorLine(err)}`),
+      onTick: (crawlId, _tick, err) => err && o.log(`follow ${crawlId}: ${errorLine(err)}`),
     },
     onEvent: (e) => {
       if (e.kind === "crawl-failed") o.log(`crawl ${e.crawlId} failed: ${e.error}`);

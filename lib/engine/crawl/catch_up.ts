@@ -62,8 +62,6 @@ export interface CatchUpResult {
   seq: string | null;
   /** False when another runner holds the lease (nothing was done). */
   ran: boolean;
-  /** The feed was read to its proven end (false: not run, or the lease was lost midway). */
-  atEnd: boolean;
 }
 
 /** The registry behind the crawl's URL is not the one it started on. */
@@ -356,8 +354,7 @@ export async function catchUp(
       getCrawl(deps.kv, crawlId),
       getFeed(deps.kv, crawlId),
     ]);
-    const seq = feed.value?.seq ?? crawl.value?.startSeq ?? null;
-    return { applied: 0, seq, ran: false, atEnd: false };
+    return { applied: 0, seq: feed.value?.seq ?? crawl.value?.startSeq ?? null, ran: false };
   }
   let applied: number | null;
   try {
@@ -368,10 +365,5 @@ export async function catchUp(
     throw err;
   }
   const released = await releaseFeed(deps.kv, crawlId, claim.owner);
-  return {
-    applied: applied ?? 0,
-    seq: released.value?.seq ?? claim.entry.value.seq,
-    ran: true,
-    atEnd: applied !== null,
-  };
+  return { applied: applied ?? 0, seq: released.value?.seq ?? claim.entry.value.seq, ran: true };
 }

@@ -12,15 +12,16 @@
  * stands at and no range is due for its re-proof, that one request is the whole tick (an idle
  * follower costs a few requests a minute). Otherwise the feed is read to its proven end, and then,
  * with the feed still held at that sequence, the ranges due are re-proven (`reprove.ts`).
- * Sequences are compared for equality only; the count of changes behind is the feed's `pending`
- * where it says, or the difference of integer sequences (an estimate, as npm's integers are).
+ * Sequences are compared for equality only; the count of changes behind is 0 at the feed's end,
+ * else the difference of integer sequences (an estimate, as npm's integers are), else unknown.
  *
  * @module
  */
+import { FOLLOW_POLL } from "../../base/retry_policy.ts";
 import { applyFeed, claimFeed, releaseFeed, seqNumber } from "./catch_up.ts";
 import type { Source } from "../../plan/source.ts";
 import type { Dispatcher } from "./planning.ts";
-import { freshVerify, reproveDue, VERIFY_EVERY_MS } from "./reprove.ts";
+import { dueRanges, freshVerify, reproveDue, VERIFY_EVERY_MS } from "./reprove.ts";
 import {
   type CrawlRecord,
   type FollowState,
@@ -31,11 +32,7 @@ import {
   setFollow,
 } from "../store/mod.ts";
 
-/**
- * How often followers look: every `pollMs` while changes come; each look that finds nothing
- * doubles the pause, up to `idleMs`.
- */
-export const FOLLOW_POLL = { pollMs: 500, idleMs: 10_000 } as const;
+export { FOLLOW_POLL };
 
 /** Changes one follow tick applies at most; the rest is the next tick's. */
 export const FOLLOW_MAX_CHANGES = 20_000;
@@ -60,7 +57,8 @@ export interface FollowOptions {
 export interface FollowTick {
   /** Changes applied by this tick. */
   applied: number;
-  /** The sequence the crawl stands at now. */
+  /** The sequence the crawl stood at before this tick, and stands at now. */
+  from: string;
   seq: string;
   /** The feed was read to its proven end (false: bounded, or another runner had it). */
   atEnd: boolean;
@@ -111,7 +109,7 @@ export async function followTick(
     verify: verify0,
     ...o,
   });
-  const idle = { applied: 0, seq: before, checked: 0, reopened: 0 };
+  const idle = { applied: 0, from: before, seq: before, checked: 0, reopened: 0 };
   if (!seenAhead && head !== null && !reproofDue(verify0, crawl, everyMs, now())) {
     const s = state({ behindSince: null, behind: 0 });
     await setFollow(deps.kv, crawlId, s);
@@ -146,7 +144,15 @@ export async function followTick(
       })
       : state({ behind: estimateBehind(seq, head), applied, verify: proof.verify });
     await setFollow(deps.kv, crawlId, s);
-    return { applied: res.applied, seq, atEnd: res.atEnd, ran: true, ...proof, state: s };
+    return {
+      applied: res.applied,
+      from: before,
+      seq,
+      atEnd: res.atEnd,
+      ran: true,
+      ...proof,
+      state: s,
+    };
   } finally {
     await releaseFeed(deps.kv, crawlId, claim.owner).catch(() => null);
   }
@@ -162,8 +168,7 @@ function reproofDue(v: FollowVerify, crawl: CrawlRecord, everyMs: number, nowMs:
   if (everyMs <= 0 || crawl.planMethod !== "rank") return false;
   if (v.retry.length > 0) return true;
   // Shard ids run below `nextShardId`: never fewer than the shards there are.
-  const shards = crawl.nextShardId;
-  return Math.min(shards, Math.ceil(shards * (nowMs - v.roundStartedAt) / everyMs)) > v.next;
+  return dueRanges(v, crawl.nextShardId, everyMs, nowMs) > v.next;
 }
 
 /** Changes between `seq` and `head` where integer sequences tell (an estimate), else null. */

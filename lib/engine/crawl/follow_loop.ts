@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { abortableSleep } from "../../base/sleep.ts";
 import type { Source } from "../../plan/source.ts";
 import {
   FOLLOW_POLL,
@@ -27,8 +28,11 @@ export interface FollowLoopOptions extends Omit<FollowOptions, "sleep"> {
   idleMs?: number;
   /** Follow only this crawl (the CLI), whether or not it was created with `follow`. */
   only?: string;
-  /** Told after each tick of a crawl, or its failure. @default none */
-  onTick?: (crawl: CrawlRecord, tick: FollowTick | null, error?: unknown) => void;
+  /**
+   * Told after each tick of a crawl, or its failure (`*`: the crawls could not be listed).
+   * @default none
+   */
+  onTick?: (crawlId: string, tick: FollowTick | null, error?: unknown) => void;
 }
 
 /**
@@ -59,9 +63,9 @@ export async function followLoop(
               ...options,
               owner,
             });
-            options.onTick?.(crawl, tick);
+            options.onTick?.(crawl.id, tick);
           } catch (err) {
-            options.onTick?.(crawl, null, err);
+            options.onTick?.(crawl.id, null, err);
           }
           p.pauseMs = followPauseMs(p.pauseMs, tick, options);
           p.nextAt = now() + p.pauseMs;
@@ -70,10 +74,10 @@ export async function followLoop(
         soonest = Math.min(soonest, p.nextAt);
       }
     } catch (err) {
-      options.onTick?.({ id: options.only ?? "*" } as CrawlRecord, null, err);
+      options.onTick?.(options.only ?? "*", null, err);
       soonest = now() + pollMs;
     }
-    await pause(Math.max(0, soonest - now()), signal);
+    await abortableSleep(Math.max(0, soonest - now()), signal);
   }
 }
 
@@ -82,26 +86,4 @@ async function followed(kv: Deno.Kv, only: string | undefined): Promise<CrawlRec
   return (await listCrawls(kv)).filter((c) =>
     c.status === "done" && c.startSeq !== null && (only === undefined ? c.follow : c.id === only)
   );
-}
-
-/** Waits `ms`, or until `signal` aborts. */
-function pause(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const t = setTimeout(done, ms);
-    signal.addEventListener("abort", done, { once: true });
-    function done() {
-      clearTimeout(t);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-  });
-}
-
-/** One line about a tick worth telling a person (changes applied, ranges repaired), or null. */
-export function describeTick(tick: FollowTick): string | null {
-  const parts: string[] = [];
-  if (tick.applied > 0) parts.push(`applied ${tick.applied} changes (seq ${tick.seq})`);
-  if (tick.reopened > 0) parts.push(`repairing: ${tick.state.verify?.lastRepair ?? ""}`);
-  return parts.length > 0 ? parts.join("; ") : null;
 }

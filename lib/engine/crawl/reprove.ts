@@ -69,6 +69,15 @@ export function freshVerify(crawl: CrawlRecord, prior?: FollowVerify): FollowVer
 }
 
 /**
+ * Ranges of the round under way due by `nowMs`: the round's share of `ranges`, as much of it as
+ * the time since the round began is of `everyMs`.
+ */
+export function dueRanges(v: FollowVerify, ranges: number, everyMs: number, nowMs: number): number {
+  const elapsed = Math.max(0, nowMs - v.roundStartedAt);
+  return Math.min(ranges, Math.ceil(ranges * elapsed / Math.max(1, everyMs)));
+}
+
+/**
  * Re-proves the ranges due now (see the module comment), with the feed held by `claim` and
  * applied to its end. Ranges checked are those left undecided before, then the next ones of the
  * round, as many as the time since the round began makes due (at most 32 a tick).
@@ -84,9 +93,8 @@ export async function reproveDue(
   const id = claim.crawl.id;
   const shards = await listShards(deps.kv, id);
   const n = shards.length;
-  const elapsed = Math.max(0, now() - prior.roundStartedAt);
   const retries = prior.retry.slice(0, RANGES_PER_TICK);
-  const dueNow = Math.min(n, Math.ceil(n * elapsed / everyMs)) - prior.next;
+  const dueNow = dueRanges(prior, n, everyMs, now()) - prior.next;
   const take = Math.max(0, Math.min(dueNow, RANGES_PER_TICK - retries.length));
   const fresh = shards.slice(prior.next, prior.next + take);
   const byId = new Map(shards.map((e) => [e.value.id, e]));

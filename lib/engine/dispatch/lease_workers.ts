@@ -9,6 +9,7 @@
  * @module
  */
 import { IDLE_BACKOFF } from "../../base/retry_policy.ts";
+import { abortableSleep } from "../../base/sleep.ts";
 import { errorLine, StorageError } from "../../base/errors.ts";
 import { checkCompletion } from "../crawl/mod.ts";
 import type { Dispatcher } from "../crawl/mod.ts";
@@ -238,20 +239,4 @@ async function candidates(kv: Deno.Kv, crawl: CrawlRecord): Promise<Deno.KvEntry
   const from = Math.floor(Math.random() * Math.max(1, crawl.nextShardId));
   const ids = await listPending(kv, crawl.id, { limit: LOOK_AT_SHARDS, from });
   return (await getShards(kv, crawl.id, ids)).filter((e) => !e.value.done);
-}
-
-/** Sleeps `ms`; ends early when `signal` aborts or when `wakers` (the caller's set) calls it. */
-function abortableSleep(ms: number, signal?: AbortSignal, wakers?: Set<() => void>): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
-    const t = setTimeout(done, ms);
-    wakers?.add(done);
-    signal?.addEventListener("abort", done, { once: true });
-    function done() {
-      clearTimeout(t);
-      wakers?.delete(done);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    }
-  });
 }

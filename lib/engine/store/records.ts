@@ -148,8 +148,8 @@ export interface FollowState {
    */
   behindSince: number | null;
   /**
-   * Changes between what was applied and the head, where known: 0 when caught up, the feed's
-   * `pending`, or the difference of integer sequences (an estimate: sequences are opaque).
+   * Changes between what was applied and the head, where known: 0 when caught up, else the
+   * difference of integer sequences (an estimate: sequences are opaque); null otherwise.
    */
   behind: number | null;
   /** How long the last catch-up took from first seeing the registry ahead, in milliseconds. */
