@@ -62,7 +62,15 @@ export {
 export { type PlanPicture, planSvg } from "./lib/plan/plan_svg.ts";
 export { CouchSource, type CouchSourceOptions } from "./lib/sources/couch_source.ts";
 export type { HttpOptions } from "./lib/sources/http.ts";
+export { ByteBudget } from "./lib/base/byte_budget.ts";
 export { parseHeader, type RequestHeader, USER_AGENT } from "./lib/sources/request_headers.ts";
+export {
+  type HostPace,
+  type PaceOutcome,
+  Pacer,
+  type PacerOptions,
+  type PaceState,
+} from "./lib/sources/host_pacer.ts";
 export { MemorySource, type MemorySourceOptions } from "./lib/sources/memory_source.ts";
 export { mapPool, Semaphore } from "./lib/base/pool.ts";
 export {

@@ -19,8 +19,9 @@ import {
 import { DEFAULT_WORKERS, FOLLOW_POLL, MAX_WORKERS, VERIFY_EVERY_MS } from "../lib/engine/mod.ts";
 import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
 import { parseHeader } from "../lib/sources/request_headers.ts";
+import { Pacer } from "../lib/sources/host_pacer.ts";
 import { Progress, summary } from "../lib/cli/progress.ts";
-import { SPEC_FLAGS, specFromFlags } from "../lib/cli/spec_flags.ts";
+import { RATE_FLAG, rateFromFlag, SPEC_FLAGS, specFromFlags } from "../lib/cli/spec_flags.ts";
 import { checkPlanOrigin, readPlanFile } from "../lib/plan/plan_file.ts";
 
 const FLAGS = {
@@ -85,6 +86,7 @@ const FLAGS = {
     help: "add a header to every request (or to HOST's only); repeatable; values never logged",
     multiple: true,
   },
+  rate: RATE_FLAG,
   "max-attempts": {
     type: "string",
     value: "A",
@@ -142,6 +144,8 @@ runMain(async () => {
     minMs: 1000,
     maxMs: 30 * 86_400_000,
   });
+  // One pacer for the whole process: --rate, and each host's pace learned from its answers.
+  const pacer = new Pacer({ ratePerSecond: rateFromFlag(f.rate) });
   const redirects = choiceFlag("redirects", f.redirects, ["same-origin", "any"], "same-origin");
   const given = f.source === undefined ? undefined : urlFlag("source", f.source);
   const spec = specFromFlags(f, given ?? "demo:npm-names", { shards: plan?.shards.length });
@@ -164,6 +168,7 @@ runMain(async () => {
       progress: new Progress({
         tty: Deno.stdout.isTerminal(),
         write: (t) => Deno.stdout.writeSync(new TextEncoder().encode(t)),
+        pace: () => pacer.state(),
       }),
       dispatch: dispatch === "auto" ? undefined : dispatch,
       follow: f.follow ?? false,
@@ -174,11 +179,12 @@ runMain(async () => {
       sourceOptions: {
         maxAttempts,
         headers: (f.header ?? []).map(parseHeader),
+        pacer,
         ...(redirects === "any" ? { allowRedirect: (t: URL) => /^https?:$/.test(t.protocol) } : {}),
       },
       workers,
     });
-    console.log(summary(res.report, res));
+    console.log(summary(res.report, { ...res, pace: pacer.state() }));
     return 0;
   } finally {
     unlisten();

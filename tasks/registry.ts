@@ -54,6 +54,18 @@ const FLAGS = {
   },
   "retry-after-s": { type: "string", value: "S", help: "Retry-After of a 429", default: "1" },
   "slow-ms": { type: "string", value: "X", help: "delay of a slow fault", default: "1000" },
+  "rate-limit": {
+    type: "string",
+    value: "N",
+    help: "answer 429 beyond N requests a second (each host: listings and documents)",
+    default: "no limit",
+  },
+  "rate-limit-retry-after-s": {
+    type: "string",
+    value: "S",
+    help: "Retry-After sent with a rate-limit 429",
+    default: "none",
+  },
   "missing-doc-rate": {
     type: "string",
     value: "R",
@@ -335,6 +347,15 @@ function faultFlags(f: Flags): FaultOptions {
     faults: f.faults === undefined ? FAULT_KINDS : listFlag("faults", f.faults, ALL_FAULT_KINDS),
     retryAfterS: intFlag("retry-after-s", f["retry-after-s"], { fallback: 1, min: 0 }),
     slowMs: intFlag("slow-ms", f["slow-ms"], { fallback: 1000, min: 0 }),
+    ...(f["rate-limit"] === undefined
+      ? {}
+      : { rateLimit: intFlag("rate-limit", f["rate-limit"], { fallback: 0, min: 1 }) }),
+    ...(f["rate-limit-retry-after-s"] === undefined ? {} : {
+      rateLimitRetryAfterS: intFlag("rate-limit-retry-after-s", f["rate-limit-retry-after-s"], {
+        fallback: 0,
+        min: 0,
+      }),
+    }),
   };
 }
 

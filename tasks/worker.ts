@@ -9,7 +9,8 @@
 import { UsageError } from "../lib/base/errors.ts";
 import { helpText, intFlag, onInterrupt, parseFlags, runMain, urlFlag } from "../lib/cli/flags.ts";
 import { openKvFile } from "../lib/cli/local_crawl.ts";
-import { SPEC_FLAGS, specFromFlags } from "../lib/cli/spec_flags.ts";
+import { RATE_FLAG, rateFromFlag, SPEC_FLAGS, specFromFlags } from "../lib/cli/spec_flags.ts";
+import { Pacer } from "../lib/sources/host_pacer.ts";
 import {
   createCrawl,
   createRuntime,
@@ -26,6 +27,7 @@ const FLAGS = {
     help: "create this crawl first if it is missing (with the flags below)",
   },
   ...SPEC_FLAGS,
+  rate: RATE_FLAG,
   "lease-ms": {
     type: "string",
     value: "MS",
@@ -69,7 +71,7 @@ runMain(async () => {
   const kv = await openKvFile(f.kv);
   const owner = f.name ?? `worker-${Deno.pid}`;
   const log = (line: string) => console.error(`[${owner}] ${line}`);
-  const openSource = sourceOpener();
+  const openSource = sourceOpener({ pacer: new Pacer({ ratePerSecond: rateFromFlag(f.rate) }) });
   const runtime = createRuntime({
     kv,
     openSource,

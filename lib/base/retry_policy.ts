@@ -32,6 +32,12 @@ export const HTTP_RETRY = {
   backoffBaseMs: 100,
   /** Largest backoff step and cap on `Retry-After`, in milliseconds. */
   backoffMaxMs: 30_000,
+  /**
+   * Least wait before asking again after a 429 that names no `Retry-After`, in milliseconds
+   * (×0.5–1.5 jitter): a host counting requests over a second refuses until that second is over,
+   * so asking again within it only spends the attempts.
+   */
+  tooManyMinMs: 1_000,
 } as const;
 
 /** Level 2: one document (`sources/couch_source.ts`, `engine/page/page_docs.ts`). */
@@ -135,3 +141,52 @@ export const FOLLOW_POLL = {
 export function scheduledDelay(schedule: readonly number[], failures: number): number {
   return schedule[Math.min(Math.max(1, failures), schedule.length) - 1];
 }
+
+/**
+ * Pacing of requests per host (`sources/host_pacer.ts`): how a host's pushback (429, 503, 504)
+ * or its latency growing slows every request to it, and how the pace grows back (AIMD: a cut
+ * multiplies, growth adds).
+ */
+export const HOST_PACE = {
+  /** A pushback sets the host's rate to this share of what it was sent over the last second. */
+  cutFactor: 0.7,
+  /** Latency grown past `latencyFactor` sets it to this share. */
+  latencyCutFactor: 0.85,
+  /** Shortest time between two cuts, in milliseconds (answers to requests sent before a cut). */
+  cutCooldownMs: 1_000,
+  /** Every second the host's rate held a request back without pushback, it grows by this share. */
+  growShare: 0.05,
+  /** ...and by this share once the host has not pushed back for `quietMs`. */
+  quietGrowShare: 0.25,
+  /** Time without pushback after which the rate grows by `quietGrowShare`, in milliseconds. */
+  quietMs: 10_000,
+  /** Lowest rate a host is slowed to, in requests a second. */
+  minPerSecond: 1,
+  /** Latency (smoothed) this many times its usual is pushback... */
+  latencyFactor: 4,
+  /** ...when it is also this many milliseconds over the usual. */
+  latencyMinMs: 100,
+  /** Answers of a route seen before its latency counts. */
+  latencySamples: 50,
+  /**
+   * Answers over the last second below which pushback cuts nothing (too few to judge by: a host
+   * asked less often is slowed by each 429's own wait, `HTTP_RETRY.tooManyMinMs`).
+   */
+  minAnswers: 50,
+  /** A pushback cut is judged once the answers since would have held this many at its share... */
+  trialPushbacks: 10,
+  /** ...or at once when this many pushed back since, at its share or more (it did not help). */
+  trialEarlyPushbacks: 3,
+  /** A pushback cut is judged this long after it, in milliseconds... */
+  trialMs: 2_000,
+  /** ...and undone unless its measure (the share pushing back, the median latency) fell below this share of what it was. */
+  trialShare: 0.5,
+  /** A cut still without `minAnswers` at the slower pace this long after is undone, in ms. */
+  trialMaxMs: 30_000,
+  /** ...or for a latency cut, its median latency below this share of what it was. */
+  latencyTrialShare: 0.8,
+  /** After a cut that did not help, its signal is not taken for a pace signal for this long, in ms. */
+  deafMs: 60_000,
+  /** Longest a `Retry-After` holds a host, in milliseconds (as `HTTP_RETRY.backoffMaxMs`). */
+  maxHoldMs: 30_000,
+} as const;

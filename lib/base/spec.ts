@@ -31,7 +31,29 @@ export interface CrawlSpec {
    * @default none
    */
   view?: string;
+  /**
+   * Requests a second this crawl sends at most, over all its shards (listings and documents), inside
+   * the process's own `--rate`; not part of the crawl's id: a resume may change it. @default none
+   */
+  rate?: number;
+  /**
+   * Keep only these top-level fields of each document (`_id` and `_rev` always): a mirror of what
+   * one needs, a fraction of the size; part of the crawl's id. @default whole documents
+   */
+  docFields?: string[];
+  /**
+   * Ask the document host for npm's abbreviated metadata (`Accept:
+   * application/vnd.npm.install-v1+json`): what `npm install` reads, without `_rev` (the
+   * revision check cannot tell a stale copy then); part of the crawl's id. @default false
+   */
+  abbreviated?: boolean;
 }
+
+/** Fields every kept document has, whatever `docFields` asks. */
+export const ALWAYS_KEPT: readonly string[] = ["_id", "_rev"];
+
+/** Fields `docFields` may name at most. */
+export const MAX_DOC_FIELDS = 100;
 
 /** Defaults of the optional parts of a spec. */
 export const SPEC_DEFAULTS = {
@@ -49,6 +71,8 @@ export const SPEC_LIMITS = {
   concurrency: { min: 1, max: 1000 },
   /** 2 rows at least: one item and the row that carries the next cursor. */
   maxPage: { min: 2, max: 10_000 },
+  /** Requests a second (not necessarily whole). */
+  rate: { min: 0.1, max: 100_000 },
 } as const;
 
 /** Crawl ids: 1-64 letters, digits, `.`, `_` or `-` (safe in URLs, KV keys and file names). */
@@ -100,6 +124,20 @@ export function buildSpec(input: SpecInput): CrawlSpec {
     }
     spec.view = input.view;
   }
+  if (input.docFields !== undefined) spec.docFields = checkDocFields(input.docFields);
+  if (input.abbreviated) {
+    if (!spec.docsUrl) {
+      throw new InputError("abbreviated metadata is npm's document host's: give docsUrl too");
+    }
+    spec.abbreviated = true;
+  }
+  if (input.rate !== undefined) {
+    const { min, max } = SPEC_LIMITS.rate;
+    if (typeof input.rate !== "number" || !(input.rate >= min && input.rate <= max)) {
+      throw new InputError(`rate must be a number of requests a second from ${min} to ${max}`);
+    }
+    spec.rate = input.rate;
+  }
   for (const field of ["shards", "concurrency", "maxPage"] as const) {
     const { min, max } = SPEC_LIMITS[field];
     const v = spec[field];
@@ -108,6 +146,27 @@ export function buildSpec(input: SpecInput): CrawlSpec {
     }
   }
   return spec;
+}
+
+/**
+ * `fields` without repeats or the ones always kept, each 1-100 characters without control
+ * characters, 1-100 of them. @throws InputError naming what is wrong.
+ */
+function checkDocFields(fields: readonly unknown[]): string[] {
+  if (!Array.isArray(fields) || fields.some((f) => typeof f !== "string")) {
+    throw new InputError("docFields must be a list of field names");
+  }
+  const kept = [...new Set((fields as string[]).map((f) => f.trim()))]
+    .filter((f) => !ALWAYS_KEPT.includes(f));
+  const control = (f: string) => [...f].some((ch) => ch.charCodeAt(0) < 0x20);
+  if (kept.some((f) => f.length === 0 || f.length > 100 || control(f))) {
+    throw new InputError("docFields are 1-100 characters each, none empty");
+  }
+  if (kept.length === 0) throw new InputError("docFields must name a field besides _id and _rev");
+  if (kept.length > MAX_DOC_FIELDS) {
+    throw new InputError(`docFields name at most ${MAX_DOC_FIELDS} fields, got ${kept.length}`);
+  }
+  return kept;
 }
 
 /**
@@ -156,6 +215,10 @@ export async function crawlIdFor(spec: CrawlSpec): Promise<string> {
     spec.maxPage,
     // Only view crawls carry it: ids of `_all_docs` crawls stay what they were.
     ...(spec.view ? [spec.view] : []),
+    // Crawls that store less of each document are other crawls (ids of whole ones unchanged).
+    ...(spec.docFields || spec.abbreviated
+      ? [{ fields: spec.docFields ?? null, abbreviated: spec.abbreviated ?? false }]
+      : []),
   ]);
   const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(canon));
   return [...new Uint8Array(digest).slice(0, 6)].map((b) => b.toString(16).padStart(2, "0"))

@@ -14,6 +14,7 @@ import {
 import { oneLine } from "../sources/couch_answers.ts";
 import type { IdOrder } from "../plan/id_order.ts";
 import { shownKey } from "../plan/shown_key.ts";
+import { isValueDigest, splitValueBlob } from "../plan/view/mod.ts";
 
 /** Bytes gathered before each write of an export copied out of blocks. */
 const WRITE_BYTES = 1 << 20;
@@ -21,7 +22,8 @@ const WRITE_BYTES = 1 << 20;
 /**
  * One NDJSON line of an item (without the newline). An id too long to keep is written cut, with
  * `"idTruncated": true` and its whole `idLength`. A view's row (`view`) is written as
- * `{"key", "id", "value"}`: its stored id is the encoded row and its `rev` the value's JSON. Under
+ * `{"key", "id", "value"}`: its stored id is the encoded row and its `rev` the value's JSON (or,
+ * for a long value, its digest: the value is then stored with the document). Under
  * a registry's `utf16` id order (`idOrder`), the stored key is mapped back to its id.
  */
 export function itemLine(
@@ -29,11 +31,15 @@ export function itemLine(
   options: { view?: boolean; idOrder?: IdOrder } = {},
 ): string {
   const shown = shownKey(it.id, { view: options.view ?? false, idOrder: options.idOrder });
+  // A view row's long value is stored with its document (`row_value.ts`).
+  const { value, doc } = options.view && isValueDigest(it.rev) && it.doc !== undefined
+    ? splitValueBlob(it.doc)
+    : { value: it.rev, doc: it.doc };
   let line = options.view
-    ? `{"key":${JSON.stringify(shown.key)},"id":${JSON.stringify(shown.id)},"value":${it.rev}`
+    ? `{"key":${JSON.stringify(shown.key)},"id":${JSON.stringify(shown.id)},"value":${value}`
     : `{"id":${JSON.stringify(shown.id)},"rev":${JSON.stringify(it.rev)}`;
   // Documents are stored on one line; items stored by earlier versions may not be.
-  if (it.doc !== undefined) line += `,"doc":${oneLine(it.doc)}`;
+  if (doc !== undefined) line += `,"doc":${oneLine(doc)}`;
   if (it.tooLarge) line += `,"tooLarge":true,"docBytes":${it.docBytes}`;
   if (it.error) line += `,"error":${JSON.stringify(it.error)}`;
   if (it.idLength !== undefined) line += `,"idTruncated":true,"idLength":${it.idLength}`;

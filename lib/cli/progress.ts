@@ -5,6 +5,7 @@
  * @module
  */
 import type { CrawlStatusReport } from "../engine/mod.ts";
+import type { PaceState } from "../sources/host_pacer.ts";
 
 /** Options of {@linkcode Progress}. */
 export interface ProgressOptions {
@@ -18,6 +19,8 @@ export interface ProgressOptions {
   ttyIntervalMs?: number;
   /** Least time between plain lines, in milliseconds. @default 5000 */
   plainIntervalMs?: number;
+  /** The pace of the crawl's requests (`Pacer.state`), shown when a host was slowed. @default none */
+  pace?: () => PaceState;
   /** Most shards drawn as bars. @default 32 */
   maxBars?: number;
 }
@@ -50,7 +53,7 @@ function bar(fraction: number, width: number): string {
 
 /** Renders status reports as they come, rate-limited. */
 export class Progress {
-  #o: Required<ProgressOptions>;
+  #o: Required<Omit<ProgressOptions, "pace">> & Pick<ProgressOptions, "pace">;
   #lastDraw = -Infinity;
   #lines = 0;
   #samples: { t: number; items: number }[] = [];
@@ -94,11 +97,12 @@ export class Progress {
       : `${r.id} ${r.status}: ${n(r.itemsStored)}/${n(r.total)} items (${pct.toFixed(1)}%) ` +
         `${n(rate)} items/s${ending} shards ${r.shardsDone}/${r.shardCount}` +
         (r.deadLetters ? ` dead letters ${r.deadLetters}` : "");
+    const pace = this.#o.pace ? paceLine(this.#o.pace(), t) : null;
     if (!this.#o.tty) {
-      this.#o.write(`progress: ${head}\n`);
+      this.#o.write(`progress: ${head}\n` + (pace ? `progress: ${pace}\n` : ""));
       return;
     }
-    const lines = [head];
+    const lines = pace ? [head, `  ${pace}`] : [head];
     const shards = r.shards.slice(0, this.#o.maxBars);
     for (const s of shards) {
       const prev = this.#shardPrev.get(s.id);
@@ -124,6 +128,30 @@ export class Progress {
 }
 
 /**
+ * The pace of a crawl's requests in one line, or null when nothing slowed them: the cap in force
+ * (`--rate`), and each host that pushed back: the rate it was slowed to and why, its pushbacks of
+ * its requests, and a `Retry-After` holding it.
+ */
+export function paceLine(pace: PaceState, nowMs: number): string | null {
+  const parts = pace.ratePerSecond === null ? [] : [`rate cap ${n(pace.ratePerSecond)}/s`];
+  for (const h of pace.hosts) {
+    if (h.pushbacks === 0 && h.limitPerSecond === null && h.heldUntil === null) continue;
+    const ago = h.cutAt === null ? "" : ` ${duration(Math.max(0, (nowMs - h.cutAt) / 1000))} ago`;
+    parts.push(
+      `${h.host} ` +
+        (h.limitPerSecond === null
+          ? ""
+          : `slowed to ${n(h.limitPerSecond)}/s (${h.reason}${ago}), `) +
+        `${n(h.pushbacks)} pushed back of ${n(h.requests)} requests` +
+        (h.heldUntil === null
+          ? ""
+          : `, held by Retry-After for ${duration(Math.ceil((h.heldUntil - nowMs) / 1000))}`),
+    );
+  }
+  return parts.length === 0 ? null : `pace: ${parts.join("; ")}`;
+}
+
+/**
  * A followed crawl in one line: where it stands, how far behind (changes, seconds), what following
  * applied, and when the copy was last proven whole.
  */
@@ -140,8 +168,9 @@ export function followLine(f: NonNullable<CrawlStatusReport["follow"]>, nowMs: n
 /** The end-of-crawl summary lines. */
 export function summary(
   r: CrawlStatusReport,
-  extra: { elapsedMs: number; retries: number; itemsThisRun?: number },
+  extra: { elapsedMs: number; retries: number; itemsThisRun?: number; pace?: PaceState },
 ): string {
+  const pace = extra.pace ? paceLine(extra.pace, Date.now()) : null;
   const items = r.shards.map((s) => s.items);
   const max = Math.max(0, ...items);
   const mean = items.length ? items.reduce((a, b) => a + b, 0) / items.length : 0;
@@ -168,5 +197,6 @@ export function summary(
     ...(r.verification ? [`  checked: ${r.verification.status}: ${r.verification.detail}`] : []),
     ...(r.registry ? [`  ${r.registry}`] : []),
     ...(r.follow ? [`  ${followLine(r.follow, Date.now())}`] : []),
+    ...(pace ? [`  ${pace}`] : []),
   ].join("\n");
 }

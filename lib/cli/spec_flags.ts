@@ -5,7 +5,15 @@
  * @module
  */
 import { buildSpec, type CrawlSpec, SPEC_DEFAULTS, SPEC_LIMITS } from "../base/spec.ts";
-import { type Flag, type FlagTable, type FlagValues, intFlag, urlFlag, viewFlag } from "./flags.ts";
+import {
+  type Flag,
+  type FlagTable,
+  type FlagValues,
+  intFlag,
+  numberFlag,
+  urlFlag,
+  viewFlag,
+} from "./flags.ts";
 
 /** `--view`, shared by crawl, plan and locate. */
 export const VIEW_FLAG = {
@@ -14,6 +22,20 @@ export const VIEW_FLAG = {
   help: "a view's rows (key, docid) instead of _all_docs",
   default: "_all_docs",
 } as const satisfies Flag;
+
+/** `--rate`, the process's cap (crawl and worker): every request of every host counts. */
+export const RATE_FLAG = {
+  type: "string",
+  value: "N",
+  help: "requests a second at most, listings and documents together (a host that pushes back " +
+    "with 429/503 is slowed further on its own)",
+  default: "no cap",
+} as const satisfies Flag;
+
+/** The requests a second `--rate` gives, or null when it is not given. */
+export function rateFromFlag(raw: string | undefined): number | null {
+  return raw === undefined ? null : numberFlag("rate", raw, { fallback: 0, ...SPEC_LIMITS.rate });
+}
 
 /** Flags of a crawl spec (besides `--source`, whose meaning differs per task). */
 export const SPEC_FLAGS = {
@@ -43,6 +65,17 @@ export const SPEC_FLAGS = {
     default: String(SPEC_DEFAULTS.maxPage),
   },
   "no-rebalance": { type: "boolean", help: "never split a straggling shard while crawling" },
+  "doc-fields": {
+    type: "string",
+    value: "LIST",
+    help:
+      "keep only these top-level fields of each document (_id, _rev always): name,versions,time",
+    default: "whole documents",
+  },
+  abbreviated: {
+    type: "boolean",
+    help: "ask --docs-url for npm's abbreviated metadata (what npm install reads; no _rev)",
+  },
   view: VIEW_FLAG,
 } as const satisfies FlagTable;
 
@@ -69,5 +102,7 @@ export function specFromFlags(
     }),
     rebalance: !f["no-rebalance"],
     view: viewFlag(f.view),
+    ...(f["doc-fields"] === undefined ? {} : { docFields: f["doc-fields"].split(",") }),
+    ...(f.abbreviated ? { abbreviated: true } : {}),
   });
 }

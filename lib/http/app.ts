@@ -46,6 +46,7 @@ import { addCrawlRoutes } from "./crawl_routes.ts";
 import { addEventRoutes, StatusFeed } from "./events.ts";
 import { addLocateRoute } from "./locate_route.ts";
 import { Metrics, renderMetrics } from "./metrics.ts";
+import type { PaceState } from "../sources/host_pacer.ts";
 import { FAVICON, STATUS_PAGE } from "./status_page.ts";
 
 /** What the app needs (all injected). */
@@ -64,6 +65,11 @@ export interface AppDeps {
   openSource?: (url: string) => Source;
   /** What this process saw of registries (for `/metrics`). @default an empty one */
   metrics?: Metrics;
+  /**
+   * The pace of this process's requests (`Pacer.state`), shown with each crawl's status for the
+   * hosts it asks (`only`). @default none shown
+   */
+  pace?: (only: readonly string[]) => PaceState;
   /** Clock in epoch milliseconds. @default Date.now */
   now?: () => number;
   /** Largest request body, in bytes. @default 16384 */
@@ -151,6 +157,7 @@ export function createApp(deps: AppDeps): Hono {
     allowedSources: deps.allowedSources,
     dispatcher: deps.dispatcher,
     now,
+    pace: deps.pace,
     maxBodyBytes: deps.maxBodyBytes ?? 16_384,
     limits: { maxActiveCrawls: deps.maxActiveCrawls, maxStoredCrawls: deps.maxStoredCrawls },
   });

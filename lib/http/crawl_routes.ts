@@ -16,6 +16,7 @@ import {
   CRAWL_ID_RULE,
   crawlIdFor,
   isCrawlId,
+  MAX_DOC_FIELDS,
   normalizeSourceUrl,
   SPEC_LIMITS,
 } from "../base/spec.ts";
@@ -36,7 +37,9 @@ import {
 } from "../engine/mod.ts";
 import { planSvg } from "../plan/plan_svg.ts";
 import { shownKey } from "../plan/shown_key.ts";
+import { isValueDigest, splitValueBlob } from "../plan/view/mod.ts";
 import { isAllowedSource } from "./auth.ts";
+import type { PaceState } from "../sources/host_pacer.ts";
 
 /** What the crawl routes need. */
 export interface CrawlRouteDeps {
@@ -50,6 +53,8 @@ export interface CrawlRouteDeps {
   now: () => number;
   /** Largest request body, in bytes. */
   maxBodyBytes: number;
+  /** The pace of this process's requests to the given URLs' hosts. @default none shown */
+  pace?: (only: readonly string[]) => PaceState;
   /** Bounds on crawls a new one must stay within (429 or 409 beyond). */
   limits: CrawlLimits;
 }
@@ -65,6 +70,9 @@ const CreateBody = z.object({
   rebalance: z.boolean().optional(),
   follow: z.boolean().optional(),
   view: z.string().max(201).optional(),
+  rate: z.number().min(L.rate.min).max(L.rate.max).optional(),
+  docFields: z.array(z.string().max(100)).max(MAX_DOC_FIELDS).optional(),
+  abbreviated: z.boolean().optional(),
   id: z.string().regex(CRAWL_ID_PATTERN, `id must be ${CRAWL_ID_RULE}`).optional(),
 }).strict();
 
@@ -93,7 +101,17 @@ export function addCrawlRoutes(app: Hono, deps: CrawlRouteDeps): void {
   app.post("/crawls", limit, (c) => createFromBody(c, deps));
 
   app.get("/crawls", async (c) => c.json({ crawls: await listCrawlSummaries(kv) }));
-  app.get("/crawls/:id", async (c) => c.json(await crawlStatus(kv, crawlId(c), { now })));
+  app.get("/crawls/:id", async (c) => {
+    const status = await crawlStatus(kv, crawlId(c), { now });
+    if (!deps.pace) return c.json(status);
+    // The rate in force for this crawl: its own, the process's, and its hosts' learned paces.
+    const crawl = await findCrawl(kv, status.id);
+    const urls = [crawl?.source, crawl?.docsUrl].filter((u): u is string =>
+      !!u && !u.startsWith("demo:")
+    );
+    const pace = deps.pace(urls);
+    return c.json({ ...status, pace: { crawlRatePerSecond: crawl?.rate ?? null, ...pace } });
+  });
 
   app.post("/crawls/:id/pause", async (c) => {
     const r = await pauseCrawl(kv, crawlId(c), now);
@@ -193,12 +211,18 @@ async function itemsPage(c: Context, kv: Deno.Kv): Promise<Response> {
   const page = await crawlItemsPage(kv, id, pageParams(c));
   const crawl = await findCrawl(kv, id);
   const shown = { view: crawl?.view !== undefined, idOrder: crawl?.idOrder };
-  // A view's row: its stored id is the encoded (key, docid) and its rev the value's JSON.
-  const items = page.items.map(({ id, rev, ...it }) => ({
-    ...shownKey(id, shown),
-    ...(shown.view ? { value: JSON.parse(rev) } : { rev }),
-    ...it,
-    doc: it.doc ? JSON.parse(it.doc) : undefined,
-  }));
+  // A view's row: its stored id is the encoded (key, docid) and its rev the value's JSON (a long
+  // value's digest: the value is stored with the document then).
+  const items = page.items.map(({ id, rev, ...it }) => {
+    const { value, doc } = shown.view && isValueDigest(rev) && it.doc !== undefined
+      ? splitValueBlob(it.doc)
+      : { value: rev, doc: it.doc };
+    return {
+      ...shownKey(id, shown),
+      ...(shown.view ? { value: JSON.parse(value) } : { rev }),
+      ...it,
+      doc: doc ? JSON.parse(doc) : undefined,
+    };
+  });
   return c.json({ items, cursor: page.cursor });
 }

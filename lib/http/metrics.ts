@@ -7,6 +7,7 @@
  * @module
  */
 import { crawlStatus, listCrawlSummaries } from "../engine/mod.ts";
+import type { PaceState } from "../sources/host_pacer.ts";
 
 /** Upper bounds of the latency buckets, in seconds. */
 const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -15,6 +16,12 @@ const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 export class Metrics {
   #series = new Map<string, { buckets: number[]; sum: number; count: number }>();
   #outcomes = new Map<string, number>();
+  #pace: (() => PaceState) | null;
+
+  /** Metrics of a process whose requests `pace` paces (its rate in force, per host). */
+  constructor(options: { pace?: () => PaceState } = {}) {
+    this.#pace = options.pace ?? null;
+  }
 
   /** Records one registry exchange (see `HttpOptions.onExchange`). */
   observe(info: { route: string; status: number; ms: number }): void {
@@ -53,8 +60,47 @@ export class Metrics {
       const [route, cls] = key.split("\u0000");
       out.push(`rankcrawl_registry_responses_total{route="${route}",class="${cls}"} ${n}`);
     }
+    if (this.#pace) out.push(...paceLines(this.#pace()));
     return out;
   }
+}
+
+/** The rate in force: the process's cap, and each host's learned pace and pushback. */
+function paceLines(pace: PaceState): string[] {
+  const out = [
+    "# HELP rankcrawl_rate_limit_per_second The process's cap on requests a second (0: none).",
+    "# TYPE rankcrawl_rate_limit_per_second gauge",
+    `rankcrawl_rate_limit_per_second ${pace.ratePerSecond ?? 0}`,
+  ];
+  const per: [string, string, string, (h: PaceState["hosts"][0]) => number][] = [
+    [
+      "rankcrawl_host_rate_per_second",
+      "gauge",
+      "The rate a host was slowed to after pushing back (0: never slowed).",
+      (h) => h.limitPerSecond ?? 0,
+    ],
+    ["rankcrawl_host_sent_per_second", "gauge", "Requests sent to a host over the last second.", (
+      h,
+    ) => h.sentPerSecond],
+    ["rankcrawl_host_requests_total", "counter", "Requests sent to a host.", (h) => h.requests],
+    [
+      "rankcrawl_host_pushbacks_total",
+      "counter",
+      "Answers of a host that pushed back (429, 503, 504).",
+      (h) => h.pushbacks,
+    ],
+    [
+      "rankcrawl_host_held_until_timestamp_seconds",
+      "gauge",
+      "Until when a host's Retry-After holds its requests (Unix seconds; 0: not held).",
+      (h) => h.heldUntil === null ? 0 : h.heldUntil / 1000,
+    ],
+  ];
+  for (const [name, type, help, f] of per) {
+    out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
+    for (const h of pace.hosts) out.push(`${name}{host="${label(h.host)}"} ${f(h)}`);
+  }
+  return out;
 }
 
 function label(v: string): string {

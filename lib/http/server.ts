@@ -30,6 +30,7 @@ import {
   sourceOpener,
 } from "../engine/mod.ts";
 import { Metrics } from "./metrics.ts";
+import { Pacer } from "../sources/host_pacer.ts";
 import { StatusFeed } from "./events.ts";
 
 /** A running server and the hooks its cron jobs call. */
@@ -92,6 +93,7 @@ export async function startServer(
         dispatcher: runtime.dispatcher,
         openSource: (url) => openSource.url(url),
         metrics,
+        pace: (only) => openSource.pacer.state(only),
         now: options.now,
         ...config.bounds,
         statusFeed,
@@ -146,11 +148,13 @@ function startEngine(
   config: ServerConfig,
   o: { log: (line: string) => void; now?: () => number },
 ) {
-  const metrics = new Metrics();
+  const pacer = new Pacer({ ratePerSecond: config.ratePerSecond ?? null });
+  const metrics = new Metrics({ pace: () => pacer.state() });
   // A registry may redirect only inside ALLOWED_SOURCES: no hop can leave the allowlist.
   const openSource = sourceOpener({
     allowRedirect: (target) => isAllowedSource(target.href, config.allowedSources),
     onExchange: (info) => metrics.observe(info),
+    pacer,
   });
   const runtime = createRuntime({
     kv,

@@ -51,6 +51,8 @@ environment:
   FOLLOW_IDLE_MS     the longest pause between looks at an idle registry (default: ${FOLLOW_POLL.idleMs})
   VERIFY_EVERY_MS    every range of a followed crawl re-proven at least this often; 0: never
                      (default: ${VERIFY_EVERY_MS})
+  RATE               requests a second this process sends at most, every crawl and host together;
+                     hosts that push back are slowed further on their own (default: no cap)
 
 flags:
   --insecure-local   no token, bound to 127.0.0.1 only
@@ -86,6 +88,8 @@ export interface ServerConfig {
    * watchdog's cron tick (Deploy). @default the watchdog only, every range re-proven in 10 min
    */
   follow?: { pollMs: number; idleMs: number; verifyEveryMs: number };
+  /** `RATE`: requests a second this process sends at most, or null. @default null */
+  ratePerSecond?: number | null;
 }
 
 const CRON_FIELDS: [string, number, number][] = [
@@ -208,7 +212,19 @@ export function configFromEnv(
     metricsToken: env("METRICS_TOKEN") || null,
     bounds,
     follow: followFromEnv(env, options.onDeploy),
+    ratePerSecond: rateFromEnv(env("RATE")),
   };
+}
+
+/** `RATE`: requests a second, or null when unset or empty. */
+function rateFromEnv(raw: string | undefined): number | null {
+  if (raw === undefined || raw.trim() === "") return null;
+  const { min, max } = SPEC_LIMITS.rate;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n < min || n > max) {
+    throw new UsageError(`RATE must be a number of requests a second from ${min} to ${max}`);
+  }
+  return n;
 }
 
 /** How followed crawls are followed: pollMs 0 when the cron tick alone follows them. */

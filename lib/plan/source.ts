@@ -22,6 +22,11 @@ export interface Row {
   /** Its current revision. */
   rev: string;
   /**
+   * A view row's value JSON, when too long to be its revision (which is then the value's digest:
+   * `view/row_value.ts`); stored like a document. @default none: the revision is the value
+   */
+  value?: string;
+  /**
    * Its document, when the listing was asked for documents (`includeDocs`). Absent on such a row
    * when the listing could not carry it (the answer would have been too large): fetch it by id.
    */
@@ -184,6 +189,12 @@ export interface DocOptions {
    * large answers it holds at once, before the next one is read. @default the document is returned
    */
   keep?: (id: string, doc: Extract<DocResult, { kind: "raw" }>) => Promise<DocResult>;
+  /**
+   * Documents over this many bytes are read as bytes (`raw`, checked by one scan: never text, a
+   * parsed object and bytes again, which held a 900 KiB document four times over), so that those
+   * `keep` stores go there as they came. @default the source's own (1 MiB for CouchDB sources)
+   */
+  rawOverBytes?: number;
 }
 
 /** A sorted, rank-aware registry listing with documents and changes: what a crawl needs. */

@@ -35,6 +35,27 @@ export interface FaultOptions {
   slowMs?: number;
   /** PRNG seed for faults. @default 42 */
   seed?: number;
+  /**
+   * Requests a second this host serves, over any sliding second; beyond, it answers 429 (as a
+   * CDN's rate limit does; a 429 is not counted as served). @default no limit
+   */
+  rateLimit?: number;
+  /** `Retry-After` sent with a rate-limit 429, in seconds. @default none sent */
+  rateLimitRetryAfterS?: number;
+}
+
+/** Times of the requests served over the last second, for `rateLimit`. */
+class ServedWindow {
+  #times: number[] = [];
+  #head = 0;
+  /** True (and counted) when one more request fits within `perSecond` over the last second. */
+  admit(now: number, perSecond: number): boolean {
+    while (this.#head < this.#times.length && this.#times[this.#head] <= now - 1000) this.#head++;
+    if (this.#head > 4096) (this.#times = this.#times.slice(this.#head), this.#head = 0);
+    if (this.#times.length - this.#head >= perSecond) return false;
+    this.#times.push(now);
+    return true;
+  }
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -42,13 +63,21 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** A Hono middleware injecting latency and faults; `counters` counts requests and faults. */
 export function faultMiddleware(
   options: FaultOptions,
-  counters: { requests: number; faults: number },
+  counters: { requests: number; faults: number; limited?: number },
 ): (c: Context, next: Next) => Promise<Response | void> {
   const faultRate = options.faultRate ?? 0;
   const faults = options.faults ?? FAULT_KINDS;
   const rand = prng(options.seed ?? 42);
+  const served = new ServedWindow();
   return async (c, next) => {
     counters.requests++;
+    if (options.rateLimit && !served.admit(performance.now(), options.rateLimit)) {
+      counters.limited = (counters.limited ?? 0) + 1;
+      const headers: Record<string, string> = options.rateLimitRetryAfterS === undefined
+        ? {}
+        : { "retry-after": String(options.rateLimitRetryAfterS) };
+      return c.json({ error: "too_many_requests", reason: "rate limited" }, 429, headers);
+    }
     if (options.latencyMs) await sleep(options.latencyMs);
     const fault = faultRate > 0 && rand() < faultRate
       ? faults[Math.floor(rand() * faults.length)]

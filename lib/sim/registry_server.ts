@@ -87,6 +87,8 @@ export interface RegistryStats {
   changes: number;
   /** Faults injected. */
   faults: number;
+  /** Requests answered 429 by `rateLimit`. */
+  limited?: number;
 }
 
 /**

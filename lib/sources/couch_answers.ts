@@ -68,15 +68,17 @@ export function parseJsonAnswer(body: Uint8Array, type: string | null, what: str
 /**
  * A document's outcome from its body (status 2xx): a JSON object, or why it is not one. JSON that
  * does not parse under a JSON content type was most likely cut on the way: a
- * {@linkcode TransientError} (retried, and recorded only if it keeps happening).
+ * {@linkcode TransientError} (retried, and recorded only if it keeps happening). A body over
+ * `rawOverBytes` (@default RAW_DOC_BYTES) is kept as bytes (`rawDocFromBody`).
  */
 export function docFromBody(
   body: Uint8Array,
   type: string | null,
   expectedId?: string,
+  options: { rawOverBytes?: number } = {},
 ): DocResult {
   if (body.length === 0) return { kind: "error", status: 200, reason: "empty body" };
-  if (body.length > RAW_DOC_BYTES && /json/.test(type ?? "json")) {
+  if (body.length > (options.rawOverBytes ?? RAW_DOC_BYTES) && /json/.test(type ?? "json")) {
     return rawDocFromBody(body, expectedId);
   }
   const text = dec.decode(body);
@@ -202,6 +204,7 @@ function checkRow(r: unknown, includeDocs: boolean, bad: (why: string) => Error)
   const rev = isObject(r.value) ? r.value.rev : undefined;
   if (typeof rev !== "string") throw bad(`row ${JSON.stringify(r.id)} has no value.rev`);
   const row: Row = { id: r.id, rev };
+  if (isObject(r.value) && typeof r.value.value === "string") row.value = r.value.value;
   if (includeDocs && r.doc !== undefined) {
     // A view row (reshaped by the view dialect) says which document it carries: the emitting one,
     // or null when its value links to another by `_id`.

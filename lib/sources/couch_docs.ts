@@ -90,7 +90,9 @@ export class CouchDocs {
         if (a.status >= 400) return docError(a);
         let doc: DocResult;
         try {
-          doc = docFromBody(a.body, a.headers.get("content-type"), expectedId);
+          doc = docFromBody(a.body, a.headers.get("content-type"), expectedId, {
+            rawOverBytes: options.rawOverBytes,
+          });
           if (doc.kind === "error" && doc.reason === "empty body") {
             throw new TransientError(`empty body from ${redactUrl(url)}`, { status: 200 });
           }

@@ -20,6 +20,12 @@ export const PAGE_BYTES = 65_536;
 /** Room for rows of ids as long as CouchDB allows in any listing answer, however small. */
 export const LONG_ROWS_BYTES = 1024 * 1024;
 /**
+ * Least cap on a view listing's answer: a view's rows carry values of any size (`emit(key,
+ * doc.value)`), and one row up to a document's size (32 MiB) must fit even a one-row probe.
+ */
+export const VIEW_ROWS_BYTES = 32 * 1024 * 1024 + PAGE_BYTES;
+
+/**
  * Largest answer that carries documents (a listing with `include_docs`, a `_bulk_get`): a larger
  * one is asked again without documents (fetched by id) or in halves, so that no answer holds more
  * than this in memory.
@@ -120,9 +126,12 @@ export class CouchExchange {
   ): Promise<unknown> {
     const path = this.#o.listingPath;
     const limit = Number(params.get("limit") ?? 0);
+    const rows = PAGE_BYTES + Math.max(limit * ROW_BYTES, LONG_ROWS_BYTES);
     const maxBytes = includeDocs
       ? MAX_BULK_BYTES
-      : PAGE_BYTES + Math.max(limit * ROW_BYTES, LONG_ROWS_BYTES);
+      : this.#o.allDocs
+      ? rows
+      : Math.max(rows, VIEW_ROWS_BYTES);
     return this.#o.http.request(
       { ...exchange, maxBytes, oversizeIsTransient: o.oversizeIsTransient },
       (a) => {

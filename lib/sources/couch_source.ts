@@ -46,6 +46,7 @@ import {
   viewDialect,
 } from "./listing_dialect.ts";
 import { CouchDocs } from "./couch_docs.ts";
+import { keepFields } from "./doc_fields.ts";
 import {
   CouchExchange,
   MAX_BULK_BYTES,
@@ -89,7 +90,14 @@ export interface CouchSourceOptions extends HttpOptions {
    * start. @default nothing known: learned as the registry answers
    */
   learned?: Partial<LearnedCaps> | null;
+  /**
+   * Keep only these top-level fields of every document (`_id` and `_rev` always), cut as each
+   * arrives, in listings, `_bulk_get` and GETs alike (`doc_fields.ts`). @default whole documents
+   */
+  docFields?: readonly string[] | null;
 }
+
+const enc = new TextEncoder();
 
 /** A CouchDB database reached over HTTP. */
 export class CouchSource implements Source {
@@ -104,6 +112,7 @@ export class CouchSource implements Source {
   #docMode: Promise<DocMode> | null = null;
   #listing: ListingDialect;
   #learned: LearnedCaps;
+  #fields: readonly string[] | null;
 
   /**
    * Opens `dbUrl` (e.g. `http://127.0.0.1:5984/registry`); nothing is requested until used.
@@ -128,6 +137,7 @@ export class CouchSource implements Source {
       (this.#listing.label === null ? "" : ` ${this.#listing.label}`);
     this.#http = new HttpClient(options);
     this.#learned = learnedFrom(options.learned);
+    this.#fields = options.docFields?.length ? options.docFields : null;
     this.#x = new CouchExchange({
       learned: this.#learned,
       http: this.#http,
@@ -185,9 +195,15 @@ export class CouchSource implements Source {
     for (;;) {
       try {
         const floor = !options.includeDocs && limit <= 2;
-        const page = await this.#listOnce({ ...options, limit, updateSeq: askSeq }, {
+        let page = await this.#listOnce({ ...options, limit, updateSeq: askSeq }, {
           oversizeIsTransient: floor,
         });
+        if (this.#fields && options.includeDocs) {
+          page = {
+            ...page,
+            rows: page.rows.map((r) => r.doc ? { ...r, doc: this.#shaped(r.doc) } : r),
+          };
+        }
         if (seqRefused) this.#learned.listingSeq = "refused";
         else if (askSeq) this.#learned.listingSeq = page.seq === undefined ? "ignored" : "served";
         return limit < options.limit ? { ...page, limit } : page;
@@ -274,7 +290,25 @@ export class CouchSource implements Source {
    */
   async doc(key: string, options: DocOptions = {}): Promise<DocResult> {
     await this.#prepare();
-    const r = await this.#docsById.byId(this.#listing.docId(key), options);
+    const fields = this.#fields;
+    // Cut before it is kept: what is stored is the smaller document.
+    const o: DocOptions = fields
+      ? {
+        rawOverBytes: options.rawOverBytes,
+        keep: options.keep &&
+          (async (id, raw) => {
+            const cut = keepFields(raw, fields);
+            return cut.kind === "doc" && cut.json.length > (options.rawOverBytes ?? Infinity)
+              ? await options.keep!(id, {
+                kind: "raw",
+                bytes: enc.encode(cut.json),
+                docRev: raw.docRev,
+              })
+              : cut;
+          }),
+      }
+      : options;
+    const r = this.#shaped(await this.#docsById.byId(this.#listing.docId(key), o));
     // A document host of its own may not have a document the registry lists yet (npm's lags its
     // feed): its 404 is worth asking again before it is the document's own answer.
     if (r.kind !== "error" || r.status !== 404 || this.#docs === this.#db) return r;
@@ -291,7 +325,13 @@ export class CouchSource implements Source {
    */
   async bulkDocs(keys: string[]): Promise<DocResult[]> {
     await this.#prepare();
-    return await this.#bulkGet(keys.map((k) => this.#listing.docId(k)));
+    const docs = await this.#bulkGet(keys.map((k) => this.#listing.docId(k)));
+    return this.#fields ? docs.map((d) => this.#shaped(d)) : docs;
+  }
+
+  /** `doc` cut to the crawl's fields (as it is without them). */
+  #shaped(doc: DocResult): DocResult {
+    return this.#fields ? keepFields(doc, this.#fields) : doc;
   }
 
   async #bulkGet(ids: string[]): Promise<DocResult[]> {

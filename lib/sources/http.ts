@@ -18,12 +18,20 @@ import { HTTP_RETRY } from "../base/retry_policy.ts";
 import { PermanentError, TransientError } from "../base/errors.ts";
 import { redactUrl } from "../base/redact.ts";
 import { Semaphore } from "../base/pool.ts";
+import { ByteBudget } from "../base/byte_budget.ts";
+import type { Pacer } from "./host_pacer.ts";
 
 /** Answers past this many bytes are large: few are read and parsed at once (`largeAnswers`). */
 export const LARGE_ANSWER_BYTES = 1024 * 1024;
 
 /** Large answers one process reads and parses at once, by default. */
 export const LARGE_ANSWERS = 4;
+
+/** Bytes of answer bodies one process reads at once, by default (see `bodyBytes`). */
+export const BODY_BYTES_IN_FLIGHT = 64 * 1024 * 1024;
+
+/** What a body without a declared length takes from the budget first, and at least as it grows. */
+const GROWTH_BYTES = 64 * 1024;
 
 /** A gate for large answers, to share among the sources of a process (see `largeAnswers`). */
 export function largeAnswers(
@@ -63,10 +71,23 @@ export interface HttpOptions {
    */
   largeAnswers?: { overBytes: number; permits: Semaphore };
   /**
+   * Bytes of bodies held at once, however small each: a body takes its declared length from the
+   * budget before it is read (one without a length, as it grows), and gives it back once it is
+   * parsed, so that 256 documents of 900 KiB in flight hold no more than the budget. Share one
+   * among a process's sources. @default BODY_BYTES_IN_FLIGHT (64 MiB), per client
+   */
+  bodyBytes?: ByteBudget;
+  /**
    * Headers added to requests (`request_headers.ts`: per host or for all; credentials kept to
    * their origin). Never logged. @default none (every request says `User-Agent: rankcrawl/…`)
    */
   headers?: readonly RequestHeader[];
+  /**
+   * Paces every attempt (`host_pacer.ts`: the process's `--rate`, a crawl's own rate, each
+   * host's learned pace and `Retry-After` holds) and learns from its answer; the wait is not part
+   * of the attempt's timeout. Share one among a process's sources. @default no pacing
+   */
+  pacer?: Pacer;
 }
 
 /** The kind of registry route a URL is, for metrics: `_all_docs`, `_changes`, `_bulk_get`, `doc`. */
@@ -158,28 +179,43 @@ async function readCapped(
   res: Response,
   url: string,
   maxBytes: number,
-  large: { overBytes: number; permits: Semaphore },
+  gates: { large: { overBytes: number; permits: Semaphore }; bytes: ByteBudget },
   held: (() => void)[],
 ): Promise<Uint8Array> {
+  const { large } = gates;
   const declared = Number(res.headers.get("content-length") ?? NaN);
   if (declared > maxBytes) {
     await res.body?.cancel();
     throw new TooLargeError(url, declared, maxBytes);
   }
   if (!res.body) return new Uint8Array(0);
-  // A large answer waits for its permit before anything of it is held.
-  if (declared > large.overBytes) held.push(await large.permits.acquire());
+  // A large answer waits for its permit before anything of it is held; then every body takes
+  // its bytes from the budget before any is read (the server waits meanwhile). In that order,
+  // so that nothing waits for a permit holding bytes.
+  let permitted = declared > large.overBytes;
+  if (permitted) held.push(await large.permits.acquire());
+  const known = Number.isInteger(declared) && declared > 0;
+  let taken = known ? declared : GROWTH_BYTES;
+  held.push(await gates.bytes.take(taken));
   // A declared length is read straight into one buffer (no second copy to join the parts).
   const into = Number.isInteger(declared) && declared > 0 ? new Uint8Array(declared) : null;
   const parts: Uint8Array[] = [];
   let size = 0;
   const reader = res.body.getReader();
   for (;;) {
-    if (held.length === 0 && size > large.overBytes) {
+    if (!permitted && size > large.overBytes) {
+      permitted = true;
       held.push(await large.permits.acquire());
     }
     const { value, done } = await reader.read();
     if (done) break;
+    if (!into && size + value.length > taken) {
+      // No declared length: taken as it grows (twice as much each time), never waiting while
+      // it holds part of an answer (past 1 MiB a permit bounds such answers instead).
+      const more = Math.max(GROWTH_BYTES, size + value.length);
+      held.push(await gates.bytes.take(more, { wait: false }));
+      taken += more;
+    }
     if (size + value.length > maxBytes || (into && size + value.length > into.length)) {
       await reader.cancel();
       throw new TooLargeError(url, size + value.length, maxBytes);
@@ -199,8 +235,8 @@ async function readCapped(
 /** Makes requests for one source with its options; counts retries. */
 export class HttpClient {
   #o:
-    & Required<Omit<HttpOptions, "onRetry" | "onExchange">>
-    & Pick<HttpOptions, "onRetry" | "onExchange">;
+    & Required<Omit<HttpOptions, "onRetry" | "onExchange" | "pacer">>
+    & Pick<HttpOptions, "onRetry" | "onExchange" | "pacer">;
   #retries = 0;
 
   /** A client with `options` (see {@linkcode HttpOptions} for defaults). */
@@ -218,7 +254,9 @@ export class HttpClient {
       onRetry: options.onRetry,
       onExchange: options.onExchange,
       largeAnswers: options.largeAnswers ?? largeAnswers(),
+      bodyBytes: options.bodyBytes ?? new ByteBudget(BODY_BYTES_IN_FLIGHT),
       headers: options.headers ?? [],
+      pacer: options.pacer,
     };
   }
 
@@ -250,6 +288,9 @@ export class HttpClient {
         let delayMs = Math.floor(this.#o.random() * cap);
         if (err.retryAfterMs !== undefined) {
           delayMs = Math.max(delayMs, Math.min(err.retryAfterMs, this.#o.backoffMaxMs));
+        } else if (err.status === 429) {
+          const least = HTTP_RETRY.tooManyMinMs * (0.5 + this.#o.random());
+          delayMs = Math.max(delayMs, Math.min(least, this.#o.backoffMaxMs));
         }
         this.#retries++;
         this.#o.onRetry?.({ attempt, delayMs, error: err });
@@ -284,9 +325,14 @@ export class HttpClient {
   async #attempt(req: HttpRequest, held: (() => void)[]): Promise<HttpAnswer> {
     let url = new URL(req.url);
     const timeoutMs = req.timeoutMs ?? this.#o.timeoutMs;
+    const pacer = this.#o.pacer;
+    // Waiting for its turn is not part of an attempt's time.
+    await pacer?.pace(url);
     const signal = AbortSignal.timeout(timeoutMs);
     for (let hop = 0;; hop++) {
+      if (hop > 0) await pacer?.pace(url);
       let res: Response;
+      const sentAt = performance.now();
       try {
         res = await this.#o.fetch(url.href, {
           method: req.method ?? "GET",
@@ -303,6 +349,13 @@ export class HttpClient {
           cause: err,
         });
       }
+      const retryAfterMs = parseRetryAfter(res.headers.get("retry-after"));
+      pacer?.report(url, {
+        status: res.status,
+        ms: performance.now() - sentAt,
+        route: routeOf(url),
+        retryAfterMs,
+      });
       if (res.status >= 300 && res.status < 400 && res.headers.has("location")) {
         await res.body?.cancel();
         url = this.#redirectTarget(url, res.headers.get("location")!, { hop, status: res.status });
@@ -312,12 +365,15 @@ export class HttpClient {
         await res.body?.cancel();
         throw new TransientError(`HTTP ${res.status} at ${redactUrl(url.href)}`, {
           status: res.status,
-          retryAfterMs: parseRetryAfter(res.headers.get("retry-after")),
+          retryAfterMs,
         });
       }
       let body: Uint8Array;
       try {
-        body = await readCapped(res, url.href, req.maxBytes, this.#o.largeAnswers, held);
+        body = await readCapped(res, url.href, req.maxBytes, {
+          large: this.#o.largeAnswers,
+          bytes: this.#o.bodyBytes,
+        }, held);
       } catch (err) {
         if (err instanceof TooLargeError && req.oversizeIsTransient) {
           throw new TransientError(err.message, { cause: err });

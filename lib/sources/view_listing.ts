@@ -15,7 +15,7 @@
  */
 import { FatalError, PermanentError, TransientError } from "../base/errors.ts";
 import type { ListOptions, Page } from "../plan/source.ts";
-import { ceilViewRow, compareJson, type ViewRowKey } from "../plan/view/mod.ts";
+import { ceilViewRow, compareJson, valueRev, type ViewRowKey } from "../plan/view/mod.ts";
 import { compareKeys } from "../plan/keys.ts";
 import { checkPage } from "./couch_answers.ts";
 import {
@@ -110,7 +110,8 @@ function listedRow(r: RawRow, id: string) {
   return {
     id,
     key: id,
-    value: { rev: JSON.stringify(r.value ?? null) },
+    // A long value's digest is its revision; the value goes along (`row_value.ts`).
+    value: valueRev(JSON.stringify(r.value ?? null)),
     // The document a row carries: its own, or (null) the one its value links to.
     docid: linked ? null : r.docid,
     ...(r.hasDoc ? { doc: r.doc } : {}),

@@ -9,13 +9,27 @@
 import { FatalError } from "../../base/errors.ts";
 import type { CrawlSpec } from "../../base/spec.ts";
 import { CouchSource, type CouchSourceOptions } from "../../sources/couch_source.ts";
-import { largeAnswers } from "../../sources/http.ts";
+import { BODY_BYTES_IN_FLIGHT, largeAnswers } from "../../sources/http.ts";
+import { ByteBudget } from "../../base/byte_budget.ts";
+import { Pacer } from "../../sources/host_pacer.ts";
+import type { RequestHeader } from "../../sources/request_headers.ts";
 import type { LearnedCaps } from "../../plan/source.ts";
 
 /** What a source is opened for: a crawl's spec, with what its registry was seen to serve. */
-type Opened = Pick<CrawlSpec, "source" | "docsUrl" | "view" | "maxPage"> & {
-  learned?: LearnedCaps | null;
-};
+type Opened =
+  & Pick<CrawlSpec, "source" | "docsUrl" | "view" | "maxPage" | "rate">
+  & Partial<Pick<CrawlSpec, "docFields" | "abbreviated">>
+  & {
+    learned?: LearnedCaps | null;
+  };
+
+/** What npm's document host answers abbreviated metadata to. */
+export const ABBREVIATED_ACCEPT = "application/vnd.npm.install-v1+json";
+
+/** The header asking the document host of `docsUrl` for npm's abbreviated metadata. */
+function abbreviatedHeader(docsUrl: string): RequestHeader {
+  return { host: new URL(docsUrl).host.toLowerCase(), name: "Accept", value: ABBREVIATED_ACCEPT };
+}
 
 /** Opens sources with one process's HTTP options (see {@linkcode sourceOpener}). */
 export interface SourceOpener {
@@ -26,6 +40,8 @@ export interface SourceOpener {
   (crawl: Opened): CouchSource;
   /** A source for a URL outside any crawl (`/locate`), with the same HTTP options. */
   url(url: string, options?: { view?: string }): CouchSource;
+  /** The process's pacer: its `--rate` and what it learned of each host's pace. */
+  readonly pacer: Pacer;
 }
 
 /**
@@ -40,9 +56,24 @@ export function sourceOpener(
   // One gate for the large answers of every source of the process: their memory is bounded
   // together, however many crawls it runs.
   const { overrides, ...rest } = options;
-  const http = { ...rest, largeAnswers: rest.largeAnswers ?? largeAnswers() };
+  // And one pacer: a host's pushback slows every crawl of the process that asks it.
+  const pacer = rest.pacer ?? new Pacer();
+  const http = {
+    ...rest,
+    largeAnswers: rest.largeAnswers ?? largeAnswers(),
+    bodyBytes: rest.bodyBytes ?? new ByteBudget(BODY_BYTES_IN_FLIGHT),
+    pacer,
+  };
   const open = (crawl: Opened) => {
-    const key = JSON.stringify([crawl.source, crawl.docsUrl, crawl.view ?? null, crawl.maxPage]);
+    const key = JSON.stringify([
+      crawl.source,
+      crawl.docsUrl,
+      crawl.view ?? null,
+      crawl.maxPage,
+      crawl.rate ?? null,
+      crawl.docFields ?? null,
+      crawl.abbreviated ?? false,
+    ]);
     let s = cache.get(key);
     if (!s) {
       const url = overrides?.[crawl.source] ?? crawl.source;
@@ -57,6 +88,11 @@ export function sourceOpener(
         view: crawl.view,
         maxPage: Math.min(http.maxPage ?? Infinity, crawl.maxPage),
         learned: crawl.learned,
+        pacer: crawl.rate ? pacer.withRate(crawl.rate) : pacer,
+        docFields: crawl.docFields,
+        headers: crawl.abbreviated
+          ? [...http.headers ?? [], abbreviatedHeader(crawl.docsUrl ?? url)]
+          : http.headers,
       });
       cache.set(key, s);
     }
@@ -65,5 +101,6 @@ export function sourceOpener(
   return Object.assign(open, {
     url: (url: string, o: { view?: string } = {}) =>
       new CouchSource(url, { ...http, view: o.view }),
+    pacer,
   });
 }

@@ -16,6 +16,7 @@
 import { fetchDocs, heldBytes } from "./page_docs.ts";
 import { spillDocument } from "../items/mod.ts";
 import { Guard, type PageContext } from "./page_guard.ts";
+import { valuedIds, withValues } from "./page_values.ts";
 import { type ListedPage, listPage, rowsPerPage } from "./page_listing.ts";
 import { type PageResult, writePage } from "./page_write.ts";
 import type { ItemInput } from "../items/mod.ts";
@@ -90,6 +91,7 @@ export async function processPage(
   next?.listing.catch(() => {}); // unused when the page is lost; its error resurfaces if used
   const guard = new Guard(ctx, held.entry);
   let items: ItemInput[] = listed.rows;
+  const valued = valuedIds(listed.rows);
   if (crawl.docs && listed.rows.length > 0) {
     const beat = guard.heartbeat(listed.rows.length);
     try {
@@ -100,19 +102,28 @@ export async function processPage(
         pageFailures: held.entry.value.failures ?? 0,
         progress: (nextKey, started) => beat.progress(nextKey, started),
         memory: ctx.docMemory,
-        // Large documents go to their chunks as they arrive: the page never holds them.
+        // Large documents go to their chunks as they arrive: the page never holds them (a
+        // row's with a value of its own goes there with the value, below).
         spill: (id, doc) =>
-          spillDocument(ctx.kv, crawl.id, { id, doc }, { maxDocBytes: ctx.maxDocBytes }),
+          valued.has(id)
+            ? Promise.resolve(doc)
+            : spillDocument(ctx.kv, crawl.id, { id, doc }, { maxDocBytes: ctx.maxDocBytes }),
       });
     } finally {
       await beat.stop();
     }
   }
+  const charged = heldBytes(items); // what the budget was charged for the page's documents
   try {
     if (guard.lost) return { kind: "lost", reason: guard.lost };
+    if (valued.size > 0) {
+      items = await withValues(ctx.kv, crawl.id, listed.rows, items, {
+        maxDocBytes: ctx.maxDocBytes,
+      });
+    }
     return await finishPage(ctx, guard, crawl, { listed, items, next, learnedCap });
   } finally {
-    ctx.docMemory?.refund(heldBytes(items)); // the page's documents are written (or dropped)
+    ctx.docMemory?.refund(charged); // the page's documents are written (or dropped)
   }
 }
 

@@ -20,7 +20,7 @@ import type { AdaptiveLimit } from "../../base/adaptive_limit.ts";
 import { mapPool } from "../../base/pool.ts";
 import { compareKeys } from "../../plan/keys.ts";
 import type { DocMode, DocResult, Row, Source } from "../../plan/source.ts";
-import type { ItemInput } from "../items/mod.ts";
+import { INLINE_DOC_BYTES, type ItemInput } from "../items/mod.ts";
 import { DocMemory, docMemoryBytes } from "./doc_memory.ts";
 
 /** What fetching a page's documents needs. */
@@ -244,7 +244,9 @@ async function fetchEach(source: Source, rows: Row[], o: DocFetch): Promise<Atte
         const retries = source.retries ?? 0;
         // A large document is stored while the source still holds its answer's permit.
         const keep = o.spill ? (_: string, d: DocResult) => o.spill!(rows[i].id, d) : undefined;
-        source.doc(rows[i].id, { keep }).then(async (r) => {
+        // What will be written to chunks anyway is read as bytes: never text and objects too.
+        const rawOverBytes = o.spill ? INLINE_DOC_BYTES : undefined;
+        source.doc(rows[i].id, { keep, rawOverBytes }).then(async (r) => {
           // Retries on the way (429s, 503s) mean the registry pushes back, even if it then served.
           if ((source.retries ?? 0) > retries) o.limit.failure();
           else o.limit.success();

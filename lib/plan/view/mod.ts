@@ -5,3 +5,4 @@
  * @module
  */
 export * from "./view_keys.ts";
+export * from "./row_value.ts";

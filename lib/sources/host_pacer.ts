@@ -1,0 +1,426 @@
+/**
+ * How fast requests leave a process: a rate for the whole process (`--rate`, `RATE`), a rate per
+ * crawl (`withRate`), and a pace per host that follows the host's answers. Every request of every
+ * source of a process goes through one pacer (listings, documents, probes, feeds), so one 429
+ * slows every shard that asks that host, not only the request that got it.
+ *
+ * A host's pace is learned (AIMD, `HOST_PACE`): unlimited until it pushes back; a 429, 503 or 504
+ * sets its rate to 70% of what it served over the last second (at most one cut a second: the
+ * answers to requests already sent say nothing new); its document latency (the median of the last 21) growing past 4x
+ * its usual (and by 100 ms) cuts to 85%; every second its rate held a request back without pushback,
+ * it grows by 5% (25% once it was quiet for 10 s). A pushback cut is judged 2 s later: when the
+ * host pushes back as often at the slower pace, its failures are not about our pace (a flaky
+ * proxy): the cut is undone and pushback is not taken for a pace signal for a minute. A `Retry-After` holds the host: nothing is sent to it until then. Rates are kept
+ * by a GCRA spacing (requests leave `1/rate` apart, with a burst of 1/20 of a second), so waiting
+ * requests go in the order they came.
+ *
+ * @module
+ */
+import { HOST_PACE } from "../base/retry_policy.ts";
+import { abortableSleep } from "../base/sleep.ts";
+
+/** What a host's pace is now, for status pages and metrics (no URL, no credentials). */
+export interface HostPace {
+  /** The host (`name:port`). */
+  host: string;
+  /** The rate learned for it, in requests a second; null while it never pushed back. */
+  limitPerSecond: number | null;
+  /** Why that rate: the last pushback (`HTTP 429`, `latency 5.1x its usual`), or null. */
+  reason: string | null;
+  /** When the last cut was, epoch milliseconds, or null. */
+  cutAt: number | null;
+  /** Until when a `Retry-After` holds it, epoch milliseconds, or null. */
+  heldUntil: number | null;
+  /** Requests sent to it over the last second. */
+  sentPerSecond: number;
+  /** Requests sent to it so far. */
+  requests: number;
+  /** Answers that pushed back (429, 503, 504) so far. */
+  pushbacks: number;
+}
+
+/** A pacer's state: its own cap and every host's pace. */
+export interface PaceState {
+  /** The cap in force, in requests a second (the process's `--rate` or `RATE`), or null. */
+  ratePerSecond: number | null;
+  /** Every host asked so far. */
+  hosts: HostPace[];
+}
+
+/** The outcome of one attempt, as {@linkcode Pacer.report} takes it. */
+export interface PaceOutcome {
+  /** HTTP status; 0 when no answer came. */
+  status: number;
+  /** Time from sending to the answer (or failure), in milliseconds. */
+  ms: number;
+  /** The route (`_all_docs`, `doc`, ...): latency is compared within a route. */
+  route: string;
+  /** A `Retry-After` the answer carried, in milliseconds. */
+  retryAfterMs?: number;
+}
+
+/** Options of a {@linkcode Pacer}. */
+export interface PacerOptions {
+  /** Requests a second for everything this pacer sends, or null: no cap. @default null */
+  ratePerSecond?: number | null;
+  /** Learn each host's pace from its answers (module comment). @default true */
+  adapt?: boolean;
+  /** Clock, epoch milliseconds. @default Date.now */
+  now?: () => number;
+  /** Sleeps `ms` (tests pass a fake clock's). @default an abortable timer */
+  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+}
+
+/** Requests leaving `1/rate` apart, with `burst` at once (GCRA: a theoretical arrival time). */
+class Spacing {
+  #tat = -Infinity;
+  /** Reserves a send time at `ratePerSecond`; resolves to the wait, in milliseconds. */
+  reserve(now: number, ratePerSecond: number): number {
+    const interval = 1000 / ratePerSecond;
+    const tolerance = Math.max(0, ratePerSecond / 20 - 1) * interval;
+    const tat = Math.max(this.#tat, now);
+    this.#tat = tat + interval;
+    return Math.max(0, tat - tolerance - now);
+  }
+}
+
+/** Events counted in 100 ms buckets, for how many came over the last `seconds`. */
+class SentWindow {
+  #n: number;
+  #buckets: number[];
+  #at: number[];
+  constructor(seconds = 1) {
+    this.#n = 10 * seconds;
+    this.#buckets = new Array<number>(this.#n).fill(0);
+    this.#at = new Array<number>(this.#n).fill(-1);
+  }
+  add(now: number): void {
+    const slot = Math.floor(now / 100);
+    const i = slot % this.#n;
+    if (this.#at[i] !== slot) (this.#at[i] = slot, this.#buckets[i] = 0);
+    this.#buckets[i]++;
+  }
+  /** Events over the window (per second for the default one). */
+  perSecond(now: number): number {
+    const slot = Math.floor(now / 100);
+    let n = 0;
+    for (let i = 0; i < this.#n; i++) if (slot - this.#at[i] < this.#n) n += this.#buckets[i];
+    return n;
+  }
+}
+
+/** The middle of `xs` (the upper one of an even count). */
+function median(xs: readonly number[]): number {
+  return [...xs].sort((a, b) => a - b)[xs.length >> 1];
+}
+
+/** Answers a route's latency is the median of. */
+const LATENCY_WINDOW = 21;
+
+/** The latency of one route of a host (the median of its last answers), against its usual. */
+interface Latency {
+  recent: number[];
+  next: number;
+  usual: number;
+  samples: number;
+}
+
+/** What can slow a host: its pushback (429, 503, 504), or its latency growing. */
+type Signal = "pushback" | "latency";
+
+/**
+ * A cut on trial: the signal's measure when it was made (the share of answers pushing back over
+ * the 10 s up to the end of its cool-down, or the route's median latency), and what came at the
+ * slower pace since.
+ */
+interface Trial {
+  signal: Signal;
+  route: string;
+  atCut: number;
+  before: number | null;
+  reason: string | null;
+  answers: number;
+  pushed: number;
+  ms: number[];
+}
+
+class HostState {
+  limit: number | null = null;
+  reason: string | null = null;
+  cutAt: number | null = null;
+  heldUntil = 0;
+  requests = 0;
+  pushbacks = 0;
+  held = false; // the rate held a request back since the last growth
+  grownAt = 0;
+  spacing = new Spacing();
+  sent = new SentWindow();
+  served = new SentWindow(); // answers that did not push back, over the last second
+  pushed = new SentWindow(); // answers that pushed back, over the last second
+  // Over the last 10 s, the share that pushed back: what a cut on trial is judged against (over
+  // one second it is at its highest when a pushback comes, which would pass chance for a cure).
+  served10 = new SentWindow(10);
+  pushed10 = new SentWindow(10);
+  /** A cut being watched: did slowing down make the host push back less, or answer faster? */
+  trial: Trial | null = null;
+  /** Until then a signal is taken for the host's own ways, not our pace (epoch ms). */
+  deafUntil: Record<Signal, number> = { pushback: 0, latency: 0 };
+  latency = new Map<string, Latency>();
+}
+
+/**
+ * Paces requests (module comment). One per process (`sourceOpener` makes it), shared by every
+ * source; `withRate` gives a crawl its own cap inside it.
+ */
+export class Pacer {
+  #rate: number | null;
+  #adapt: boolean;
+  #now: () => number;
+  #sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
+  #spacing = new Spacing();
+  #hosts = new Map<string, HostState>();
+  #parent: Pacer | null;
+
+  /** A pacer with `options`; `parent` paces everything this one lets go as well. */
+  constructor(options: PacerOptions = {}, parent: Pacer | null = null) {
+    const rate = options.ratePerSecond ?? null;
+    if (rate !== null && !(rate > 0 && Number.isFinite(rate))) {
+      throw new RangeError(`a rate must be a positive number of requests a second, got ${rate}`);
+    }
+    this.#rate = rate;
+    this.#adapt = options.adapt ?? true;
+    this.#now = options.now ?? Date.now;
+    this.#sleep = options.sleep ?? abortableSleep;
+    this.#parent = parent;
+  }
+
+  /** The cap of this pacer, in requests a second, or null. */
+  get ratePerSecond(): number | null {
+    return this.#rate;
+  }
+
+  /**
+   * A pacer capped at `ratePerSecond` whose requests also go through this one (a crawl's own
+   * `rate` inside the process's): host paces are this one's, learned once for every crawl.
+   */
+  withRate(ratePerSecond: number): Pacer {
+    return new Pacer({ ratePerSecond, adapt: false, now: this.#now, sleep: this.#sleep }, this);
+  }
+
+  /**
+   * Resolves when a request to `url` may be sent: after this pacer's rate, the host's hold and
+   * the host's learned rate allow it. Rejects only when `signal` aborts.
+   */
+  async pace(url: URL, signal?: AbortSignal): Promise<void> {
+    if (this.#rate !== null) {
+      await this.#wait(this.#spacing.reserve(this.#now(), this.#rate), signal);
+    }
+    if (this.#parent) return await this.#parent.pace(url, signal);
+    if (!this.#adapt) return;
+    const h = this.#host(url.host);
+    for (;;) {
+      const now = this.#now();
+      if (h.heldUntil > now) {
+        await this.#wait(h.heldUntil - now, signal);
+        continue;
+      }
+      const wait = h.limit === null ? 0 : h.spacing.reserve(now, h.limit);
+      if (wait > 0) h.held = true;
+      await this.#wait(wait, signal);
+      if (h.heldUntil > this.#now()) continue; // held while it waited: the hold comes first
+      break;
+    }
+    const now = this.#now();
+    h.requests++;
+    h.sent.add(now);
+    this.#judgeTrial(h, now);
+    this.#grow(h, now);
+  }
+
+  /** Learns from one attempt's outcome at `url` (see the module comment). */
+  report(url: URL, outcome: PaceOutcome): void {
+    if (this.#parent) return this.#parent.report(url, outcome);
+    if (!this.#adapt) return;
+    const h = this.#host(url.host);
+    const now = this.#now();
+    const pushback = outcome.status === 429 || outcome.status === 503 || outcome.status === 504;
+    const answered = !pushback && outcome.status !== 0 && outcome.status < 500;
+    // Answers to requests sent at the slower pace (a cool-down after the cut) judge it.
+    const t = h.trial;
+    if (t && h.cutAt !== null && now - h.cutAt >= HOST_PACE.cutCooldownMs) {
+      // The share before the cut is taken once its cool-down is over: the pushback of its
+      // episode (answers to requests sent before the cut) counts as before, not after.
+      if (Number.isNaN(t.atCut)) t.atCut = this.#share(h, now);
+      if (t.signal === "pushback" && (pushback || answered)) {
+        t.answers++;
+        if (pushback) t.pushed++;
+      }
+      if (t.signal === "latency" && answered && outcome.route === t.route) {
+        t.answers++;
+        t.ms.push(outcome.ms);
+      }
+    }
+    this.#judgeTrial(h, now);
+    if (pushback) {
+      h.pushbacks++;
+      h.pushed.add(now);
+      h.pushed10.add(now);
+      if (outcome.retryAfterMs !== undefined && outcome.retryAfterMs > 0) {
+        const until = now + Math.min(outcome.retryAfterMs, HOST_PACE.maxHoldMs);
+        h.heldUntil = Math.max(h.heldUntil, until);
+      }
+      const answers = h.served.perSecond(now) + h.pushed.perSecond(now);
+      if (answers >= HOST_PACE.minAnswers) {
+        this.#cut(
+          h,
+          now,
+          { signal: "pushback", route: outcome.route, atCut: NaN },
+          {
+            factor: HOST_PACE.cutFactor,
+            reason: `HTTP ${outcome.status}`,
+          },
+        );
+      }
+      return;
+    }
+    if (!answered) return;
+    h.served.add(now);
+    h.served10.add(now);
+    // Only documents are alike enough to compare: a listing page is rightly slower than a probe.
+    if (outcome.route !== "doc") return;
+    let l = h.latency.get(outcome.route);
+    if (!l) h.latency.set(outcome.route, l = { recent: [], next: 0, usual: Infinity, samples: 0 });
+    l.recent[l.next] = outcome.ms;
+    l.next = (l.next + 1) % LATENCY_WINDOW;
+    if (++l.samples < LATENCY_WINDOW) return;
+    // The median of the last answers: a few slow ones (large documents) do not move it.
+    const m = median(l.recent);
+    // The usual creeps up (0.05% an answer) so that a lasting change becomes the usual.
+    l.usual = Math.min(l.usual * 1.0005, m);
+    if (l.samples < HOST_PACE.latencySamples) return;
+    if (m > HOST_PACE.latencyFactor * l.usual && m - l.usual > HOST_PACE.latencyMinMs) {
+      const times = Math.round((m / Math.max(l.usual, 1)) * 10) / 10;
+      this.#cut(h, now, { signal: "latency", route: outcome.route, atCut: m }, {
+        factor: HOST_PACE.latencyCutFactor,
+        reason: `latency ${times}x its usual`,
+      });
+    }
+  }
+
+  /** This pacer's cap and its hosts' paces; `only` keeps the hosts of those URLs. */
+  state(only?: readonly string[]): PaceState {
+    const wanted = only?.map((u) => new URL(u).host);
+    return {
+      ratePerSecond: this.#rate,
+      hosts: this.hosts().filter((h) => !wanted || wanted.includes(h.host)),
+    };
+  }
+
+  /** What every host's pace is now (this pacer's hosts, or its parent's). */
+  hosts(): HostPace[] {
+    if (this.#parent) return this.#parent.hosts();
+    const now = this.#now();
+    return [...this.#hosts].map(([host, h]) => ({
+      host,
+      limitPerSecond: h.limit === null ? null : Math.round(h.limit * 10) / 10,
+      reason: h.reason,
+      cutAt: h.cutAt,
+      heldUntil: h.heldUntil > now ? h.heldUntil : null,
+      sentPerSecond: h.sent.perSecond(now),
+      requests: h.requests,
+      pushbacks: h.pushbacks,
+    }));
+  }
+
+  #host(host: string): HostState {
+    let h = this.#hosts.get(host);
+    if (!h) this.#hosts.set(host, h = new HostState());
+    return h;
+  }
+
+  /**
+   * Multiplicative decrease from what the host served over the last second (what it was sent
+   * when it served nothing), so that a host that serves 200 a second is slowed below 200 at its
+   * first 429, not after a cut a second; at most once per cool-down, one cut on trial at a time,
+   * none from a signal the host was found deaf to.
+   */
+  #cut(
+    h: HostState,
+    now: number,
+    trial: Pick<Trial, "signal" | "route" | "atCut">,
+    o: { factor: number; reason: string },
+  ): void {
+    if (h.cutAt !== null && now - h.cutAt < HOST_PACE.cutCooldownMs) return;
+    if (h.trial !== null || now < h.deafUntil[trial.signal]) return;
+    const served = h.served.perSecond(now) || h.sent.perSecond(now);
+    const base = Math.max(served, HOST_PACE.minPerSecond);
+    h.trial = { ...trial, before: h.limit, reason: h.reason, answers: 0, pushed: 0, ms: [] };
+    h.limit = Math.max(HOST_PACE.minPerSecond, Math.min(h.limit ?? Infinity, base) * o.factor);
+    h.reason = o.reason;
+    h.cutAt = now;
+    h.grownAt = now;
+    h.held = false;
+  }
+
+  /** Of the answers over the last 10 s, the share that pushed back. */
+  #share(h: HostState, now: number): number {
+    const pushed = h.pushed10.perSecond(now);
+    return pushed / Math.max(1, pushed + h.served10.perSecond(now));
+  }
+
+  /**
+   * A cut on trial, `trialMs` after it and once `minAnswers` came at the slower pace: a host that
+   * limits our rate pushes back far less once slowed, an overloaded one answers faster; one that
+   * fails a share of requests whatever the pace (a flaky proxy), or whose documents are slow
+   * whatever the pace, does as before. Then the cut is undone, and that signal is not taken for a
+   * pace signal for `deafMs` (a `Retry-After` still holds the host).
+   */
+  #judgeTrial(h: HostState, now: number): void {
+    const t = h.trial;
+    if (t === null || h.cutAt === null) return;
+    // Pushback going on at the slower pace as often as before is plain early: no need to wait.
+    if (Number.isNaN(t.atCut)) return; // still in its cool-down
+    const goesOn = t.signal === "pushback" && t.pushed >= HOST_PACE.trialEarlyPushbacks &&
+      t.pushed / t.answers >= HOST_PACE.trialShare * t.atCut;
+    if (!goesOn && now - h.cutAt < HOST_PACE.trialMs) return;
+    // Enough answers that a share unchanged would have shown `trialPushbacks` pushbacks: a
+    // flaky host's few must not pass for a cut that helped by chance.
+    const enough = t.signal === "pushback"
+      ? Math.max(HOST_PACE.minAnswers, HOST_PACE.trialPushbacks / Math.max(t.atCut, 1e-6))
+      : HOST_PACE.minAnswers;
+    if (!goesOn && t.answers < enough) {
+      // Too few yet to tell. After long enough, none pushing back is a cut that helped; some
+      // are a host that pushes back whatever the pace (undone below).
+      if (now - h.cutAt < HOST_PACE.trialMaxMs) return;
+      if (t.signal === "pushback" && t.pushed === 0) return void (h.trial = null);
+      if (t.signal === "latency") return void (h.trial = null);
+    }
+    h.trial = null;
+    const after = t.signal === "pushback" ? t.pushed / t.answers : median(t.ms);
+    const share = t.signal === "pushback" ? HOST_PACE.trialShare : HOST_PACE.latencyTrialShare;
+    if (after < share * t.atCut) return; // the cut helped
+    h.limit = t.before;
+    h.reason = t.reason;
+    h.deafUntil[t.signal] = now + HOST_PACE.deafMs;
+  }
+
+  /**
+   * Additive increase: once a second the rate held something back without pushback; faster
+   * (`quietGrowShare`) once the host has been quiet for `quietMs`, so that a host slowed far by
+   * a burst of pushback comes back in seconds, not minutes.
+   */
+  #grow(h: HostState, now: number): void {
+    if (h.limit === null || now - h.grownAt < 1000) return;
+    const share = h.cutAt !== null && now - h.cutAt > HOST_PACE.quietMs
+      ? HOST_PACE.quietGrowShare
+      : HOST_PACE.growShare;
+    if (h.held) h.limit += Math.max(1, h.limit * share);
+    h.held = false;
+    h.grownAt = now;
+  }
+
+  async #wait(ms: number, signal?: AbortSignal): Promise<void> {
+    if (ms > 0) await this.#sleep(ms, signal);
+    else signal?.throwIfAborted();
+  }
+}
