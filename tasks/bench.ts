@@ -9,11 +9,22 @@ import { benchDocs } from "../lib/bench/docs_bench.ts";
 import { benchKeys, benchKeysLarge } from "../lib/bench/keys_bench.ts";
 import { benchPlan } from "../lib/bench/plan_bench.ts";
 import { benchRebalance } from "../lib/bench/rebalance_bench.ts";
+import { benchHeavyDocs } from "../lib/bench/heavy_docs_bench.ts";
 import { benchReplica } from "../lib/bench/replica_bench.ts";
 import { benchFollow } from "../lib/bench/follow_bench.ts";
 import { benchWorkers } from "../lib/bench/workers_bench.ts";
 
-const PARTS = ["plan", "keys", "replica", "docs", "rebalance", "workers", "follow", "all"] as const;
+const PARTS = [
+  "plan",
+  "keys",
+  "replica",
+  "docs",
+  "heavy",
+  "rebalance",
+  "workers",
+  "follow",
+  "all",
+] as const;
 
 const FLAGS = {
   part: { type: "string", value: "PART", help: PARTS.join(", "), default: "all" },
@@ -70,6 +81,7 @@ runMain(async () => {
     if (!quick) await benchDocs({ size: 30_000, runs, log, byGet: false });
     await benchDocs({ size: quick ? 20_000 : 100_000, runs, log });
   }
+  if (all || part === "heavy") await benchHeavyDocs({ size: quick ? 3_000 : 10_000, log });
   if (all || part === "rebalance") {
     await benchRebalance({ size: quick ? 10_000 : 20_000, runs, log });
   }

@@ -82,6 +82,10 @@ const FLAGS = {
     default: "10000",
   },
   "large-doc-rate": { type: "string", value: "R", help: "share of large documents", default: "0" },
+  "heavy-tail": {
+    type: "boolean",
+    help: "document sizes with a heavy tail: most a few KB, 1% of 1-3 MB, 0.1% of 10-12 MB",
+  },
   "large-doc-bytes": {
     type: "string",
     value: "B",
@@ -240,6 +244,7 @@ runMain(async () => {
       max: 1,
     }),
     largeDocBytes: intFlag("large-doc-bytes", f["large-doc-bytes"], { fallback: 150_000, min: 0 }),
+    heavyTail: f["heavy-tail"] ?? false,
   });
   const reg = await startRegistry(data, {
     port: intFlag("port", f.port, { fallback: 0, min: 0, max: 65535 }),
@@ -299,8 +304,9 @@ runMain(async () => {
       console.log(`replaced the database: ${data.size} documents, update_seq ${data.updateSeq}`);
     }, after * 1000);
   }
-  console.log(`listening on ${reg.url}`);
+  // The document host first: whoever waits for `listening on` has read it by then.
   if (reg.docsUrl) console.log(`documents on ${reg.docsUrl}`);
+  console.log(`listening on ${reg.url}`);
   console.log(`${data.size} documents, update_seq ${data.updateSeq}`);
   await new Promise(() => {}); // serve until killed
 });

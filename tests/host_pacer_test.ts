@@ -91,22 +91,24 @@ Deno.test("a Retry-After holds every request to its host until it is over", asyn
   assert.equal(pacer.hosts()[0].heldUntil, c.t + 30_000);
 });
 
-Deno.test("a slowed host grows back while its rate holds requests back", async () => {
+Deno.test("a slowed host grows back, once its cut is judged, while its rate holds requests back", async () => {
   const c = fakeClock();
   const pacer = new Pacer({ now: c.now, sleep: c.sleep });
   for (let i = 0; i < 100; i++) (c.t += i > 0 ? 10 : 0, await pacer.pace(A), pacer.report(A, ok));
-  pacer.report(A, { status: 429, ms: 5, route: "doc" });
+  // Ten 429s at once: one cut (the rest are of the same episode).
+  for (let i = 0; i < 10; i++) pacer.report(A, { status: 429, ms: 5, route: "doc" });
   assert.equal(pacer.hosts()[0].limitPerSecond, 70);
-  // Three seconds of demand above the rate: +5% a second.
-  const until = c.t + 3_050;
-  await paceUntil(pacer, c, until);
+  assert.equal(pacer.hosts()[0].pushbacks, 10);
+  // On trial (judged at its own pace: no growth) until enough answers came without pushback.
+  await paceUntil(pacer, c, c.t + 3_000);
+  assert.equal(pacer.hosts()[0].limitPerSecond, 70);
+  // Judged: it helped. Three seconds of demand above the rate: +5% a second.
+  await paceUntil(pacer, c, c.t + 3_050);
   assert.equal(pacer.hosts()[0].limitPerSecond, Math.round(70 * 1.05 ** 3 * 10) / 10);
   // Quiet for over 10 s: +25% a second.
-  const quiet = c.t + 9_000;
-  await paceUntil(pacer, c, quiet);
+  await paceUntil(pacer, c, c.t + 5_000);
   const before = pacer.hosts()[0].limitPerSecond!;
-  const next = c.t + 1_010;
-  await paceUntil(pacer, c, next);
+  await paceUntil(pacer, c, c.t + 1_010);
   assert.equal(pacer.hosts()[0].limitPerSecond, Math.round(before * 1.25 * 10) / 10);
 });
 

@@ -37,7 +37,8 @@ Deno.test({
   name: "status page: 56 shards, doc errors, splits, key ranges, pause and resume (chromium)",
   ignore: !haveChromium,
   fn: async () => {
-    const hot = prefixNear(syntheticNames(await bundledNames(), ITEMS, { seed: 42 }), 150);
+    // Enough slow documents to outlast the idle slots its crawl lends them (224: 56 x 4).
+    const hot = prefixNear(syntheticNames(await bundledNames(), ITEMS, { seed: 42 }), 600);
     const reg = await spawnRegistry([
       "--synthetic",
       String(ITEMS),
@@ -48,7 +49,7 @@ Deno.test({
       "--hot-prefix",
       hot.prefix,
       "--hot-ms",
-      "1000",
+      "2000",
       "--bad-doc-rate",
       "0.01",
       "--bad-docs",

@@ -176,7 +176,9 @@ export const HOST_PACE = {
   /** A pushback cut is judged once the answers since would have held this many at its share... */
   trialPushbacks: 10,
   /** ...or at once when this many pushed back since, at its share or more (it did not help). */
-  trialEarlyPushbacks: 3,
+  trialEarlyPushbacks: 10,
+  /** A share of pushback after a cut that counts as helped whatever it was before (stray 429s). */
+  tolerableShare: 0.01,
   /** A pushback cut is judged this long after it, in milliseconds... */
   trialMs: 2_000,
   /** ...and undone unless its measure (the share pushing back, the median latency) fell below this share of what it was. */

@@ -75,7 +75,20 @@ function actions(c) {
     b("delete", "Delete", ["done", "failed", "cancelled", "deleting"].includes(c.status));
 }
 
+// The pace of a crawl's requests, as GET /crawls/:id last said it (event updates do not carry it).
+const paces = {};
+function paceText(p) {
+  const caps = [p.crawlRatePerSecond, p.ratePerSecond].filter((r) => r !== null);
+  const slowed = p.hosts.filter((h) => h.limitPerSecond !== null || h.heldUntil !== null);
+  const parts = slowed.map((h) => esc(h.host) + " " + (h.limitPerSecond !== null ? fmt(h.limitPerSecond) + "/s (" + esc(h.reason || "") + ")" : "") +
+    (h.heldUntil !== null ? " held by Retry-After" : ""));
+  if (caps.length) parts.unshift("cap " + fmt(Math.min(...caps)) + "/s");
+  return parts.length ? parts.join("; ") : "not slowed";
+}
+
 function facts(c) {
+  if (c.pace) paces[c.id] = c.pace;
+  const pace = paces[c.id];
   const pct = c.total ? (100 * c.itemsStored / c.total).toFixed(1) + "%" : "";
   const running = c.status === "running";
   const f = (label, value, cls, title) => '<div class="' + (cls || "") + '"' + (title ? ' title="' + esc(title) + '"' : "") + ">" + label + "<b>" + value + "</b></div>";
@@ -90,6 +103,7 @@ function facts(c) {
     f("document errors", fmt(c.docErrors), "doc-errors") +
     f("dead letters", c.deadLetters, "dead") + (c.docs ? f("documents", fmt(c.documents) + " (" + esc(c.docMode || "") + ")") : "") +
     (c.verification ? f("verified", esc(c.verification.status), "verified") : "") +
+    (pace && running ? f("pace", paceText(pace), "pace", pace.hosts.map((h) => h.host + ": " + h.pushbacks + " pushed back of " + h.requests + " requests").join("; ")) : "") +
     (c.follow ? f("following", (c.follow.changesBehind === null ? "?" : fmt(c.follow.changesBehind)) + " behind, lag " + c.follow.lagSeconds.toFixed(1) + " s", "follow",
       fmt(c.follow.applied) + " changes applied; seq " + (c.follow.head || "?")) +
       f("proven whole", time(c.follow.verifiedAt), "verified-at", fmt(c.follow.repaired) + " ranges repaired while following") : "");

@@ -31,6 +31,23 @@ export interface DocOptions {
   largeDocRate?: number;
   /** Size of a large document's padding, in bytes. @default 150000 */
   largeDocBytes?: number;
+  /**
+   * Sizes with a heavy tail, as real package documents have (`heavyTailSize`): most a few KB, 1%
+   * of 1-3 MB, 0.1% of 10-12 MB. @default false
+   */
+  heavyTail?: boolean;
+}
+
+/**
+ * The padding of a document in a heavy-tailed registry, from its id: 2-8 KB for most, 1-3 MB for
+ * 1%, 10-12 MB for 0.1% (stable across runs).
+ */
+export function heavyTailSize(id: string): number {
+  const u = hash32(`tail:${id}`) / 4294967296;
+  const v = hash32(`size:${id}`) / 4294967296;
+  if (u < 0.001) return Math.floor((10 + 2 * v) * 1024 * 1024);
+  if (u < 0.011) return Math.floor((1 + 2 * v) * 1024 * 1024);
+  return Math.floor(2048 + 6144 * v);
 }
 
 /** FNV-1a over the UTF-16 units of a string; stable across runs. */
@@ -70,7 +87,7 @@ export class RegistryData {
     this.#keys = sortedKeys;
     this.#initial = sortedKeys.slice();
     this.#initialSeq = sortedKeys.length;
-    this.#doc = { largeDocRate: 0, largeDocBytes: 150_000, ...docOptions };
+    this.#doc = { largeDocRate: 0, largeDocBytes: 150_000, heavyTail: false, ...docOptions };
   }
 
   /**
@@ -153,6 +170,7 @@ export class RegistryData {
     if (h / 4294967296 < this.#doc.largeDocRate) {
       doc.readme = "x".repeat(this.#doc.largeDocBytes);
     }
+    if (this.#doc.heavyTail) doc.readme = "r".repeat(heavyTailSize(id));
     return doc;
   }
 

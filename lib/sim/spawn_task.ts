@@ -8,6 +8,8 @@
 export interface SpawnedTask {
   /** The URL the task printed. */
   url: string;
+  /** The document host's URL, when the task printed one before it (`documents on <URL>`). */
+  docsUrl?: string;
   /** Stops the task (SIGTERM) and waits for it. */
   close(): Promise<void>;
 }
@@ -35,8 +37,10 @@ export async function spawnTask(run: string[], args: string[]): Promise<SpawnedT
       (async () => {
         while (!(await reader.read()).done) { /* keep the pipe drained */ }
       })().catch(() => {});
+      const docs = buf.match(/documents on (\S+)/);
       return {
         url: m[1],
+        ...(docs ? { docsUrl: docs[1] } : {}),
         close: async () => {
           try {
             child.kill("SIGTERM");

@@ -8,7 +8,7 @@
  * sets its rate to 70% of what it served over the last second (at most one cut a second: the
  * answers to requests already sent say nothing new); its document latency (the median of the last 21) growing past 4x
  * its usual (and by 100 ms) cuts to 85%; every second its rate held a request back without pushback,
- * it grows by 5% (25% once it was quiet for 10 s). A pushback cut is judged 2 s later: when the
+ * it grows by 5% (25% once it was quiet for 10 s; not while a cut is on trial). A pushback cut is judged 2 s later: when the
  * host pushes back as often at the slower pace, its failures are not about our pace (a flaky
  * proxy): the cut is undone and pushback is not taken for a pace signal for a minute. A `Retry-After` holds the host: nothing is sent to it until then. Rates are kept
  * by a GCRA spacing (requests leave `1/rate` apart, with a burst of 1/20 of a second), so waiting
@@ -251,6 +251,13 @@ export class Pacer {
       // The share before the cut is taken once its cool-down is over: the pushback of its
       // episode (answers to requests sent before the cut) counts as before, not after.
       if (Number.isNaN(t.atCut)) t.atCut = this.#share(h, now);
+    }
+    // Only answers after the cool-down to requests sent after the cut judge it (a busy process
+    // reads answers late: those to requests sent before are of the episode that made the cut).
+    const sentAt = now - outcome.ms;
+    const judging = h.cutAt !== null && now - h.cutAt >= HOST_PACE.cutCooldownMs &&
+      sentAt >= h.cutAt;
+    if (t && judging) {
       if (t.signal === "pushback" && (pushback || answered)) {
         t.answers++;
         if (pushback) t.pushed++;
@@ -381,7 +388,7 @@ export class Pacer {
     // Pushback going on at the slower pace as often as before is plain early: no need to wait.
     if (Number.isNaN(t.atCut)) return; // still in its cool-down
     const goesOn = t.signal === "pushback" && t.pushed >= HOST_PACE.trialEarlyPushbacks &&
-      t.pushed / t.answers >= HOST_PACE.trialShare * t.atCut;
+      t.pushed / t.answers >= Math.max(HOST_PACE.trialShare * t.atCut, HOST_PACE.tolerableShare);
     if (!goesOn && now - h.cutAt < HOST_PACE.trialMs) return;
     // Enough answers that a share unchanged would have shown `trialPushbacks` pushbacks: a
     // flaky host's few must not pass for a cut that helped by chance.
@@ -398,7 +405,9 @@ export class Pacer {
     h.trial = null;
     const after = t.signal === "pushback" ? t.pushed / t.answers : median(t.ms);
     const share = t.signal === "pushback" ? HOST_PACE.trialShare : HOST_PACE.latencyTrialShare;
-    if (after < share * t.atCut) return; // the cut helped
+    // The cut helped: pushback fell by half, or to a share a crawl bears (a limiter's stray 429s).
+    const bearable = t.signal === "pushback" ? HOST_PACE.tolerableShare : 0;
+    if (after < Math.max(share * t.atCut, bearable)) return;
     h.limit = t.before;
     h.reason = t.reason;
     h.deafUntil[t.signal] = now + HOST_PACE.deafMs;
@@ -411,6 +420,8 @@ export class Pacer {
    */
   #grow(h: HostState, now: number): void {
     if (h.limit === null || now - h.grownAt < 1000) return;
+    // Not while a cut is on trial: it is judged at the pace it set.
+    if (h.trial !== null) return void (h.grownAt = now, h.held = false);
     const share = h.cutAt !== null && now - h.cutAt > HOST_PACE.quietMs
       ? HOST_PACE.quietGrowShare
       : HOST_PACE.growShare;

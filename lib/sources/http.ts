@@ -194,8 +194,10 @@ async function readCapped(
   // so that nothing waits for a permit holding bytes.
   let permitted = declared > large.overBytes;
   if (permitted) held.push(await large.permits.acquire());
+  // A body without a declared length takes what a large answer's permit begins at (or its cap):
+  // past it, the permit bounds such bodies, and none waits for bytes holding any.
   const known = Number.isInteger(declared) && declared > 0;
-  let taken = known ? declared : GROWTH_BYTES;
+  let taken = known ? declared : Math.min(maxBytes, large.overBytes);
   held.push(await gates.bytes.take(taken));
   // A declared length is read straight into one buffer (no second copy to join the parts).
   const into = Number.isInteger(declared) && declared > 0 ? new Uint8Array(declared) : null;
@@ -210,8 +212,8 @@ async function readCapped(
     const { value, done } = await reader.read();
     if (done) break;
     if (!into && size + value.length > taken) {
-      // No declared length: taken as it grows (twice as much each time), never waiting while
-      // it holds part of an answer (past 1 MiB a permit bounds such answers instead).
+      // No declared length, past what it took: it holds a permit (above), so it takes more as it
+      // grows (twice as much each time) without waiting.
       const more = Math.max(GROWTH_BYTES, size + value.length);
       held.push(await gates.bytes.take(more, { wait: false }));
       taken += more;

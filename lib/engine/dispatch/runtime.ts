@@ -17,7 +17,7 @@ import {
   runLeaseWorker,
 } from "./lease_workers.ts";
 import { ProcessBeat } from "../store/mod.ts";
-import { DocMemory, EarlyPages } from "../page/mod.ts";
+import { CrawlSlots, DocMemory, EarlyPages } from "../page/mod.ts";
 import { createQueueHandler, QueueDispatcher } from "./queue_dispatch.ts";
 import type { RebalanceOptions } from "../crawl/mod.ts";
 import type { CrawlRecord } from "../store/mod.ts";
@@ -228,6 +228,7 @@ function workDepsOf(options: RuntimeOptions, dispatcher: Dispatcher, beat: Proce
     onEvent: options.onEvent,
     ownerName: (l) => beat.owner(l),
     docMemory: new DocMemory(options.docMemoryBytes),
+    crawlSlots: new CrawlSlots(),
     earlyPages: new EarlyPages(),
     splitting: new Map(),
   };

@@ -25,6 +25,7 @@ import { failCrawl, rememberPageCap } from "../crawl/mod.ts";
 import { DEFAULT_MAX_DOC_BYTES } from "../items/mod.ts";
 import { kvFailureKind, present } from "../store/mod.ts";
 import {
+  type CrawlSlots,
   type DocMemory,
   type EarlyPages,
   type Held,
@@ -61,6 +62,8 @@ export interface RunnerDeps {
   maxDocBytes?: number;
   /** The process's budget of document bytes in memory (shared by its shards). @default none */
   docMemory?: DocMemory;
+  /** Each crawl's document slots in this process (shared by its shards). @default none */
+  crawlSlots?: CrawlSlots;
   /** Pages listed while this process planned the crawl (see `early_pages.ts`). @default none */
   earlyPages?: EarlyPages;
 }
@@ -160,6 +163,8 @@ export async function runShard(
       docMode: held.crawl.docs ? held.crawl.docMode ?? await source.docMode?.() ?? "get" : "get",
       docLimit: new AdaptiveLimit(held.crawl.concurrency),
       docMemory: deps.docMemory,
+      // Rebalancing also lends idle slots: slow documents spread whichever shard lists them.
+      docSlots: held.crawl.rebalance ? deps.crawlSlots?.for(held.crawl) : undefined,
       early: deps.earlyPages,
     };
     let checked = now();

@@ -10,7 +10,7 @@ import { errorLine, StorageError } from "../../base/errors.ts";
 import type { Source } from "../../plan/source.ts";
 import { checkCompletion, type CompletionOptions } from "../crawl/mod.ts";
 import { type Dispatcher, planCrawl } from "../crawl/mod.ts";
-import type { DocMemory, EarlyPages } from "../page/mod.ts";
+import type { CrawlSlots, DocMemory, EarlyPages } from "../page/mod.ts";
 import { type RebalanceOptions, splitStraggler } from "../crawl/mod.ts";
 import { type RunResult, runShard } from "./shard_runner.ts";
 import { type CrawlRecord, getCrawl } from "../store/mod.ts";
@@ -56,6 +56,8 @@ export interface WorkDeps {
   onEvent?: (event: WorkEvent) => void;
   /** The process's budget of document bytes in memory (shared by its shards). @default none */
   docMemory?: DocMemory;
+  /** Each crawl's document slots in this process (shared by its shards). @default none */
+  crawlSlots?: CrawlSlots;
   /** Pages listed while this process plans a crawl, for its shards here. @default none */
   earlyPages?: EarlyPages;
   /**

@@ -10,6 +10,7 @@
 export * from "./page.ts";
 export * from "./page_docs.ts";
 export * from "./doc_memory.ts";
+export * from "./doc_slots.ts";
 export * from "./early_pages.ts";
 export * from "./page_listing.ts";
 export * from "./shard_end.ts";

@@ -98,6 +98,7 @@ export async function processPage(
       items = await fetchDocs(ctx.source, listed.rows, {
         mode: ctx.docMode,
         limit: ctx.docLimit,
+        slots: ctx.docSlots,
         currentEnd: () => guard.lost ? "" : guard.entry.value.end,
         pageFailures: held.entry.value.failures ?? 0,
         progress: (nextKey, started) => beat.progress(nextKey, started),

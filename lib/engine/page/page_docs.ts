@@ -22,6 +22,7 @@ import { compareKeys } from "../../plan/keys.ts";
 import type { DocMode, DocResult, Row, Source } from "../../plan/source.ts";
 import { INLINE_DOC_BYTES, type ItemInput } from "../items/mod.ts";
 import { DocMemory, docMemoryBytes } from "./doc_memory.ts";
+import type { DocSlots } from "./doc_slots.ts";
 
 /** What fetching a page's documents needs. */
 export interface DocFetch {
@@ -29,6 +30,11 @@ export interface DocFetch {
   mode: DocMode;
   /** Concurrency of GETs (shared by the shard's pages). */
   limit: AdaptiveLimit;
+  /**
+   * The crawl's slots in this process: beyond `limit`, GETs borrow the ones other shards leave
+   * idle (`doc_slots.ts`). @default the shard's own concurrency only
+   */
+  slots?: DocSlots;
   /** `_bulk_get` ids per request. @default 100 */
   bulkSize?: number;
   /** The shard's current end (a split may shrink it while documents are fetched). */
@@ -223,8 +229,11 @@ async function fetchEach(source: Source, rows: Row[], o: DocFetch): Promise<Atte
   let stopped = false;
   let waiting = false;
   await new Promise<void>((resolve, reject) => {
+    // Within the shard's own concurrency, or in a slot the crawl's other shards leave idle.
+    const slot = () =>
+      inFlight < o.limit.value ? (o.slots?.own(), true) : (o.slots?.borrow() ?? false);
     const pump = () => {
-      while (!stopped && next < rows.length && inFlight < o.limit.value) {
+      while (!stopped && next < rows.length) {
         if (o.memory?.full) {
           // The process holds its budget of documents: the next request waits for room.
           if (!waiting) {
@@ -238,6 +247,7 @@ async function fetchEach(source: Source, rows: Row[], o: DocFetch): Promise<Atte
           stopped = true; // this row and the rest belong to a split-off shard now
           break;
         }
+        if (!slot()) break;
         const i = next++;
         inFlight++;
         o.progress?.(rows[next]?.id ?? null, next);
@@ -258,8 +268,10 @@ async function fetchEach(source: Source, rows: Row[], o: DocFetch): Promise<Atte
           out[i] = failedAttempt(err);
         }).then(() => {
           inFlight--;
+          o.slots?.done();
           pump();
         }, (err) => {
+          o.slots?.done();
           stopped = true;
           reject(err);
         });

@@ -10,6 +10,7 @@ import type { EarlyPages } from "./early_pages.ts";
 import type { AdaptiveLimit } from "../../base/adaptive_limit.ts";
 import { isLongKey } from "../../plan/keys.ts";
 import type { DocMemory } from "./doc_memory.ts";
+import type { DocSlots } from "./doc_slots.ts";
 import type { DocMode, Source } from "../../plan/source.ts";
 import {
   commitShard,
@@ -42,6 +43,8 @@ export interface PageContext {
   docLimit: AdaptiveLimit;
   /** The process's budget of document bytes in memory. @default none */
   docMemory?: DocMemory;
+  /** The crawl's document slots in this process (`doc_slots.ts`). @default the shard's own */
+  docSlots?: DocSlots;
   /** Pages listed while the crawl was planned, for its shards' first requests. @default none */
   early?: EarlyPages;
 }
