@@ -4,15 +4,20 @@
  * source of a process goes through one pacer (listings, documents, probes, feeds), so one 429
  * slows every shard that asks that host, not only the request that got it.
  *
- * A host's pace is learned (AIMD, `HOST_PACE`): unlimited until it pushes back; a 429, 503 or 504
- * sets its rate to 70% of what it served over the last second (at most one cut a second: the
- * answers to requests already sent say nothing new); its document latency (the median of the last 21) growing past 4x
- * its usual (and by 100 ms) cuts to 85%; every second its rate held a request back without pushback,
- * it grows by 5% (25% once it was quiet for 10 s; not while a cut is on trial). A pushback cut is judged 2 s later: when the
- * host pushes back as often at the slower pace, its failures are not about our pace (a flaky
- * proxy): the cut is undone and pushback is not taken for a pace signal for a minute. A `Retry-After` holds the host: nothing is sent to it until then. Rates are kept
- * by a GCRA spacing (requests leave `1/rate` apart, with a burst of 1/20 of a second), so waiting
- * requests go in the order they came.
+ * A host's pace is learned (AIMD; the numbers are `HOST_PACE`'s). It is unlimited until the host
+ * pushes back. A 429, 503 or 504 sets its rate to 70% of what it served over the last second (at
+ * most one cut a second: answers to requests sent before a cut say nothing new); its document
+ * latency (the median of the last 21) growing past 4x its usual, and by 100 ms, cuts it to 85%.
+ * Every second its rate held a request back without pushback, it grows by 5% (25% once the host
+ * was quiet for 10 s). A `Retry-After` holds the host: nothing is sent to it until then.
+ *
+ * Every cut is on trial, and the rate does not grow meanwhile: answers to requests sent after it
+ * judge it against the share of pushback over the 10 s up to the end of its cool-down. Pushback
+ * fallen by half, or below 1%, is a cut that helped; as often as before, the host's failures are
+ * not about our pace (a flaky proxy, documents slow whatever the pace): the cut is undone and that
+ * signal is not taken for a pace signal for a minute. A host answering fewer than 50 a second is
+ * not cut at all (too few to judge by). Rates are kept by a GCRA spacing (requests leave `1/rate`
+ * apart, with a burst of 1/20 of a second), so waiting requests go in the order they came.
  *
  * @module
  */
