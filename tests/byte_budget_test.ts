@@ -11,6 +11,19 @@ import { CouchSource } from "../lib/sources/couch_source.ts";
 import { RegistryData } from "../lib/sim/registry_data.ts";
 import { startRegistry } from "../lib/sim/registry_server.ts";
 
+/** A budget of `limitBytes` that remembers the most it held at once (`most()`). */
+function watched(limitBytes: number) {
+  const budget = new ByteBudget(limitBytes);
+  let most = 0;
+  const take = budget.take.bind(budget);
+  budget.take = async (bytes, o) => {
+    const give = await take(bytes, o);
+    most = Math.max(most, budget.held);
+    return give;
+  };
+  return { budget, most: () => most };
+}
+
 Deno.test("byte budget: takes wait in order while it is spent; one over it goes on alone", async () => {
   const b = new ByteBudget(100);
   const a = await b.take(60);
@@ -40,14 +53,7 @@ Deno.test("byte budget: 120 documents of 300 KiB, 40 in flight, never over a 1 M
   const names = Array.from({ length: 120 }, (_, i) => `doc-${String(i).padStart(3, "0")}`);
   const data = new RegistryData(names, { largeDocRate: 1, largeDocBytes: 300 * 1024 });
   const reg = await startRegistry(data, { includeDocs: false, bulkGet: false });
-  const budget = new ByteBudget(1024 * 1024);
-  let most = 0;
-  const take = budget.take.bind(budget);
-  budget.take = async (bytes, o) => {
-    const give = await take(bytes, o);
-    most = Math.max(most, budget.held);
-    return give;
-  };
+  const { budget, most } = watched(1024 * 1024);
   try {
     const source = new CouchSource(reg.url, { bodyBytes: budget });
     let raw = 0;
@@ -67,8 +73,8 @@ Deno.test("byte budget: 120 documents of 300 KiB, 40 in flight, never over a 1 M
     const doc = JSON.stringify(data.doc(names[0])).length;
     assert.ok(doc > 300 * 1024, `${doc} bytes a document`);
     // At most as many 300 KiB bodies as fit in 1 MiB at once (3): never 40 of them.
-    assert.ok(most <= 1024 * 1024, `${most} bytes held at once`);
-    assert.ok(most >= doc, "bodies were held");
+    assert.ok(most() <= 1024 * 1024, `${most()} bytes held at once`);
+    assert.ok(most() >= doc, "bodies were held");
     assert.equal(budget.held, 0, "every body's bytes given back");
   } finally {
     await reg.close();
@@ -89,14 +95,7 @@ Deno.test("byte budget: a body without a declared length takes as it grows, and 
         }),
       ),
   );
-  const budget = new ByteBudget(64 * 1024 * 1024);
-  let most = 0;
-  const take = budget.take.bind(budget);
-  budget.take = async (bytes, o) => {
-    const give = await take(bytes, o);
-    most = Math.max(most, budget.held);
-    return give;
-  };
+  const { budget, most } = watched(64 * 1024 * 1024);
   try {
     const http = new HttpClient({ bodyBytes: budget });
     const n = await http.request(
@@ -104,7 +103,7 @@ Deno.test("byte budget: a body without a declared length takes as it grows, and 
       (a) => a.body.length,
     );
     assert.equal(n, 500 * 1024);
-    assert.ok(most >= n, `${most} bytes taken for a body of ${n}`);
+    assert.ok(most() >= n, `${most()} bytes taken for a body of ${n}`);
     assert.equal(budget.held, 0);
   } finally {
     await server.shutdown();

@@ -72,7 +72,7 @@ function paceLines(pace: PaceState): string[] {
     "# TYPE rankcrawl_rate_limit_per_second gauge",
     `rankcrawl_rate_limit_per_second ${pace.ratePerSecond ?? 0}`,
   ];
-  const per: [string, string, string, (h: PaceState["hosts"][0]) => number][] = [
+  const per: Family<PaceState["hosts"][0]>[] = [
     [
       "rankcrawl_host_rate_per_second",
       "gauge",
@@ -96,9 +96,18 @@ function paceLines(pace: PaceState): string[] {
       (h) => h.heldUntil === null ? 0 : h.heldUntil / 1000,
     ],
   ];
-  for (const [name, type, help, f] of per) {
+  return [...out, ...families(per, pace.hosts.map((h) => [h.host, h]), "host")];
+}
+
+/** One metric family: its name, type and help, and its value for one labelled thing. */
+type Family<T> = [name: string, type: "gauge" | "counter", help: string, value: (t: T) => number];
+
+/** The exposition of `defs`, a line per `[label, thing]` of `items`, labelled `labelName`. */
+function families<T>(defs: Family<T>[], items: [string, T][], labelName: string): string[] {
+  const out: string[] = [];
+  for (const [name, type, help, f] of defs) {
     out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
-    for (const h of pace.hosts) out.push(`${name}{host="${label(h.host)}"} ${f(h)}`);
+    for (const [l, t] of items) out.push(`${name}{${labelName}="${label(l)}"} ${f(t)}`);
   }
   return out;
 }
@@ -118,7 +127,7 @@ export async function renderMetrics(kv: Deno.Kv, metrics: Metrics): Promise<stri
   ) {
     out.push(`rankcrawl_crawls{state="${state}"} ${byState.get(state) ?? 0}`);
   }
-  const per: [string, string, string, (r: Awaited<ReturnType<typeof crawlStatus>>) => number][] = [
+  const per: Family<Awaited<ReturnType<typeof crawlStatus>>>[] = [
     ["rankcrawl_items_stored", "gauge", "Items stored.", (r) => r.itemsStored],
     ["rankcrawl_items_total", "gauge", "Items in the registry when planned.", (r) => r.total],
     ["rankcrawl_documents_fetched_total", "counter", "Documents fetched.", (r) => r.documents],
@@ -139,18 +148,10 @@ export async function renderMetrics(kv: Deno.Kv, metrics: Metrics): Promise<stri
     ["rankcrawl_dead_letters", "gauge", "Queue messages given up on.", (r) => r.deadLetters],
   ];
   const reports = await Promise.all(crawls.map((c) => crawlStatus(kv, c.id)));
-  for (const [name, type, help, f] of per) {
-    out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
-    for (const r of reports) out.push(`${name}{crawl="${label(r.id)}"} ${f(r)}`);
-  }
+  out.push(...families(per, reports.map((r) => [r.id, r]), "crawl"));
   // Followed crawls: how far behind the registry, as their last follow tick saw it.
   const followed = reports.filter((r) => r.follow !== null);
-  const follow: [
-    string,
-    string,
-    string,
-    (f: NonNullable<(typeof reports)[0]["follow"]>) => number,
-  ][] = [
+  const follow: Family<NonNullable<(typeof reports)[0]["follow"]>>[] = [
     [
       "rankcrawl_follow_lag_seconds",
       "gauge",
@@ -182,10 +183,7 @@ export async function renderMetrics(kv: Deno.Kv, metrics: Metrics): Promise<stri
       (f) => f.repaired,
     ],
   ];
-  for (const [name, type, help, f] of follow) {
-    out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
-    for (const r of followed) out.push(`${name}{crawl="${label(r.id)}"} ${f(r.follow!)}`);
-  }
+  out.push(...families(follow, followed.map((r) => [r.id, r.follow!]), "crawl"));
   out.push("# HELP rankcrawl_shards Shards by state.", "# TYPE rankcrawl_shards gauge");
   for (const r of reports) {
     const done = r.shards.filter((s) => s.done).length;
