@@ -77,6 +77,8 @@ export {
   CrawlerError,
   FatalError,
   InputError,
+  neverRetried,
   PermanentError,
+  type Retry,
   TransientError,
 } from "./lib/base/errors.ts";

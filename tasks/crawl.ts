@@ -16,7 +16,8 @@ import {
   runMain,
   urlFlag,
 } from "../lib/cli/flags.ts";
-import { DEFAULT_WORKERS, FOLLOW_POLL, MAX_WORKERS, VERIFY_EVERY_MS } from "../lib/engine/mod.ts";
+import { DEFAULT_WORKERS, MAX_WORKERS, VERIFY_EVERY_MS } from "../lib/engine/mod.ts";
+import { FOLLOW_POLL } from "../lib/base/retry_policy.ts";
 import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
 import { parseHeader } from "../lib/sources/request_headers.ts";
 import { Pacer } from "../lib/sources/host_pacer.ts";

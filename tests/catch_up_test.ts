@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { catchUp } from "../lib/engine/crawl/catch_up.ts";
 import { FatalError, PermanentError, TransientError } from "../lib/base/errors.ts";
-import { checkCompletion } from "../lib/engine/crawl/completion.ts";
-import { watchdog } from "../lib/engine/crawl/watchdog.ts";
+import { checkCompletion } from "../lib/engine/verify/completion.ts";
+import { watchdog } from "../lib/engine/dispatch/_watchdog.ts";
 import { crawlStatus } from "../lib/engine/crawl/status.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { type CrawlRecord, getCrawl, getFeed, updateCrawl } from "../lib/engine/store/store.ts";

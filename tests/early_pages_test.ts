@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { answerFrom, EarlyPages } from "../lib/engine/page/early_pages.ts";
 import { docMemoryBytes } from "../lib/engine/page/doc_memory.ts";
 import { rowsPerPage } from "../lib/engine/page/page_listing.ts";
-import { checkCompletion } from "../lib/engine/crawl/completion.ts";
+import { checkCompletion } from "../lib/engine/verify/completion.ts";
 import { openCrawl } from "../lib/engine/crawl/lifecycle.ts";
 import { getCrawl, listShards } from "../lib/engine/store/store.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";

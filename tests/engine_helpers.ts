@@ -1,14 +1,13 @@
 /** Drives the engine in tests without a queue: shard runners called by hand, in-process. */
 import assert from "node:assert/strict";
-import { checkCompletion } from "../lib/engine/crawl/completion.ts";
-import { getCrawl } from "../lib/engine/store/store.ts";
+import { checkCompletion } from "../lib/engine/verify/completion.ts";
+import { getCrawl, listShards } from "../lib/engine/store/store.ts";
 import type { RegistryData } from "../lib/sim/registry_data.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import type { CrawlSpec } from "../lib/base/spec.ts";
 import type { Dispatcher } from "../lib/engine/crawl/planning.ts";
 import { openCrawl } from "../lib/engine/crawl/lifecycle.ts";
-import { type RunResult, runShard } from "../lib/engine/dispatch/shard_runner.ts";
-import { listShards } from "../lib/engine/store/store.ts";
+import { type RunResult, runShard } from "../lib/engine/dispatch/_shard_runner.ts";
 import { type WorkDeps, workShard } from "../lib/engine/dispatch/work.ts";
 import type { Source } from "../lib/plan/source.ts";
 

@@ -4,9 +4,10 @@
  * a change the feed never told found and repaired.
  */
 import assert from "node:assert/strict";
-import { checkCompletion } from "../lib/engine/crawl/completion.ts";
-import { followPauseMs, followTick, lagSeconds } from "../lib/engine/crawl/follow.ts";
-import { followLoop } from "../lib/engine/crawl/follow_loop.ts";
+import { checkCompletion } from "../lib/engine/verify/completion.ts";
+import { followPauseMs, followTick } from "../lib/engine/verify/follow.ts";
+import { lagSeconds } from "../lib/engine/store/records.ts";
+import { followLoop } from "../lib/engine/dispatch/_follow_loop.ts";
 import { crawlStatus } from "../lib/engine/crawl/status.ts";
 import { getCrawl, getFollow } from "../lib/engine/store/store.ts";
 import type { Source } from "../lib/plan/source.ts";

@@ -10,7 +10,7 @@ import {
   type BlockRow,
   decodeBlock,
   encodeBlock,
-} from "../lib/engine/items/block_codec.ts";
+} from "../lib/engine/items/_block_codec.ts";
 import { countItems, iterateItems, pageItems } from "../lib/engine/items/item_read.ts";
 import { writeItems } from "../lib/engine/items/item_store.ts";
 import { MAX_VALUE_BYTES } from "../lib/engine/store/kv_limits.ts";
@@ -25,7 +25,7 @@ import {
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { RegistryData } from "../lib/sim/registry_data.ts";
 import { begin, finishAll, RecordingDispatcher, spec } from "./engine_helpers.ts";
-import { claimShard } from "../lib/engine/dispatch/shard_runner.ts";
+import { claimShard } from "../lib/engine/dispatch/_shard_runner.ts";
 import { splitStraggler } from "../lib/engine/crawl/rebalance.ts";
 import { assertCrawledExactly, dataOf, exportText, randomKeys } from "./helpers.ts";
 

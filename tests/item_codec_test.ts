@@ -5,7 +5,7 @@ import {
   idKeyPart,
   isWellFormed,
   needsBytesKey,
-} from "../lib/engine/items/item_codec.ts";
+} from "../lib/engine/items/_item_codec.ts";
 
 Deno.test("item codec: records round-trip with only the fields they have", () => {
   const keysOnly = encodeItem({ rev: "3-0123456789abcdef0123456789abcdef" });
@@ -44,7 +44,7 @@ Deno.test("item codec: key parts are the id when UTF-8 holds it exactly, bytes o
 });
 
 Deno.test("item codec: the fast path agrees with the general one", async () => {
-  const { encodeRevOnly, plainPartSize } = await import("../lib/engine/items/item_codec.ts");
+  const { encodeRevOnly, plainPartSize } = await import("../lib/engine/items/_item_codec.ts");
   const { keySize } = await import("../lib/engine/store/kv_limits.ts");
   for (const id of ["a", "é中😀", "a\u0000b", "x".repeat(1900), "x".repeat(1901), "s\ud800"]) {
     const part = await idKeyPart(id);

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { idKeyPart } from "../lib/engine/items/item_codec.ts";
+import { idKeyPart } from "../lib/engine/items/_item_codec.ts";
 import { countItems, type ExportedItem, iterateItems } from "../lib/engine/items/item_read.ts";
 import {
   batchWrites,

@@ -1,9 +1,10 @@
 /**
  * The house's import rules, checked on every file: layers import only the layers below them
  * (base → plan → sources → engine → http/cli → tasks), the simulator and the bench stand to the
- * side, the engine's rooms stand on one another (store ← items ← page ← crawl ← dispatch) and
- * reach each other only through their `mod.ts`, and HTTP and CLI reach the engine only through
- * `lib/engine/mod.ts`.
+ * side, the engine's rooms stand on one another (store ← items ← page ← crawl ← verify ←
+ * dispatch) and reach each other only through their `mod.ts`, a file named `_x.ts` is imported only
+ * from its own folder, only the verify room decides a count, and HTTP and CLI reach the engine only
+ * through `lib/engine/mod.ts`.
  */
 import assert from "node:assert/strict";
 
@@ -43,7 +44,7 @@ function layer(file: string): string {
   return file.startsWith("tasks/") ? "tasks" : file;
 }
 
-const ROOMS = ["store", "items", "page", "crawl", "dispatch"];
+const ROOMS = ["store", "items", "page", "crawl", "verify", "dispatch"];
 
 /** May a file of layer `from` import a file of layer `to`? */
 function allowed(from: string, to: string, target: string): boolean {
@@ -104,4 +105,33 @@ Deno.test("layers: no circles", async () => {
   };
   for (const file of graph.keys()) visit(file, []);
   assert.deepEqual(circles, []);
+});
+
+Deno.test("layers: a room's _ files are imported only from their own folder", async () => {
+  const graph = await importGraph();
+  const wrong: string[] = [];
+  for (const [file, targets] of graph) {
+    for (const t of targets) {
+      const name = t.slice(t.lastIndexOf("/") + 1);
+      const dir = t.slice(0, t.lastIndexOf("/") + 1);
+      if (name.startsWith("_") && !file.startsWith(dir)) wrong.push(`${file} -> ${t}`);
+    }
+  }
+  assert.deepEqual(wrong, []);
+});
+
+Deno.test("layers: only the verify room decides whether a count proves a range", async () => {
+  const graph = await importGraph();
+  const callers: string[] = [];
+  for (const file of graph.keys()) {
+    const text = await Deno.readTextFile(new URL(file, ROOT));
+    if (/\b(countVerdict|checkRanges|checkShardEnd|checkTotal|plannedCountVerdicts)\(/.test(text)) {
+      callers.push(file);
+    }
+  }
+  // The shard runner hands the verify room's end check to the page; nothing else calls one.
+  const outside = callers.filter((f) =>
+    !f.startsWith("lib/engine/verify/") && f !== "lib/engine/dispatch/_shard_runner.ts"
+  );
+  assert.deepEqual(outside, []);
 });

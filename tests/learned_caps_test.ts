@@ -9,8 +9,7 @@ import { type RegistryOptions, startRegistry } from "../lib/sim/registry_server.
 import { npmReplicaProfile } from "../lib/sim/registry_profile.ts";
 import { CouchSource } from "../lib/sources/couch_source.ts";
 import { capabilityLine, learnedFrom } from "../lib/sources/learned_caps.ts";
-import { syntheticNames } from "../lib/sim/names.ts";
-import { bundledNames } from "../lib/sim/names.ts";
+import { bundledNames, syntheticNames } from "../lib/sim/names.ts";
 
 async function withRegistry(
   options: RegistryOptions,

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { TransientError } from "../lib/base/errors.ts";
-import { LeaseDispatcher, runLeaseWorker } from "../lib/engine/dispatch/lease_workers.ts";
+import { LeaseDispatcher, runLeaseWorker } from "../lib/engine/dispatch/_lease_workers.ts";
 import { crawlStatus } from "../lib/engine/crawl/status.ts";
 import { getCrawl, listCrawls, listShards } from "../lib/engine/store/store.ts";
 import { iterateItems } from "../lib/engine/items/item_read.ts";
@@ -8,7 +8,7 @@ import { MemorySource } from "../lib/sources/memory_source.ts";
 import { bundledNames, syntheticNames } from "../lib/sim/names.ts";
 import { openCrawl } from "../lib/engine/crawl/lifecycle.ts";
 import { readLiveness } from "../lib/engine/store/leases.ts";
-import { claimable } from "../lib/engine/dispatch/shard_runner.ts";
+import { claimable } from "../lib/engine/dispatch/_shard_runner.ts";
 import { createRuntime } from "../lib/engine/dispatch/runtime.ts";
 import { begin, spec, workDeps } from "./engine_helpers.ts";
 import {

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { parseMessage } from "../lib/engine/dispatch/messages.ts";
+import { parseMessage } from "../lib/engine/dispatch/_messages.ts";
 
 Deno.test("messages: well-formed messages parse; anything else is refused", () => {
   assert.deepEqual(parseMessage({ kind: "shard", crawlId: "c", shardId: 3 }), {

@@ -7,9 +7,9 @@
  */
 import assert from "node:assert/strict";
 import { atEnd, catchUp, checkSameRegistry, reached } from "../lib/engine/crawl/catch_up.ts";
-import { checkCompletion } from "../lib/engine/crawl/completion.ts";
-import { checkListed } from "../lib/engine/crawl/listed_check.ts";
-import { probeRound } from "../lib/engine/crawl/verify.ts";
+import { checkCompletion } from "../lib/engine/verify/completion.ts";
+import { checkListed } from "../lib/engine/verify/_listed_check.ts";
+import { probeRound } from "../lib/engine/verify/_verdicts.ts";
 import { getCrawl, listShards } from "../lib/engine/store/store.ts";
 import { storedItems } from "../lib/engine/items/stored_parts.ts";
 import type { ChangeRow, Source } from "../lib/plan/source.ts";

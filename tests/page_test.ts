@@ -1,17 +1,19 @@
 /** Pages and shard runners: exactly once under races, crashes, caps and failing sources. */
 import assert from "node:assert/strict";
 import { TransientError } from "../lib/base/errors.ts";
-import { checkCompletion } from "../lib/engine/crawl/completion.ts";
+import { checkCompletion } from "../lib/engine/verify/completion.ts";
 import { pauseCrawl, resumeCrawl } from "../lib/engine/crawl/lifecycle.ts";
 import { DEFAULT_MAX_DOC_BYTES } from "../lib/engine/items/item_store.ts";
 import { processPage } from "../lib/engine/page/page.ts";
+import { checkShardEnd } from "../lib/engine/verify/shard_end.ts";
 import { fetchDocs } from "../lib/engine/page/page_docs.ts";
 import { cursorAt, listPage, pageLimit } from "../lib/engine/page/page_listing.ts";
 import { keyHash, LONG_KEY_UNITS, sortKeys } from "../lib/plan/keys.ts";
 import { AdaptiveLimit } from "../lib/base/adaptive_limit.ts";
-import { claimShard, runShard } from "../lib/engine/dispatch/shard_runner.ts";
+import { claimShard, runShard } from "../lib/engine/dispatch/_shard_runner.ts";
 import { crawlStatus } from "../lib/engine/crawl/status.ts";
 import { getCrawl, getShard, listShards, newShard } from "../lib/engine/store/store.ts";
+import type { CrawlRecord, ShardRecord } from "../lib/engine/store/records.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { begin, finishAll, RecordingDispatcher, runOne, spec } from "./engine_helpers.ts";
 import { assertCrawledExactly, dataOf, randomKeys, wrapSource } from "./helpers.ts";
@@ -67,6 +69,8 @@ Deno.test("page: one runner per shard; a worker whose lease was taken over canno
     maxDocBytes: DEFAULT_MAX_DOC_BYTES,
     docMode: "get" as const,
     docLimit: new AdaptiveLimit(4),
+    checkEnd: (shard: ShardRecord, end: { crawl: CrawlRecord; items: number }) =>
+      checkShardEnd(source, shard, { ...end, kv }),
   };
   const p1 = await processPage({ ...ctx, owner: "A" }, a);
   assert.equal(p1.kind, "committed");

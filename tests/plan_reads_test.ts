@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import { PlanReads, segmentAnswer, segmentOf } from "../lib/engine/page/plan_reads.ts";
+import { PlanReads, segmentAnswer, segmentOf } from "../lib/engine/page/_plan_reads.ts";
 import { EarlyPages } from "../lib/engine/page/early_pages.ts";
-import { checkCompletion } from "../lib/engine/crawl/completion.ts";
+import { checkCompletion } from "../lib/engine/verify/completion.ts";
 import { openCrawl } from "../lib/engine/crawl/lifecycle.ts";
 import { crawlStatus } from "../lib/engine/crawl/status.ts";
 import { finishAll, RecordingDispatcher, spec } from "./engine_helpers.ts";

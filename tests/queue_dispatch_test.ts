@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { createQueueHandler } from "../lib/engine/dispatch/queue_dispatch.ts";
+import { createQueueHandler } from "../lib/engine/dispatch/_queue_dispatch.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import type { ListOptions, Page } from "../lib/plan/source.ts";
 import { listShards } from "../lib/engine/store/store.ts";

@@ -4,8 +4,8 @@
  * registry here are sorted key lists (`cutStored` and `checkRanges` have their own tests).
  */
 import assert from "node:assert/strict";
-import { type PartsCheck, RangeParts } from "../lib/engine/crawl/range_parts.ts";
-import type { RangeToCheck, RangeVerdict } from "../lib/engine/crawl/verify.ts";
+import { type PartsCheck, RangeParts } from "../lib/engine/verify/_range_parts.ts";
+import type { RangeToCheck, RangeVerdict } from "../lib/engine/verify/_verdicts.ts";
 import type { StoredPart } from "../lib/engine/items/stored_parts.ts";
 import type { ShardRecord } from "../lib/engine/store/records.ts";
 import { compareKeys, lowerBound } from "../lib/plan/keys.ts";

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import { watchdog } from "../lib/engine/crawl/watchdog.ts";
+import { watchdog } from "../lib/engine/dispatch/_watchdog.ts";
 import { remainingSeconds, splitStraggler } from "../lib/engine/crawl/rebalance.ts";
-import { claimShard, runShard } from "../lib/engine/dispatch/shard_runner.ts";
+import { claimShard, runShard } from "../lib/engine/dispatch/_shard_runner.ts";
 import { crawlStatus } from "../lib/engine/crawl/status.ts";
 import { getShard, listShards, newShard } from "../lib/engine/store/store.ts";
 import type { DocResult } from "../lib/plan/source.ts";

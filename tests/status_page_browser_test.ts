@@ -8,8 +8,7 @@
  */
 import assert from "node:assert/strict";
 import { chromium, type Page } from "playwright-core";
-import { prefixNear, syntheticNames } from "../lib/sim/names.ts";
-import { bundledNames } from "../lib/sim/names.ts";
+import { bundledNames, prefixNear, syntheticNames } from "../lib/sim/names.ts";
 import { spawnRegistry, spawnServer, waitHealthy } from "./helpers.ts";
 import { CHROMIUM, haveChromium } from "./optional_tools.ts";
 

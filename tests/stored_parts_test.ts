@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { cutStored } from "../lib/engine/items/stored_parts.ts";
 import { MAX_STORED_ID_UNITS } from "../lib/engine/items/item_store.ts";
-import { plainPartSize } from "../lib/engine/items/item_codec.ts";
+import { plainPartSize } from "../lib/engine/items/_item_codec.ts";
 import { compareKeys, sortKeys } from "../lib/plan/keys.ts";
 import { RegistryData } from "../lib/sim/registry_data.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";

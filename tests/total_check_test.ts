@@ -5,8 +5,8 @@
  */
 import assert from "node:assert/strict";
 import { TransientError } from "../lib/base/errors.ts";
-import { checkCompletion } from "../lib/engine/crawl/completion.ts";
-import { plannedCountVerdicts } from "../lib/engine/crawl/verify.ts";
+import { checkCompletion } from "../lib/engine/verify/completion.ts";
+import { plannedCountVerdicts } from "../lib/engine/verify/_verdicts.ts";
 import { getCrawl, listShards } from "../lib/engine/store/store.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import type { Page } from "../lib/plan/source.ts";

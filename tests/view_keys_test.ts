@@ -2,6 +2,7 @@
 import assert from "node:assert/strict";
 import {
   ceilViewRow,
+  type Collation,
   collationOf,
   compareJson,
   compareViewRows,
@@ -12,7 +13,6 @@ import {
   type ViewRowKey,
 } from "../lib/plan/view/mod.ts";
 import { compareKeys } from "../lib/plan/keys.ts";
-import type { Collation } from "../lib/plan/view/mod.ts";
 import { prng } from "../lib/sim/names.ts";
 
 const COLLATIONS: Collation[] = ["typed", "pouch", "raw"];

@@ -12,16 +12,32 @@
  * @module
  */
 
+/**
+ * What a caller does with an error, carried by its class: `later` (retry after a delay), `never`
+ * (it would fail the same way: record it, fail the work), `stop` (the process stops; nothing is
+ * recorded against the work, and the same command resumes).
+ */
+export type Retry = "later" | "never" | "stop";
+
 /** Base class: every error this project raises on purpose. */
 export class CrawlerError extends Error {
   /** Error name. */
   override name = "CrawlerError";
+  /** What a caller does with it. */
+  readonly retry: Retry = "never";
+}
+
+/** True for an error that fails the same way every time it is tried (`retry: "never"`). */
+export function neverRetried(err: unknown): boolean {
+  return err instanceof CrawlerError && err.retry === "never";
 }
 
 /** Worth retrying after a delay. `retryAfterMs` carries a server's `Retry-After` when given. */
 export class TransientError extends CrawlerError {
   /** Error name. */
   override name = "TransientError";
+  /** What a caller does with it. */
+  override readonly retry: Retry = "later";
   /** The delay the server asked for, in milliseconds, if any. */
   readonly retryAfterMs?: number;
   /** The HTTP status, when the error came from a response. */
@@ -73,6 +89,8 @@ export class FatalError extends CrawlerError {
 export class StorageError extends CrawlerError {
   /** Error name. */
   override name = "StorageError";
+  /** What a caller does with it. */
+  override readonly retry: Retry = "stop";
 }
 
 /** Bad input from a user: a flag, a request body, a parameter. */
@@ -91,6 +109,8 @@ export class UsageError extends InputError {
 export class InterruptedError extends CrawlerError {
   /** Error name. */
   override name = "InterruptedError";
+  /** What a caller does with it. */
+  override readonly retry: Retry = "stop";
 }
 
 /** Not found: an unknown crawl id and the like. */

@@ -56,7 +56,7 @@ export const DOCUMENT_RETRY = {
   behindFeedPausesMs: [250, 500, 1_000],
 } as const;
 
-/** Level 3: a page of a shard (`engine/dispatch/shard_runner.ts`). */
+/** Level 3: a page of a shard (`engine/dispatch/_shard_runner.ts`). */
 export const SHARD_RETRY = {
   /** Delay before the next attempt, by failures in a row, in milliseconds (×0.5–1.5 jitter). */
   delaysMs: [1_000, 2_000, 5_000, 10_000, 20_000, 30_000, 60_000],
@@ -90,7 +90,7 @@ export const KV_LOCKED_RETRY = {
   maxPauseMs: 200,
 } as const;
 
-/** Rounds of the final check in one pass (`engine/crawl/completion.ts`). */
+/** Rounds of the final check in one pass (`engine/verify/completion.ts`). */
 export const FINAL_CHECK_RETRY = {
   /**
    * Rounds in a row that prove nothing before a pass gives the turn back (the next pass starts
@@ -112,7 +112,7 @@ export const FINAL_CHECK_RETRY = {
   permanentPauseMs: 1_000,
 } as const;
 
-/** Lease workers that found nothing to do (`engine/dispatch/lease_workers.ts`). */
+/** Lease workers that found nothing to do (`engine/dispatch/_lease_workers.ts`). */
 export const IDLE_BACKOFF = {
   /** First sleep, in milliseconds (doubled while idle). */
   firstMs: 250,
@@ -127,7 +127,7 @@ export const IDLE_BACKOFF = {
 } as const;
 
 /**
- * How often followers look at their registry (`engine/crawl/follow.ts`): every `pollMs` while
+ * How often followers look at their registry (`engine/verify/follow.ts`): every `pollMs` while
  * changes come; each look that finds nothing doubles the pause, up to `idleMs`.
  */
 export const FOLLOW_POLL = {

@@ -5,8 +5,17 @@
  *
  * @module
  */
-import { checkExported, pairedRatio, registry, rounds, s, table, timeTask, x } from "./harness.ts";
-import { median } from "./harness.ts";
+import {
+  checkExported,
+  median,
+  pairedRatio,
+  registry,
+  rounds,
+  s,
+  table,
+  timeTask,
+  x,
+} from "./harness.ts";
 
 /** Prints the table: crawl, export and both for each registry, and the replica's ratio. */
 export async function benchReplica(o: { size: number; runs: number; log: (s: string) => void }) {

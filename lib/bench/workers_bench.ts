@@ -6,8 +6,7 @@
  * @module
  */
 import { listCrawls } from "../engine/store/store.ts";
-import { kvOp } from "../engine/mod.ts";
-import { crawlStatus } from "../engine/mod.ts";
+import { crawlStatus, kvOp } from "../engine/mod.ts";
 import { medianOf, n, registry, s, table, x } from "./harness.ts";
 
 const SHARDS = 56;

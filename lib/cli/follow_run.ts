@@ -7,11 +7,11 @@
  */
 import { errorLine, FatalError, InputError } from "../base/errors.ts";
 import { abortableSleep } from "../base/sleep.ts";
+import { FOLLOW_POLL } from "../base/retry_policy.ts";
 import {
   type CrawlRecord,
   crawlStatus,
   findCrawl,
-  FOLLOW_POLL,
   followTick,
   type Runtime,
 } from "../engine/mod.ts";

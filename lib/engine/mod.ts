@@ -4,12 +4,13 @@
  *
  *     store/     KV layout, records, leases and their owners, KV's limits
  *     items/     item blocks and records, reading them back, applying the change feed
- *     page/      one page of one shard: listing, documents, the guarded write, the end check
- *     crawl/     planning, lifecycle, catch-up, the final check, rebalancing, status, sources
- *     dispatch/  shard runners, lease workers, the KV queue, the runtime that wires them
+ *     page/      one page of one shard: listing, documents, the guarded write
+ *     crawl/     planning, lifecycle, the change feed, rebalancing, status, sources
+ *     verify/    the one room that says done: a shard's end, the final check, following
+ *     dispatch/  shard runners, lease workers, the KV queue, the watchdog, the runtime
  *
- * A room imports only the rooms above it in this list, through their `mod.ts`; HTTP and CLI
- * import only this face.
+ * A room imports only the rooms above it in this list, through their `mod.ts`, which names what
+ * it hands on (files named `_x.ts` are the room's own); HTTP and CLI import only this face.
  *
  * @module
  */
@@ -30,11 +31,6 @@ export {
   deleteCrawl,
   type Dispatcher,
   findCrawl,
-  FOLLOW_POLL,
-  type FollowLoopOptions,
-  type FollowTick,
-  followTick,
-  lagSeconds,
   listCrawlSummaries,
   listCrawlVersions,
   type OpenAction,
@@ -45,12 +41,13 @@ export {
   type ShardStatus,
   type SourceOpener,
   sourceOpener,
-  VERIFY_EVERY_MS,
 } from "./crawl/mod.ts";
+export { type FollowTick, followTick, VERIFY_EVERY_MS } from "./verify/mod.ts";
 export {
   createRuntime,
   DEFAULT_WORKERS,
   type DispatchMode,
+  type FollowLoopOptions,
   MAX_WORKERS,
   type Runtime,
   type RuntimeOptions,

@@ -25,8 +25,7 @@
  *
  * @module
  */
-import { Hono } from "hono";
-import type { Context } from "hono";
+import { type Context, Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
 import {
   BusyError,

@@ -9,7 +9,8 @@ import { isAllowedSource, parseAllowedSources } from "./auth.ts";
 import { UsageError } from "../base/errors.ts";
 import { SPEC_DEFAULTS, SPEC_LIMITS } from "../base/spec.ts";
 import { redactUrl } from "../base/redact.ts";
-import { DEFAULT_WORKERS, FOLLOW_POLL, MAX_WORKERS, VERIFY_EVERY_MS } from "../engine/mod.ts";
+import { DEFAULT_WORKERS, MAX_WORKERS, VERIFY_EVERY_MS } from "../engine/mod.ts";
+import { FOLLOW_POLL } from "../base/retry_policy.ts";
 import { normalizeSource } from "./crawl_routes.ts";
 import { MAX_EVENT_STREAMS } from "./events.ts";
 

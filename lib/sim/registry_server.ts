@@ -9,8 +9,7 @@
  *
  * @module
  */
-import { Hono } from "hono";
-import type { Context } from "hono";
+import { type Context, Hono } from "hono";
 import { hash32, type RegistryData } from "./registry_data.ts";
 import { faultMiddleware, type FaultOptions } from "./registry_faults.ts";
 import {

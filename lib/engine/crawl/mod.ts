@@ -1,21 +1,49 @@
 /**
  * The crawl room: a crawl's life as a whole. Creation and planning (`planning.ts`), resuming,
- * pausing, cancelling, failing and deleting (`lifecycle.ts`), catching up with the registry's
- * change feed (`catch_up.ts`), proving it complete (`verify.ts`, `completion.ts` and its rounds in
- * `final_rounds.ts`), keeping work moving after a crash (`watchdog.ts`), splitting stragglers
- * (`rebalance.ts`), what readers see (`status.ts`) and the source a crawl reads (`open_source.ts`).
+ * pausing, cancelling, failing and deleting (`lifecycle.ts`), the registry's change feed claimed,
+ * read and applied (`catch_up.ts`), splitting stragglers (`rebalance.ts`), what readers see
+ * (`status.ts`) and the source a crawl reads (`open_source.ts`). Whether a crawl is done is the
+ * verify room's to say.
  *
  * @module
  */
-export * from "./planning.ts";
-export * from "./lifecycle.ts";
-export * from "./catch_up.ts";
-export * from "./follow.ts";
-export * from "./follow_loop.ts";
-export * from "./reprove.ts";
-export * from "./verify.ts";
-export * from "./completion.ts";
-export * from "./watchdog.ts";
-export * from "./rebalance.ts";
-export * from "./status.ts";
-export * from "./open_source.ts";
+export { createCrawl, planCrawl } from "./planning.ts";
+export type { CrawlLimits, Dispatcher } from "./planning.ts";
+export {
+  cancelCrawl,
+  deleteCrawl,
+  failCrawl,
+  openCrawl,
+  pauseCrawl,
+  rememberPageCap,
+  resumeCrawl,
+  transition,
+} from "./lifecycle.ts";
+export type { OpenAction } from "./lifecycle.ts";
+export {
+  applyFeed,
+  applyToEnd,
+  catchUp,
+  claimFeed,
+  peekChanges,
+  RegistryReplacedError,
+  releaseFeed,
+  seqNumber,
+} from "./catch_up.ts";
+export type { CatchUpResult, FeedClaim } from "./catch_up.ts";
+export { splitStraggler } from "./rebalance.ts";
+export type { RebalanceOptions } from "./rebalance.ts";
+export {
+  crawlDocErrors,
+  crawlItemBatches,
+  crawlItemsPage,
+  crawlNdjsonBlocks,
+  crawlPicture,
+  crawlStatus,
+  findCrawl,
+  listCrawlSummaries,
+  listCrawlVersions,
+} from "./status.ts";
+export type { CrawlStatusReport, CrawlSummary, ShardStatus } from "./status.ts";
+export { sourceOpener } from "./open_source.ts";
+export type { SourceOpener } from "./open_source.ts";

@@ -18,10 +18,9 @@ import {
   BusyError,
   ConflictError,
   errorLine,
-  FatalError,
   InputError,
+  neverRetried,
   NotFoundError,
-  PermanentError,
 } from "../../base/errors.ts";
 import { crawlIdFor, type CrawlSpec } from "../../base/spec.ts";
 import { evenSplitRanks } from "../../plan/baselines.ts";
@@ -30,6 +29,7 @@ import { checkPlanTotal } from "../../plan/plan_file.ts";
 import { SEARCH_READ_PAGE } from "../../plan/locate.ts";
 import type { Source } from "../../plan/source.ts";
 import {
+  crawlOfKey,
   type CrawlRecord,
   createCrawlRecord,
   getCrawl,
@@ -288,7 +288,7 @@ async function startPlanned(
   p: Awaited<ReturnType<typeof makePlan>>,
   now: () => number,
 ): Promise<CrawlRecord | null> {
-  const id = claimed.key[1] as string;
+  const id = crawlOfKey(claimed.key);
   const t = now();
   const shards = shardsFromPlan(p.plan, t);
   if (!await writePlannedShards(deps.kv, claimed, id, shards)) return null;
@@ -331,12 +331,11 @@ async function planningFailed(
   err: unknown,
   o: PlanCrawlOptions & { now: () => number },
 ): Promise<CrawlRecord | null> {
-  const id = claimed.key[1] as string;
+  const id = crawlOfKey(claimed.key);
   const message = errorLine(err);
   const failures = claimed.value.failures + 1;
   // A registry that answers 4xx to a listing, or garbage, will not answer better in a minute.
-  const permanent = err instanceof FatalError || err instanceof InputError ||
-    err instanceof NotFoundError || err instanceof PermanentError;
+  const permanent = neverRetried(err);
   const t = o.now();
   const gaveUp = permanent || failures >= (o.maxPlanAttempts ?? PLANNING_RETRY.maxAttempts);
   const delay = PLANNING_RETRY.firstDelayMs * 2 ** (failures - 1);

@@ -7,11 +7,9 @@
  */
 import { capabilityLine } from "../../sources/learned_caps.ts";
 import { idOfKey } from "../../plan/id_order.ts";
-import { lagSeconds } from "./follow.ts";
 import type { LearnedCaps } from "../../plan/source.ts";
 import { redactUrl } from "../../base/redact.ts";
 import { ConflictError, NotFoundError } from "../../base/errors.ts";
-import { storedCount } from "./completion.ts";
 import { remainingSeconds } from "./rebalance.ts";
 import { compareKeys } from "../../plan/keys.ts";
 import type { PlanPicture } from "../../plan/plan_svg.ts";
@@ -33,6 +31,7 @@ import {
   getFeed,
   getFollow,
   type InFlight,
+  lagSeconds,
   leaseHeld,
   listCrawlEntries,
   listCrawls,
@@ -43,6 +42,7 @@ import {
   readLiveness,
   type ShardRecord,
   type SplitRecord,
+  storedCount,
   type Verification,
 } from "../store/mod.ts";
 

@@ -1,14 +1,15 @@
 /**
  * The dispatch room: how work reaches workers and what a worker does with it. A shard is run under
- * its lease (`shard_runner.ts`) and followed by what comes after it (`work.ts`); work arrives by KV
- * queue messages in one process (`queue_dispatch.ts`, `messages.ts`) or is found by lease workers
- * (`lease_workers.ts`, for Deploy, KV Connect and many processes); `runtime.ts` wires it all once.
+ * its lease (`_shard_runner.ts`) and followed by what comes after it (`work.ts`); work arrives by KV
+ * queue messages in one process (`_queue_dispatch.ts`, `_messages.ts`) or is found by lease workers
+ * (`_lease_workers.ts`, for Deploy, KV Connect and many processes); the watchdog keeps work moving
+ * after a crash (`_watchdog.ts`) and followed crawls are ticked (`_follow_loop.ts`); `runtime.ts`
+ * wires it all once.
  *
  * @module
  */
-export * from "./runtime.ts";
-export * from "./work.ts";
-export * from "./shard_runner.ts";
-export * from "./lease_workers.ts";
-export * from "./queue_dispatch.ts";
-export * from "./messages.ts";
+export { createRuntime } from "./runtime.ts";
+export type { DispatchMode, Runtime, RuntimeOptions } from "./runtime.ts";
+export { DEFAULT_WORKERS, MAX_WORKERS } from "./work.ts";
+export type { WorkEvent } from "./work.ts";
+export type { FollowLoopOptions } from "./_follow_loop.ts";

@@ -8,19 +8,18 @@
  * @module
  */
 import type { Source } from "../../plan/source.ts";
-import { followLoop, type FollowLoopOptions, watchdog } from "../crawl/mod.ts";
-import type { Dispatcher } from "../crawl/mod.ts";
+import { followLoop, type FollowLoopOptions } from "./_follow_loop.ts";
+import { watchdog } from "./_watchdog.ts";
+import type { Dispatcher, RebalanceOptions } from "../crawl/mod.ts";
 import {
   LeaseDispatcher,
   type LeaseWorkerOptions,
   type LeaseWorkerStats,
   runLeaseWorker,
-} from "./lease_workers.ts";
-import { ProcessBeat } from "../store/mod.ts";
+} from "./_lease_workers.ts";
+import { type CrawlRecord, ProcessBeat } from "../store/mod.ts";
 import { CrawlSlots, DocMemory, EarlyPages } from "../page/mod.ts";
-import { createQueueHandler, QueueDispatcher } from "./queue_dispatch.ts";
-import type { RebalanceOptions } from "../crawl/mod.ts";
-import type { CrawlRecord } from "../store/mod.ts";
+import { createQueueHandler, QueueDispatcher } from "./_queue_dispatch.ts";
 import { DEFAULT_WORKERS, MAX_WORKERS, type WorkDeps, type WorkEvent } from "./work.ts";
 
 export { DEFAULT_WORKERS, MAX_WORKERS };
@@ -71,7 +70,7 @@ export interface RuntimeOptions {
   /** Clock in epoch milliseconds. @default Date.now */
   now?: () => number;
   /**
-   * Follows every done crawl created with `follow` from this process (`follow_loop.ts`: its
+   * Follows every done crawl created with `follow` from this process (`_follow_loop.ts`: its
    * changes applied, its lag recorded, its ranges re-proven); with `pollMs: 0` or null, only the
    * watchdog's tick follows them (Deploy, where no process lives between requests), with this
    * `verifyEveryMs`. @default null
@@ -96,7 +95,7 @@ export interface Runtime {
    */
   leaseTick(ms: number): Promise<LeaseWorkerStats>;
   /**
-   * Follows done crawls from this process until `signal` aborts (`follow_loop.ts`), with this
+   * Follows done crawls from this process until `signal` aborts (`_follow_loop.ts`), with this
    * runtime's store, sources and dispatcher; ends before `close()` returns.
    */
   follow(signal: AbortSignal, options?: FollowLoopOptions): Promise<void>;

@@ -8,11 +8,10 @@
  */
 import { errorLine, StorageError } from "../../base/errors.ts";
 import type { Source } from "../../plan/source.ts";
-import { checkCompletion, type CompletionOptions } from "../crawl/mod.ts";
-import { type Dispatcher, planCrawl } from "../crawl/mod.ts";
+import { checkCompletion, type CompletionOptions } from "../verify/mod.ts";
+import { type Dispatcher, planCrawl, type RebalanceOptions, splitStraggler } from "../crawl/mod.ts";
 import type { CrawlSlots, DocMemory, EarlyPages } from "../page/mod.ts";
-import { type RebalanceOptions, splitStraggler } from "../crawl/mod.ts";
-import { type RunResult, runShard } from "./shard_runner.ts";
+import { type RunResult, runShard } from "./_shard_runner.ts";
 import { type CrawlRecord, getCrawl } from "../store/mod.ts";
 
 /**
@@ -97,7 +96,7 @@ export async function workPlan(deps: WorkDeps, crawlId: string, owner: string): 
 }
 
 /**
- * Runs one shard (see `shard_runner.ts`) and what follows it. Returns how the run ended.
+ * Runs one shard (see `_shard_runner.ts`) and what follows it. Returns how the run ended.
  */
 export async function workShard(
   deps: WorkDeps,

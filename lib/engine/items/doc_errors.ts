@@ -1,12 +1,12 @@
 /**
  * The documents a crawl could not have (404, 403, bodies that were not JSON, another document's
- * answer…), page by page: they are item records (`item_codec.ts`) whose `error` is set, never in
+ * answer…), page by page: they are item records (`_item_codec.ts`) whose `error` is set, never in
  * blocks, so a page reads records only, a bounded number per call.
  *
  * @module
  */
-import { keys } from "../store/mod.ts";
-import { decodeItem } from "./item_codec.ts";
+import { keys, partOfKey } from "../store/mod.ts";
+import { decodeItem } from "./_item_codec.ts";
 import { comparePart, decodePartCursor, encodePartCursor } from "./item_read.ts";
 
 /** One document error. */
@@ -39,7 +39,7 @@ export async function pageDocErrors(
   const errors: DocError[] = [];
   let scanned = 0;
   for await (const e of kv.list<Uint8Array>(selector, { batchSize: 500 })) {
-    const part = e.key[2] as string | Uint8Array;
+    const part = partOfKey(e.key) as string | Uint8Array;
     if (after !== null && comparePart(part, after) <= 0) continue; // the cursor's own
     scanned++;
     const r = decodeItem(e.value);

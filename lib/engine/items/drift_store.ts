@@ -15,11 +15,19 @@
  */
 import type { DocResult } from "../../plan/source.ts";
 import { blockHolding } from "./item_blocks.ts";
-import { type BlockRow, encodeBlock } from "./block_codec.ts";
+import { type BlockRow, encodeBlock } from "./_block_codec.ts";
 import { chunkKeys, itemPresence } from "./item_read.ts";
 import { type ItemInput, prepareWrites, setInBatches } from "./item_store.ts";
 import { compareKeys } from "../../plan/keys.ts";
-import { type DriftState, keys, kvOp, MAX_CHECKS, OpPlan, parseKey } from "../store/mod.ts";
+import {
+  crawlOfKey,
+  type DriftState,
+  keys,
+  kvOp,
+  MAX_CHECKS,
+  OpPlan,
+  parseKey,
+} from "../store/mod.ts";
 
 /** A shard's range, for counting changes per range (sorted by start, the open start first). */
 export interface ShardRange {
@@ -152,7 +160,7 @@ async function applyGroup(
   changes: readonly DriftChange[],
   next: DriftNext & { seq: string },
 ): Promise<Deno.KvEntry<DriftState> | null> {
-  const crawl = claimed.key[1] as string; // the feed record is ["feed", crawlId]
+  const crawl = crawlOfKey(claimed.key); // the feed record is ["feed", crawlId]
   const latest = new Map<string, DriftChange>();
   for (const c of changes) latest.set(c.id, c); // the latest change per id wins
   const ids = [...latest.keys()];

@@ -1,6 +1,6 @@
 /**
  * Item blocks: how most rows are stored. One KV value per ~60 KB of a page's rows
- * (`["block", crawl, firstId]` → `[stride, id, rev, (doc,) id, rev, …]`, see `block_codec.ts`)
+ * (`["block", crawl, firstId]` → `[stride, id, rev, (doc,) id, rev, …]`, see `_block_codec.ts`)
  * instead of one per item, so a page of 4,000 names is one or two small values and export reads
  * 1,000 values per million items. Documents ride along as the JSON text the registry served.
  *
@@ -22,14 +22,13 @@
  * @module
  */
 import { compareKeys } from "../../plan/keys.ts";
-import { MAX_PLAIN_ID_KEY_BYTES, plainPartSize } from "./item_codec.ts";
-import { keySize, MAX_VALUE_BYTES } from "../store/mod.ts";
-import { keys } from "../store/mod.ts";
-import { type BlockRow, decodeBlock, encodeBlock } from "./block_codec.ts";
+import { MAX_PLAIN_ID_KEY_BYTES, plainPartSize } from "./_item_codec.ts";
+import { keys, keySize, MAX_VALUE_BYTES, partOfKey } from "../store/mod.ts";
+import { type BlockRow, decodeBlock, encodeBlock } from "./_block_codec.ts";
 
 /**
  * The item layout this version writes (`CrawlRecord.itemLayout`): 2, nothing stored ahead of a
- * shard's cursor; 3, documents in blocks as raw JSON (`block_codec.ts`).
+ * shard's cursor; 3, documents in blocks as raw JSON (`_block_codec.ts`).
  */
 export const ITEM_LAYOUT = 3;
 /** The first layout that stores nothing ahead of a shard's cursor. */
@@ -173,7 +172,7 @@ export async function keysIn(
     const out: Deno.KvKey[] = [];
     const iter = kv.list({ prefix, ...(start ? { start } : {}) }, { batchSize: 16 });
     for await (const e of iter) {
-      const k = e.key[2];
+      const k = partOfKey(e.key);
       if (typeof k !== "string" || !atOrAfter(k, range.from)) continue;
       if (range.to !== null && atOrAfter(k, range.to)) break;
       out.push(e.key);

@@ -10,10 +10,9 @@ import { InputError } from "../../base/errors.ts";
 import { readAhead } from "../../base/read_ahead.ts";
 import { compareKeys } from "../../plan/keys.ts";
 import { blockHolding } from "./item_blocks.ts";
-import { blockNdjson, decodeBlock } from "./block_codec.ts";
-import { decodeItem, idKeyPart, plainPartSize } from "./item_codec.ts";
-import { utf8Length } from "../store/mod.ts";
-import { keys, kvOp } from "../store/mod.ts";
+import { blockNdjson, decodeBlock } from "./_block_codec.ts";
+import { decodeItem, idKeyPart, plainPartSize } from "./_item_codec.ts";
+import { keys, kvOp, partOfKey, utf8Length } from "../store/mod.ts";
 
 /** An exported item: the record with its id and its document reassembled as JSON text. */
 export interface ExportedItem {
@@ -45,7 +44,7 @@ const dec = new TextDecoder();
 
 /** A record's item; a chunked document is left for `withChunks`. */
 function toItem(e: Deno.KvEntry<Uint8Array>): Pending {
-  const part = e.key[2] as Part;
+  const part = partOfKey(e.key) as Part;
   const r = decodeItem(e.value);
   const out: Pending = { id: typeof part === "string" ? part : r.id!, rev: r.rev };
   if (r.doc) out.doc = dec.decode(r.doc);
@@ -94,7 +93,7 @@ async function* recordRuns(kv: Deno.Kv, crawlId: string, r: Range): AsyncGenerat
   const selector = selectorBetween(prefix, start, end);
   let run: Run = { items: [], parts: [] };
   for await (const e of kv.list<Uint8Array>(selector, { batchSize: 1000 })) {
-    const part = e.key[2] as Part;
+    const part = partOfKey(e.key) as Part;
     if (r.after !== undefined && comparePart(part, r.after) <= 0) continue;
     run.items.push(toItem(e));
     run.parts.push(part);
@@ -108,7 +107,8 @@ async function* blockRuns(kv: Deno.Kv, crawlId: string, r: Range): AsyncGenerato
   let from = r.from;
   if (typeof r.after === "string") {
     // Resuming inside a block: start at the block that holds the position.
-    from = (await blockHolding(kv, crawlId, r.after))?.entry.key[2] as string ?? r.after;
+    const holding = await blockHolding(kv, crawlId, r.after);
+    from = holding ? partOfKey(holding.entry.key) as string : r.after;
   }
   const start = from !== undefined ? keys.block(crawlId, from) : undefined;
   const end = r.to !== undefined ? keys.block(crawlId, r.to) : undefined;
@@ -394,7 +394,7 @@ export async function sampleStored(
       { limit: count },
     );
     for await (const e of records) {
-      const id = e.key[2];
+      const id = partOfKey(e.key);
       if (typeof id === "string" && inRange(id)) out.push({ id, rev: decodeItem(e.value).rev });
     }
   });

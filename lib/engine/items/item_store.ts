@@ -1,7 +1,7 @@
 /**
  * The store's item part: item records and document chunks, written in batches that fit KV's limits
  * by construction (read back by `item_read.ts`; keys-only rows go to `item_blocks.ts`). Keys come
- * from `store.ts` (`keys`), records from `item_codec.ts`.
+ * from `store.ts` (`keys`), records from `_item_codec.ts`.
  *
  * @module
  */
@@ -12,9 +12,8 @@ import {
   idKeyPart,
   type ItemRecord,
   plainPartSize,
-} from "./item_codec.ts";
-import { AtomicBudget, keySize, MAX_VALUE_BYTES } from "../store/mod.ts";
-import { keys, kvOp } from "../store/mod.ts";
+} from "./_item_codec.ts";
+import { AtomicBudget, keys, keySize, kvOp, MAX_VALUE_BYTES } from "../store/mod.ts";
 
 /** Documents above this many bytes are chunked (with room for the record's other fields). */
 export const INLINE_DOC_BYTES = 60_000;

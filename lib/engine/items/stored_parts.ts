@@ -8,10 +8,10 @@
  */
 import { compareKeys } from "../../plan/keys.ts";
 import { blockHolding } from "./item_blocks.ts";
-import { decodeBlock } from "./block_codec.ts";
-import { decodeItem, plainPartSize } from "./item_codec.ts";
+import { decodeBlock } from "./_block_codec.ts";
+import { decodeItem, plainPartSize } from "./_item_codec.ts";
 import { selectorBetween } from "./item_read.ts";
-import { keys, kvOp } from "../store/mod.ts";
+import { keys, kvOp, partOfKey } from "../store/mod.ts";
 
 /** A key range `[start, end)` of a crawl (null: open) with the items the store holds there. */
 export interface StoredPart {
@@ -163,7 +163,7 @@ async function* recordRows(
   const selector = selectorBetween(keys.items(crawlId), keys.item(crawlId, from), end);
   let batch: StoredRow[] = [];
   for await (const e of kv.list<Uint8Array>(selector, { batchSize: 1000 })) {
-    const id = e.key[2] as string;
+    const id = partOfKey(e.key) as string;
     if (!inRange(id)) {
       if (range.start !== null && compareKeys(id, range.start) < 0) continue;
       break; // past the end

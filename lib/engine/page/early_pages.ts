@@ -21,7 +21,7 @@
 import { compareKeys, isLongKey } from "../../plan/keys.ts";
 import type { DocMode, Listing, ListOptions, Page, Source } from "../../plan/source.ts";
 import { heldBytes } from "./page_docs.ts";
-import { PlanReads } from "./plan_reads.ts";
+import { PlanReads } from "./_plan_reads.ts";
 import type { CrawlRecord } from "../store/mod.ts";
 import { ROWS_IN_FLIGHT, rowsPerPage } from "./page_listing.ts";
 
@@ -44,7 +44,7 @@ export interface EarlyPagesOptions {
   maxInFlight?: number;
   /** Bytes of documents held at once, over all crawls. @default EARLY_DOC_BYTES */
   maxDocBytes?: number;
-  /** Rows of the planner's reads kept at once, over all crawls (see `plan_reads.ts`). @default EARLY_ROWS */
+  /** Rows of the planner's reads kept at once, over all crawls (see `_plan_reads.ts`). @default EARLY_ROWS */
   maxPlanRows?: number;
   /** Clock, epoch milliseconds. @default Date.now */
   now?: () => number;
@@ -84,7 +84,7 @@ export class EarlyPages {
   #maxInFlight: number;
   #inFlight = 0;
   #waiting: (() => void)[] = [];
-  /** The planner's reads, which answer shards too (see `plan_reads.ts`); same ttl and clock. */
+  /** The planner's reads, which answer shards too (see `_plan_reads.ts`); same ttl and clock. */
   readonly reads: PlanReads;
 
   /** An empty set of early pages with its bounds. */

@@ -1,16 +1,20 @@
 /**
  * The page room: one page of one shard, by the worker holding the shard's lease. List from the
  * cursor, proving the end only from an empty answer, a row past the end or ranks (`page_listing.ts`),
- * the first pages perhaps listed while the plan was searched (`early_pages.ts`); fetch documents
- * the best way the registry allows (`page_docs.ts`); write the items and the shard's new state in
- * one guarded op (`page_write.ts`, `page_guard.ts`); check a shard at its end (`shard_end.ts`).
+ * the first pages perhaps listed while the plan was searched (`early_pages.ts`, `_plan_reads.ts`);
+ * fetch documents the best way the registry allows (`page_docs.ts`, within `doc_memory.ts` and
+ * `doc_slots.ts`); write the items and the shard's new state in one guarded op (`_page_write.ts`,
+ * `page_guard.ts`, large view values in `_page_values.ts`). Whether a shard that reached its end
+ * is done is not the page's to say: the verify room's check is handed in (`PageContext.checkEnd`).
  *
  * @module
  */
-export * from "./page.ts";
-export * from "./page_docs.ts";
-export * from "./doc_memory.ts";
-export * from "./doc_slots.ts";
-export * from "./early_pages.ts";
-export * from "./page_listing.ts";
-export * from "./shard_end.ts";
+export { processPage } from "./page.ts";
+export type { Held, PageContext } from "./page.ts";
+export type { ShardCheck, ShardEndCheck } from "./page_guard.ts";
+export { pageLimit, rowsPerPage } from "./page_listing.ts";
+export type { ListedPage } from "./page_listing.ts";
+export { againstListing } from "./page_docs.ts";
+export { DocMemory } from "./doc_memory.ts";
+export { CrawlSlots } from "./doc_slots.ts";
+export { EarlyPages } from "./early_pages.ts";

@@ -1,7 +1,7 @@
 /**
  * One page of one shard, by the worker holding the shard's lease: list rows from the cursor (see
  * `page_listing.ts`), fetch their documents when asked (`page_docs.ts`), then write the items and
- * the shard's new state (`page_write.ts`), guarded by the shard's versionstamp, so that nothing is
+ * the shard's new state (`_page_write.ts`), guarded by the shard's versionstamp, so that nothing is
  * re-read that the guard already protects.
  *
  * A guard that fails means the shard record changed under us: if it is still ours and only its end
@@ -14,16 +14,15 @@
  * @module
  */
 import { fetchDocs, heldBytes } from "./page_docs.ts";
-import { spillDocument } from "../items/mod.ts";
+import { type ItemInput, spillDocument } from "../items/mod.ts";
 import { Guard, type PageContext } from "./page_guard.ts";
-import { valuedIds, withValues } from "./page_values.ts";
+import { valuedIds, withValues } from "./_page_values.ts";
 import { type ListedPage, listPage, rowsPerPage } from "./page_listing.ts";
-import { type PageResult, writePage } from "./page_write.ts";
-import type { ItemInput } from "../items/mod.ts";
+import { type PageResult, writePage } from "./_page_write.ts";
 import type { CrawlRecord, ShardRecord } from "../store/mod.ts";
 
 export type { PageContext } from "./page_guard.ts";
-export type { PageResult } from "./page_write.ts";
+export type { PageResult } from "./_page_write.ts";
 
 /** The crawl and the shard entry the worker holds (its versionstamp guards every write). */
 export interface Held {
@@ -50,7 +49,7 @@ export function startListing(
 }
 
 /**
- * Whether the planner's reads may answer this crawl's listings (see `plan_reads.ts`): their
+ * Whether the planner's reads may answer this crawl's listings (see `_plan_reads.ts`): their
  * offsets must be ranks, their keys ids in code-point order (a view's rows are keyed otherwise).
  */
 function planReadsFit(crawl: CrawlRecord): boolean {

@@ -14,6 +14,7 @@ import type { DocSlots } from "./doc_slots.ts";
 import type { DocMode, Source } from "../../plan/source.ts";
 import {
   commitShard,
+  crawlOfKey,
   type CrawlRecord,
   getShard,
   type InFlight,
@@ -47,7 +48,21 @@ export interface PageContext {
   docSlots?: DocSlots;
   /** Pages listed while the crawl was planned, for its shards' first requests. @default none */
   early?: EarlyPages;
+  /** Checks a shard whose page reached its end (the verify room's `checkShardEnd`). */
+  checkEnd: ShardEndCheck;
 }
+
+/** What a shard's own end check found: proven now, to be listed again, or left to the final check. */
+export type ShardCheck = "exact" | "relist" | "later";
+
+/**
+ * Checks a shard that reached its end with `items` items in all. The page does not decide a
+ * shard done: the verify room does, and is handed in (`verify/shard_end.ts`).
+ */
+export type ShardEndCheck = (
+  shard: ShardRecord,
+  o: { crawl: CrawlRecord; items: number },
+) => Promise<ShardCheck>;
 
 /** The shard entry a page writes against, kept fresh through conflicts and heartbeats. */
 export class Guard {
@@ -149,5 +164,5 @@ export class Guard {
 }
 
 export function crawlOf(entry: Deno.KvEntry<ShardRecord>): string {
-  return entry.key[1] as string;
+  return crawlOfKey(entry.key);
 }

@@ -1,6 +1,7 @@
 /**
- * The KV key layout: every key this project writes is built here, and item keys are read back
- * here ({@linkcode parseKey}); nothing else tests tuple positions.
+ * The KV key layout: every key this project writes is built here, and keys are read back here
+ * ({@linkcode parseKey}, {@linkcode crawlOfKey}, {@linkcode partOfKey}); nothing else tests tuple
+ * positions.
  *
  * Layout (crawl ids and shard ids are the only variable parts besides item ids):
  *
@@ -82,4 +83,20 @@ export function parseKey(key: Deno.KvKey): ItemKey | null {
     return { kind, crawlId, part: a, n: b };
   }
   return null;
+}
+
+/** The crawl id of a key written under a crawl (every layout above but `beat`). */
+export function crawlOfKey(key: Deno.KvKey): string {
+  const id = key[1];
+  if (typeof id !== "string") throw new TypeError(`not a crawl's key: ${JSON.stringify(key)}`);
+  return id;
+}
+
+/**
+ * The part after the crawl id of a key written under a crawl: an item's id part, a block's first
+ * id, a chunk's item, a shard id, a split's sequence.
+ */
+export function partOfKey(key: Deno.KvKey): Deno.KvKeyPart {
+  if (key.length < 3) throw new TypeError(`a key without a part: ${JSON.stringify(key)}`);
+  return key[2];
 }

@@ -7,11 +7,72 @@
  * exactly (`kv_limits.ts`), and whether a lease is held, by whom, and whether its owner's process
  * is alive (`leases.ts`).
  *
- * The engine's rooms stand on one another: `store` ← `items` ← `page` ← `crawl` ← `dispatch`; a
- * room imports only rooms below it, through their `mod.ts`.
+ * The engine's rooms stand on one another: `store` ← `items` ← `page` ← `crawl` ← `verify` ←
+ * `dispatch`; a room imports only rooms below it, through their `mod.ts`, which names what it
+ * hands on (a file whose name starts with `_` is the room's own).
  *
  * @module
  */
-export * from "./store.ts";
-export * from "./kv_limits.ts";
-export * from "./leases.ts";
+export { crawlOfKey, keys, parseKey, partOfKey } from "./keys.ts";
+export { lagSeconds, newShard, relisted } from "./records.ts";
+export type {
+  CrawlRecord,
+  CrawlStatus,
+  DriftState,
+  FinishState,
+  FollowState,
+  FollowVerify,
+  InFlight,
+  PlanningState,
+  ShardRecord,
+  SplitRecord,
+  Verification,
+} from "./records.ts";
+export {
+  clearDeadLetter,
+  clearPlanning,
+  commitRelist,
+  commitShard,
+  commitSplit,
+  createCrawlRecord,
+  deadLetterKey,
+  deleteCrawlData,
+  getCrawl,
+  getCrawlAndShard,
+  getFeed,
+  getFollow,
+  getPlanning,
+  getShard,
+  getShards,
+  listCrawlEntries,
+  listCrawls,
+  listDeadLetters,
+  listPending,
+  listShards,
+  listSplits,
+  setFollow,
+  updateCrawl,
+  writePlannedShards,
+} from "./store.ts";
+export { kvOp, present, updateRecord } from "./kv_ops.ts";
+export { listRangeDrift, shardStored, storedCount } from "./range_drift.ts";
+export {
+  AtomicBudget,
+  keySize,
+  kvFailureKind,
+  MAX_CHECKS,
+  MAX_VALUE_BYTES,
+  OpPlan,
+  utf8Length,
+  valueSizeBound,
+} from "./kv_limits.ts";
+export {
+  EXPIRY_ONLY,
+  leaseFor,
+  leaseHeld,
+  ProcessBeat,
+  readLiveness,
+  releaseLease,
+  takeLease,
+} from "./leases.ts";
+export type { Liveness } from "./leases.ts";

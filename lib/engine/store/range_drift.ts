@@ -42,3 +42,13 @@ export function shardStored(shard: ShardRecord, drift: ReadonlyMap<number, Range
   const d = drift.get(shard.id);
   return shard.items + (d ? d.in - d.out : 0);
 }
+
+/** Items stored: every shard's listed items plus the changes applied in its range. */
+export async function storedCount(
+  kv: Deno.Kv,
+  crawlId: string,
+  shards: readonly ShardRecord[],
+): Promise<number> {
+  const drift = await listRangeDrift(kv, crawlId);
+  return shards.reduce((n, s) => n + shardStored(s, drift), 0);
+}

@@ -22,7 +22,7 @@ export type CrawlStatus =
   | "deleting";
 
 /**
- * How the end of the crawl was checked against the registry (see `verify.ts`):
+ * How the end of the crawl was checked against the registry (see `verify/_verdicts.ts`):
  * - `exact`: every shard's range holds exactly what the registry lists there, proven by ranks at
  *   a moment when nothing changed in that range, with every change of the feed applied up to then;
  * - `total`: the registry's offsets are not ranks, so only the total could be held against
@@ -160,6 +160,12 @@ export interface FollowState {
   checkedAt: number;
   /** The copy re-proven while following (`reprove.ts`); absent before the first tick. */
   verify?: FollowVerify;
+}
+
+/** The lag a follow state stands for at `nowMs`, in seconds: behind for, or the last catch-up's. */
+export function lagSeconds(state: FollowState, nowMs: number): number {
+  const ms = state.behindSince === null ? state.lastLagMs : nowMs - state.behindSince;
+  return Math.max(0, ms) / 1000;
 }
 
 /** Where the re-proof of a followed crawl stands: a round over every range, spread in time. */

@@ -1,8 +1,8 @@
 /**
  * The end of a crawl: when every shard is done, `_changes` since the start is applied to its
  * proven end (`catch_up.ts`), every range is proven to hold what the registry lists there
- * (`verify.ts`, in the rounds of `final_rounds.ts`, a range that never holds still a part at a time
- * in `range_parts.ts`; a range that disagrees is listed again), and only
+ * (`_verdicts.ts`, in the rounds of `_final_rounds.ts`, a range that never holds still a part at a time
+ * in `_range_parts.ts`; a range that disagrees is listed again), and only
  * then is the crawl `done`, with a record of how it was checked (the watchdog, `watchdog.ts`, calls
  * it for crawls whose shards are all done).
  *
@@ -13,26 +13,23 @@ import type { Source } from "../../plan/source.ts";
 import {
   applyToEnd,
   claimFeed,
+  failCrawl,
   type FeedClaim,
   RegistryReplacedError,
   releaseFeed,
-} from "./catch_up.ts";
+} from "../crawl/mod.ts";
 import { FINAL_CHECK_RETRY } from "../../base/retry_policy.ts";
-import { failCrawl } from "./lifecycle.ts";
 import {
   type CrawlRecord,
   type FinishState,
   getCrawl,
   keys,
   listPending,
-  listRangeDrift,
   listShards,
   releaseLease,
-  type ShardRecord,
-  shardStored,
   takeLease,
 } from "../store/mod.ts";
-import { RangeParts } from "./range_parts.ts";
+import { RangeParts } from "./_range_parts.ts";
 import {
   type CompletionOptions,
   done,
@@ -40,19 +37,9 @@ import {
   type Pass,
   rankRound,
   totalRound,
-} from "./final_rounds.ts";
+} from "./_final_rounds.ts";
 
-export type { CompletionOptions } from "./final_rounds.ts";
-
-/** Items stored: every shard's listed items plus the changes applied in its range. */
-export async function storedCount(
-  kv: Deno.Kv,
-  crawlId: string,
-  shards: readonly ShardRecord[],
-): Promise<number> {
-  const drift = await listRangeDrift(kv, crawlId);
-  return shards.reduce((n, s) => n + shardStored(s, drift), 0);
-}
+export type { CompletionOptions } from "./_final_rounds.ts";
 
 /**
  * Marks the crawl done when every shard is done and the store is proven to hold what the registry

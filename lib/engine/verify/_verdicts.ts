@@ -20,7 +20,7 @@
  * - none landed: its count is exact at S, and it is `equal` or a `mismatch`;
  * - its count is off by more than they can explain: a `mismatch` whatever they were;
  * - otherwise it is `undecided`, and is checked again after those changes are applied (a range
- *   left undecided twice is checked in parts, `range_parts.ts`).
+ *   left undecided twice is checked in parts, `_range_parts.ts`).
  * A mismatch is a range whose listing lost or kept rows: it is listed again, and a range that
  * still disagrees after that fails the crawl with the numbers. Each check also samples the row at
  * every range's start: a row the store holds under another revision (or not at all) that no change
@@ -35,7 +35,41 @@
 import { allSettledOrThrow, mapPool } from "../../base/pool.ts";
 import { compareKeys, lowerBound } from "../../plan/keys.ts";
 import type { ChangeRow, Page, Source } from "../../plan/source.ts";
-import { showKey } from "../page/mod.ts";
+import { FatalError } from "../../base/errors.ts";
+
+/** Times a shard's range is listed again after a count that disagrees, before the crawl fails. */
+export const MAX_RELISTS = 2;
+
+/** A shard that disagrees with the registry after being listed again. */
+export class CompletenessError extends FatalError {
+  /** Error name. */
+  override name = "CompletenessError";
+}
+
+/** Shows a key in a message. */
+export function showKey(key: string | null): string {
+  return key === null ? "(open)" : JSON.stringify(key.length > 60 ? key.slice(0, 60) + "…" : key);
+}
+
+/** The failure of a range that still disagrees after being listed again. */
+export function completenessError(
+  range: { id: number; start: string | null; end: string | null; relists: number; view?: boolean },
+  counts: { stored: number; span: number; why?: string },
+  at: string | null,
+): CompletenessError {
+  return new CompletenessError(
+    `shard ${range.id} ${showKey(range.start)} → ${showKey(range.end)} holds ${counts.stored} ` +
+      `items but the registry lists ${counts.span} there${at === null ? "" : ` at seq ${at}`}` +
+      `${counts.why ? ` (${counts.why})` : ""}, also after listing it again ${range.relists} ` +
+      `time(s)` +
+      // A view's rows move with every document change and nothing applies those changes: on a
+      // live registry the likeliest cause, said so.
+      (range.view
+        ? "; views have no catch-up, so a view whose rows change while it is crawled cannot be " +
+          "proven (docs/design.md, Views)"
+        : ""),
+  );
+}
 
 /** A range as the check needs it: its bounds and what the store holds there. */
 export interface RangeToCheck {
@@ -156,10 +190,10 @@ async function verdictsAgainst(
   return await allSettledOrThrow(ranges.map(async (r): Promise<RangeVerdict> => {
     const from = seen.probes.get(r.start)!;
     const to = r.end === null ? undefined : seen.probes.get(r.end)!;
+    const span = rangeSpan(r, { from, to });
     // One answer gives both ends of an open-ended range, and two answers computed on the same
     // state of the registry (the same update_seq) count as one: only changes inside the range can
     // have moved its count. Otherwise changes below its start may have moved one end only.
-    const span = (to ? to.offset : from.total) - (r.start === null ? 0 : from.offset);
     const snapshot = !to || r.start === null || (from.seq !== undefined && from.seq === to.seq);
     const margin = window === "no-feed"
       ? 0
@@ -169,15 +203,45 @@ async function verdictsAgainst(
       ? below(r.end) - (r.start === null ? 0 : below(r.start))
       : below(r.end);
     const base = { id: r.id, span, stored: r.stored, margin };
-    if (Math.abs(span - r.stored) > margin) {
+    const counted = countVerdict(span, r.stored, margin);
+    if (counted === "mismatch") {
       return { ...base, verdict: "mismatch", why: "more than the changes meanwhile explain" };
     }
     const why = staleItem(seen.stored.get(r.id) ?? [], changed) ??
       await staleRow(r, from, changed, seen.storedRev);
     if (why) return { ...base, verdict: "mismatch", why };
-    if (margin > 0) return { ...base, verdict: "undecided" };
-    return { ...base, verdict: span === r.stored ? "equal" : "mismatch" };
+    return { ...base, verdict: counted };
   }));
+}
+
+/**
+ * What the registry lists in a range, from the one-row listings at its bounds (`from` at its
+ * start, `to` at its end; either may give the total of an open end): `rank(end) - rank(start)`,
+ * the rank of an open start being 0 and that of an open end the total. A count where offsets are
+ * ranks.
+ */
+export function rangeSpan(
+  range: { start: string | null; end: string | null },
+  at: { from: Pick<Page, "offset" | "total">; to?: Pick<Page, "offset" | "total"> },
+): number {
+  const high = range.end === null ? (at.to ?? at.from).total : (at.to ?? at.from).offset;
+  return high - (range.start === null ? 0 : at.from.offset);
+}
+
+/**
+ * The one comparison that proves a range's count: `stored` items against the `span` the registry
+ * lists there, when at most `margin` changes that landed meanwhile could have moved either. Off
+ * by more than the margin: `mismatch`; within a margin above 0: `undecided`; with none: `equal`
+ * or `mismatch`. A shard's own end check and every round of the final check decide by it.
+ */
+export function countVerdict(
+  span: number,
+  stored: number,
+  margin: number,
+): "equal" | "mismatch" | "undecided" {
+  if (Math.abs(span - stored) > margin) return "mismatch";
+  if (margin > 0) return "undecided";
+  return span === stored ? "equal" : "mismatch";
 }
 
 /** An item the store holds, with the revision the registry has for it now. */

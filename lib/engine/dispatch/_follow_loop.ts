@@ -2,19 +2,14 @@
  * The follower of a process that lives (the CLI's `--follow`, `serve` off Deploy): ticks every
  * followed crawl (`follow.ts`), each on its own pace, `pollMs` while its registry changes and up
  * to `idleMs` while it does not, until stopped. On Deploy the watchdog's cron tick is the follower
- * instead (`watchdog.ts`).
+ * instead (`_watchdog.ts`).
  *
  * @module
  */
 import { abortableSleep } from "../../base/sleep.ts";
+import { FOLLOW_POLL } from "../../base/retry_policy.ts";
 import type { Source } from "../../plan/source.ts";
-import {
-  FOLLOW_POLL,
-  type FollowOptions,
-  followPauseMs,
-  type FollowTick,
-  followTick,
-} from "./follow.ts";
+import { type FollowOptions, followPauseMs, type FollowTick, followTick } from "../verify/mod.ts";
 import { type CrawlRecord, listCrawls } from "../store/mod.ts";
 
 /** How often a loop looks for crawls newly done (or newly created with `follow`), in ms. */

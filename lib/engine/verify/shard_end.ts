@@ -2,58 +2,22 @@
  * A shard's own end check, made by the page that reaches its end: where offsets are ranks and the
  * registry has not changed at all since the crawl started, the shard's count is held against
  * `rank(end) - rank(start)` at once, so that a range whose listing lost or kept rows is listed again
- * before the crawl ends. Otherwise the crawl's final check decides (`crawl/verify.ts`), as it does
- * for every range in the end.
+ * before the crawl ends. Otherwise the crawl's final check decides (`completion.ts`), as it does
+ * for every range in the end. Both decide by the same comparison (`verify.countVerdict`).
  *
  * @module
  */
-import { FatalError } from "../../base/errors.ts";
-import type { Source } from "../../plan/source.ts";
+import type { Page, Source } from "../../plan/source.ts";
 import { type CrawlRecord, listPending, type ShardRecord } from "../store/mod.ts";
+import type { ShardCheck } from "../page/mod.ts";
 import { allSettledOrThrow } from "../../base/pool.ts";
-
-/** Times a shard's range is listed again after a count that disagrees, before the crawl fails. */
-export const MAX_RELISTS = 2;
-
-/** A shard that disagrees with the registry after being listed again. */
-export class CompletenessError extends FatalError {
-  /** Error name. */
-  override name = "CompletenessError";
-}
-
-/** Shows a key in a message. */
-export function showKey(key: string | null): string {
-  return key === null ? "(open)" : JSON.stringify(key.length > 60 ? key.slice(0, 60) + "…" : key);
-}
-
-/** The failure of a range that still disagrees after being listed again. */
-export function completenessError(
-  range: { id: number; start: string | null; end: string | null; relists: number; view?: boolean },
-  counts: { stored: number; span: number; why?: string },
-  at: string | null,
-): CompletenessError {
-  return new CompletenessError(
-    `shard ${range.id} ${showKey(range.start)} → ${showKey(range.end)} holds ${counts.stored} ` +
-      `items but the registry lists ${counts.span} there${at === null ? "" : ` at seq ${at}`}` +
-      `${counts.why ? ` (${counts.why})` : ""}, also after listing it again ${range.relists} ` +
-      `time(s)` +
-      // A view's rows move with every document change and nothing applies those changes: on a
-      // live registry the likeliest cause, said so.
-      (range.view
-        ? "; views have no catch-up, so a view whose rows change while it is crawled cannot be " +
-          "proven (docs/design.md, Views)"
-        : ""),
-  );
-}
+import { completenessError, countVerdict, MAX_RELISTS, rangeSpan } from "./_verdicts.ts";
 
 /**
  * Other shards still running, at most, for a shard's end check to be left to the final check: a
  * quarter of the plan's shards, within 1..8 (see {@linkcode checkShardEnd}).
  */
 const LAST_STRETCH_SHARDS = 8;
-
-/** What a shard's own end check found. */
-export type ShardCheck = "exact" | "relist" | "later";
 
 /**
  * Checks a shard that just reached its end with `items` items in all, early: only when the
@@ -68,31 +32,33 @@ export type ShardCheck = "exact" | "relist" | "later";
  */
 export async function checkShardEnd(
   source: Source,
-  crawl: CrawlRecord,
   shard: ShardRecord,
-  items: number,
-  options: { kv?: Deno.Kv } = {},
+  o: {
+    /** The shard's crawl. */
+    crawl: CrawlRecord;
+    /** Items the shard holds in all, with the page that reached its end. */
+    items: number;
+    /** The store, to tell the shards that end the crawl. @default none (every shard checked) */
+    kv?: Deno.Kv;
+  },
 ): Promise<ShardCheck> {
+  const { crawl, items } = o;
   if (crawl.planMethod !== "rank") return "later";
   // The shards that end the crawl are held against the same ranks by its final check, which
   // follows at once: checking them here too would only make the crawl wait a round trip longer.
   // (A range that disagrees is then listed again after the others end rather than beside them.)
-  if (options.kv && crawl.indexed && await lastStretch(options.kv, crawl, shard)) {
+  if (o.kv && crawl.indexed && await lastStretch(o.kv, crawl, shard)) {
     return "later";
   }
   // A view has no start sequence (no feed) but its own, taken the same way when planned.
   const since = crawl.startSeq ?? crawl.viewSeq ?? null;
   // Each rank carries the sequence it was computed at where the registry says (one round trip);
   // elsewhere the sequence is read after both.
-  const [low, high] = await allSettledOrThrow([
+  const [low, high] = await allSettledOrThrow<Pick<Page, "offset" | "total" | "seq">>([
     shard.start === null
-      ? Promise.resolve({ rank: 0, seq: since ?? undefined })
-      : source.list({ start: shard.start, limit: 1, updateSeq: true })
-        .then((p) => ({ rank: p.offset, seq: p.seq })),
-    source.list({ start: shard.end, limit: 1, updateSeq: true }).then((p) => ({
-      rank: shard.end === null ? p.total : p.offset,
-      seq: p.seq,
-    })),
+      ? Promise.resolve({ offset: 0, total: 0, seq: since ?? undefined })
+      : source.list({ start: shard.start, limit: 1, updateSeq: true }),
+    source.list({ start: shard.end, limit: 1, updateSeq: true }),
   ]);
   // Equal to the start's, nothing changed before or while the ranks were read. (A sequence
   // string may be spelled otherwise by another route of a cluster: unequal ones are read again.)
@@ -102,8 +68,8 @@ export async function checkShardEnd(
     ? since
     : await source.updateSeq().catch(() => undefined);
   if (seq !== since) return "later";
-  const span = high.rank - low.rank;
-  if (span === items) return "exact";
+  const span = rangeSpan(shard, { from: low, to: high });
+  if (countVerdict(span, items, 0) === "equal") return "exact";
   const relists = shard.relists ?? 0;
   if (relists < MAX_RELISTS) return "relist";
   const view = Boolean(crawl.view);

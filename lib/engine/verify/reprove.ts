@@ -1,7 +1,7 @@
 /**
  * The copy kept proven while it follows: a crawl that is `done` and follows its registry has its
  * ranges held against the registry's ranks again on a schedule, with the rules of the final check
- * (`final_rounds.ts`: small ranges by one listing of their rows, the others by ranks, each decided
+ * (`_final_rounds.ts`: small ranges by one listing of their rows, the others by ranks, each decided
  * only by what the changes that landed meanwhile cannot explain). Every range is checked at least
  * once per `verifyEveryMs`, spread over the period (a 16-shard crawl checked every 10 minutes costs
  * one range every 37 s), one follow tick at a time, with the feed held at the sequence the tick
@@ -16,11 +16,9 @@
  * @module
  */
 import type { Source } from "../../plan/source.ts";
-import type { FeedClaim } from "./catch_up.ts";
-import { checkShards, type Pass, settle } from "./final_rounds.ts";
-import { transition } from "./lifecycle.ts";
-import type { Dispatcher } from "./planning.ts";
-import { RangeParts } from "./range_parts.ts";
+import { type Dispatcher, type FeedClaim, transition } from "../crawl/mod.ts";
+import { checkShards, type Pass, settle } from "./_final_rounds.ts";
+import { RangeParts } from "./_range_parts.ts";
 import { type CrawlRecord, type FollowVerify, listShards } from "../store/mod.ts";
 
 /** How often every range of a followed crawl is re-proven by default, in milliseconds. */

@@ -11,9 +11,9 @@
 import { IDLE_BACKOFF } from "../../base/retry_policy.ts";
 import { abortableSleep } from "../../base/sleep.ts";
 import { errorLine, StorageError } from "../../base/errors.ts";
-import { checkCompletion } from "../crawl/mod.ts";
+import { checkCompletion } from "../verify/mod.ts";
 import type { Dispatcher } from "../crawl/mod.ts";
-import { claimable } from "./shard_runner.ts";
+import { claimable } from "./_shard_runner.ts";
 import {
   type CrawlRecord,
   getPlanning,

@@ -14,7 +14,7 @@ import { QUEUE_RETRY } from "../../base/retry_policy.ts";
 import { StorageError } from "../../base/errors.ts";
 import { Semaphore } from "../../base/pool.ts";
 import type { Dispatcher } from "../crawl/mod.ts";
-import { type Message, parseMessage } from "./messages.ts";
+import { type Message, parseMessage } from "./_messages.ts";
 import { deadLetterKey } from "../store/mod.ts";
 import { DEFAULT_WORKERS, ownerOf, type WorkDeps, workPlan, workShard } from "./work.ts";
 

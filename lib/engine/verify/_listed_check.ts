@@ -3,7 +3,7 @@
  * one state of the registry, so it needs no snapshot of ranks and no quiet moment. A registry that
  * changes faster than a round of rank probes takes (20 changes a second with listings that carry
  * no sequence, as npm's replica serves them) leaves every range undecided by ranks; its parts
- * (`range_parts.ts`) are decided this way instead.
+ * (`_range_parts.ts`) are decided this way instead.
  *
  * The store holds the registry's items at sequence `at` (the feed applied to there). The listing
  * is answered at a later moment, and the window (the changes after `at`, read after the listing)
@@ -17,8 +17,7 @@
 import { mapPool } from "../../base/pool.ts";
 import type { Source } from "../../plan/source.ts";
 import type { StoredRow } from "../items/mod.ts";
-import { showKey } from "../page/mod.ts";
-import type { ChangeWindow, RangeToCheck, RangeVerdict } from "./verify.ts";
+import { type ChangeWindow, type RangeToCheck, type RangeVerdict, showKey } from "./_verdicts.ts";
 
 /** Rows a listed check asks for beyond what the store holds (changes may have added some). */
 function limitFor(stored: number): number {

@@ -6,10 +6,8 @@
  * @module
  */
 import type { Source } from "../../plan/source.ts";
-import { followTick } from "./follow.ts";
-import { checkCompletion } from "./completion.ts";
-import { deleteCrawl } from "./lifecycle.ts";
-import type { Dispatcher } from "./planning.ts";
+import { checkCompletion, followTick } from "../verify/mod.ts";
+import { deleteCrawl, type Dispatcher } from "../crawl/mod.ts";
 import {
   clearDeadLetter,
   type CrawlRecord,

@@ -1,6 +1,6 @@
 /**
  * Writing a listed page: its items and the shard's new state (cursor, counters, renewed lease, or
- * done after the end check in `verify.ts`), guarded by the shard's versionstamp.
+ * done after the end check in `verify/_verdicts.ts`), guarded by the shard's versionstamp.
  *
  * A page is committed in ONE atomic op with the shard's new state (blocks of rows, item records
  * for the rows blocks cannot hold, and, on a shard listed a second time, the deletes of stale
@@ -26,18 +26,20 @@ import {
   setInBatches,
   tallyItems,
 } from "../items/mod.ts";
-import { AtomicBudget, keySize, parseKey, valueSizeBound } from "../store/mod.ts";
-import { cursorAt, type ListedPage, type NextCursor } from "./page_listing.ts";
-import type { Guard, PageContext } from "./page_guard.ts";
 import {
+  AtomicBudget,
   commitRelist,
   commitShard,
   type CrawlRecord,
   keys,
+  keySize,
+  parseKey,
   relisted,
   type ShardRecord,
+  valueSizeBound,
 } from "../store/mod.ts";
-import { checkShardEnd } from "./shard_end.ts";
+import { cursorAt, type ListedPage, type NextCursor } from "./page_listing.ts";
+import type { Guard, PageContext } from "./page_guard.ts";
 
 /** What became of one page. */
 export type PageResult =
@@ -242,7 +244,7 @@ async function fillRows(
 
 /**
  * The shard after this page: the cursor moved on, the counters added, the lease renewed; or, when
- * the page reached the range's end, checked against the registry (`verify.ts`) and done, or reset
+ * the page reached the range's end, checked against the registry (`ctx.checkEnd`) and done, or reset
  * to be listed again.
  */
 async function nextState(
@@ -280,7 +282,7 @@ async function nextState(
       lease: guard.lease(),
     };
   }
-  const check = await checkShardEnd(ctx.source, crawl, cur, base.items, { kv: ctx.kv });
+  const check = await ctx.checkEnd(cur, { crawl, items: base.items });
   if (check === "relist") return relisted(base, now, guard.lease());
   return { ...base, done: true, lease: null, verified: check === "exact" ? "exact" : null };
 }

@@ -1,6 +1,6 @@
 /**
  * Ranges the final check proves a part at a time. A range is decided only by a check whose window
- * saw no change inside it (`verify.ts`); one range over a registry that changes 50 times a second
+ * saw no change inside it (`_verdicts.ts`); one range over a registry that changes 50 times a second
  * (a crawl with `--shards 1`, or few shards) sees one in every window, and would wait forever. So a
  * range left undecided twice in a pass is cut at stored ids into parts (`cutStored`), each counted
  * from the store and checked as a range of its own; a part left undecided is cut again, into as
@@ -11,9 +11,8 @@
  * @module
  */
 import type { CutOptions, StoredPart } from "../items/mod.ts";
-import { showKey } from "../page/mod.ts";
+import { type RangeToCheck, type RangeVerdict, showKey } from "./_verdicts.ts";
 import type { ShardRecord } from "../store/mod.ts";
-import type { RangeToCheck, RangeVerdict } from "./verify.ts";
 
 /** Times a range is left undecided as a whole in one pass before it is checked in parts. */
 const WHOLE_TRIES = 2;

@@ -1,6 +1,6 @@
 /**
  * The rounds of a crawl's final check (see `completion.ts`, which runs them): every range held
- * against the registry a batch at a time (`verify.ts`), by ranks or, where offsets are not ranks, by
+ * against the registry a batch at a time (`_verdicts.ts`), by ranks or, where offsets are not ranks, by
  * the total; verdicts recorded (equal ranges proven, disagreeing ones listed again), and the crawl
  * moved to `done` with how it was proven.
  *
@@ -8,12 +8,10 @@
  */
 import { FatalError } from "../../base/errors.ts";
 import type { LearnedCaps, Source } from "../../plan/source.ts";
-import { type FeedClaim, peekChanges } from "./catch_up.ts";
-import type { Dispatcher } from "./planning.ts";
+import { type Dispatcher, type FeedClaim, peekChanges, transition } from "../crawl/mod.ts";
 import { cutStored, sampleStored, storedItems, storedRevision } from "../items/mod.ts";
-import { checkListed, listable } from "./listed_check.ts";
-import { RangeParts } from "./range_parts.ts";
-import { transition } from "./lifecycle.ts";
+import { checkListed, listable } from "./_listed_check.ts";
+import { RangeParts } from "./_range_parts.ts";
 import {
   commitRelist,
   commitShard,
@@ -31,11 +29,12 @@ import {
   type ChangeWindow,
   checkRanges,
   checkTotal,
+  completenessError,
+  MAX_RELISTS,
   plannedCountVerdicts,
   type RangeToCheck,
   type RangeVerdict,
-} from "./verify.ts";
-import { completenessError, MAX_RELISTS } from "../page/mod.ts";
+} from "./_verdicts.ts";
 
 /** Ranges the final check holds against the registry at once (probes, samples, verdicts). */
 const CHECK_BATCH = 256;
@@ -160,7 +159,7 @@ function checkAgainst(
 
 /**
  * Parts held against the registry: those small enough by one listing of their rows each
- * (`listed_check.ts`: no snapshot needed, so they are decided however fast the registry changes),
+ * (`_listed_check.ts`: no snapshot needed, so they are decided however fast the registry changes),
  * the others by ranks. A view's parts are held by ranks only.
  */
 async function checkParts(
@@ -212,7 +211,7 @@ function toCheck(
   };
 }
 
-/** One round over the ranges not yet proven by this pass (see `verify.ts`). */
+/** One round over the ranges not yet proven by this pass (see `_verdicts.ts`). */
 export async function rankRound(
   pass: Pass,
   at: string | null,
@@ -231,7 +230,7 @@ export async function rankRound(
     for (const v of verdicts) if (v.verdict === "equal") pass.proven.add(v.id);
     left += verdicts.filter((v) => v.verdict === "undecided").length;
   };
-  // Ranges checked in parts were left undecided as a whole in earlier rounds (`range_parts.ts`).
+  // Ranges checked in parts were left undecided as a whole in earlier rounds (`_range_parts.ts`).
   const inParts = todo.filter((e) => pass.parts.has(e.value.id));
   const whole = todo.filter((e) => !pass.parts.has(e.value.id));
   for (let i = 0; i < whole.length; i += CHECK_BATCH) {

@@ -13,27 +13,11 @@
  * @module
  */
 import { scheduledDelay, SHARD_RETRY } from "../../base/retry_policy.ts";
-import {
-  errorLine,
-  FatalError,
-  InputError,
-  PermanentError,
-  StorageError,
-} from "../../base/errors.ts";
+import { errorLine, neverRetried, StorageError } from "../../base/errors.ts";
 import type { Source } from "../../plan/source.ts";
 import { failCrawl, rememberPageCap } from "../crawl/mod.ts";
+import { checkShardEnd } from "../verify/mod.ts";
 import { DEFAULT_MAX_DOC_BYTES } from "../items/mod.ts";
-import { kvFailureKind, present } from "../store/mod.ts";
-import {
-  type CrawlSlots,
-  type DocMemory,
-  type EarlyPages,
-  type Held,
-  type PageContext,
-  processPage,
-} from "../page/mod.ts";
-import type { ListedPage } from "../page/mod.ts";
-import { AdaptiveLimit } from "../../base/adaptive_limit.ts";
 import {
   commitShard,
   type CrawlRecord,
@@ -42,13 +26,25 @@ import {
   getCrawlAndShard,
   getShard,
   keys,
+  kvFailureKind,
   leaseFor,
   leaseHeld,
   type Liveness,
+  present,
   readLiveness,
   releaseLease,
   type ShardRecord,
 } from "../store/mod.ts";
+import {
+  type CrawlSlots,
+  type DocMemory,
+  type EarlyPages,
+  type Held,
+  type ListedPage,
+  type PageContext,
+  processPage,
+} from "../page/mod.ts";
+import { AdaptiveLimit } from "../../base/adaptive_limit.ts";
 
 /** What a runner needs (all injected). */
 export interface RunnerDeps {
@@ -166,6 +162,7 @@ export async function runShard(
       // Rebalancing also lends idle slots: slow documents spread whichever shard lists them.
       docSlots: held.crawl.rebalance ? deps.crawlSlots?.for(held.crawl) : undefined,
       early: deps.earlyPages,
+      checkEnd: (shard, end) => checkShardEnd(source, shard, { ...end, kv: deps.kv }),
     };
     let checked = now();
     let listing: Promise<ListedPage> | undefined;
@@ -212,8 +209,7 @@ async function stopped(deps: RunnerDeps, held: Held, owner: string, reason: stri
 
 /** True for errors that retrying cannot fix. */
 function isPermanent(err: unknown): boolean {
-  return err instanceof FatalError || err instanceof InputError || err instanceof PermanentError ||
-    kvFailureKind(err) === "limit";
+  return neverRetried(err) || kvFailureKind(err) === "limit";
 }
 
 /**

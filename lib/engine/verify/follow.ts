@@ -18,9 +18,8 @@
  * @module
  */
 import { FOLLOW_POLL } from "../../base/retry_policy.ts";
-import { applyFeed, claimFeed, releaseFeed, seqNumber } from "./catch_up.ts";
+import { applyFeed, claimFeed, type Dispatcher, releaseFeed, seqNumber } from "../crawl/mod.ts";
 import type { Source } from "../../plan/source.ts";
-import type { Dispatcher } from "./planning.ts";
 import { dueRanges, freshVerify, reproveDue, VERIFY_EVERY_MS } from "./reprove.ts";
 import {
   type CrawlRecord,
@@ -31,8 +30,6 @@ import {
   getFollow,
   setFollow,
 } from "../store/mod.ts";
-
-export { FOLLOW_POLL };
 
 /** Changes one follow tick applies at most; the rest is the next tick's. */
 export const FOLLOW_MAX_CHANGES = 20_000;
@@ -177,12 +174,6 @@ function estimateBehind(seq: string | null, head: string | null): number | null 
   if (seq === head) return 0;
   if (!/^\d+$/.test(seq) || !/^\d+$/.test(head)) return null;
   return Math.max(0, (seqNumber(head) ?? 0) - (seqNumber(seq) ?? 0));
-}
-
-/** The lag a follow state stands for at `nowMs`, in seconds: behind for, or the last catch-up's. */
-export function lagSeconds(state: FollowState, nowMs: number): number {
-  const ms = state.behindSince === null ? state.lastLagMs : nowMs - state.behindSince;
-  return Math.max(0, ms) / 1000;
 }
 
 /**
