@@ -24,12 +24,11 @@
  * @module
  */
 import { FatalError } from "../../base/errors.ts";
-import { DOCUMENT_RETRY } from "../../base/retry_policy.ts";
 import { mapPool } from "../../base/pool.ts";
 import { compareKeys } from "../../plan/keys.ts";
 import type { ChangeRow, Source } from "../../plan/source.ts";
 import { applyDrift, type DriftChange, sampleStored, type ShardRange } from "../items/mod.ts";
-import { againstListing } from "../page/mod.ts";
+import { againstListing, askWhileBehind } from "../page/mod.ts";
 import {
   type CrawlRecord,
   type DriftState,
@@ -291,26 +290,22 @@ function stuck(rows: ChangeRow[], lastSeq: string, since: string, source: Source
 /**
  * The changes of a batch as items to apply: documents fetched when the crawl fetches them. A
  * document older than its change (or not there yet) comes from a host behind the feed (npm's
- * lags it): asked again after short pauses (`DOCUMENT_RETRY.behindFeedPausesMs`), then recorded
+ * lags it): asked again after short pauses (`askWhileBehind`), then recorded
  * as the item's error; it never holds the feed up for longer, nor fails the crawl.
  */
 function fetchChanged(
   source: Source,
   crawl: CrawlRecord,
   rows: ChangeRow[],
-  sleep: (ms: number) => Promise<void> = (ms) => new Promise((r) => setTimeout(r, ms)),
+  sleep?: (ms: number) => Promise<void>,
 ) {
   return mapPool(rows, async (r): Promise<DriftChange> => {
     if (r.deleted) return { seq: r.seq, id: r.id, deleted: true };
     if (!crawl.docs) return { seq: r.seq, id: r.id, rev: r.rev };
-    let doc = againstListing(r, await source.doc(r.id));
-    for (const ms of DOCUMENT_RETRY.behindFeedPausesMs) {
-      if (doc.kind !== "failed") break;
-      await sleep(ms);
-      doc = againstListing(r, await source.doc(r.id));
-    }
+    const doc = await askWhileBehind(async () => againstListing(r, await source.doc(r.id)), sleep);
     if (doc.kind === "failed") {
-      return { seq: r.seq, id: r.id, rev: r.rev, doc: { ...doc, kind: "error" } };
+      const error = { kind: "error" as const, status: doc.status, reason: doc.reason };
+      return { seq: r.seq, id: r.id, rev: r.rev, doc: error };
     }
     const served = doc.kind === "doc" || doc.kind === "raw" ? doc.docRev : null;
     const rev = served && served !== r.rev ? served : r.rev;

@@ -17,8 +17,20 @@ export function docMemoryBytes(json: string): number {
   return 2 * json.length;
 }
 
+/** What a fetch of documents asks of a budget of bytes in memory. */
+export interface DocBudget {
+  /** True while the budget is spent: new document requests wait (`room`). */
+  readonly full: boolean;
+  /** Resolves once less than the budget is held. */
+  room(): Promise<void>;
+  /** Counts `bytes` as held. */
+  charge(bytes: number): void;
+  /** Counts `bytes` as let go. */
+  refund(bytes: number): void;
+}
+
 /** A process's budget of document bytes in memory (see the module comment). */
-export class DocMemory {
+export class DocMemory implements DocBudget {
   #held = 0;
   #limit: number;
   #waiters: (() => void)[] = [];
@@ -53,5 +65,47 @@ export class DocMemory {
   refund(bytes: number): void {
     this.#held = Math.max(0, this.#held - bytes);
     while (!this.full && this.#waiters.length > 0) this.#waiters.shift()!();
+  }
+}
+
+/**
+ * What one page's fetch of documents charged to a budget, net of its refunds: what the page does
+ * not keep goes back with {@linkcode PageCharges.keepOnly}, so that a page that fails, or drops
+ * documents, never leaves the process's budget spent for good.
+ */
+export class PageCharges implements DocBudget {
+  #budget: DocBudget;
+  #net = 0;
+
+  /** Charges made through this go to `budget`. */
+  constructor(budget: DocBudget) {
+    this.#budget = budget;
+  }
+
+  /** See {@linkcode DocBudget.full}. */
+  get full(): boolean {
+    return this.#budget.full;
+  }
+
+  /** See {@linkcode DocBudget.room}. */
+  room(): Promise<void> {
+    return this.#budget.room();
+  }
+
+  /** See {@linkcode DocBudget.charge}. */
+  charge(bytes: number): void {
+    this.#net += bytes;
+    this.#budget.charge(bytes);
+  }
+
+  /** See {@linkcode DocBudget.refund}. */
+  refund(bytes: number): void {
+    this.#net -= bytes;
+    this.#budget.refund(bytes);
+  }
+
+  /** Refunds all it charged but `keptBytes` (what the page goes on holding; 0 when it failed). */
+  keepOnly(keptBytes: number): void {
+    if (this.#net > keptBytes) this.refund(this.#net - keptBytes);
   }
 }

@@ -14,7 +14,7 @@ export type { Held, PageContext } from "./page.ts";
 export type { ShardCheck, ShardEndCheck } from "./page_guard.ts";
 export { pageLimit, rowsPerPage } from "./page_listing.ts";
 export type { ListedPage } from "./page_listing.ts";
-export { againstListing } from "./page_docs.ts";
+export { againstListing, askWhileBehind } from "./page_docs.ts";
 export { DocMemory } from "./doc_memory.ts";
 export { CrawlSlots } from "./doc_slots.ts";
 export { EarlyPages } from "./early_pages.ts";

@@ -15,13 +15,14 @@
  * @module
  */
 import { DOCUMENT_RETRY } from "../../base/retry_policy.ts";
+import { abortableSleep } from "../../base/sleep.ts";
 import { errorLine, FatalError, TransientError } from "../../base/errors.ts";
 import type { AdaptiveLimit } from "../../base/adaptive_limit.ts";
 import { mapPool } from "../../base/pool.ts";
 import { compareKeys } from "../../plan/keys.ts";
 import type { DocMode, DocResult, Row, Source } from "../../plan/source.ts";
 import { INLINE_DOC_BYTES, type ItemInput } from "../items/mod.ts";
-import { DocMemory, docMemoryBytes } from "./doc_memory.ts";
+import { type DocBudget, docMemoryBytes, PageCharges } from "./doc_memory.ts";
 import type { DocSlots } from "./doc_slots.ts";
 
 /** What fetching a page's documents needs. */
@@ -53,45 +54,47 @@ export interface DocFetch {
    * The process's budget of document bytes in memory: each document is charged when it arrives,
    * and new requests wait while it is spent. @default no budget
    */
-  memory?: DocMemory;
+  memory?: DocBudget;
   /**
    * Takes a document out of memory at once when it is large (writes its chunks: `spillDocument`),
    * so that the page does not hold it. @default documents stay with the page
    */
   spill?: (id: string, doc: DocResult) => Promise<DocResult>;
+  /** Waits `ms` milliseconds (the pauses before a document behind its listing is asked again). */
+  sleep?: (ms: number) => Promise<void>;
 }
 
 /**
- * A document that arrived: charged to the budget, and taken out of memory at once when large
- * (refunded then). What stays with the page is refunded when the page is written (`heldBytes`).
+ * A document that arrived: held against its listed revision, charged to the budget, and taken out
+ * of memory at once when large (refunded then). What stays with the page is refunded when the
+ * page is written (`heldBytes`).
  */
 async function arrived(row: Row, r: Attempt, o: DocFetch): Promise<Attempt> {
-  if (r?.kind !== "doc" && r?.kind !== "raw") return r;
-  const bytes = r.kind === "raw" ? r.bytes.length : docMemoryBytes(r.json);
-  o.memory?.charge(bytes);
   const checked = againstListing(row, r);
-  if ((checked.kind !== "doc" && checked.kind !== "raw") || !o.spill) return checked;
+  const bytes = attemptBytes(checked);
+  if (bytes === 0) return checked;
+  o.memory?.charge(bytes);
+  if (!o.spill || (checked.kind !== "doc" && checked.kind !== "raw")) return checked;
   const kept = await o.spill(row.id, checked);
   if (kept.kind !== "doc" && kept.kind !== "raw") o.memory?.refund(bytes);
   return kept;
 }
 
-/** The bytes of documents `items` hold in memory (refunded to the budget once written). */
-export function heldBytes(items: readonly ItemInput[]): number {
-  return items.reduce(
-    (n, it) =>
-      n +
-      (it.doc?.kind === "doc"
-        ? docMemoryBytes(it.doc.json)
-        : it.doc?.kind === "raw"
-        ? it.doc.bytes.length
-        : 0),
-    0,
-  );
+/** The bytes an outcome holds in memory: a document's text or bytes, else 0. */
+function attemptBytes(r: Attempt | undefined): number {
+  return r?.kind === "doc" ? docMemoryBytes(r.json) : r?.kind === "raw" ? r.bytes.length : 0;
 }
 
-/** A document request that kept failing transiently (its own error, or the page's). */
-export type Failed = { kind: "failed"; status: number; reason: string };
+/** The bytes of documents `items` hold in memory (refunded to the budget once written). */
+export function heldBytes(items: readonly ItemInput[]): number {
+  return items.reduce((n, it) => n + attemptBytes(it.doc), 0);
+}
+
+/**
+ * A document request that kept failing transiently (its own error, or the page's). `behind`: the
+ * answer was older than the listing (a document host behind the registry), which a pause mends.
+ */
+export type Failed = { kind: "failed"; status: number; reason: string; behind?: true };
 
 /** What became of one document request. */
 export type Attempt = DocResult | Failed;
@@ -103,10 +106,24 @@ function failedAttempt(err: TransientError): Attempt {
 
 /**
  * The page's rows with their documents' outcomes, cut before the first row at or past the current
- * end. @throws TransientError when every document failed transiently; FatalError when nearly all
- * were refused.
+ * end. What it charged to `memory` and does not hand back in the items (documents behind their
+ * listing, rows after the cut, every document when it throws) is refunded before it returns;
+ * nothing it started runs on after it. @throws TransientError when every document failed
+ * transiently; FatalError when nearly all were refused.
  */
 export async function fetchDocs(source: Source, rows: Row[], o: DocFetch): Promise<ItemInput[]> {
+  const charges = o.memory && new PageCharges(o.memory);
+  try {
+    const items = await outcomes(source, rows, { ...o, memory: charges });
+    charges?.keepOnly(heldBytes(items));
+    return items;
+  } catch (err) {
+    charges?.keepOnly(0);
+    throw err;
+  }
+}
+
+async function outcomes(source: Source, rows: Row[], o: DocFetch): Promise<ItemInput[]> {
   let results: Attempt[];
   if (o.mode === "include_docs") {
     results = [];
@@ -162,34 +179,60 @@ export function againstListing<T extends Attempt>(
   row: { id: string; rev: string },
   r: T,
 ): T | Failed {
-  if (r?.kind === "error" && r.later) return { kind: "failed", status: r.status, reason: r.reason };
-  if ((r?.kind !== "doc" && r?.kind !== "raw") || !r.docRev || r.docRev === row.rev) return r;
-  if (generation(row.rev) === null || newer(r.docRev, row.rev)) return r;
+  if (r?.kind === "error" && r.later) {
+    return { kind: "failed", status: r.status, reason: r.reason, behind: true };
+  }
+  const served = r?.kind === "doc" || r?.kind === "raw" || r?.kind === "stored" ? r.docRev : null;
+  if (!served || served === row.rev) return r;
+  if (generation(row.rev) === null || newer(served, row.rev)) return r;
   return {
     kind: "failed",
     status: 0,
-    reason: `the document served is revision ${r.docRev.slice(0, 40)}, not the listed ` +
+    reason: `the document served is revision ${served.slice(0, 40)}, not the listed ` +
       row.rev.slice(0, 40),
+    behind: true,
   };
+}
+
+/**
+ * `ask`ed again after each pause of `DOCUMENT_RETRY.behindFeedPausesMs` while its answer is behind
+ * the listing (see {@linkcode againstListing}), so that a document host lagging the registry by
+ * less than the pauses is never taken for a bad document; the last answer is returned as it is.
+ */
+export async function askWhileBehind(
+  ask: () => Promise<Attempt>,
+  sleep: (ms: number) => Promise<void> = abortableSleep,
+): Promise<Attempt> {
+  let r = await ask();
+  for (const ms of DOCUMENT_RETRY.behindFeedPausesMs) {
+    if (r?.kind !== "failed" || !r.behind) break;
+    await sleep(ms);
+    r = await ask();
+  }
+  return r;
 }
 
 /**
  * On the attempt that would record them, documents that failed transiently while others were
  * served get a second round of attempts (one GET each): on a registry dropping a fifth of its
  * answers, four failures in a row hit some document of a page by chance, eight practically never,
- * and the document recorded must be one that keeps failing, not an unlucky one. Where every
- * document failed, the registry is down and the page fails instead.
+ * and the document recorded must be one that keeps failing, not an unlucky one. One behind its
+ * listing is asked again after pauses ({@linkcode askWhileBehind}): the page listed again may hold
+ * a row published a moment ago, whose first answer this is. Where every document failed, the
+ * registry is down and the page fails instead.
  */
 async function secondRound(source: Source, rows: Row[], results: Attempt[], o: DocFetch) {
   const again = results.flatMap((r, i) => r.kind === "failed" ? [i] : []);
   if (again.length === 0 || again.length === results.length) return;
   await mapPool(again, async (i) => {
-    try {
-      results[i] = await arrived(rows[i], await source.doc(rows[i].id), o);
-    } catch (err) {
-      if (!(err instanceof TransientError)) throw err;
-      results[i] = failedAttempt(err);
-    }
+    results[i] = await askWhileBehind(async () => {
+      try {
+        return await arrived(rows[i], await source.doc(rows[i].id), o);
+      } catch (err) {
+        if (!(err instanceof TransientError)) throw err;
+        return failedAttempt(err);
+      }
+    }, o.sleep);
   }, { concurrency: Math.max(1, o.limit.value) });
 }
 
@@ -221,13 +264,18 @@ function judge(results: Attempt[], rows: Row[], source: Source, record: boolean)
   }
 }
 
-/** One GET per row, in row order, at the adaptive concurrency; rows past the end unstarted. */
+/**
+ * One GET per row, in row order, at the adaptive concurrency; rows past the end unstarted. After
+ * an error that is not transient no request starts, and the ones in flight are waited for before
+ * it is thrown (their documents are charged to the budget: the caller refunds them).
+ */
 async function fetchEach(source: Source, rows: Row[], o: DocFetch): Promise<Attempt[]> {
   const out = new Array<Attempt>(rows.length);
   let next = 0;
   let inFlight = 0;
   let stopped = false;
   let waiting = false;
+  let failure: { err: unknown } | null = null;
   await new Promise<void>((resolve, reject) => {
     // Within the shard's own concurrency, or in a slot the crawl's other shards leave idle.
     const slot = () =>
@@ -266,17 +314,18 @@ async function fetchEach(source: Source, rows: Row[], o: DocFetch): Promise<Atte
           // Network failures (timeouts, 5xx, refused) past their attempts make it a suspect.
           o.limit.failure();
           out[i] = failedAttempt(err);
+        }).catch((err) => {
+          failure ??= { err };
+          stopped = true;
         }).then(() => {
           inFlight--;
           o.slots?.done();
           pump();
-        }, (err) => {
-          o.slots?.done();
-          stopped = true;
-          reject(err);
         });
       }
-      if (inFlight === 0 && !waiting && (stopped || next >= rows.length)) resolve();
+      if (inFlight > 0 || (!stopped && (waiting || next < rows.length))) return;
+      if (failure) reject(failure.err);
+      else resolve();
     };
     pump();
   });
@@ -289,27 +338,23 @@ async function fetchBulk(source: Source, rows: Row[], o: DocFetch): Promise<Atte
   const out = new Array<Attempt>(rows.length);
   const groups: number[] = [];
   for (let i = 0; i < rows.length; i += size) groups.push(i);
-  let g = 0;
-  const worker = async () => {
-    while (g < groups.length) {
-      const from = groups[g++];
-      const end = o.currentEnd();
-      const ids = rows.slice(from, from + size).map((r) => r.id)
-        .filter((id) => end === null || compareKeys(id, end) < 0);
-      if (ids.length === 0) continue;
-      o.progress?.(rows[from + ids.length]?.id ?? null, from + ids.length);
-      try {
-        const docs = await source.bulkDocs!(ids);
-        for (let j = 0; j < docs.length; j++) {
-          out[from + j] = await arrived(rows[from + j], docs[j], o);
-        }
-      } catch (err) {
-        if (!(err instanceof TransientError)) throw err;
-        const failed = { kind: "failed" as const, status: err.status ?? 0, reason: err.message };
-        ids.forEach((_, j) => out[from + j] = failed);
+  // Groups in flight are waited for after an error (mapPool), as in fetchEach.
+  await mapPool(groups, async (from) => {
+    const end = o.currentEnd();
+    const ids = rows.slice(from, from + size).map((r) => r.id)
+      .filter((id) => end === null || compareKeys(id, end) < 0);
+    if (ids.length === 0) return;
+    o.progress?.(rows[from + ids.length]?.id ?? null, from + ids.length);
+    try {
+      const docs = await source.bulkDocs!(ids);
+      for (let j = 0; j < docs.length; j++) {
+        out[from + j] = await arrived(rows[from + j], docs[j], o);
       }
+    } catch (err) {
+      if (!(err instanceof TransientError)) throw err;
+      const failed = { kind: "failed" as const, status: err.status ?? 0, reason: err.message };
+      ids.forEach((_, j) => out[from + j] = failed);
     }
-  };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(4, o.limit.value)) }, worker));
+  }, { concurrency: Math.max(1, Math.min(4, o.limit.value)) });
   return out;
 }

@@ -1,0 +1,159 @@
+/**
+ * A page's documents: a document host behind the registry is waited out before a document is
+ * recorded, and what the page charged to the process's budget of bytes always goes back.
+ */
+import assert from "node:assert/strict";
+import { FatalError, TransientError } from "../lib/base/errors.ts";
+import { AdaptiveLimit } from "../lib/base/adaptive_limit.ts";
+import { DOCUMENT_RETRY } from "../lib/base/retry_policy.ts";
+import type { DocResult } from "../lib/plan/source.ts";
+import { DocMemory } from "../lib/engine/page/doc_memory.ts";
+import { fetchDocs, heldBytes } from "../lib/engine/page/page_docs.ts";
+import { MemorySource } from "../lib/sources/memory_source.ts";
+import { dataOf, wrapSource } from "./helpers.ts";
+
+const LAGGING: DocResult = {
+  kind: "error",
+  status: 404,
+  reason: "not found on the document host (it may lag the registry)",
+  later: true,
+};
+
+/** A source over a, b, c, d whose documents answer as `answer` says (else as they are). */
+function answering(answer: (id: string, n: number) => Promise<DocResult> | null) {
+  const inner = new MemorySource(dataOf(["a", "b", "c", "d"]));
+  const calls = new Map<string, number>();
+  const source = wrapSource(inner, {
+    doc: (id) => {
+      const n = (calls.get(id) ?? 0) + 1;
+      calls.set(id, n);
+      return answer(id, n) ?? inner.doc(id);
+    },
+  });
+  return { inner, source, calls };
+}
+
+Deno.test("page docs: a lagging document host's 404 fails the page, never its item at once", async () => {
+  const { inner, source, calls } = answering((id) => id === "b" ? Promise.resolve(LAGGING) : null);
+  const rows = (await inner.list({ start: null, limit: 10 })).rows;
+  const pauses: number[] = [];
+  const fetch = (pageFailures: number) =>
+    fetchDocs(source, rows, {
+      mode: "get",
+      limit: new AdaptiveLimit(4),
+      currentEnd: () => null,
+      pageFailures,
+      sleep: (ms) => (pauses.push(ms), Promise.resolve()),
+    });
+  await assert.rejects(fetch(0), /kept failing.*"b".*may lag the registry/);
+  await assert.rejects(fetch(1), TransientError, "nor on the page's second attempt");
+  assert.deepEqual(pauses, [], "a failing page is retried later: no pause of its own");
+  calls.clear();
+  // On the attempt that records: its second round asks again after each pause, then records.
+  const items = await fetch(2);
+  assert.deepEqual(pauses, DOCUMENT_RETRY.behindFeedPausesMs);
+  assert.equal(calls.get("b"), 2 + DOCUMENT_RETRY.behindFeedPausesMs.length);
+  assert.deepEqual(items[1].doc, {
+    kind: "error",
+    status: 404,
+    reason: "gave up: not found on the document host (it may lag the registry)",
+  });
+  assert.deepEqual(items.map((it) => it.doc?.kind), ["doc", "error", "doc", "doc"]);
+});
+
+Deno.test("page docs: a row published a moment ago on the page's recording attempt is waited for", async () => {
+  // "c" is new on the relisted page: its first two answers are the lagging host's, then it is there.
+  const { inner, source, calls } = answering((id, n) =>
+    id === "c" && n <= 2 ? Promise.resolve(LAGGING) : null
+  );
+  const rows = (await inner.list({ start: null, limit: 10 })).rows;
+  const pauses: number[] = [];
+  const items = await fetchDocs(source, rows, {
+    mode: "get",
+    limit: new AdaptiveLimit(4),
+    currentEnd: () => null,
+    pageFailures: 2,
+    sleep: (ms) => (pauses.push(ms), Promise.resolve()),
+  });
+  assert.deepEqual(items.map((it) => it.doc?.kind), ["doc", "doc", "doc", "doc"]);
+  assert.equal(items[2].doc?.kind === "doc" && JSON.parse(items[2].doc.json)._id, "c");
+  assert.equal(calls.get("c"), 3);
+  assert.deepEqual(pauses, [DOCUMENT_RETRY.behindFeedPausesMs[0]]);
+});
+
+Deno.test("page docs: a document that kept failing for the network is not paused for", async () => {
+  const { inner, source, calls } = answering((id) =>
+    id === "d" ? Promise.reject(new TransientError("HTTP 503", { status: 503 })) : null
+  );
+  const rows = (await inner.list({ start: null, limit: 10 })).rows;
+  const pauses: number[] = [];
+  const items = await fetchDocs(source, rows, {
+    mode: "get",
+    limit: new AdaptiveLimit(4),
+    currentEnd: () => null,
+    pageFailures: 2,
+    sleep: (ms) => (pauses.push(ms), Promise.resolve()),
+  });
+  assert.equal(items[3].doc?.kind, "error");
+  assert.equal(calls.get("d"), 2, "its first round and its second");
+  assert.deepEqual(pauses, []);
+});
+
+Deno.test("page docs: every byte a failing page charged goes back to the budget", async () => {
+  const memory = new DocMemory(1 << 30);
+  const { inner, source } = answering((id) =>
+    id === "c" ? Promise.reject(new TransientError("HTTP 503", { status: 503 })) : null
+  );
+  const rows = (await inner.list({ start: null, limit: 10 })).rows;
+  const o = { mode: "get" as const, limit: new AdaptiveLimit(4), currentEnd: () => null, memory };
+  await assert.rejects(fetchDocs(source, rows, o), TransientError);
+  assert.equal(memory.held, 0, "three documents arrived, the page failed: nothing is held");
+  // A page that succeeds holds what its items hold, until the page is written.
+  const items = await fetchDocs(source, rows, { ...o, pageFailures: 2 });
+  assert.ok(heldBytes(items) > 0);
+  assert.equal(memory.held, heldBytes(items));
+});
+
+Deno.test("page docs: a document served older than listed is not charged, nor held", async () => {
+  const memory = new DocMemory(1 << 30);
+  const { inner, source } = answering((id) =>
+    id === "a" ? Promise.resolve({ kind: "doc", json: '{"_id":"a"}', docRev: "0-old" }) : null
+  );
+  const rows = (await inner.list({ start: null, limit: 10 })).rows;
+  const items = await fetchDocs(source, rows, {
+    mode: "get",
+    limit: new AdaptiveLimit(4),
+    currentEnd: () => null,
+    pageFailures: 2,
+    memory,
+    sleep: () => Promise.resolve(),
+  });
+  assert.match(items[0].doc?.kind === "error" ? items[0].doc.reason : "", /revision 0-old/);
+  assert.equal(memory.held, heldBytes(items));
+});
+
+Deno.test("page docs: a fatal answer is thrown once the requests in flight have ended, their bytes back", async () => {
+  const memory = new DocMemory(1 << 30);
+  let release!: () => void;
+  const held = new Promise<void>((r) => release = r);
+  const { inner, source } = answering((id) =>
+    id === "a"
+      ? Promise.reject(new FatalError("the registry is gone"))
+      : id === "b"
+      ? held.then(() => inner.doc("b"))
+      : null
+  );
+  const rows = (await inner.list({ start: null, limit: 10 })).rows;
+  let settled = false;
+  const fetching = fetchDocs(source, rows, {
+    mode: "get",
+    limit: new AdaptiveLimit(4),
+    currentEnd: () => null,
+    memory,
+  }).finally(() => settled = true);
+  for (let i = 0; i < 20; i++) await Promise.resolve();
+  assert.equal(settled, false, "b is still in flight");
+  release();
+  await assert.rejects(fetching, FatalError);
+  assert.equal(memory.held, 0, "b arrived before the error was thrown, and went back");
+});
