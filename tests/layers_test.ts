@@ -3,8 +3,8 @@
  * (base → plan → sources → engine → http/cli → tasks), the simulator and the bench stand to the
  * side, the engine's rooms stand on one another (store ← items ← page ← crawl ← verify ←
  * dispatch) and reach each other only through their `mod.ts`, a file named `_x.ts` is imported only
- * from its own folder, only the verify room decides a count, and HTTP and CLI reach the engine only
- * through `lib/engine/mod.ts`.
+ * from its own folder, only the verify room decides a count, only the store opens an atomic op, and
+ * HTTP and CLI reach the engine only through `lib/engine/mod.ts`.
  */
 import assert from "node:assert/strict";
 
@@ -133,5 +133,16 @@ Deno.test("layers: only the verify room decides whether a count proves a range",
   const outside = callers.filter((f) =>
     !f.startsWith("lib/engine/verify/") && f !== "lib/engine/dispatch/_shard_runner.ts"
   );
+  assert.deepEqual(outside, []);
+});
+
+Deno.test("layers: only the store opens an atomic operation", async () => {
+  const graph = await importGraph();
+  const outside: string[] = [];
+  for (const file of graph.keys()) {
+    const text = await Deno.readTextFile(new URL(file, ROOT));
+    if (/\.atomic\(\)/.test(text) && !file.startsWith("lib/engine/store/")) outside.push(file);
+  }
+  // Every multi-key write is the store's, with its checks and its `{ ok: false }` handled.
   assert.deepEqual(outside, []);
 });

@@ -35,6 +35,7 @@ import {
   getCrawl,
   getFeed,
   keys,
+  LEASE_MS,
   listShards,
   present,
   releaseLease,
@@ -49,7 +50,7 @@ export interface CatchUpOptions {
   now?: () => number;
   /** This runner's name in the lease. @default a random UUID */
   owner?: string;
-  /** Lease length (how long a crashed runner blocks others), in milliseconds. @default 30000 */
+  /** Lease length (how long a crashed runner blocks others), in milliseconds. @default {@linkcode LEASE_MS} */
   leaseMs?: number;
 }
 
@@ -143,7 +144,7 @@ export async function claimFeed(
 ): Promise<FeedClaim | null> {
   const now = options.now ?? Date.now;
   const owner = options.owner ?? crypto.randomUUID();
-  const leaseMs = options.leaseMs ?? 30_000;
+  const leaseMs = options.leaseMs ?? LEASE_MS;
   const crawl = (await getCrawl(kv, crawlId)).value;
   if (!crawl || crawl.startSeq === null) return null;
   const held = await takeLease<DriftState>(kv, keys.feed(crawlId), {

@@ -32,15 +32,16 @@ import {
   crawlOfKey,
   type CrawlRecord,
   createCrawlRecord,
+  endPlanning,
   getCrawl,
-  keys,
-  kvOp,
   leaseFor,
   listCrawlEntries,
   newShard,
   type PlanningState,
+  present,
+  renewPlanning,
   type ShardRecord,
-  takeLease,
+  takePlanning,
   writePlannedShards,
 } from "../store/mod.ts";
 
@@ -174,11 +175,7 @@ async function claimPlanning(
   const crawl = (await getCrawl(kv, id)).value;
   if (!crawl) throw new NotFoundError(`no crawl with id ${id}`);
   if (crawl.status !== "planning") return crawl;
-  return await takeLease<PlanningState>(kv, keys.planning(id), {
-    ...o,
-    blocked: (cur) => (cur?.retryAt ?? 0) > o.nowMs,
-    record: (cur, lease) => ({ failures: 0, retryAt: 0, ...cur, lease }),
-  });
+  return await takePlanning(kv, id, o);
 }
 
 /**
@@ -205,10 +202,7 @@ export async function planCrawl(
   let renewing = Promise.resolve();
   const renew = setInterval(() => {
     renewing = renewing.then(async () => {
-      const next = { ...claimed.value, lease: leaseFor(owner, now(), leaseMs) };
-      const res = await deps.kv.atomic().check(claimed).set(claimed.key, next).commit()
-        .catch(() => ({ ok: false as const }));
-      if (res.ok) claimed = { ...claimed, value: next, versionstamp: res.versionstamp };
+      claimed = await renewPlanning(deps.kv, claimed, leaseFor(owner, now(), leaseMs)) ?? claimed;
     });
   }, leaseMs / 4);
   const stopRenewing = async () => (clearInterval(renew), await renewing);
@@ -291,7 +285,7 @@ async function startPlanned(
   const id = crawlOfKey(claimed.key);
   const t = now();
   const shards = shardsFromPlan(p.plan, t);
-  if (!await writePlannedShards(deps.kv, claimed, id, shards)) return null;
+  if (!await writePlannedShards(deps.kv, claimed, shards)) return null;
   // Running, in one op with the end of the claim, if the crawl is still in planning (it may have
   // been cancelled meanwhile; then its shards stay unused until it is deleted).
   const entry = await getCrawl(deps.kv, id);
@@ -315,11 +309,10 @@ async function startPlanned(
     startedAt: t,
     updatedAt: t,
   };
-  const res = await kvOp(() =>
-    deps.kv.atomic().check(claimed).check(entry).set(entry.key, running).delete(claimed.key)
-      .commit()
-  );
-  if (!res.ok) return null;
+  const ended = present(entry)!;
+  if (!await endPlanning(deps.kv, claimed, { crawl: ended, next: running, planning: null })) {
+    return null;
+  }
   for (const s of shards) await deps.dispatcher.dispatch(id, s.id);
   return running;
 }
@@ -355,11 +348,9 @@ async function planningFailed(
       updatedAt: t,
     }
     : { ...entry.value, error: message, updatedAt: t };
-  const res = await kvOp(() =>
-    deps.kv.atomic().check(claimed).check(entry).set(claimed.key, planning).set(entry.key, crawl)
-      .commit()
-  );
-  if (!res.ok) return null;
+  if (!await endPlanning(deps.kv, claimed, { crawl: present(entry)!, next: crawl, planning })) {
+    return null;
+  }
   if (!gaveUp) await deps.dispatcher.plan(id, { delayMs: retryAt - t });
   return crawl;
 }

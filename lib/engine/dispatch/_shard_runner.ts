@@ -27,6 +27,7 @@ import {
   getShard,
   keys,
   kvFailureKind,
+  LEASE_MS,
   leaseFor,
   leaseHeld,
   type Liveness,
@@ -68,7 +69,7 @@ export interface RunnerDeps {
 export interface RunOptions {
   /** This worker's name in leases. */
   owner: string;
-  /** Lease length; commits and heartbeats renew it, in milliseconds. @default 30000 */
+  /** Lease length; commits and heartbeats renew it, in milliseconds. @default {@linkcode LEASE_MS} */
   leaseMs?: number;
   /** Failed attempts in a row after which the crawl fails. @default 8 */
   maxFailures?: number;
@@ -143,7 +144,7 @@ export async function runShard(
   o: RunOptions,
 ): Promise<RunResult> {
   const now = deps.now ?? Date.now;
-  const leaseMs = o.leaseMs ?? 30_000;
+  const leaseMs = o.leaseMs ?? LEASE_MS;
   const claimed = await claimShard(deps.kv, crawlId, shardId, { ...o, leaseMs, nowMs: now() });
   if (!claimed) return { kind: "busy" };
   let held = claimed;

@@ -52,7 +52,7 @@ export interface RuntimeOptions {
   docMemoryBytes?: number;
   /** Label of this process in lease owner names. @default "worker" */
   label?: string;
-  /** Shard lease length, in milliseconds. @default 30000 */
+  /** Shard lease length, in milliseconds. @default LEASE_MS (30000) */
   leaseMs?: number;
   /** Planning attempts failing transiently before a crawl fails. @default 5 */
   maxPlanAttempts?: number;

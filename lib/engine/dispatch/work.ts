@@ -49,7 +49,7 @@ export interface WorkDeps {
   maxPlanAttempts?: number;
   /** Failed attempts of a shard in a row before the crawl fails. @default 8 */
   maxShardFailures?: number;
-  /** Lease length of shards, in milliseconds. @default 30000 */
+  /** Lease length of shards, in milliseconds. @default LEASE_MS (30000) */
   leaseMs?: number;
   /** Log-worthy events. */
   onEvent?: (event: WorkEvent) => void;

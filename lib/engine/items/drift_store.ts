@@ -20,10 +20,10 @@ import { chunkKeys, itemPresence } from "./item_read.ts";
 import { type ItemInput, prepareWrites, setInBatches } from "./item_store.ts";
 import { compareKeys } from "../../plan/keys.ts";
 import {
+  commitPlan,
   crawlOfKey,
   type DriftState,
   keys,
-  kvOp,
   MAX_CHECKS,
   OpPlan,
   parseKey,
@@ -210,7 +210,7 @@ async function applyGroup(
     });
     return first ? await applyGroup(kv, first, changes.slice(half), next) : null;
   }
-  const res = await kvOp(() => plan.applyTo(kv.atomic()).set(claimed.key, value).commit());
+  const res = await commitPlan(kv, plan.set(claimed.key, value));
   return res.ok ? { key: claimed.key, value, versionstamp: res.versionstamp } : null;
 }
 

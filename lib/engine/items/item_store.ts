@@ -13,7 +13,7 @@ import {
   type ItemRecord,
   plainPartSize,
 } from "./_item_codec.ts";
-import { AtomicBudget, keys, keySize, kvOp, MAX_VALUE_BYTES } from "../store/mod.ts";
+import { AtomicBudget, commitPlan, keys, keySize, MAX_VALUE_BYTES, OpPlan } from "../store/mod.ts";
 
 /** Documents above this many bytes are chunked (with room for the record's other fields). */
 export const INLINE_DOC_BYTES = 60_000;
@@ -262,10 +262,8 @@ export async function setInBatches(
   reserve: AtomicBudget = new AtomicBudget(),
 ): Promise<void> {
   for (const batch of batchWrites(writes, reserve)) {
-    await kvOp(() => {
-      const op = kv.atomic();
-      for (const w of batch) op.set(w.key, w.value);
-      return op.commit();
-    });
+    const plan = new OpPlan();
+    for (const w of batch) plan.set(w.key, w.value);
+    await commitPlan(kv, plan);
   }
 }

@@ -7,7 +7,7 @@
  */
 import { KV_LOCKED_RETRY } from "../../base/retry_policy.ts";
 import { ConflictError, StorageError } from "../../base/errors.ts";
-import { kvFailureKind } from "./kv_limits.ts";
+import { kvFailureKind, type OpPlan } from "./kv_limits.ts";
 
 /**
  * Runs a KV operation: `database is locked` (several processes, one file) is retried a bounded
@@ -29,6 +29,17 @@ export async function kvOp<T>(fn: () => Promise<T>, options: { maxAttempts?: num
       await new Promise((r) => setTimeout(r, pause));
     }
   }
+}
+
+/**
+ * Commits `plan` as one atomic op (through {@linkcode kvOp}). `{ ok: false }` (a check failed:
+ * nothing was written) is the caller's to handle.
+ */
+export async function commitPlan(
+  kv: Deno.Kv,
+  plan: OpPlan,
+): Promise<Deno.KvCommitResult | Deno.KvCommitError> {
+  return await kvOp(() => plan.applyTo(kv.atomic()).commit());
 }
 
 /**

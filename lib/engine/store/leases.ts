@@ -25,6 +25,14 @@ export const BEAT_EVERY_MS = 1_000;
 /** A process whose last beat is older than this is dead, in milliseconds. */
 export const STALE_MS = 3_000;
 
+/**
+ * How long a lease holds unless its holder renews it, in milliseconds: shards (each commit and
+ * heartbeat renews), a crawl's change feed, its finishing. A live holder's lease is renewed long
+ * before; a dead one's is free once its process's beat is stale, so this bounds only what an
+ * owner without a process (another version, a test) blocks.
+ */
+export const LEASE_MS = 30_000;
+
 /** A process's heartbeat, as stored. */
 export interface Beat {
   /** When it beat last, epoch ms (its clock). */

@@ -52,9 +52,9 @@ export {
   listSplits,
   setFollow,
   updateCrawl,
-  writePlannedShards,
 } from "./store.ts";
-export { kvOp, present, updateRecord } from "./kv_ops.ts";
+export { commitPlan, kvOp, present, updateRecord } from "./kv_ops.ts";
+export { endPlanning, renewPlanning, takePlanning, writePlannedShards } from "./planning_ops.ts";
 export { listRangeDrift, shardStored, storedCount } from "./range_drift.ts";
 export {
   AtomicBudget,
@@ -68,6 +68,7 @@ export {
 } from "./kv_limits.ts";
 export {
   EXPIRY_ONLY,
+  LEASE_MS,
   leaseFor,
   leaseHeld,
   ProcessBeat,

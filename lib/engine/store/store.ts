@@ -11,7 +11,6 @@
  * @module
  */
 import { FatalError } from "../../base/errors.ts";
-import { AtomicBudget, keySize, valueSizeBound } from "./kv_limits.ts";
 import { keys } from "./keys.ts";
 import { kvOp, present } from "./kv_ops.ts";
 
@@ -169,49 +168,6 @@ export async function createCrawlRecord(
     if (!res.ok) continue; // created and deleted in between: try again
   }
   throw new FatalError(`crawl ${crawl.id} could not be created (it keeps being deleted)`);
-}
-
-/**
- * Writes a plan's shards while the planner still holds the crawl's planning record as `claimed`
- * (each batch checks its versionstamp), after deleting shards a crashed earlier attempt left
- * behind; batches are sized by KV's limits. Returns false as soon as the claim is lost: another
- * planner took over and nothing more is written.
- */
-export async function writePlannedShards(
-  kv: Deno.Kv,
-  claimed: Deno.KvEntry<PlanningState>,
-  crawlId: string,
-  shards: ShardRecord[],
-): Promise<boolean> {
-  const keep = new Set(shards.map((s) => s.id));
-  const stale = (await listShards(kv, crawlId)).map((e) => e.value.id)
-    .filter((sid) => !keep.has(sid));
-  const muts = [
-    ...stale.flatMap((sid) => [
-      { key: keys.shard(crawlId, sid), value: null },
-      { key: keys.pending(crawlId, sid), value: null },
-    ]),
-    ...shards.flatMap((s) => [
-      { key: keys.shard(crawlId, s.id), value: s },
-      ...(s.done ? [] : [{ key: keys.pending(crawlId, s.id), value: 1 }]),
-    ]),
-  ];
-  const claim = keySize(claimed.key);
-  for (let i = 0; i < muts.length;) {
-    const budget = new AtomicBudget().check(claim);
-    const op = kv.atomic().check(claimed);
-    for (const first = i; i < muts.length; i++) {
-      const m = muts[i];
-      const bytes = keySize(m.key);
-      const size = m.value === null ? null : valueSizeBound(m.value);
-      if (i > first && !budget.fitsSet(bytes, size)) break;
-      if (m.value === null) (op.delete(m.key), budget.delete(bytes));
-      else (op.set(m.key, m.value), budget.set(bytes, size!));
-    }
-    const res = await kvOp(() => op.commit());
-    if (!res.ok) return false;
-  }
-  return true;
 }
 
 /**

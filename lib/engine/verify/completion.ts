@@ -24,6 +24,7 @@ import {
   type FinishState,
   getCrawl,
   keys,
+  LEASE_MS,
   listPending,
   listShards,
   releaseLease,
@@ -112,9 +113,6 @@ export async function checkCompletion(
   }
 }
 
-/** How long the finishing lease holds without being renewed (each round renews it). */
-const FINISHING_LEASE_MS = 30_000;
-
 /**
  * Takes or renews the finishing lease of a crawl for `owner`; false when another runner holds it
  * (a dead process's lease is free at once, see `leases.ts`).
@@ -128,7 +126,7 @@ async function holdFinishing(
   const held = await takeLease<FinishState>(kv, keys.finish(id), {
     owner,
     nowMs: now(),
-    leaseMs: FINISHING_LEASE_MS,
+    leaseMs: LEASE_MS, // each round renews it
     record: (_, lease) => ({ lease }),
   });
   return held !== null;
