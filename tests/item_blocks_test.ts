@@ -1,6 +1,6 @@
 /** Item blocks: exact round trips, values under KV's limit, relisted ranges, prefix commits. */
 import assert from "node:assert/strict";
-import { InputError } from "../lib/base/errors.ts";
+import { ConflictError, InputError } from "../lib/base/errors.ts";
 import { compareKeys } from "../lib/plan/keys.ts";
 import { itemLine } from "../lib/cli/export.ts";
 import { crawlNdjsonBlocks } from "../lib/engine/crawl/status.ts";
@@ -24,7 +24,7 @@ import {
 } from "../lib/engine/store/store.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { RegistryData } from "../lib/sim/registry_data.ts";
-import { begin, finishAll, RecordingDispatcher, spec } from "./engine_helpers.ts";
+import { begin, finishAll, RecordingDispatcher, runOne, spec } from "./engine_helpers.ts";
 import { claimShard } from "../lib/engine/dispatch/_shard_runner.ts";
 import { splitStraggler } from "../lib/engine/crawl/rebalance.ts";
 import { assertCrawledExactly, dataOf, exportText, randomKeys } from "./helpers.ts";
@@ -110,7 +110,7 @@ Deno.test("blocks: NDJSON copied out of a block equals the lines written item by
   assert.equal(new TextDecoder().decode(lines.bytes), expected);
   assert.equal(blockNdjson(encodeBlock([])!)!.rows, 0);
   assert.throws(() => blockNdjson(new TextEncoder().encode('[2,"a","b"')), RangeError);
-  // Documents stored raw are copied out too; layout 2's documents as JSON strings are not.
+  // Documents stored raw are copied out too.
   const docs = rows.map((r, i) => i === 1 ? r : { ...r, doc: `{"_id":${JSON.stringify(r.id)}}` });
   const docLines = blockNdjson(encodeBlock(docs))!;
   assert.equal(
@@ -122,9 +122,10 @@ Deno.test("blocks: NDJSON copied out of a block equals the lines written item by
   const tinyLines = blockNdjson(encodeBlock(tiny))!;
   assert.equal(tinyLines.rows, 3000);
   assert.equal(new TextDecoder().decode(tinyLines.bytes), '{"id":"","rev":""}\n'.repeat(3000));
+  // Layout 2's documents as JSON strings are not a block of this version.
   const layout2 = new TextEncoder().encode(JSON.stringify([3, "a", "1-a", "{}"]));
-  assert.equal(blockNdjson(layout2), null);
-  assert.deepEqual(decodeBlock(layout2), [{ id: "a", rev: "1-a", doc: "{}" }]);
+  assert.throws(() => blockNdjson(layout2), RangeError);
+  assert.throws(() => decodeBlock(layout2), RangeError);
 });
 
 Deno.test("blocks: documents stored raw come back as their JSON text, whatever it holds", () => {
@@ -212,7 +213,7 @@ Deno.test("blocks: a relisted shard split before it is listed again: its child c
   await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k), partition: true });
 });
 
-Deno.test("blocks: a crawl begun by an earlier version, killed mid-page, resumes with each row once", async () => {
+Deno.test("blocks: a crawl begun by an earlier version is refused, never resumed or read: run again", async () => {
   using kv = await Deno.openKv(":memory:");
   const data = dataOf(randomKeys(1200, UNI, 36, 6));
   const source = new MemorySource(data, { maxPage: 100 });
@@ -226,8 +227,16 @@ Deno.test("blocks: a crawl begun by an earlier version, killed mid-page, resumes
     const page = await source.list({ start: e.value.start, limit: 60 });
     await writeItems(kv, id, page.rows);
   }
-  await finishAll(kv, source, id);
-  await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k), partition: true });
+  const why =
+    /crawl \S+ was stored by an earlier rankcrawl \(item layout 1; this version reads 3\): delete it and run the crawl again/;
+  const run = await runOne(kv, source, id, 0);
+  assert.equal(run.kind, "failed");
+  assert.match(run.kind === "failed" ? run.error : "", why);
+  const crawl = (await getCrawl(kv, id)).value!;
+  assert.equal(crawl.status, "failed");
+  assert.match(crawl.error ?? "", why);
+  await assert.rejects(exportText(kv, id), ConflictError);
+  await assert.rejects(crawlNdjsonBlocks(kv, id), why);
 });
 
 Deno.test("blocks: documents that move between blocks and records when relisted are stored once", async () => {
@@ -314,9 +323,9 @@ Deno.test("blocks: a crawl with documents is exported out of its blocks, the sam
   for await (const it of iterateItems(kv, id)) expected += itemLine(it) + "\n";
   assert.equal(text, expected);
   assert.equal(text.split("\n").filter((l) => l && JSON.parse(l).doc?._id).length, data.size);
-  // A crawl begun by a version that stored documents as JSON strings is read row by row.
+  // A crawl begun by a version that stored documents as JSON strings is not read: run it again.
   const crawl = (await kv.get<CrawlRecord>(keys.crawl(id))).value!;
   await kv.set(keys.crawl(id), { ...crawl, itemLayout: 2 });
-  assert.equal(await crawlNdjsonBlocks(kv, id), null);
-  assert.equal((await exportText(kv, id)).text, expected);
+  await assert.rejects(crawlNdjsonBlocks(kv, id), /item layout 2; this version reads 3/);
+  await assert.rejects(exportText(kv, id), ConflictError);
 });

@@ -15,6 +15,7 @@ import { compareKeys } from "../../plan/keys.ts";
 import type { PlanPicture } from "../../plan/plan_svg.ts";
 import {
   blockNdjsonBatches,
+  checkItemLayout,
   type DocError,
   type ExportedItem,
   hasRecords,
@@ -22,7 +23,6 @@ import {
   iterateItems,
   pageDocErrors,
   pageItems,
-  RAW_DOC_LAYOUT,
 } from "../items/mod.ts";
 import {
   type CrawlRecord,
@@ -353,12 +353,16 @@ export async function findCrawl(kv: Deno.Kv, id: string): Promise<CrawlRecord | 
   return (await getCrawl(kv, id)).value;
 }
 
-/** A crawl whose items may be read: not one being deleted (its items are half gone). */
+/**
+ * A crawl whose items may be read: not one being deleted (its items are half gone), nor one
+ * stored in an earlier item layout.
+ */
 async function requireItems(kv: Deno.Kv, id: string): Promise<CrawlRecord> {
   const crawl = await requireCrawl(kv, id);
   if (crawl.status === "deleting") {
     throw new ConflictError(`crawl ${id} is being deleted; its items cannot be read`);
   }
+  checkItemLayout(crawl);
   return crawl;
 }
 
@@ -415,17 +419,16 @@ export async function* crawlItemBatches(
 
 /**
  * Every item of a crawl as NDJSON bytes (`{"id","rev","doc"?}` lines), straight from its blocks
- * without decoding them, when the crawl allows it: not a view, no item records, documents (if
- * any) stored raw (layout 3 on, `RAW_DOC_LAYOUT`). Null otherwise (use
- * {@linkcode crawlItemBatches}). @throws NotFoundError for an unknown crawl.
+ * without decoding them, when the crawl allows it: not a view, no item records. Null otherwise
+ * (use {@linkcode crawlItemBatches}). @throws NotFoundError for an unknown crawl; ConflictError
+ * for one being deleted, or stored by an earlier version (`checkItemLayout`).
  */
 export async function crawlNdjsonBlocks(
   kv: Deno.Kv,
   id: string,
 ): Promise<AsyncIterable<{ bytes: Uint8Array; rows: number }> | null> {
   const crawl = await requireItems(kv, id);
-  const stringDocs = crawl.docs && (crawl.itemLayout ?? 1) < RAW_DOC_LAYOUT;
-  if (stringDocs || crawl.view !== undefined || await hasRecords(kv, id)) return null;
+  if (crawl.view !== undefined || await hasRecords(kv, id)) return null;
   const starts = await shardStarts(kv, id);
   return blockNdjsonBatches(kv, id, { bounds: starts });
 }

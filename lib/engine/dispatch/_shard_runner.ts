@@ -17,7 +17,7 @@ import { errorLine, neverRetried, StorageError } from "../../base/errors.ts";
 import type { Source } from "../../plan/source.ts";
 import { failCrawl, rememberPageCap } from "../crawl/mod.ts";
 import { checkShardEnd } from "../verify/mod.ts";
-import { DEFAULT_MAX_DOC_BYTES } from "../items/mod.ts";
+import { checkItemLayout, DEFAULT_MAX_DOC_BYTES } from "../items/mod.ts";
 import {
   commitShard,
   type CrawlRecord,
@@ -149,6 +149,7 @@ export async function runShard(
   if (!claimed) return { kind: "busy" };
   let held = claimed;
   try {
+    checkItemLayout(held.crawl); // an earlier version's crawl fails with one line: run it again
     const source = deps.openSource(held.crawl);
     const ctx: PageContext = {
       kv: deps.kv,

@@ -7,7 +7,8 @@
  *   document's JSON text itself (or `null`), not a JSON string holding it: a document is stored
  *   and exported as the bytes it came as, without escaping every quote on the way in and
  *   unescaping it on the way out.
- * - Layout 2 wrote documents as JSON strings, `[3, id, rev, "{…}", …]`: still read.
+ * - Layout 2 wrote documents as JSON strings, `[3, id, rev, "{…}", …]`: no longer read (such a
+ *   crawl is refused as a whole, `checkItemLayout`).
  *
  * Blocks of strides 2 and 4 are read by a scan of their bytes that finds each string's and each
  * document's end (a quote byte ends a string unless a backslash escapes it; brackets outside
@@ -29,7 +30,6 @@ export interface BlockRow {
 }
 
 const KEYS_STRIDE = 2;
-const STRING_DOC_STRIDE = 3;
 const RAW_DOC_STRIDE = 4;
 const QUOTE = 0x22, BACKSLASH = 0x5c, COMMA = 0x2c, OPEN_ARR = 0x5b, CLOSE_ARR = 0x5d;
 const OPEN_OBJ = 0x7b, CLOSE_OBJ = 0x7d, LETTER_N = 0x6e, DIGIT_0 = 0x30;
@@ -64,7 +64,6 @@ export function encodeBlock(rows: readonly BlockRow[]): Uint8Array {
  * decoded: what counts and samples need). @throws RangeError for bytes that are not a block.
  */
 export function decodeBlock(value: Uint8Array, o: { docs?: boolean } = {}): BlockRow[] {
-  if (value[1] === DIGIT_0 + STRING_DOC_STRIDE) return decodeStringDocs(value);
   const docs = o.docs ?? true;
   const m = rowMarks(value);
   const out: BlockRow[] = new Array(m.length / 6);
@@ -79,27 +78,6 @@ export function decodeBlock(value: Uint8Array, o: { docs?: boolean } = {}): Bloc
   return out;
 }
 
-/** A layout-2 block with documents as JSON strings. */
-function decodeStringDocs(value: Uint8Array): BlockRow[] {
-  let flat: unknown;
-  try {
-    flat = JSON.parse(dec.decode(value));
-  } catch (err) {
-    throw new RangeError("item block is not JSON", { cause: err });
-  }
-  const stride = STRING_DOC_STRIDE;
-  if (!Array.isArray(flat) || flat[0] !== stride || (flat.length - 1) % stride !== 0) {
-    throw new RangeError("item block is malformed");
-  }
-  const out: BlockRow[] = new Array((flat.length - 1) / stride);
-  for (let i = 0, at = 1; i < out.length; i++, at += stride) {
-    const row: BlockRow = { id: flat[at], rev: flat[at + 1] };
-    if (flat[at + 2] !== null) row.doc = flat[at + 2];
-    out[i] = row;
-  }
-  return out;
-}
-
 const LINE_ID = enc.encode('{"id":');
 const LINE_REV = enc.encode(',"rev":');
 const LINE_DOC = enc.encode(',"doc":');
@@ -108,11 +86,9 @@ const LINE_END = enc.encode("}\n");
 /**
  * A block's rows as NDJSON lines (`{"id":…,"rev":…}`, with `"doc":…` where the row has one), copied
  * byte for byte out of the block (the same serializer wrote its strings), without decoding
- * anything. Null for a layout-2 block with documents (decode it instead).
- * @throws RangeError for bytes that are not a block.
+ * anything. @throws RangeError for bytes that are not a block.
  */
-export function blockNdjson(value: Uint8Array): { bytes: Uint8Array; rows: number } | null {
-  if (value[1] === DIGIT_0 + STRING_DOC_STRIDE) return null;
+export function blockNdjson(value: Uint8Array): { bytes: Uint8Array; rows: number } {
   if (value[1] === DIGIT_0 + KEYS_STRIDE && value[0] === OPEN_ARR) return keysNdjson(value);
   const m = rowMarks(value);
   let size = 0;

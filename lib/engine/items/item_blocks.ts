@@ -12,7 +12,6 @@
  *   a retried or duplicate page never leaves half a part behind.
  * - A range is listed a second time only after a relist (a count mismatch), and the pages may
  *   be cut differently then: on a shard marked `revisit` (relisted, or split from one that was),
- *   and in crawls begun by versions that wrote records ahead of the cursor (no `itemLayout`),
  *   every block or string-keyed record keyed inside the key range a part covers and not rewritten
  *   by it is stale and is deleted in the same op. Blocks never cross a shard's cursor or end.
  * - Rows a block cannot hold are item records (`item_store.ts`): ids that are not plain KV strings
@@ -21,20 +20,36 @@
  *
  * @module
  */
+import { ConflictError } from "../../base/errors.ts";
 import { compareKeys } from "../../plan/keys.ts";
 import { MAX_PLAIN_ID_KEY_BYTES, plainPartSize } from "./_item_codec.ts";
 import { keys, keySize, MAX_VALUE_BYTES, partOfKey } from "../store/mod.ts";
 import { type BlockRow, decodeBlock, encodeBlock } from "./_block_codec.ts";
 
 /**
- * The item layout this version writes (`CrawlRecord.itemLayout`): 2, nothing stored ahead of a
- * shard's cursor; 3, documents in blocks as raw JSON (`_block_codec.ts`).
+ * The item layout this version writes and reads (`CrawlRecord.itemLayout`): nothing stored ahead
+ * of a shard's cursor, documents in blocks as raw JSON (`_block_codec.ts`). Crawls stored by
+ * earlier versions (no layout: records ahead of the cursor; 2: documents as JSON strings) are
+ * not read: {@linkcode checkItemLayout}.
  */
 export const ITEM_LAYOUT = 3;
-/** The first layout that stores nothing ahead of a shard's cursor. */
-export const CURSOR_LAYOUT = 2;
-/** The first layout whose blocks hold documents only as raw JSON (an export copies them). */
-export const RAW_DOC_LAYOUT = 3;
+
+/**
+ * Refuses a crawl stored in an earlier layout than {@linkcode ITEM_LAYOUT} (by a version before
+ * 0.5), which this version neither resumes nor reads: run it again. A crawl never planned
+ * (`planMethod` empty) holds no item: whatever made it, this version plans and writes it.
+ * @throws ConflictError
+ */
+export function checkItemLayout(
+  crawl: { id: string; itemLayout?: number; planMethod: string },
+): void {
+  const layout = crawl.itemLayout ?? 1;
+  if (layout >= ITEM_LAYOUT || crawl.planMethod === "") return;
+  throw new ConflictError(
+    `crawl ${crawl.id} was stored by an earlier rankcrawl (item layout ${layout}; this version ` +
+      `reads ${ITEM_LAYOUT}): delete it and run the crawl again`,
+  );
+}
 
 /** Target encoded size of one block, in bytes (under KV's 65,536-byte value limit). */
 export const BLOCK_BYTES = 60_000;

@@ -237,8 +237,7 @@ export async function hasRecords(kv: Deno.Kv, crawlId: string): Promise<boolean>
 /**
  * A crawl held in blocks alone, as NDJSON bytes in key order, a block at a time, the ranges
  * between `bounds` read ahead in parallel (see {@linkcode itemBatches}); the fastest way out.
- * Callers check first that the crawl has no item records, and no documents stored by layout 2
- * (`RAW_DOC_LAYOUT`).
+ * Callers check first that the crawl has no item records.
  */
 export async function* blockNdjsonBatches(
   kv: Deno.Kv,
@@ -252,9 +251,7 @@ export async function* blockNdjsonBatches(
   );
   const read = async function* (selector: Deno.KvListSelector) {
     for await (const e of kv.list<Uint8Array>(selector, { batchSize: 100 })) {
-      const lines = blockNdjson(e.value);
-      if (!lines) throw new RangeError("a block with documents as JSON strings in a block export");
-      yield lines;
+      yield blockNdjson(e.value);
     }
   };
   const readers = selectors.map((s) => () => read(s));

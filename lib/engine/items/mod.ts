@@ -11,11 +11,10 @@
 export {
   blockable,
   blockRow,
-  CURSOR_LAYOUT,
+  checkItemLayout,
   ITEM_LAYOUT,
   keysIn,
   packBlocks,
-  RAW_DOC_LAYOUT,
 } from "./item_blocks.ts";
 export type { Position } from "./item_blocks.ts";
 export {

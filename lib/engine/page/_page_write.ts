@@ -17,7 +17,6 @@ import {
   blockable,
   blockRow,
   chunkKeys,
-  CURSOR_LAYOUT,
   type ItemInput,
   keysIn,
   packBlocks,
@@ -192,8 +191,7 @@ async function staleKeys(
   page: { cur: ShardRecord; listed: ListedPage; cut: boolean },
 ): Promise<{ stale: Deno.KvKey[]; chunks: Map<string, Deno.KvKey[]>; stop: string | null }> {
   const { cur } = page;
-  const listedBefore = cur.revisit || (crawl.itemLayout ?? 1) < CURSOR_LAYOUT;
-  if (!listedBefore) return { stale: [], chunks: new Map(), stop: null };
+  if (!cur.revisit) return { stale: [], chunks: new Map(), stop: null };
   const found = await keysIn(ctx.kv, crawl.id, {
     from: { cursor: cur.cursor, after: cur.after },
     to: pageEnd(cur, page.listed, page.cut),

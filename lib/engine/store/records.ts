@@ -42,9 +42,9 @@ export interface CrawlRecord extends CrawlSpec {
   /** Crawl id (derived from the spec unless given). */
   id: string;
   /**
-   * How its items are written: 2 = one op per page part, blocks (see `item_blocks.ts`). Absent
-   * for crawls planned by earlier versions, whose pages wrote item records in unguarded batches
-   * ahead of the cursor: their pages clear what such a batch left, like a relisted shard's.
+   * How its items are written, set when it is planned: 3 = one op per page part, blocks with raw
+   * documents (see `item_blocks.ts`). Absent (1) or 2 for crawls planned by versions before 0.5,
+   * which this version refuses (`checkItemLayout`).
    */
   itemLayout?: number;
   /** Lifecycle state. */
