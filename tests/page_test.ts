@@ -1,5 +1,6 @@
 /** Pages and shard runners: exactly once under races, crashes, caps and failing sources. */
 import assert from "node:assert/strict";
+import { clockWithNow } from "../lib/base/clock.ts";
 import { TransientError } from "../lib/base/errors.ts";
 import { checkCompletion } from "../lib/engine/verify/completion.ts";
 import { pauseCrawl, resumeCrawl } from "../lib/engine/crawl/lifecycle.ts";
@@ -65,7 +66,7 @@ Deno.test("page: one runner per shard; a worker whose lease was taken over canno
     kv,
     source,
     leaseMs: 5000,
-    now: () => clock,
+    clock: clockWithNow(() => clock),
     maxDocBytes: DEFAULT_MAX_DOC_BYTES,
     docMode: "get" as const,
     docLimit: new AdaptiveLimit(4),

@@ -10,6 +10,7 @@ import { MemorySource } from "../lib/sources/memory_source.ts";
 import { begin, finishAll, RecordingDispatcher, runOne, spec, workDeps } from "./engine_helpers.ts";
 import { queueLook, workShard } from "../lib/engine/dispatch/work.ts";
 import { assertCrawledExactly, dataOf, randomKeys, wrapSource } from "./helpers.ts";
+import { FakeClock, nextTurn } from "./fake_clock.ts";
 
 const ASCII = "abcdefghijklmnopqrstuvwxyz0123456789-".split("");
 
@@ -92,16 +93,20 @@ Deno.test("rebalance: a page of slow documents is split inside; its unstarted ro
       return await source.doc(docId);
     },
   });
-  const run = runShard({ kv, openSource: () => slow }, id, 0, { owner: "w", leaseMs: 150 });
-  // Wait for a heartbeat that publishes the page in flight (four rows done, two stuck).
+  // The shard's heartbeat (every 50 ms of a lease of 150) beats only as the fake clock moves.
+  const clock = new FakeClock();
+  const run = runShard({ kv, openSource: () => slow, clock }, id, 0, { owner: "w", leaseMs: 150 });
+  // A beat publishes the page in flight (four rows done, two stuck).
   let inflight = null;
-  for (let i = 0; i < 100 && !(inflight?.started && inflight.started >= 6); i++) {
-    await new Promise((r) => setTimeout(r, 20));
+  for (let i = 0; i < 1000 && !(inflight?.started && inflight.started >= 6); i++) {
+    await nextTurn();
+    await clock.advance(50);
     inflight = (await getShard(kv, id, 0)).value!.inflight;
   }
   assert.ok(inflight && inflight.started === 6 && inflight.rows === 50, JSON.stringify(inflight));
   const split = await splitStraggler({ kv, source, dispatcher: new RecordingDispatcher() }, id, {
     minItems: 2,
+    now: () => clock.now(),
   });
   assert.ok(split, "the shard was split inside its page");
   const at = data.rank(split!.key);
@@ -109,8 +114,9 @@ Deno.test("rebalance: a page of slow documents is split inside; its unstarted ro
     at > 6 && at < 50,
     `the split key (rank ${at}) lies inside the page, past its started rows`,
   );
-  // A few heartbeats (every 50 ms) later the victim knows its new end; then the stuck rows finish.
-  await new Promise((r) => setTimeout(r, 250));
+  // The next beat meets the split's commit: the victim reads its new end; then the stuck rows end.
+  await clock.advance(50);
+  assert.equal((await getShard(kv, id, 0)).value!.end, split!.key);
   fetched = -1_000_000;
   while (waiting.length) waiting.shift()!();
   assert.equal((await run).kind, "done");

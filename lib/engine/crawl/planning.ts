@@ -11,6 +11,7 @@
  *
  * @module
  */
+import { type Clock, clockWithNow } from "../../base/clock.ts";
 import { PLANNING_RETRY } from "../../base/retry_policy.ts";
 import { ITEM_LAYOUT } from "../items/mod.ts";
 import { type EarlyPages, pageLimit } from "../page/mod.ts";
@@ -81,8 +82,10 @@ export interface PlanCrawlOptions {
   id?: string;
   /** A baked plan (from `deno task plan --out`); planned from the source otherwise. */
   plan?: Plan;
-  /** Clock in epoch milliseconds. @default Date.now */
+  /** Clock in epoch milliseconds (when no `clock` is given). @default Date.now */
   now?: () => number;
+  /** Time and timers (the planning lease's renewal). @default the system's, reading `now` */
+  clock?: Clock;
   /** Called with the plan once made (for logs). */
   onPlanned?: (plan: Plan) => void;
   /** Who plans (for the planning lease). @default a random id */
@@ -193,19 +196,19 @@ export async function planCrawl(
   id: string,
   options: PlanCrawlOptions = {},
 ): Promise<CrawlRecord | null> {
-  const now = options.now ?? Date.now;
+  const clock = options.clock ?? clockWithNow(options.now ?? Date.now);
+  const now = () => clock.now();
   const owner = options.owner ?? crypto.randomUUID();
   const leaseMs = options.planLeaseMs ?? 20_000;
   const got = await claimPlanning(deps.kv, id, { owner, leaseMs, nowMs: now() });
   if (got === null || !("versionstamp" in got)) return got;
   let claimed = got;
   let renewing = Promise.resolve();
-  const renew = setInterval(() => {
+  const stopRenewal = clock.every(leaseMs / 4, () =>
     renewing = renewing.then(async () => {
       claimed = await renewPlanning(deps.kv, claimed, leaseFor(owner, now(), leaseMs)) ?? claimed;
-    });
-  }, leaseMs / 4);
-  const stopRenewing = async () => (clearInterval(renew), await renewing);
+    }));
+  const stopRenewing = async () => (stopRenewal(), await renewing);
   const crawl = (await getCrawl(deps.kv, id)).value!;
   try {
     const planned = await makePlan(deps.source, crawl, { ...options, early: deps.earlyPages });

@@ -12,6 +12,7 @@
  *
  * @module
  */
+import { type Clock, clockWithNow } from "../../base/clock.ts";
 import { scheduledDelay, SHARD_RETRY } from "../../base/retry_policy.ts";
 import { errorLine, neverRetried, StorageError } from "../../base/errors.ts";
 import type { Source } from "../../plan/source.ts";
@@ -53,8 +54,10 @@ export interface RunnerDeps {
   kv: Deno.Kv;
   /** Opens the source a crawl reads from (cached by the caller). */
   openSource: (crawl: CrawlRecord) => Source;
-  /** Clock, epoch ms. @default Date.now */
+  /** Clock, epoch ms (when no `clock` is given). @default Date.now */
   now?: () => number;
+  /** Time and timers (the page heartbeat). @default the system's, reading `now` */
+  clock?: Clock;
   /** Documents above this many bytes are recorded as too large. @default 33554432 */
   maxDocBytes?: number;
   /** The process's budget of document bytes in memory (shared by its shards). @default none */
@@ -143,7 +146,8 @@ export async function runShard(
   shardId: number,
   o: RunOptions,
 ): Promise<RunResult> {
-  const now = deps.now ?? Date.now;
+  const clock = clockOf(deps);
+  const now = () => clock.now();
   const leaseMs = o.leaseMs ?? LEASE_MS;
   const claimed = await claimShard(deps.kv, crawlId, shardId, { ...o, leaseMs, nowMs: now() });
   if (!claimed) return { kind: "busy" };
@@ -156,7 +160,7 @@ export async function runShard(
       source,
       owner: o.owner,
       leaseMs,
-      now,
+      clock,
       maxDocBytes: deps.maxDocBytes ?? DEFAULT_MAX_DOC_BYTES,
       docMode: held.crawl.docs ? held.crawl.docMode ?? await source.docMode?.() ?? "get" : "get",
       docLimit: new AdaptiveLimit(held.crawl.concurrency),
@@ -209,6 +213,11 @@ async function stopped(deps: RunnerDeps, held: Held, owner: string, reason: stri
   return { kind: "stopped" as const, reason };
 }
 
+/** The runner's clock: `clock`, else the system's reading `now`. */
+function clockOf(deps: RunnerDeps): Clock {
+  return deps.clock ?? clockWithNow(deps.now ?? Date.now);
+}
+
 /** True for errors that retrying cannot fix. */
 function isPermanent(err: unknown): boolean {
   return neverRetried(err) || kvFailureKind(err) === "limit";
@@ -225,7 +234,7 @@ async function recordFailure(
   o: RunOptions,
 ): Promise<RunResult> {
   if (err instanceof StorageError) throw err;
-  const now = (deps.now ?? Date.now)();
+  const now = clockOf(deps).now();
   const message = errorLine(err);
   const { id: crawlId } = held.crawl;
   const shardId = held.entry.value.id;

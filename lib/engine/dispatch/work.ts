@@ -6,6 +6,7 @@
  *
  * @module
  */
+import type { Clock } from "../../base/clock.ts";
 import { errorLine, StorageError } from "../../base/errors.ts";
 import type { Source } from "../../plan/source.ts";
 import { checkCompletion, type CompletionOptions } from "../verify/mod.ts";
@@ -41,8 +42,13 @@ export interface WorkDeps {
   openSource: (crawl: CrawlRecord) => Source;
   /** Where new work goes (child shards, retries, plans). */
   dispatcher: Dispatcher;
-  /** Clock, epoch ms. @default Date.now */
+  /** Clock, epoch ms (when no `clock` is given). @default Date.now */
   now?: () => number;
+  /**
+   * Time and timers of planning and of the shards' heartbeats. @default the system's, reading
+   * `now`
+   */
+  clock?: Clock;
   /** Tuning of straggler splits (crawls opt in with `rebalance`). @default {} */
   rebalance?: RebalanceOptions;
   /** Planning attempts failing transiently before the crawl fails. @default 5 */
@@ -86,6 +92,7 @@ export async function workPlan(deps: WorkDeps, crawlId: string, owner: string): 
   const after = await planCrawl({ ...deps, source: deps.openSource(crawl) }, crawlId, {
     owner,
     now: deps.now,
+    clock: deps.clock,
     maxPlanAttempts: deps.maxPlanAttempts,
   });
   if (after?.status === "failed") {

@@ -89,7 +89,7 @@ export async function writePage(
     const next = !partial
       ? await nextState(ctx, guard, crawl, { listed: page.listed, kept, cut })
       : fit.rows === 0
-      ? { ...cur, lease: guard.lease(), updatedAt: ctx.now() } // only stale deletes fitted
+      ? { ...cur, lease: guard.lease(), updatedAt: ctx.clock.now() } // only stale deletes fitted
       : await nextState(ctx, guard, crawl, {
         listed: {
           ...page.listed,
@@ -252,7 +252,7 @@ async function nextState(
   page: { listed: ListedPage; kept: ItemInput[]; cut: boolean },
 ): Promise<ShardRecord> {
   const cur = guard.entry.value;
-  const now = ctx.now();
+  const now = ctx.clock.now();
   const t = tallyItems(page.kept, ctx.maxDocBytes);
   const rate = page.kept.length / Math.max(0.001, (now - cur.updatedAt) / 1000);
   const next = page.listed.next;

@@ -6,6 +6,7 @@
  *
  * @module
  */
+import type { Clock } from "../../base/clock.ts";
 import type { EarlyPages } from "./early_pages.ts";
 import type { AdaptiveLimit } from "../../base/adaptive_limit.ts";
 import { isLongKey } from "../../plan/keys.ts";
@@ -34,8 +35,8 @@ export interface PageContext {
   owner: string;
   /** Lease length, in milliseconds (each commit and heartbeat renews it). */
   leaseMs: number;
-  /** Clock, epoch ms. */
-  now: () => number;
+  /** Time: lease expiries, `updatedAt`, and the heartbeat's timer. */
+  clock: Clock;
   /** Documents above this many bytes are recorded as too large. */
   maxDocBytes: number;
   /** How documents are fetched (resolved from the crawl). */
@@ -119,14 +120,14 @@ export class Guard {
 
   /** A lease for this worker from now. */
   lease(): NonNullable<ShardRecord["lease"]> {
-    return leaseFor(this.#ctx.owner, this.#ctx.now(), this.#ctx.leaseMs);
+    return leaseFor(this.#ctx.owner, this.#ctx.clock.now(), this.#ctx.leaseMs);
   }
 
   /** Renews the lease and publishes progress about once a second until stopped. */
   heartbeat(
     rows: number,
   ): { progress(key: string | null, n: number): void; stop(): Promise<void> } {
-    const since = this.#ctx.now();
+    const since = this.#ctx.clock.now();
     let inflight: InFlight = { nextKey: null, started: 0, rows, since };
     const every = Math.max(50, Math.min(1000, this.#ctx.leaseMs / 3));
     const beat = () =>
@@ -144,7 +145,7 @@ export class Guard {
           if (!await this.refresh()) return;
         }
       });
-    const timer = setInterval(() => void beat().catch(() => {}), every);
+    const stopBeats = this.#ctx.clock.every(every, () => beat().catch(() => {}));
     return {
       progress: (nextKey, started) => {
         // A long id is no place to split at (nor worth a shard record's bytes).
@@ -156,7 +157,7 @@ export class Guard {
         };
       },
       stop: async () => {
-        clearInterval(timer);
+        stopBeats();
         await this.#queue;
       },
     };
