@@ -4,19 +4,15 @@ import { createApp } from "../lib/http/app.ts";
 import { cancelCrawl, createCrawl, deleteCrawl } from "../lib/engine/mod.ts";
 import { buildSpec } from "../lib/base/spec.ts";
 import { RecordingDispatcher } from "./engine_helpers.ts";
+import { FakeClock } from "./fake_clock.ts";
 
 const SRC = "http://127.0.0.1:5999/registry";
 const fixedNow = () => 1_700_000_000_000;
 
-/** Resolves once `got` holds at least `n` batches, polling every few milliseconds. */
-async function batches(got: FeedEvent[][], n: number): Promise<void> {
-  for (let i = 0; i < 500 && got.length < n; i++) await new Promise((r) => setTimeout(r, 5));
-  assert.ok(got.length >= n, `expected ${n} batches, got ${got.length}`);
-}
-
 Deno.test("events: one look per tick for every listener, and only what changed is sent", async () => {
   const kv = await Deno.openKv(":memory:");
-  const feed = new StatusFeed(kv, { now: fixedNow, everyMs: 10, maxListeners: 5 });
+  const clock = new FakeClock(fixedNow());
+  const feed = new StatusFeed(kv, { clock, everyMs: 10, maxListeners: 5 });
   try {
     for (const shards of [3, 4]) {
       await createCrawl(kv, buildSpec({ source: SRC, shards }), {
@@ -35,22 +31,20 @@ Deno.test("events: one look per tick for every listener, and only what changed i
         ["crawl", "c4"],
       ]);
     }
-    // Several ticks with nothing changed: nothing is sent.
-    await new Promise((r) => setTimeout(r, 80));
+    // Eight ticks with nothing changed: nothing is sent.
+    await clock.advance(80);
     assert.deepEqual([a.length, b.length], [0, 0]);
 
     await cancelCrawl(kv, "c3", fixedNow);
-    await batches(a, 1);
-    await batches(b, 1);
+    await clock.advance(10);
+    assert.deepEqual([a.length, b.length], [1, 1], "the next tick sends the change");
     assert.equal(a[0], b[0], "one computation, the same batch handed to every listener");
     assert.deepEqual(a[0].map((e) => [e.event, JSON.parse(e.data).id]), [["crawl", "c3"]]);
     assert.equal(JSON.parse(a[0][0].data).status, "cancelled");
 
     await deleteCrawl(kv, "c3", fixedNow);
     const gone = [{ event: "gone", data: JSON.stringify({ id: "c3" }) }];
-    for (let i = 0; i < 500 && !a.some((batch) => batch[0]?.event === "gone"); i++) {
-      await new Promise((r) => setTimeout(r, 5));
-    }
+    await clock.advance(10);
     // A delete marks the crawl `deleting`, then removes it: a tick between the two sends that
     // status (a change) in a batch of its own; then the crawl is gone, and nothing else is sent.
     const between = a.slice(1, -1);
@@ -62,9 +56,12 @@ Deno.test("events: one look per tick for every listener, and only what changed i
     }
     assert.deepEqual(a.at(-1), gone);
 
+    await clock.advance(50);
+    assert.deepEqual(a.at(-1), gone, "nothing after it");
     subA.unsubscribe();
     subB.unsubscribe();
     assert.equal(feed.listeners, 0);
+    assert.equal(clock.pending, 0, "no listener: no tick");
   } finally {
     kv.close();
   }

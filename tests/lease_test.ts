@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { FakeClock } from "./fake_clock.ts";
 import { TransientError } from "../lib/base/errors.ts";
 import { LeaseDispatcher, runLeaseWorker } from "../lib/engine/dispatch/_lease_workers.ts";
 import { crawlStatus } from "../lib/engine/crawl/status.ts";
@@ -87,15 +88,17 @@ Deno.test("lease: idle or failing, a worker sleeps (counted with an injected clo
 });
 
 Deno.test("lease: dispatching wakes this process's idle workers; a dispatch made while one looked is not slept through", async () => {
-  const d = new LeaseDispatcher();
+  const clock = new FakeClock();
+  const d = new LeaseDispatcher({ clock });
   const g0 = d.generation;
   let woke = false;
   const sleeping = d.sleep(60_000, { generation: g0 }).then(() => woke = true);
   await d.dispatch("c", 1, { delayMs: 5000 }); // due later: no reason to wake now
-  await new Promise((r) => setTimeout(r, 20));
-  assert.equal(woke, false);
+  await clock.advance(59_999);
+  assert.equal(woke, false, "a minute's sleep, but for a millisecond");
   await d.dispatch("c", 1);
   await sleeping;
+  assert.equal(clock.pending, 0, "woken: its timer is gone");
   assert.equal(d.generation, g0 + 1);
   // Work came between the look (generation g0) and the sleep: no sleep at all.
   await d.sleep(60_000, { generation: g0 });

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { FakeClock } from "./fake_clock.ts";
 import {
   EXPIRY_ONLY,
   leaseFor,
@@ -39,14 +40,16 @@ Deno.test("leases: held until expiry, never against its own owner, and never by 
 
 Deno.test("leases: the beat runs while held, and is deleted when the last holder lets go or on stop", async () => {
   using kv = await Deno.openKv(":memory:");
-  const beat = new ProcessBeat(kv, { label: "t", everyMs: 20 });
+  const clock = new FakeClock();
+  const beat = new ProcessBeat(kv, { label: "t", everyMs: 20, clock });
   const beatOf = async () => (await kv.get<{ atMs: number }>(keys.beat(beat.id))).value;
   assert.equal(await beatOf(), null, "an idle process writes nothing");
   const a = await beat.acquire();
   const b = await beat.acquire();
   const first = (await beatOf())!.atMs;
-  await new Promise((r) => setTimeout(r, 80));
-  assert.ok((await beatOf())!.atMs > first, "it beats again");
+  assert.equal(first, clock.now(), "the first beat before any lease is taken");
+  await clock.advance(80);
+  assert.equal((await beatOf())!.atMs, first + 80, "it beats again, every 20 ms of its clock");
   await a();
   await a(); // idempotent
   assert.notEqual(await beatOf(), null, "still held by b");
@@ -56,5 +59,6 @@ Deno.test("leases: the beat runs while held, and is deleted when the last holder
   assert.notEqual(await beatOf(), null, "held again");
   await beat.stop();
   assert.equal(await beatOf(), null, "stopped whoever held it");
+  assert.equal(clock.pending, 0, "and its timer with it");
   await c();
 });

@@ -10,6 +10,7 @@
  *
  * @module
  */
+import { type Clock, clockWithNow } from "../base/clock.ts";
 import type { Hono } from "hono";
 import { streamSSE } from "hono/streaming";
 import { crawlStatus, listCrawlVersions } from "../engine/mod.ts";
@@ -28,7 +29,7 @@ export interface FeedEvent {
 /** The shared feed behind `/events` (see the module comment). */
 export class StatusFeed {
   #kv: Deno.Kv;
-  #now: () => number;
+  #clock: Clock;
   #everyMs: number;
   #max: number;
   #listeners = new Set<(events: FeedEvent[]) => void>();
@@ -37,16 +38,20 @@ export class StatusFeed {
   /** Per crawl: the record's versionstamp and the status text last sent. */
   #sent = new Map<string, { versionstamp: string; text: string }>();
   #joining = 0;
-  #timer: ReturnType<typeof setTimeout> | undefined;
+  #stopTicks: (() => void) | undefined;
   #ticking: Promise<void> = Promise.resolve();
+  #busy = false;
 
-  /** A feed over `kv`, looking every `everyMs`, for at most `maxListeners` listeners. */
+  /**
+   * A feed over `kv`, looking every `everyMs` of `clock` (@default the system's, reading `now`),
+   * for at most `maxListeners` listeners.
+   */
   constructor(
     kv: Deno.Kv,
-    options: { now?: () => number; everyMs?: number; maxListeners?: number } = {},
+    options: { now?: () => number; clock?: Clock; everyMs?: number; maxListeners?: number } = {},
   ) {
     this.#kv = kv;
-    this.#now = options.now ?? Date.now;
+    this.#clock = options.clock ?? clockWithNow(options.now ?? Date.now);
     this.#everyMs = options.everyMs ?? 1000;
     this.#max = options.maxListeners ?? MAX_EVENT_STREAMS;
   }
@@ -67,8 +72,7 @@ export class StatusFeed {
    */
   close(): void {
     this.#closed = true;
-    clearTimeout(this.#timer);
-    this.#timer = undefined;
+    this.#stop();
     for (const end of [...this.#enders]) end();
   }
 
@@ -89,9 +93,9 @@ export class StatusFeed {
     if (this.#closed || this.#listeners.size + this.#joining >= this.#max) return null;
     this.#joining++;
     try {
-      if (this.#timer === undefined) {
+      if (this.#stopTicks === undefined) {
         this.#ticking = this.#tick();
-        this.#schedule();
+        this.#stopTicks = this.#clock.every(this.#everyMs, () => this.#next());
       }
       await this.#ticking;
     } finally {
@@ -107,25 +111,23 @@ export class StatusFeed {
       unsubscribe: () => {
         this.#listeners.delete(send);
         this.#enders.delete(onEnd);
-        if (this.#listeners.size + this.#joining === 0) {
-          clearTimeout(this.#timer);
-          this.#timer = undefined;
-        }
+        if (this.#listeners.size + this.#joining === 0) this.#stop();
       },
     };
   }
 
-  #schedule(): void {
-    const timer = setTimeout(() => {
-      this.#ticking = this.#ticking.then(() => this.#tick()).catch(() => {});
-      this.#ticking.then(() => {
-        // Stopped (no listeners) or restarted by a later subscriber meanwhile: this loop ends.
-        if (this.#timer !== timer) return;
-        if (this.#listeners.size + this.#joining > 0) this.#schedule();
-        else this.#timer = undefined;
-      });
-    }, this.#everyMs);
-    this.#timer = timer;
+  /** The tick due now, unless one is still looking (a slow look is not queued behind). */
+  #next(): Promise<void> | undefined {
+    if (this.#busy) return;
+    this.#busy = true;
+    this.#ticking = this.#ticking.then(() => this.#tick()).catch(() => {})
+      .finally(() => this.#busy = false);
+    return this.#ticking;
+  }
+
+  #stop(): void {
+    this.#stopTicks?.();
+    this.#stopTicks = undefined;
   }
 
   /** One look at every crawl: what changed is sent to every listener. */
@@ -137,7 +139,9 @@ export class StatusFeed {
       const last = this.#sent.get(v.id);
       const active = v.status === "planning" || v.status === "running" || v.status === "paused";
       if (last && !active && last.versionstamp === v.versionstamp) continue;
-      const report = await crawlStatus(this.#kv, v.id, { now: this.#now }).catch(() => null);
+      const report = await crawlStatus(this.#kv, v.id, { now: () => this.#clock.now() }).catch(() =>
+        null
+      );
       if (!report) continue;
       const text = JSON.stringify(report);
       this.#sent.set(v.id, { versionstamp: v.versionstamp, text });

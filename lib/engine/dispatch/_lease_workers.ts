@@ -9,7 +9,7 @@
  * @module
  */
 import { IDLE_BACKOFF } from "../../base/retry_policy.ts";
-import { abortableSleep } from "../../base/sleep.ts";
+import { type Clock, clockWithNow, SYSTEM_CLOCK } from "../../base/clock.ts";
 import { errorLine, StorageError } from "../../base/errors.ts";
 import { checkCompletion } from "../verify/mod.ts";
 import type { Dispatcher } from "../crawl/mod.ts";
@@ -36,6 +36,12 @@ export class LeaseDispatcher implements Dispatcher {
   #generation = 0;
   #sleepers = new Set<() => void>();
   #running = new Set<string>();
+  #clock: Clock;
+
+  /** Idle workers sleep on `clock`. @default the system's */
+  constructor(options: { clock?: Clock } = {}) {
+    this.#clock = options.clock ?? SYSTEM_CLOCK;
+  }
 
   /** Counts dispatches; a worker notes it before looking for work (see `sleep`). */
   get generation(): number {
@@ -82,9 +88,19 @@ export class LeaseDispatcher implements Dispatcher {
    * Sleeps `ms`, or less: ends when work is dispatched here, when `signal` aborts, and at once when
    * something was dispatched since `generation` was read (work that came while the worker looked).
    */
-  sleep(ms: number, options: { generation: number; signal?: AbortSignal }): Promise<void> {
-    if (options.generation !== this.#generation) return Promise.resolve();
-    return abortableSleep(ms, options.signal, this.#sleepers);
+  async sleep(ms: number, options: { generation: number; signal?: AbortSignal }): Promise<void> {
+    if (options.generation !== this.#generation) return;
+    const woken = new AbortController();
+    const wake = () => woken.abort();
+    this.#sleepers.add(wake);
+    try {
+      const signal = options.signal
+        ? AbortSignal.any([options.signal, woken.signal])
+        : woken.signal;
+      await this.#clock.sleep(ms, signal);
+    } finally {
+      this.#sleepers.delete(wake);
+    }
   }
 }
 
@@ -145,7 +161,8 @@ export async function runLeaseWorker(
   deps: WorkDeps,
   options: LeaseWorkerOptions = {},
 ): Promise<LeaseWorkerStats> {
-  const now = deps.now ?? Date.now;
+  const clock = deps.clock ?? clockWithNow(deps.now ?? Date.now);
+  const now = () => clock.now();
   const owner = options.owner ?? ownerOf(deps, "lease");
   const started = now();
   const stats: LeaseWorkerStats = { claims: 0, shardsDone: 0, errors: 0, idleSleeps: 0 };
@@ -155,7 +172,7 @@ export async function runLeaseWorker(
     ((ms: number) =>
       nudges
         ? nudges.sleep(ms, { generation, signal: options.signal })
-        : abortableSleep(ms, options.signal));
+        : clock.sleep(ms, options.signal));
   const stop = () =>
     options.signal?.aborted === true ||
     (options.maxRunMs !== undefined && now() - started > options.maxRunMs);

@@ -7,6 +7,7 @@
  *
  * @module
  */
+import type { Clock } from "../../base/clock.ts";
 import type { Source } from "../../plan/source.ts";
 import { followLoop, type FollowLoopOptions } from "./_follow_loop.ts";
 import { watchdog } from "./_watchdog.ts";
@@ -67,8 +68,13 @@ export interface RuntimeOptions {
   onProcessError?: (err: Error) => void;
   /** Log lines of lease workers. */
   log?: (line: string) => void;
-  /** Clock in epoch milliseconds. @default Date.now */
+  /** Clock in epoch milliseconds (when no `clock` is given). @default Date.now */
   now?: () => number;
+  /**
+   * Time and timers of the process's beat, planning and the shards' heartbeats. @default the
+   * system's, reading `now`
+   */
+  clock?: Clock;
   /**
    * Follows every done crawl created with `follow` from this process (`_follow_loop.ts`: its
    * changes applied, its lag recorded, its ranges re-proven); with `pollMs: 0` or null, only the
@@ -137,10 +143,10 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   const stop = new AbortController();
   const background: Promise<unknown>[] = [];
   const label = options.label ?? "worker";
-  const beat = new ProcessBeat(kv, { label, now: options.now });
+  const beat = new ProcessBeat(kv, { label, now: options.now, clock: options.clock });
   const dispatcher: Dispatcher = options.dispatch === "queue"
     ? new QueueDispatcher(kv)
-    : new LeaseDispatcher();
+    : new LeaseDispatcher({ clock: options.clock });
   const deps = workDepsOf(options, dispatcher, beat);
   const worker = (o: LeaseWorkerOptions = {}) =>
     beat.acquire().then((release) =>
@@ -220,6 +226,7 @@ function workDepsOf(options: RuntimeOptions, dispatcher: Dispatcher, beat: Proce
     openSource: options.openSource,
     dispatcher,
     now: options.now,
+    clock: options.clock,
     rebalance: options.rebalance,
     leaseMs: options.leaseMs,
     maxPlanAttempts: options.maxPlanAttempts,

@@ -15,6 +15,7 @@
  *
  * @module
  */
+import { type Clock, clockWithNow } from "../../base/clock.ts";
 import { keys } from "./keys.ts";
 import { kvOp, present, updateRecord } from "./kv_ops.ts";
 import type { Lease } from "./records.ts";
@@ -156,21 +157,24 @@ export class ProcessBeat {
   readonly id: string = crypto.randomUUID();
   #kv: Deno.Kv;
   #label: string;
-  #now: () => number;
+  #clock: Clock;
   #everyMs: number;
   #holders = 0;
-  #timer: ReturnType<typeof setInterval> | undefined;
+  #stopBeats: (() => void) | undefined;
   #beating: Promise<unknown> = Promise.resolve();
   #change: Promise<void> = Promise.resolve();
 
-  /** A heartbeat of this process in `kv`, labelled `label`. */
+  /**
+   * A heartbeat of this process in `kv`, labelled `label`, every `everyMs` (@default
+   * {@linkcode BEAT_EVERY_MS}) of `clock` (@default the system's, reading `now`).
+   */
   constructor(
     kv: Deno.Kv,
-    options: { label: string; now?: () => number; everyMs?: number },
+    options: { label: string; now?: () => number; clock?: Clock; everyMs?: number },
   ) {
     this.#kv = kv;
     this.#label = options.label;
-    this.#now = options.now ?? Date.now;
+    this.#clock = options.clock ?? clockWithNow(options.now ?? Date.now);
     this.#everyMs = options.everyMs ?? BEAT_EVERY_MS;
   }
 
@@ -200,23 +204,24 @@ export class ProcessBeat {
   }
 
   async #start(): Promise<void> {
-    if (this.#timer !== undefined || this.#holders === 0) return;
+    if (this.#stopBeats !== undefined || this.#holders === 0) return;
     await this.#beat();
-    this.#timer = setInterval(() => {
-      this.#beating = this.#beat().catch(() => {}); // a missed beat is made up by the next
-    }, this.#everyMs);
+    this.#stopBeats = this.#clock.every(this.#everyMs, () => {
+      // A missed beat is made up by the next.
+      return this.#beating = this.#beat().catch(() => {});
+    });
   }
 
   #beat(): Promise<unknown> {
-    const beat: Beat = { atMs: this.#now(), label: this.#label };
+    const beat: Beat = { atMs: this.#clock.now(), label: this.#label };
     // Expiry only tidies up after killed processes; liveness is judged by `atMs`.
     return kvOp(() => this.#kv.set(keys.beat(this.id), beat, { expireIn: 60_000 }));
   }
 
   async #halt(): Promise<void> {
     if (this.#holders > 0) return;
-    clearInterval(this.#timer);
-    this.#timer = undefined;
+    this.#stopBeats?.();
+    this.#stopBeats = undefined;
     await this.#beating;
     await kvOp(() => this.#kv.delete(keys.beat(this.id))).catch(() => {});
   }
