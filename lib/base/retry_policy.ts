@@ -137,9 +137,40 @@ export const FOLLOW_POLL = {
   idleMs: 10_000,
 } as const;
 
-/** The delay `failures` failures in a row call for, from a schedule (its last step repeats). */
-export function scheduledDelay(schedule: readonly number[], failures: number): number {
-  return schedule[Math.min(Math.max(1, failures), schedule.length) - 1];
+/**
+ * How a delay grows with the attempts in a row: read from a schedule (its last step repeats), or a
+ * first delay doubled (or added) per attempt up to a cap; then spread by `jitter` so that many
+ * waiting at once do not come back at once.
+ */
+export type BackoffPolicy =
+  & (
+    | { scheduleMs: readonly number[] }
+    | { firstMs: number; maxMs: number; growth: "double" | "linear" }
+  )
+  & {
+    /**
+     * `full`: uniform in [0, delay) (many clients on one host); `half`: delay × 0.5–1.5 (a
+     * delay that must not come much sooner); `none`: the delay itself.
+     */
+    jitter: "full" | "half" | "none";
+  };
+
+/**
+ * The delay `policy` calls for at `attempt` (1 for the first failure; below 1 counts as 1), in
+ * whole milliseconds, with `random` (in [0, 1)) for its jitter.
+ */
+export function backoff(
+  policy: BackoffPolicy,
+  attempt: number,
+  random: () => number = Math.random,
+): number {
+  const n = Math.max(1, attempt);
+  const delay = "scheduleMs" in policy
+    ? policy.scheduleMs[Math.min(n, policy.scheduleMs.length) - 1]
+    : Math.min(policy.maxMs, policy.firstMs * (policy.growth === "double" ? 2 ** (n - 1) : n));
+  if (policy.jitter === "full") return Math.floor(random() * delay);
+  if (policy.jitter === "half") return Math.round(delay * (0.5 + random()));
+  return delay;
 }
 
 /**

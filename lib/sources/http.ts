@@ -14,7 +14,7 @@
  * @module
  */
 import { headersFor, type RequestHeader } from "./request_headers.ts";
-import { HTTP_RETRY } from "../base/retry_policy.ts";
+import { backoff, HTTP_RETRY } from "../base/retry_policy.ts";
 import { PermanentError, TransientError } from "../base/errors.ts";
 import { redactUrl } from "../base/redact.ts";
 import { Semaphore } from "../base/pool.ts";
@@ -286,8 +286,16 @@ export class HttpClient {
         if (!(err instanceof TransientError)) throw err;
         last = err;
         if (attempt === max) break;
-        const cap = Math.min(this.#o.backoffMaxMs, this.#o.backoffBaseMs * 2 ** (attempt - 1));
-        let delayMs = Math.floor(this.#o.random() * cap);
+        let delayMs = backoff(
+          {
+            firstMs: this.#o.backoffBaseMs,
+            maxMs: this.#o.backoffMaxMs,
+            growth: "double",
+            jitter: "full",
+          },
+          attempt,
+          this.#o.random,
+        );
         if (err.retryAfterMs !== undefined) {
           delayMs = Math.max(delayMs, Math.min(err.retryAfterMs, this.#o.backoffMaxMs));
         } else if (err.status === 429) {

@@ -12,7 +12,7 @@
  * @module
  */
 import { type Clock, clockWithNow } from "../../base/clock.ts";
-import { PLANNING_RETRY } from "../../base/retry_policy.ts";
+import { backoff, PLANNING_RETRY } from "../../base/retry_policy.ts";
 import { ITEM_LAYOUT } from "../items/mod.ts";
 import { type EarlyPages, pageLimit } from "../page/mod.ts";
 import {
@@ -334,8 +334,8 @@ async function planningFailed(
   const permanent = neverRetried(err);
   const t = o.now();
   const gaveUp = permanent || failures >= (o.maxPlanAttempts ?? PLANNING_RETRY.maxAttempts);
-  const delay = PLANNING_RETRY.firstDelayMs * 2 ** (failures - 1);
-  const retryAt = t + Math.min(PLANNING_RETRY.maxDelayMs, delay);
+  const { firstDelayMs: firstMs, maxDelayMs: maxMs } = PLANNING_RETRY;
+  const retryAt = t + backoff({ firstMs, maxMs, growth: "double", jitter: "none" }, failures);
   const planning: PlanningState = { lease: null, failures, retryAt: gaveUp ? 0 : retryAt };
   const entry = await getCrawl(deps.kv, id);
   if (entry.value?.status !== "planning") return entry.value;

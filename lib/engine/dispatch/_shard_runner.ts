@@ -13,7 +13,7 @@
  * @module
  */
 import { type Clock, clockWithNow } from "../../base/clock.ts";
-import { scheduledDelay, SHARD_RETRY } from "../../base/retry_policy.ts";
+import { backoff, SHARD_RETRY } from "../../base/retry_policy.ts";
 import { errorLine, neverRetried, StorageError } from "../../base/errors.ts";
 import type { Source } from "../../plan/source.ts";
 import { failCrawl, rememberPageCap } from "../crawl/mod.ts";
@@ -246,8 +246,7 @@ async function recordFailure(
     await releaseShard(deps.kv, crawlId, shardId, o.owner);
     return { kind: "failed", error: why };
   }
-  const delay = scheduledDelay(RETRY_DELAYS_MS, failures);
-  const atMs = now + Math.round(delay * (0.5 + Math.random()));
+  const atMs = now + backoff({ scheduleMs: RETRY_DELAYS_MS, jitter: "half" }, failures);
   if (fresh.value && fresh.value.lease?.owner === o.owner) {
     await commitShard(deps.kv, crawlId, present(fresh)!, {
       ...fresh.value,

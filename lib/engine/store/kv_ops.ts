@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { KV_LOCKED_RETRY } from "../../base/retry_policy.ts";
+import { backoff, type BackoffPolicy, KV_LOCKED_RETRY } from "../../base/retry_policy.ts";
 import { ConflictError, StorageError } from "../../base/errors.ts";
 import { kvFailureKind, type OpPlan } from "./kv_limits.ts";
 
@@ -25,8 +25,13 @@ export async function kvOp<T>(fn: () => Promise<T>, options: { maxAttempts?: num
       }
       if (kind !== "locked" || attempt >= max) throw err;
       const { pauseStepMs, maxPauseMs } = KV_LOCKED_RETRY;
-      const pause = Math.min(maxPauseMs, pauseStepMs * attempt) * (0.5 + Math.random());
-      await new Promise((r) => setTimeout(r, pause));
+      const policy: BackoffPolicy = {
+        firstMs: pauseStepMs,
+        maxMs: maxPauseMs,
+        growth: "linear",
+        jitter: "half",
+      };
+      await new Promise((r) => setTimeout(r, backoff(policy, attempt)));
     }
   }
 }

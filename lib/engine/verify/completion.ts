@@ -18,7 +18,7 @@ import {
   RegistryReplacedError,
   releaseFeed,
 } from "../crawl/mod.ts";
-import { FINAL_CHECK_RETRY } from "../../base/retry_policy.ts";
+import { backoff, type BackoffPolicy, FINAL_CHECK_RETRY } from "../../base/retry_policy.ts";
 import {
   type CrawlRecord,
   type FinishState,
@@ -166,7 +166,13 @@ async function finish(
   // are proven a few parts a round, and a pause or the end of the pass would lose that pace.
   let quiet = 0;
   for (let round = 0; round < maxRoundsPerPass && quiet < (o.maxRounds ?? roundsPerPass); round++) {
-    if (quiet > 0) await sleep(Math.min(maxPauseMs, firstPauseMs * 2 ** (quiet - 1)));
+    const pause: BackoffPolicy = {
+      firstMs: firstPauseMs,
+      maxMs: maxPauseMs,
+      growth: "double",
+      jitter: "none",
+    };
+    if (quiet > 0) await sleep(backoff(pause, quiet));
     if (!await renew()) return false; // the lease ran out: another runner has it now
     await pass.checkUnchanged?.(); // a view that changed fails at once, before a range is relisted
     if (!await advanceFeed(pass)) return false; // another runner has the feed now
