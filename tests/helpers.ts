@@ -229,13 +229,28 @@ export function taskArgs(task: string): string[] {
 export async function runTask(
   name: string,
   args: string[],
+  options: { tmpDir?: string } = {},
 ): Promise<{ code: number; stdout: string; stderr: string }> {
   const out = await new Deno.Command(Deno.execPath(), {
     args: [...taskArgs(name), ...args],
-    env: { NO_COLOR: "1" },
+    cwd: new URL("..", import.meta.url).pathname,
+    env: { NO_COLOR: "1", ...(options.tmpDir ? { TMPDIR: options.tmpDir } : {}) },
     stdout: "piped",
     stderr: "piped",
   }).output();
   const text = (b: Uint8Array) => new TextDecoder().decode(b);
   return { code: out.code, stdout: text(out.stdout), stderr: text(out.stderr) };
+}
+
+/** `deno task <args[0]> <args…>` with its temporary files in `tmpDir` (see {@linkcode runTask}). */
+export function runTaskIn(args: string[], tmpDir: string) {
+  return runTask(args[0], args.slice(1), { tmpDir });
+}
+
+/** GETs (or sends `init` to) `url` and returns its JSON body; a status that is not 2xx fails. */
+export async function okJson(url: string, init?: RequestInit) {
+  const res = await fetch(url, init);
+  const body = await res.json();
+  assert.ok(res.ok, `${url}: ${res.status} ${JSON.stringify(body).slice(0, 200)}`);
+  return body;
 }

@@ -14,7 +14,7 @@ import { planShards } from "../lib/plan/planner.ts";
 import { compareJson, encodeViewRow, type Json } from "../lib/plan/view/mod.ts";
 import { prng } from "../lib/sim/names.ts";
 import { CouchSource } from "../lib/sources/couch_source.ts";
-import { taskArgs } from "./helpers.ts";
+import { okJson, runTaskIn } from "./helpers.ts";
 import { havePouchdb, startPouchdb } from "./optional_tools.ts";
 
 const have = havePouchdb;
@@ -57,13 +57,6 @@ function documents(n: number): { _id: string; n: number; keys: Json[] }[] {
   });
 }
 
-async function json(url: string, init?: RequestInit) {
-  const res = await fetch(url, init);
-  const body = await res.json();
-  assert.ok(res.ok, `${url}: ${res.status} ${JSON.stringify(body).slice(0, 200)}`);
-  return body;
-}
-
 /** A view row as the server lists it. */
 interface Listed {
   key: Json;
@@ -75,7 +68,7 @@ interface Listed {
 async function reference(view: string): Promise<{ rows: Listed[]; encoded: string[] }> {
   const rows: Listed[] = [];
   for (let skip = 0;; skip += 1000) {
-    const page = await json(`${view}?limit=1000&skip=${skip}`);
+    const page = await okJson(`${view}?limit=1000&skip=${skip}`);
     rows.push(...page.rows);
     if (page.rows.length < 1000) {
       assert.equal(rows.length, page.total_rows, "a listing by skip holds every row");
@@ -92,18 +85,6 @@ async function reference(view: string): Promise<{ rows: Listed[]; encoded: strin
   return { rows, encoded };
 }
 
-async function task(args: string[], cwd: string) {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: [...taskArgs(args[0]), ...args.slice(1)],
-    cwd: new URL("..", import.meta.url).pathname,
-    env: { NO_COLOR: "1", TMPDIR: cwd },
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const dec = new TextDecoder();
-  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
-}
-
 Deno.test({
   name: "peer: a view on pouchdb-server (docids ignored, every type, long runs) is exact",
   ignore: !have,
@@ -114,10 +95,10 @@ Deno.test({
     const { base, stop } = await startPouchdb(dir);
     const db = `${base}/pv`;
     try {
-      await json(db, { method: "PUT" });
+      await okJson(db, { method: "PUT" });
       const docs = documents(12_000);
       for (let i = 0; i < docs.length; i += 1000) {
-        await json(`${db}/_bulk_docs`, {
+        await okJson(`${db}/_bulk_docs`, {
           method: "POST",
           headers: { "content-type": "application/json" },
           body: JSON.stringify({ docs: docs.slice(i, i + 1000) }),
@@ -125,7 +106,7 @@ Deno.test({
       }
       const map =
         "function (doc) { if (doc.keys) doc.keys.forEach(function (k) { emit(k, doc.n); }); }";
-      await json(`${db}/_design/t`, {
+      await okJson(`${db}/_design/t`, {
         method: "PUT",
         headers: { "content-type": "application/json" },
         body: JSON.stringify({ views: { v: { map } } }),
@@ -169,7 +150,7 @@ Deno.test({
       // Crawls from the command line, rows and documents; the export is the server's listing.
       for (const docs of [false, true]) {
         const kv = `${dir}/c${docs}.kv`;
-        const crawl = await task([
+        const crawl = await runTaskIn([
           "crawl",
           "--source",
           db,
@@ -184,7 +165,7 @@ Deno.test({
           ...(docs ? ["--docs"] : []),
         ], dir);
         assert.equal(crawl.code, 0, crawl.stderr);
-        const out = await task(["export", "--kv", kv], dir);
+        const out = await runTaskIn(["export", "--kv", kv], dir);
         assert.equal(out.code, 0, out.stderr);
         const lines = out.stdout.trimEnd().split("\n").map((l) => JSON.parse(l));
         assert.equal(lines.length, total);
@@ -196,7 +177,7 @@ Deno.test({
       }
       // `_all_docs` of the same database: every id (the design document's too), in UTF-16 order.
       const kv = `${dir}/ids.kv`;
-      const ids = await task([
+      const ids = await runTaskIn([
         "crawl",
         "--source",
         db,
@@ -208,7 +189,7 @@ Deno.test({
         kv,
       ], dir);
       assert.equal(ids.code, 0, ids.stderr);
-      const exported = await task(["export", "--kv", kv], dir);
+      const exported = await runTaskIn(["export", "--kv", kv], dir);
       const got = exported.stdout.trimEnd().split("\n").map((l) => JSON.parse(l).id);
       const want = [...docs.map((d) => d._id), "_design/t"].sort((a, b) =>
         a < b ? -1 : a > b ? 1 : 0

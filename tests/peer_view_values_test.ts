@@ -6,27 +6,8 @@
  * locally without the server, never in CI.
  */
 import assert from "node:assert/strict";
-import { taskArgs } from "./helpers.ts";
+import { okJson, runTaskIn } from "./helpers.ts";
 import { havePouchdb, startPouchdb } from "./optional_tools.ts";
-
-async function json(url: string, init?: RequestInit) {
-  const res = await fetch(url, init);
-  const body = await res.json();
-  assert.ok(res.ok, `${url}: ${res.status} ${JSON.stringify(body).slice(0, 200)}`);
-  return body;
-}
-
-async function task(args: string[], cwd: string) {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: [...taskArgs(args[0]), ...args.slice(1)],
-    cwd: new URL("..", import.meta.url).pathname,
-    env: { NO_COLOR: "1", TMPDIR: cwd },
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const dec = new TextDecoder();
-  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
-}
 
 Deno.test({
   name: "peer: a pouchdb-server view with 300 KB and 2 MB values is crawled and exported whole",
@@ -38,7 +19,7 @@ Deno.test({
     const { base, stop } = await startPouchdb(dir);
     const db = `${base}/big`;
     try {
-      await json(db, { method: "PUT" });
+      await okJson(db, { method: "PUT" });
       const docs = Array.from({ length: 120 }, (_, i) => ({
         _id: `d${String(i).padStart(3, "0")}`,
         k: i % 7,
@@ -49,13 +30,13 @@ Deno.test({
           : i,
       }));
       for (const d of docs) {
-        await json(`${db}/${d._id}`, {
+        await okJson(`${db}/${d._id}`, {
           method: "PUT",
           headers: { "content-type": "application/json" },
           body: JSON.stringify(d),
         });
       }
-      await json(`${db}/_design/t`, {
+      await okJson(`${db}/_design/t`, {
         method: "PUT",
         headers: { "content-type": "application/json" },
         body: JSON.stringify({
@@ -65,7 +46,7 @@ Deno.test({
       // The server's own listing, a few rows at a time (its rows are large).
       const want: { key: unknown; id: string; value: unknown }[] = [];
       for (let skip = 0;; skip += 10) {
-        const page = await json(`${db}/_design/t/_view/v?limit=10&skip=${skip}`);
+        const page = await okJson(`${db}/_design/t/_view/v?limit=10&skip=${skip}`);
         want.push(...page.rows);
         if (page.rows.length < 10) break;
       }
@@ -73,12 +54,12 @@ Deno.test({
       assert.ok(want.filter((r) => JSON.stringify(r.value).length > 65_536).length >= 40);
       for (const withDocs of [false, true]) {
         const kv = `${dir}/v${withDocs}.kv`;
-        const crawl = await task([
+        const crawl = await runTaskIn([
           ...["crawl", "--source", db, "--view", "t/v", "--shards", "4", "--kv", kv],
           ...(withDocs ? ["--docs"] : []),
         ], dir);
         assert.equal(crawl.code, 0, crawl.stderr);
-        const out = await task(["export", "--kv", kv], dir);
+        const out = await runTaskIn(["export", "--kv", kv], dir);
         assert.equal(out.code, 0, out.stderr);
         const lines = out.stdout.trimEnd().split("\n").map((l) => JSON.parse(l));
         assert.equal(lines.length, want.length);

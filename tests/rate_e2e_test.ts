@@ -38,7 +38,10 @@ async function crawlOnce(extra: string[]) {
 }
 
 Deno.test("--rate 80 against a host limited to 100 a second: no 429 at all", async () => {
-  const { run, limited, docs } = await crawlOnce(["--rate", "80"]);
+  // Without splits: a straggler split may have its parent start up to a heartbeat's worth of rows
+  // past the split key before it learns its new end, and the child asks for those again (27 of
+  // 600 in one CI run). Here every request counted must be a first one.
+  const { run, limited, docs } = await crawlOnce(["--rate", "80", "--no-rebalance"]);
   assert.equal(limited, 0);
   assert.equal(docs, NAMES.length);
   assert.match(run.stdout, /pace: rate cap 80\/s/);

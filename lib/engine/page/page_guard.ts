@@ -17,9 +17,9 @@ import {
   commitShard,
   crawlOfKey,
   type CrawlRecord,
+  getCrawl,
   getShard,
   type InFlight,
-  keys,
   leaseFor,
   present,
   type ShardRecord,
@@ -134,7 +134,7 @@ export class Guard {
       this.serial(async () => {
         // A paused or cancelled crawl stops here, not after a page of slow documents: no new
         // document is started and the page is dropped (redone on resume from the same cursor).
-        const crawl = (await this.#ctx.kv.get<CrawlRecord>(keys.crawl(crawlOf(this.entry)))).value;
+        const crawl = (await getCrawl(this.#ctx.kv, crawlOf(this.entry))).value;
         if (crawl?.status !== "running") {
           return void (this.lost = `crawl ${crawl?.status ?? "gone"}`);
         }
