@@ -8,7 +8,7 @@ import { AdaptiveLimit } from "../lib/base/adaptive_limit.ts";
 import { DOCUMENT_RETRY } from "../lib/base/retry_policy.ts";
 import type { DocResult } from "../lib/plan/source.ts";
 import { DocMemory } from "../lib/engine/page/doc_memory.ts";
-import { fetchDocs, heldBytes } from "../lib/engine/page/page_docs.ts";
+import { type DocFetch, fetchDocs, heldBytes } from "../lib/engine/page/page_docs.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { dataOf, wrapSource } from "./helpers.ts";
 
@@ -19,8 +19,11 @@ const LAGGING: DocResult = {
   later: true,
 };
 
-/** A source over a, b, c, d whose documents answer as `answer` says (else as they are). */
-function answering(answer: (id: string, n: number) => Promise<DocResult> | null) {
+/**
+ * A source over a, b, c, d whose documents answer as `answer` says (else as they are), its rows,
+ * and `fetch`: the page's documents by one GET each, with the pauses it made recorded (none real).
+ */
+async function answering(answer: (id: string, n: number) => Promise<DocResult> | null) {
   const inner = new MemorySource(dataOf(["a", "b", "c", "d"]));
   const calls = new Map<string, number>();
   const source = wrapSource(inner, {
@@ -30,27 +33,33 @@ function answering(answer: (id: string, n: number) => Promise<DocResult> | null)
       return answer(id, n) ?? inner.doc(id);
     },
   });
-  return { inner, source, calls };
-}
-
-Deno.test("page docs: a lagging document host's 404 fails the page, never its item at once", async () => {
-  const { inner, source, calls } = answering((id) => id === "b" ? Promise.resolve(LAGGING) : null);
   const rows = (await inner.list({ start: null, limit: 10 })).rows;
   const pauses: number[] = [];
-  const fetch = (pageFailures: number) =>
+  const fetch = (o: Partial<DocFetch> = {}) =>
     fetchDocs(source, rows, {
       mode: "get",
       limit: new AdaptiveLimit(4),
       currentEnd: () => null,
-      pageFailures,
       sleep: (ms) => (pauses.push(ms), Promise.resolve()),
+      ...o,
     });
-  await assert.rejects(fetch(0), /kept failing.*"b".*may lag the registry/);
-  await assert.rejects(fetch(1), TransientError, "nor on the page's second attempt");
+  return { inner, calls, pauses, fetch };
+}
+
+Deno.test("page docs: a lagging document host's 404 fails the page, never its item at once", async () => {
+  const { calls, pauses, fetch } = await answering((id) =>
+    id === "b" ? Promise.resolve(LAGGING) : null
+  );
+  await assert.rejects(fetch({ pageFailures: 0 }), /kept failing.*"b".*may lag the registry/);
+  await assert.rejects(
+    fetch({ pageFailures: 1 }),
+    TransientError,
+    "nor on the page's second attempt",
+  );
   assert.deepEqual(pauses, [], "a failing page is retried later: no pause of its own");
   calls.clear();
   // On the attempt that records: its second round asks again after each pause, then records.
-  const items = await fetch(2);
+  const items = await fetch({ pageFailures: 2 });
   assert.deepEqual(pauses, DOCUMENT_RETRY.behindFeedPausesMs);
   assert.equal(calls.get("b"), 2 + DOCUMENT_RETRY.behindFeedPausesMs.length);
   assert.deepEqual(items[1].doc, {
@@ -63,18 +72,10 @@ Deno.test("page docs: a lagging document host's 404 fails the page, never its it
 
 Deno.test("page docs: a row published a moment ago on the page's recording attempt is waited for", async () => {
   // "c" is new on the relisted page: its first two answers are the lagging host's, then it is there.
-  const { inner, source, calls } = answering((id, n) =>
+  const { calls, pauses, fetch } = await answering((id, n) =>
     id === "c" && n <= 2 ? Promise.resolve(LAGGING) : null
   );
-  const rows = (await inner.list({ start: null, limit: 10 })).rows;
-  const pauses: number[] = [];
-  const items = await fetchDocs(source, rows, {
-    mode: "get",
-    limit: new AdaptiveLimit(4),
-    currentEnd: () => null,
-    pageFailures: 2,
-    sleep: (ms) => (pauses.push(ms), Promise.resolve()),
-  });
+  const items = await fetch({ pageFailures: 2 });
   assert.deepEqual(items.map((it) => it.doc?.kind), ["doc", "doc", "doc", "doc"]);
   assert.equal(items[2].doc?.kind === "doc" && JSON.parse(items[2].doc.json)._id, "c");
   assert.equal(calls.get("c"), 3);
@@ -82,18 +83,10 @@ Deno.test("page docs: a row published a moment ago on the page's recording attem
 });
 
 Deno.test("page docs: a document that kept failing for the network is not paused for", async () => {
-  const { inner, source, calls } = answering((id) =>
+  const { calls, pauses, fetch } = await answering((id) =>
     id === "d" ? Promise.reject(new TransientError("HTTP 503", { status: 503 })) : null
   );
-  const rows = (await inner.list({ start: null, limit: 10 })).rows;
-  const pauses: number[] = [];
-  const items = await fetchDocs(source, rows, {
-    mode: "get",
-    limit: new AdaptiveLimit(4),
-    currentEnd: () => null,
-    pageFailures: 2,
-    sleep: (ms) => (pauses.push(ms), Promise.resolve()),
-  });
+  const items = await fetch({ pageFailures: 2 });
   assert.equal(items[3].doc?.kind, "error");
   assert.equal(calls.get("d"), 2, "its first round and its second");
   assert.deepEqual(pauses, []);
@@ -101,33 +94,23 @@ Deno.test("page docs: a document that kept failing for the network is not paused
 
 Deno.test("page docs: every byte a failing page charged goes back to the budget", async () => {
   const memory = new DocMemory(1 << 30);
-  const { inner, source } = answering((id) =>
+  const { fetch } = await answering((id) =>
     id === "c" ? Promise.reject(new TransientError("HTTP 503", { status: 503 })) : null
   );
-  const rows = (await inner.list({ start: null, limit: 10 })).rows;
-  const o = { mode: "get" as const, limit: new AdaptiveLimit(4), currentEnd: () => null, memory };
-  await assert.rejects(fetchDocs(source, rows, o), TransientError);
+  await assert.rejects(fetch({ memory }), TransientError);
   assert.equal(memory.held, 0, "three documents arrived, the page failed: nothing is held");
   // A page that succeeds holds what its items hold, until the page is written.
-  const items = await fetchDocs(source, rows, { ...o, pageFailures: 2 });
+  const items = await fetch({ memory, pageFailures: 2 });
   assert.ok(heldBytes(items) > 0);
   assert.equal(memory.held, heldBytes(items));
 });
 
 Deno.test("page docs: a document served older than listed is not charged, nor held", async () => {
   const memory = new DocMemory(1 << 30);
-  const { inner, source } = answering((id) =>
+  const { fetch } = await answering((id) =>
     id === "a" ? Promise.resolve({ kind: "doc", json: '{"_id":"a"}', docRev: "0-old" }) : null
   );
-  const rows = (await inner.list({ start: null, limit: 10 })).rows;
-  const items = await fetchDocs(source, rows, {
-    mode: "get",
-    limit: new AdaptiveLimit(4),
-    currentEnd: () => null,
-    pageFailures: 2,
-    memory,
-    sleep: () => Promise.resolve(),
-  });
+  const items = await fetch({ pageFailures: 2, memory });
   assert.match(items[0].doc?.kind === "error" ? items[0].doc.reason : "", /revision 0-old/);
   assert.equal(memory.held, heldBytes(items));
 });
@@ -136,21 +119,15 @@ Deno.test("page docs: a fatal answer is thrown once the requests in flight have 
   const memory = new DocMemory(1 << 30);
   let release!: () => void;
   const held = new Promise<void>((r) => release = r);
-  const { inner, source } = answering((id) =>
+  const { inner, fetch } = await answering((id) =>
     id === "a"
       ? Promise.reject(new FatalError("the registry is gone"))
       : id === "b"
       ? held.then(() => inner.doc("b"))
       : null
   );
-  const rows = (await inner.list({ start: null, limit: 10 })).rows;
   let settled = false;
-  const fetching = fetchDocs(source, rows, {
-    mode: "get",
-    limit: new AdaptiveLimit(4),
-    currentEnd: () => null,
-    memory,
-  }).finally(() => settled = true);
+  const fetching = fetch({ memory }).finally(() => settled = true);
   for (let i = 0; i < 20; i++) await Promise.resolve();
   assert.equal(settled, false, "b is still in flight");
   release();

@@ -9,6 +9,14 @@ import { backoff, type BackoffPolicy, KV_LOCKED_RETRY } from "../../base/retry_p
 import { ConflictError, StorageError } from "../../base/errors.ts";
 import { kvFailureKind, type OpPlan } from "./kv_limits.ts";
 
+/** The pause before a locked file is tried again. */
+const LOCKED_PAUSE: BackoffPolicy = {
+  firstMs: KV_LOCKED_RETRY.pauseStepMs,
+  maxMs: KV_LOCKED_RETRY.maxPauseMs,
+  growth: "linear",
+  jitter: "half",
+};
+
 /**
  * Runs a KV operation: `database is locked` (several processes, one file) is retried a bounded
  * number of times; a full disk becomes a {@linkcode StorageError}; anything else is rethrown.
@@ -24,14 +32,7 @@ export async function kvOp<T>(fn: () => Promise<T>, options: { maxAttempts?: num
         throw new StorageError(`KV: ${(err as Error).message}`, { cause: err });
       }
       if (kind !== "locked" || attempt >= max) throw err;
-      const { pauseStepMs, maxPauseMs } = KV_LOCKED_RETRY;
-      const policy: BackoffPolicy = {
-        firstMs: pauseStepMs,
-        maxMs: maxPauseMs,
-        growth: "linear",
-        jitter: "half",
-      };
-      await new Promise((r) => setTimeout(r, backoff(policy, attempt)));
+      await new Promise((r) => setTimeout(r, backoff(LOCKED_PAUSE, attempt)));
     }
   }
 }

@@ -40,6 +40,14 @@ import {
   totalRound,
 } from "./_final_rounds.ts";
 
+/** The pause before a round after rounds that proved nothing (doubling). */
+const QUIET_PAUSE: BackoffPolicy = {
+  firstMs: FINAL_CHECK_RETRY.firstPauseMs,
+  maxMs: FINAL_CHECK_RETRY.maxPauseMs,
+  growth: "double",
+  jitter: "none",
+};
+
 export type { CompletionOptions } from "./_final_rounds.ts";
 
 /**
@@ -158,7 +166,7 @@ async function finish(
   };
   const viewSeq = crawl.viewSeq ?? null;
   if (viewSeq !== null) pass.checkUnchanged = () => viewHeldStill(source, viewSeq);
-  const { roundsPerPass, maxRoundsPerPass, firstPauseMs, maxPauseMs } = FINAL_CHECK_RETRY;
+  const { roundsPerPass, maxRoundsPerPass } = FINAL_CHECK_RETRY;
   if (claim?.crawl.planMethod === "rank" && await heldStill(pass, claim.entry.value.seq)) {
     return true;
   }
@@ -166,13 +174,7 @@ async function finish(
   // are proven a few parts a round, and a pause or the end of the pass would lose that pace.
   let quiet = 0;
   for (let round = 0; round < maxRoundsPerPass && quiet < (o.maxRounds ?? roundsPerPass); round++) {
-    const pause: BackoffPolicy = {
-      firstMs: firstPauseMs,
-      maxMs: maxPauseMs,
-      growth: "double",
-      jitter: "none",
-    };
-    if (quiet > 0) await sleep(backoff(pause, quiet));
+    if (quiet > 0) await sleep(backoff(QUIET_PAUSE, quiet));
     if (!await renew()) return false; // the lease ran out: another runner has it now
     await pass.checkUnchanged?.(); // a view that changed fails at once, before a range is relisted
     if (!await advanceFeed(pass)) return false; // another runner has the feed now
