@@ -9,6 +9,7 @@ import { MemorySource } from "../lib/sources/memory_source.ts";
 import type { ListOptions, Page } from "../lib/plan/source.ts";
 import { finishAll, RecordingDispatcher, runOne, spec } from "./engine_helpers.ts";
 import { assertCrawledExactly, dataOf, randomKeys, wrapSource } from "./helpers.ts";
+import { FakeClock, JumpingClock } from "./fake_clock.ts";
 
 const ASCII = "abcdefghijklmnop-".split("");
 
@@ -58,10 +59,10 @@ Deno.test("early pages: bounded in rows and in flight, chained, used once, dropp
   const source = wrapSource(new MemorySource(data), {
     list: (o) => (listed++, new MemorySource(data).list(o)),
   });
-  let clock = 1_000_000;
-  const early = new EarlyPages({ maxRows: 25, ttlMs: 1000, now: () => clock });
+  const clock = new FakeClock();
+  const early = new EarlyPages({ maxRows: 25, ttlMs: 1000, clock });
   early.list(source, "c", { start: null, limit: 10, pages: 4 });
-  await new Promise((r) => setTimeout(r, 20));
+  await early.settled();
   // Two pages of 10 fit in 25 rows; the third would not.
   assert.equal(listed, 2);
   assert.equal(early.heldRows, 20);
@@ -75,10 +76,10 @@ Deno.test("early pages: bounded in rows and in flight, chained, used once, dropp
   // A chain stops where `stop` says the shard's end was passed.
   listed = 0;
   early.list(source, "d", { start: null, limit: 10, pages: 2, stop: () => true });
-  await new Promise((r) => setTimeout(r, 20));
+  await early.settled();
   assert.equal(listed, 1);
   // Stale entries are dropped at the next use, and their rows count no more.
-  clock += 1001;
+  await clock.advance(1001);
   assert.equal(await early.take("d", { start: null, limit: 5 }), undefined);
   assert.equal(early.heldRows, 0);
   // Documents, descending listings and other crawls are never answered early.
@@ -102,7 +103,7 @@ Deno.test("early pages: bounded in rows and in flight, chained, used once, dropp
   assert.equal(await one.take("h", { start: data.keys[100], limit: 5 }), undefined);
   release();
   assert.equal((await one.take("h", { start: null, limit: 5 }))?.rows.length, 5);
-  await new Promise((r) => setTimeout(r, 10));
+  await one.settled();
   assert.equal(sent, 1, "the withdrawn listing was never sent");
   assert.equal(one.heldRows, 0);
   // A listing that failed leaves the shard to ask for itself.
@@ -125,7 +126,7 @@ Deno.test("early pages: pages a chain listed past a start found later are droppe
   const tell = early.starts(source, crawl);
   const limit = rowsPerPage(crawl, source) + 1;
   tell(null); // the first shard's start: its chain lists on while the next start is unknown
-  await new Promise((r) => setTimeout(r, 20));
+  await early.settled();
   assert.equal(early.heldRows, 4 * limit);
   const pageStarts = [1, 2, 3].map((i) => data.keys[i * (limit - 1)]);
   // The next shard starts inside the chain's third page: that page and the fourth begin where no
@@ -229,15 +230,16 @@ Deno.test("final check: a registry that held still is proven in one round, witho
   assert.deepEqual(verified, ["exact", "exact", null, null]);
   let seqReads = 0;
   let changeReads = 0;
-  let sleeps = 0;
+  const clock = new JumpingClock(Date.now());
   const source = wrapSource(inner, {
     updateSeq: () => (seqReads++, inner.updateSeq()),
     changes: (since, limit) => (changeReads++, inner.changes(since, limit)),
   });
   const done = await checkCompletion(kv, crawl.id, {
     openSource: () => source,
-    sleep: () => (sleeps++, Promise.resolve()),
+    clock,
   });
+  const sleeps = clock.slept.length;
   assert.equal(done, true);
   // Every rank computed at the store's sequence: neither the feed's end nor a window is read, no
   // change, no second round.
@@ -292,7 +294,7 @@ Deno.test("early pages: with documents only where the listing carries them, with
   const small = new EarlyPages({ maxDocBytes: budget });
   small.list(source, "x", { start: null, limit: 50, pages: 1, includeDocs: true });
   small.list(source, "x", { start: data.keys[100], limit: 5, pages: 1, includeDocs: true });
-  await new Promise((r) => setTimeout(r, 20));
+  await small.settled();
   assert.ok(small.heldDocBytes <= budget, `${small.heldDocBytes} bytes held`);
   assert.equal(await small.take("x", { start: null, limit: 10, includeDocs: true }), undefined);
   const kept = await small.take("x", { start: data.keys[100], limit: 3, includeDocs: true });

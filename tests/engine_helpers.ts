@@ -1,4 +1,5 @@
 /** Drives the engine in tests without a queue: shard runners called by hand, in-process. */
+import { clockWithNow } from "../lib/base/clock.ts";
 import assert from "node:assert/strict";
 import { checkCompletion } from "../lib/engine/verify/completion.ts";
 import { getCrawl, listShards } from "../lib/engine/store/store.ts";
@@ -76,7 +77,7 @@ export async function finishAll(
 ): Promise<RunResult[]> {
   // A clock that jumps ten minutes a round: retry backoffs and dead leases are over by the next.
   let clock = Date.now();
-  const deps = workDeps(kv, source, { now: () => clock, ...options.deps });
+  const deps = workDeps(kv, source, { clock: clockWithNow(() => clock), ...options.deps });
   const results: RunResult[] = [];
   for (let round = 0; round < (options.rounds ?? 50); round++, clock += 600_000) {
     const open = (await listShards(kv, crawlId)).filter((e) => !e.value.done);

@@ -1,10 +1,11 @@
 import assert from "node:assert/strict";
+import { clockWithNow } from "../lib/base/clock.ts";
 import { type FeedEvent, StatusFeed } from "../lib/http/events.ts";
 import { createApp } from "../lib/http/app.ts";
 import { cancelCrawl, createCrawl, deleteCrawl } from "../lib/engine/mod.ts";
 import { buildSpec } from "../lib/base/spec.ts";
 import { RecordingDispatcher } from "./engine_helpers.ts";
-import { FakeClock } from "./fake_clock.ts";
+import { FakeClock, nextTurn } from "./fake_clock.ts";
 
 const SRC = "http://127.0.0.1:5999/registry";
 const fixedNow = () => 1_700_000_000_000;
@@ -17,7 +18,7 @@ Deno.test("events: one look per tick for every listener, and only what changed i
     for (const shards of [3, 4]) {
       await createCrawl(kv, buildSpec({ source: SRC, shards }), {
         id: `c${shards}`,
-        now: fixedNow,
+        clock: clockWithNow(fixedNow),
       });
     }
     const a: FeedEvent[][] = [];
@@ -35,14 +36,14 @@ Deno.test("events: one look per tick for every listener, and only what changed i
     await clock.advance(80);
     assert.deepEqual([a.length, b.length], [0, 0]);
 
-    await cancelCrawl(kv, "c3", fixedNow);
+    await cancelCrawl(kv, "c3", { clock: clockWithNow(fixedNow) });
     await clock.advance(10);
     assert.deepEqual([a.length, b.length], [1, 1], "the next tick sends the change");
     assert.equal(a[0], b[0], "one computation, the same batch handed to every listener");
     assert.deepEqual(a[0].map((e) => [e.event, JSON.parse(e.data).id]), [["crawl", "c3"]]);
     assert.equal(JSON.parse(a[0][0].data).status, "cancelled");
 
-    await deleteCrawl(kv, "c3", fixedNow);
+    await deleteCrawl(kv, "c3", { clock: clockWithNow(fixedNow) });
     const gone = [{ event: "gone", data: JSON.stringify({ id: "c3" }) }];
     await clock.advance(10);
     // A delete marks the crawl `deleting`, then removes it: a tick between the two sends that
@@ -69,7 +70,7 @@ Deno.test("events: one look per tick for every listener, and only what changed i
 
 Deno.test("events: at most maxListeners streams; a freed place can be taken again", async () => {
   const kv = await Deno.openKv(":memory:");
-  const feed = new StatusFeed(kv, { now: fixedNow, everyMs: 10, maxListeners: 2 });
+  const feed = new StatusFeed(kv, { clock: clockWithNow(fixedNow), everyMs: 10, maxListeners: 2 });
   try {
     const one = await feed.subscribe(() => {});
     const two = await feed.subscribe(() => {});
@@ -94,7 +95,7 @@ Deno.test("events: GET /events beyond maxEventStreams is a 503 with a JSON reaso
     dispatcher: new RecordingDispatcher(),
     eventsEveryMs: 10,
     maxEventStreams: 1,
-    now: fixedNow,
+    clock: clockWithNow(fixedNow),
   });
   const get = () => app.request("/events", { headers: { authorization: "Bearer t" } });
   try {
@@ -106,9 +107,9 @@ Deno.test("events: GET /events beyond maxEventStreams is a 503 with a JSON reaso
     await first.body!.cancel();
     // The stream's place is freed when its reader goes away.
     let again = await get();
-    for (let i = 0; i < 100 && again.status === 503; i++) {
+    for (let i = 0; i < 1000 && again.status === 503; i++) {
       await again.body?.cancel();
-      await new Promise((r) => setTimeout(r, 5));
+      await nextTurn();
       again = await get();
     }
     assert.equal(again.status, 200);
@@ -120,14 +121,14 @@ Deno.test("events: GET /events beyond maxEventStreams is a 503 with a JSON reaso
 
 Deno.test("events: closing the feed (a stopping server) ends every open stream", async () => {
   const kv = await Deno.openKv(":memory:");
-  const feed = new StatusFeed(kv, { now: fixedNow, everyMs: 10 });
+  const feed = new StatusFeed(kv, { clock: clockWithNow(fixedNow), everyMs: 10 });
   const app = createApp({
     kv,
     token: "t",
     allowedSources: [SRC],
     dispatcher: new RecordingDispatcher(),
     statusFeed: feed,
-    now: fixedNow,
+    clock: clockWithNow(fixedNow),
   });
   const get = () => app.request("/events", { headers: { authorization: "Bearer t" } });
   try {

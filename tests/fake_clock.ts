@@ -86,3 +86,38 @@ export class FakeClock implements Clock {
 export function nextTurn(): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, 0));
 }
+
+/**
+ * A clock whose sleeps end at once, moving its time on by their length, each noted in `slept`
+ * (after `onSleep`, awaited, was told of it): for tests that count a component's pauses over
+ * simulated minutes. Its repeating calls never fall due.
+ */
+export class JumpingClock implements Clock {
+  #now: number;
+  #onSleep?: (ms: number) => unknown;
+  /** Every sleep asked for, in milliseconds, in order. */
+  readonly slept: number[] = [];
+
+  /** A clock at `startMs` (epoch milliseconds). */
+  constructor(startMs = 1_700_000_000_000, onSleep?: (ms: number) => unknown) {
+    this.#now = startMs;
+    this.#onSleep = onSleep;
+  }
+
+  /** Epoch milliseconds now. */
+  now(): number {
+    return this.#now;
+  }
+
+  /** Notes the sleep and moves time `ms` on. */
+  async sleep(ms: number): Promise<void> {
+    this.slept.push(ms);
+    await this.#onSleep?.(ms);
+    this.#now += Math.max(0, ms);
+  }
+
+  /** Never calls `fn`: time moves only by sleeps. */
+  every(): () => void {
+    return () => {};
+  }
+}

@@ -3,6 +3,7 @@
  * crawl up from its sequence, saying what it applied; a registry replaced since is one line that
  * offers the re-crawl.
  */
+import { clockWithNow } from "../lib/base/clock.ts";
 import assert from "node:assert/strict";
 import { InputError } from "../lib/base/errors.ts";
 import { refreshDone } from "../lib/cli/follow_run.ts";
@@ -31,7 +32,7 @@ Deno.test("refresh: a done crawl run again a day later applies exactly the chang
   const later = crawl.finishedAt! + DAY_MS;
   const res = await refreshDone(kv, source, crawl, {
     log: (l) => lines.push(l),
-    now: () => later,
+    clock: clockWithNow(() => later),
     kvPath: "crawl.kv",
   });
   assert.equal(res?.applied, rows);
@@ -47,7 +48,7 @@ Deno.test("refresh: a done crawl run again a day later applies exactly the chang
   lines.length = 0;
   const again = await refreshDone(kv, source, (await getCrawl(kv, id)).value!, {
     log: (l) => lines.push(l),
-    now: () => later + 1000,
+    clock: clockWithNow(() => later + 1000),
     kvPath: "crawl.kv",
   });
   assert.equal(again!.applied, 0);

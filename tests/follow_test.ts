@@ -3,6 +3,7 @@
  * tick applies and records, what an idle tick costs, how the re-proof spreads over its period, and
  * a change the feed never told found and repaired.
  */
+import { clockWithNow } from "../lib/base/clock.ts";
 import assert from "node:assert/strict";
 import { checkCompletion } from "../lib/engine/verify/completion.ts";
 import { followPauseMs, followTick } from "../lib/engine/verify/follow.ts";
@@ -39,7 +40,7 @@ Deno.test("follow: a tick applies the changes since, records the lag by the inje
   for (let i = 0; i < 30; i++) data.put(`later-${i}`);
   data.delete(data.keys[7]);
   let t = finishedAt + 1000;
-  const o = { now: () => t, verifyEveryMs: 0 };
+  const o = { clock: clockWithNow(() => t), verifyEveryMs: 0 };
   const tick = (await followTick({ kv, source }, id, o))!;
   assert.equal(tick.applied, 31);
   assert.equal(tick.atEnd, true);
@@ -66,7 +67,7 @@ Deno.test("follow: a tick applies the changes since, records the lag by the inje
   assert.equal(caught.applied, 1);
   assert.equal(caught.state.lastLagMs, 2500);
   assert.equal(caught.state.behindSince, null);
-  const report = await crawlStatus(kv, id, { now: () => t });
+  const report = await crawlStatus(kv, id, { clock: clockWithNow(() => t) });
   assert.equal(report.follow?.applied, 32);
   assert.equal(report.follow?.changesBehind, 0);
   assert.equal(report.follow?.lagSeconds, 2.5);
@@ -80,7 +81,10 @@ Deno.test("follow: every range is re-proven once per period, spread over it, the
   let t = finishedAt;
   const tickAt = async (ms: number) => {
     t = finishedAt + ms;
-    return (await followTick({ kv, source }, id, { now: () => t, verifyEveryMs: everyMs }))!;
+    return (await followTick({ kv, source }, id, {
+      clock: clockWithNow(() => t),
+      verifyEveryMs: everyMs,
+    }))!;
   };
   assert.equal((await tickAt(0)).checked, 0, "proven by the final check just now");
   assert.equal((await tickAt(1000)).checked, 1);
@@ -112,7 +116,7 @@ Deno.test("follow: a change the feed never told is found by the re-proof, its ra
   const t = finishedAt + 10_000;
   const dispatchedBefore = dispatcher.shards.length;
   const tick = (await followTick({ kv, source: hiding }, id, {
-    now: () => t,
+    clock: clockWithNow(() => t),
     verifyEveryMs: 5000,
     dispatcher,
   }))!;

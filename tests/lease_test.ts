@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { FakeClock } from "./fake_clock.ts";
+import { FakeClock, JumpingClock, nextTurn } from "./fake_clock.ts";
 import { TransientError } from "../lib/base/errors.ts";
 import { LeaseDispatcher, runLeaseWorker } from "../lib/engine/dispatch/_lease_workers.ts";
 import { crawlStatus } from "../lib/engine/crawl/status.ts";
@@ -53,20 +53,15 @@ Deno.test("lease: idle or failing, a worker sleeps (counted with an injected clo
   const down = wrapSource(source, {
     list: () => (calls++, Promise.reject(new TransientError("connection refused at http://x"))),
   });
-  let clock = 1_000_000;
-  const slept: number[] = [];
   const whileRunning: number[] = [];
+  const clock = new JumpingClock(Date.now(), async (ms) => {
+    if ((await getCrawl(kv, "down")).value!.status === "running") whileRunning.push(ms);
+  });
   const stats = await runLeaseWorker(
-    workDeps(kv, down, { dispatcher: new LeaseDispatcher(), now: () => clock }),
-    {
-      maxRunMs: 10 * 60_000,
-      sleep: async (ms) => {
-        slept.push(ms);
-        if ((await getCrawl(kv, "down")).value!.status === "running") whileRunning.push(ms);
-        clock += ms;
-      },
-    },
+    workDeps(kv, down, { dispatcher: new LeaseDispatcher({ clock }), clock }),
+    { maxRunMs: 10 * 60_000 },
   );
+  const slept = clock.slept;
   // Ten simulated minutes: each shard tried after its backoff, until the crawl fails at 8 tries;
   // while it runs, the worker looks again at least once a second, never more often than 4 times.
   assert.equal((await getCrawl(kv, "down")).value!.status, "failed");
@@ -77,11 +72,9 @@ Deno.test("lease: idle or failing, a worker sleeps (counted with an injected clo
   assert.equal(Math.max(...whileRunning), 1000, "asleep a second at most while a crawl runs");
   assert.ok(stats.idleSleeps > 0);
   // Nothing to do at all: the worker only sleeps, longer each time up to 5 s.
-  const idle: number[] = [];
-  await runLeaseWorker(workDeps(kv, source, { now: () => clock }), {
-    maxRunMs: 60_000,
-    sleep: (ms) => (idle.push(ms), clock += ms, Promise.resolve()),
-  });
+  const idler = new JumpingClock(clock.now());
+  await runLeaseWorker(workDeps(kv, source, { clock: idler }), { maxRunMs: 60_000 });
+  const idle = idler.slept;
   assert.ok(idle.length <= 20, `${idle.length} idle sleeps in a simulated minute`);
   assert.equal(Math.max(...idle), 5000);
   assert.equal((await crawlStatus(kv, "down")).status, "failed");
@@ -119,13 +112,16 @@ Deno.test("lease: dispatching wakes this process's idle workers; a dispatch made
   using kv = await Deno.openKv(":memory:");
   const data = dataOf(randomKeys(2000, ASCII, 64, 6));
   const source = new MemorySource(data, { maxPage: 100 });
-  const dispatcher = new LeaseDispatcher();
-  const deps = workDeps(kv, source, { dispatcher });
+  // Their minute's sleeps are on a clock that stands still: only a dispatch can end them.
+  const still = new FakeClock(Date.now());
+  const dispatcher = new LeaseDispatcher({ clock: still });
+  const deps = workDeps(kv, source, { dispatcher, clock: still });
   const halt = new AbortController();
   const workers = ["w1", "w2"].map((owner) =>
     runLeaseWorker(deps, { owner, idleMs: 60_000, maxIdleMs: 60_000, signal: halt.signal })
   );
-  await new Promise((r) => setTimeout(r, 50));
+  for (let i = 0; i < 10_000 && still.pending < 2; i++) await nextTurn();
+  assert.equal(still.pending, 2, "both workers are asleep");
   const t = Date.now();
   await openCrawl({ kv, source, dispatcher }, spec({ shards: 4, maxPage: 100 }), { id: "late" });
   while ((await getCrawl(kv, "late")).value!.status !== "done") {

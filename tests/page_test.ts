@@ -18,6 +18,7 @@ import type { CrawlRecord, ShardRecord } from "../lib/engine/store/records.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { begin, finishAll, RecordingDispatcher, runOne, spec } from "./engine_helpers.ts";
 import { assertCrawledExactly, dataOf, randomKeys, wrapSource } from "./helpers.ts";
+import { FakeClock, nextTurn } from "./fake_clock.ts";
 
 const UNI = ["a", "b", "-", "@", "/", "é", "中", "\u{1f600}", "\uffff", "z"];
 
@@ -58,9 +59,14 @@ Deno.test("page: one runner per shard; a worker whose lease was taken over canno
   let clock = 1_000_000;
   const a = await claimShard(kv, id, 0, { owner: "A", leaseMs: 5000, nowMs: clock });
   assert.ok(a, "A claims the free shard");
-  const b = await runShard({ kv, openSource: () => source, now: () => clock }, id, 0, {
-    owner: "B",
-  });
+  const b = await runShard(
+    { kv, openSource: () => source, clock: clockWithNow(() => clock) },
+    id,
+    0,
+    {
+      owner: "B",
+    },
+  );
   assert.deepEqual(b, { kind: "busy" }, "B finds the shard held");
   const ctx = {
     kv,
@@ -173,18 +179,26 @@ Deno.test("page: pausing drops a page of slow documents at the next heartbeat, a
   const source = new MemorySource(data, { maxPage: 400 });
   const { id } = await begin(kv, source, spec({ shards: 1, docs: true, concurrency: 2 }));
   let started = 0;
+  const clock = new FakeClock(Date.now());
   const slow = wrapSource(source, {
     doc: async (docId) => {
-      if (++started === 10) await pauseCrawl(kv, id, Date.now);
-      await new Promise((r) => setTimeout(r, 20));
+      if (++started === 10) await pauseCrawl(kv, id);
+      await clock.sleep(20);
       return await source.doc(docId);
     },
   });
-  // A page of 50 rows at 2 in flight and 20 ms each takes 500 ms; the 100 ms heartbeat stops it.
-  const res = await runShard({ kv, openSource: () => slow }, id, 0, {
+  // A page of 50 rows at 2 in flight and 20 ms each takes 500 ms of the fake clock; the 100 ms
+  // heartbeat (a third of the lease) stops it.
+  let settled = false;
+  const run = runShard({ kv, openSource: () => slow, clock }, id, 0, {
     owner: "w",
     leaseMs: 300,
-  });
+  }).finally(() => settled = true);
+  for (let i = 0; i < 10_000 && !settled; i++) {
+    await nextTurn();
+    await clock.advance(10);
+  }
+  const res = await run;
   assert.deepEqual(res, { kind: "stopped", reason: "crawl paused" });
   assert.ok(started < 40, `${started} documents started of 200`);
   const s = (await getShard(kv, id, 0)).value!;

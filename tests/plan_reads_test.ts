@@ -8,6 +8,7 @@ import { finishAll, RecordingDispatcher, spec } from "./engine_helpers.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import type { ListOptions, Page } from "../lib/plan/source.ts";
 import { assertCrawledExactly, dataOf, randomKeys, wrapSource } from "./helpers.ts";
+import { FakeClock } from "./fake_clock.ts";
 
 const ASCII = "abcdefghijklmnop-".split("");
 
@@ -143,8 +144,8 @@ Deno.test("plan reads: only reads sent after the start sequence, within the budg
   const data = dataOf(randomKeys(1000, ASCII, 13, 6));
   const source = new MemorySource(data, { maxPage: 10_000 });
   const keys = data.keys;
-  let now = 0;
-  const reads = new PlanReads({ maxRows: 250, ttlMs: 1000, now: () => now });
+  const clock = new FakeClock(0);
+  const reads = new PlanReads({ maxRows: 250, ttlMs: 1000, clock });
   let settle!: () => void;
   const after = new Promise<void>((r) => settle = r);
   const recorder = reads.recording(source, "c", { after });
@@ -162,7 +163,7 @@ Deno.test("plan reads: only reads sent after the start sequence, within the budg
   assert.equal(reads.covering("c", keys[650]), undefined);
   assert.equal(recorder.requests, source.requests);
   assert.equal(recorder.capabilities, source.capabilities);
-  now = 1001;
+  await clock.advance(1001);
   assert.equal(reads.covering("c", keys[150]), undefined, "dropped once stale");
   assert.equal(reads.heldRows, 0);
   await recorder.list({ start: keys[100], limit: 100 });

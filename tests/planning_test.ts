@@ -17,7 +17,7 @@ Deno.test("planning: the planner's lease is renewed on its clock while it plans;
     list: async (o) => (listed++ === 0 && await held, await source.list(o)),
   });
   const clock = new FakeClock();
-  const { crawl } = await createCrawl(kv, spec({ shards: 4 }), { now: () => clock.now() });
+  const { crawl } = await createCrawl(kv, spec({ shards: 4 }), { clock });
   const deps = { kv, source: slow, dispatcher: new RecordingDispatcher() };
   const planning = planCrawl(deps, crawl.id, { clock, owner: "A", planLeaseMs: 1000 });
   while (listed === 0) await nextTurn();

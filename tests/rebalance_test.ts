@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { clockWithNow } from "../lib/base/clock.ts";
 import { watchdog } from "../lib/engine/dispatch/_watchdog.ts";
 import { remainingSeconds, splitStraggler } from "../lib/engine/crawl/rebalance.ts";
 import { claimShard, runShard } from "../lib/engine/dispatch/_shard_runner.ts";
@@ -106,7 +107,7 @@ Deno.test("rebalance: a page of slow documents is split inside; its unstarted ro
   assert.ok(inflight && inflight.started === 6 && inflight.rows === 50, JSON.stringify(inflight));
   const split = await splitStraggler({ kv, source, dispatcher: new RecordingDispatcher() }, id, {
     minItems: 2,
-    now: () => clock.now(),
+    clock,
   });
   assert.ok(split, "the shard was split inside its page");
   const at = data.rank(split!.key);
@@ -163,12 +164,12 @@ Deno.test("rebalance: a shard whose worker died is split, and the watchdog reviv
   assert.equal(split?.parent, 2, "the dead shard is the straggler");
   assert.deepEqual(dispatcher.shards.map((d) => d.shardId), [split!.child]);
   assert.equal(
-    await watchdog({ kv, dispatcher }, { stallMs: 0, now: () => t + 1000 }),
+    await watchdog({ kv, dispatcher }, { stallMs: 0, clock: clockWithNow(() => t + 1000) }),
     1,
     "the child only: shard 2's lease is still live",
   );
   assert.equal(
-    await watchdog({ kv, dispatcher }, { stallMs: 0, now: () => t + 61_000 }),
+    await watchdog({ kv, dispatcher }, { stallMs: 0, clock: clockWithNow(() => t + 61_000) }),
     2,
     "once the lease expired, shard 2 too",
   );
@@ -193,7 +194,10 @@ Deno.test("rebalance: ending shards of a process look for a straggler one after 
   const deps = workDeps(kv, source, { splitting, rebalance: { minItems: 30 } });
   let ended = false;
   const run = workShard(deps, id, 3, { owner: "w" }).then((r) => (ended = true, r));
-  await new Promise((r) => setTimeout(r, 50));
+  // Shard 3 is done and its look is queued behind the other one's.
+  for (let i = 0; i < 10_000 && !splitting.get(id)?.waiting; i++) await nextTurn();
+  assert.ok(splitting.get(id)?.waiting, "shard 3's look waits its turn");
+  assert.equal((await getShard(kv, id, 3)).value!.done, true);
   assert.equal((await crawlStatus(kv, id)).splits.length, 0, "no look while the other one runs");
   assert.equal(ended, false);
   release();

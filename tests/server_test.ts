@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { clockWithNow } from "../lib/base/clock.ts";
 import { taskArgs } from "./helpers.ts";
 import { checkCron, configFromEnv, startServer } from "../lib/http/server.ts";
 import { getCrawl, listCrawls, updateCrawl } from "../lib/engine/store/store.ts";
@@ -116,7 +117,7 @@ Deno.test("server: the scheduled recrawl hook creates (once) the crawl of the co
   const logs: string[] = [];
   const rt = await scheduledServer(`${dir}/s.kv`, { shards: 4, keep: 7 }, {
     log: (l) => logs.push(l),
-    now: () => Date.UTC(2026, 10, 30, 3, 0, 12),
+    clock: clockWithNow(() => Date.UTC(2026, 10, 30, 3, 0, 12)),
   });
   try {
     await rt.recrawl();
@@ -163,7 +164,7 @@ Deno.test("server: scheduled recrawls keep the newest K finished crawls and neve
   const logs: string[] = [];
   const rt = await scheduledServer(`${dir}/s.kv`, { shards: 2, keep: 2 }, {
     log: (l) => logs.push(l),
-    now: () => clock,
+    clock: clockWithNow(() => clock),
   });
   const kv = await Deno.openKv(`${dir}/s.kv`);
   try {

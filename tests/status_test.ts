@@ -1,4 +1,5 @@
 /** Status reports: the figures a person watching a crawl reads. */
+import { clockWithNow } from "../lib/base/clock.ts";
 import assert from "node:assert/strict";
 import { crawlStatus } from "../lib/engine/crawl/status.ts";
 import { commitShard, listShards } from "../lib/engine/store/store.ts";
@@ -16,7 +17,7 @@ Deno.test("status: the ETA waits for a slow last shard instead of saying 0 s", a
   assert.ok(await commitShard(kv, id, a, { ...a.value, done: true, items: a.value.expected }));
   const slow = { ...b.value, items: b.value.expected - 10, recentRate: 1 };
   assert.ok(await commitShard(kv, id, b, slow));
-  const report = await crawlStatus(kv, id, { now: () => t0 + 10_000 });
+  const report = await crawlStatus(kv, id, { clock: clockWithNow(() => t0 + 10_000) });
   assert.equal(report.status, "running");
   assert.equal(report.itemsStored, data.size - 10);
   // The crawl-wide rate (~199 items/s) would give 0.05 s; the last shard needs 10 s.

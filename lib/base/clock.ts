@@ -24,8 +24,8 @@ export interface Clock {
 export const SYSTEM_CLOCK: Clock = clockWithNow(Date.now);
 
 /**
- * The system's timers with the time read from `now`: for callers that inject only a time source
- * (a `now` option), so that what they read and what the timers do agree with the rest.
+ * The system's timers with the time read from `now`: a clock set at another time (a test's fixed
+ * or shifted time; a replay), whose sleeps and repeating calls still take real time.
  */
 export function clockWithNow(now: () => number): Clock {
   return {

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { type Clock, SYSTEM_CLOCK } from "../base/clock.ts";
 import { errorLine, FatalError, InputError } from "../base/errors.ts";
 import { abortableSleep } from "../base/sleep.ts";
 import { FOLLOW_POLL } from "../base/retry_policy.ts";
@@ -45,12 +46,11 @@ export async function refreshDone(
   crawl: CrawlRecord,
   o: {
     log: (line: string) => void;
-    now?: () => number;
+    /** Time and the pauses while another process holds the feed. @default SYSTEM_CLOCK */
+    clock?: Clock;
     kvPath: string;
     /** This process's name in the feed's lease (a live process's, see `Runtime.ownerName`). */
     owner?: string;
-    /** Sleeps while another process holds the feed (injected in tests). @default setTimeout */
-    sleep?: (ms: number) => Promise<void>;
   },
 ): Promise<Refreshed | null> {
   if (crawl.startSeq === null || crawl.driftError) {
@@ -63,13 +63,13 @@ export async function refreshDone(
   let applied = 0;
   let fromSeq: string | null = null;
   let toSeq = crawl.startSeq;
-  const sleep = o.sleep ?? ((ms: number) => new Promise((r) => setTimeout(r, ms)));
+  const clock = o.clock ?? SYSTEM_CLOCK;
   let waited = 0;
   for (let i = 0; i < REFRESH_TICKS; i++) {
     let tick;
     try {
       tick = await followTick({ kv, source }, crawl.id, {
-        now: o.now,
+        clock,
         owner: o.owner,
         verifyEveryMs: 0,
       });
@@ -93,7 +93,7 @@ export async function refreshDone(
             "one or let it follow",
         );
       }
-      await sleep(500);
+      await clock.sleep(500);
       waited += 500;
       continue;
     }

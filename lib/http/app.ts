@@ -25,6 +25,7 @@
  *
  * @module
  */
+import { type Clock, SYSTEM_CLOCK } from "../base/clock.ts";
 import { type Context, Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
 import {
@@ -69,8 +70,8 @@ export interface AppDeps {
    * hosts it asks (`only`). @default none shown
    */
   pace?: (only: readonly string[]) => PaceState;
-  /** Clock in epoch milliseconds. @default Date.now */
-  now?: () => number;
+  /** What records' times and the event feed's ticks are read from. @default SYSTEM_CLOCK */
+  clock?: Clock;
   /** Largest request body, in bytes. @default 16384 */
   maxBodyBytes?: number;
   /** How often `/events` looks for changes, in milliseconds. @default 1000 */
@@ -115,7 +116,7 @@ function errorStatus(err: Error): 400 | 404 | 409 | 429 | 502 | 503 | 500 {
  */
 export function createApp(deps: AppDeps): Hono {
   const app = new Hono();
-  const now = deps.now ?? Date.now;
+  const clock = deps.clock ?? SYSTEM_CLOCK;
   const metrics = deps.metrics ?? new Metrics();
 
   app.onError((err, c) => {
@@ -155,7 +156,7 @@ export function createApp(deps: AppDeps): Hono {
     kv: deps.kv,
     allowedSources: deps.allowedSources,
     dispatcher: deps.dispatcher,
-    now,
+    clock,
     pace: deps.pace,
     maxBodyBytes: deps.maxBodyBytes ?? 16_384,
     limits: { maxActiveCrawls: deps.maxActiveCrawls, maxStoredCrawls: deps.maxStoredCrawls },
@@ -163,7 +164,7 @@ export function createApp(deps: AppDeps): Hono {
   addEventRoutes(
     app,
     deps.statusFeed ?? new StatusFeed(deps.kv, {
-      now,
+      clock,
       everyMs: deps.eventsEveryMs,
       maxListeners: deps.maxEventStreams,
     }),

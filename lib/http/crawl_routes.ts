@@ -5,6 +5,7 @@
  *
  * @module
  */
+import type { Clock } from "../base/clock.ts";
 import type { Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { z } from "zod";
@@ -49,8 +50,8 @@ export interface CrawlRouteDeps {
   allowedSources: readonly string[];
   /** Where work goes (planning, resumed shards). */
   dispatcher: Dispatcher;
-  /** Clock in epoch milliseconds. */
-  now: () => number;
+  /** What records' times are read from. */
+  clock: Clock;
   /** Largest request body, in bytes. */
   maxBodyBytes: number;
   /** The pace of this process's requests to the given URLs' hosts. @default none shown */
@@ -92,7 +93,7 @@ function crawlId(c: Context): string {
 
 /** Adds the `/crawls` routes to `app` (authentication is the caller's middleware). */
 export function addCrawlRoutes(app: Hono, deps: CrawlRouteDeps): void {
-  const { kv, now } = deps;
+  const { kv, clock } = deps;
   const limit = bodyLimit({
     maxSize: deps.maxBodyBytes,
     onError: (c) => c.json({ error: "request body too large" }, 413),
@@ -102,7 +103,7 @@ export function addCrawlRoutes(app: Hono, deps: CrawlRouteDeps): void {
 
   app.get("/crawls", async (c) => c.json({ crawls: await listCrawlSummaries(kv) }));
   app.get("/crawls/:id", async (c) => {
-    const status = await crawlStatus(kv, crawlId(c), { now });
+    const status = await crawlStatus(kv, crawlId(c), { clock });
     if (!deps.pace) return c.json(status);
     // The rate in force for this crawl: its own, the process's, and its hosts' learned paces.
     const crawl = await findCrawl(kv, status.id);
@@ -114,20 +115,20 @@ export function addCrawlRoutes(app: Hono, deps: CrawlRouteDeps): void {
   });
 
   app.post("/crawls/:id/pause", async (c) => {
-    const r = await pauseCrawl(kv, crawlId(c), now);
+    const r = await pauseCrawl(kv, crawlId(c), { clock });
     return c.json({ id: r.id, status: r.status });
   });
   app.post("/crawls/:id/resume", async (c) => {
-    const r = await resumeCrawl({ kv, dispatcher: deps.dispatcher }, crawlId(c), { now });
+    const r = await resumeCrawl({ kv, dispatcher: deps.dispatcher }, crawlId(c), { clock });
     return c.json({ id: r.id, status: r.status });
   });
   app.post("/crawls/:id/cancel", async (c) => {
-    const r = await cancelCrawl(kv, crawlId(c), now);
+    const r = await cancelCrawl(kv, crawlId(c), { clock });
     return c.json({ id: r.id, status: r.status });
   });
   app.delete("/crawls/:id", async (c) => {
     const id = crawlId(c);
-    return c.json({ id, deleted: true, keys: await deleteCrawl(kv, id, now) });
+    return c.json({ id, deleted: true, keys: await deleteCrawl(kv, id, { clock }) });
   });
 
   app.get("/crawls/:id/items", (c) => itemsPage(c, kv));
@@ -143,7 +144,7 @@ export function addCrawlRoutes(app: Hono, deps: CrawlRouteDeps): void {
  * creates the crawl (within the crawl bounds) and asks for its planning; 200 when it existed.
  */
 async function createFromBody(c: Context, deps: CrawlRouteDeps): Promise<Response> {
-  const { kv, now } = deps;
+  const { kv, clock } = deps;
   const body = await c.req.json().catch(() => {
     throw new InputError("body is not valid JSON");
   });
@@ -165,11 +166,11 @@ async function createFromBody(c: Context, deps: CrawlRouteDeps): Promise<Respons
   }
   const spec = buildSpec(input);
   const id = givenId ?? await crawlIdFor(spec);
-  let { crawl, created } = await createCrawl(kv, spec, { id, now, ...deps.limits });
+  let { crawl, created } = await createCrawl(kv, spec, { id, clock, ...deps.limits });
   if (crawl.status === "deleting") {
     // A delete of this crawl was interrupted: finish it; then this is a new crawl.
-    await deleteCrawl(kv, id, now);
-    ({ crawl, created } = await createCrawl(kv, spec, { id, now, ...deps.limits }));
+    await deleteCrawl(kv, id, { clock });
+    ({ crawl, created } = await createCrawl(kv, spec, { id, clock, ...deps.limits }));
   }
   if (created) await deps.dispatcher.plan(id);
   return c.json({ id: crawl.id, status: crawl.status, created }, created ? 202 : 200);

@@ -10,7 +10,7 @@
  *
  * @module
  */
-import { type Clock, clockWithNow } from "../base/clock.ts";
+import { type Clock, SYSTEM_CLOCK } from "../base/clock.ts";
 import type { Hono } from "hono";
 import { streamSSE } from "hono/streaming";
 import { crawlStatus, listCrawlVersions } from "../engine/mod.ts";
@@ -48,10 +48,10 @@ export class StatusFeed {
    */
   constructor(
     kv: Deno.Kv,
-    options: { now?: () => number; clock?: Clock; everyMs?: number; maxListeners?: number } = {},
+    options: { clock?: Clock; everyMs?: number; maxListeners?: number } = {},
   ) {
     this.#kv = kv;
-    this.#clock = options.clock ?? clockWithNow(options.now ?? Date.now);
+    this.#clock = options.clock ?? SYSTEM_CLOCK;
     this.#everyMs = options.everyMs ?? 1000;
     this.#max = options.maxListeners ?? MAX_EVENT_STREAMS;
   }
@@ -139,9 +139,7 @@ export class StatusFeed {
       const last = this.#sent.get(v.id);
       const active = v.status === "planning" || v.status === "running" || v.status === "paused";
       if (last && !active && last.versionstamp === v.versionstamp) continue;
-      const report = await crawlStatus(this.#kv, v.id, { now: () => this.#clock.now() }).catch(() =>
-        null
-      );
+      const report = await crawlStatus(this.#kv, v.id, { clock: this.#clock }).catch(() => null);
       if (!report) continue;
       const text = JSON.stringify(report);
       this.#sent.set(v.id, { versionstamp: v.versionstamp, text });

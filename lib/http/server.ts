@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { type Clock, SYSTEM_CLOCK } from "../base/clock.ts";
 import { createApp } from "./app.ts";
 import { type ServerConfig } from "./server_config.ts";
 
@@ -74,13 +75,13 @@ function serve(config: ServerConfig, fetch: (req: Request) => Response | Promise
 /** Opens KV, builds the app and the engine (`createRuntime`), and serves. */
 export async function startServer(
   config: ServerConfig,
-  options: { log?: (line: string) => void; now?: () => number } = {},
+  options: { log?: (line: string) => void; clock?: Clock } = {},
 ): Promise<ServerRuntime> {
-  const now = options.now ?? Date.now;
+  const clock = options.clock ?? SYSTEM_CLOCK;
   const log = options.log ?? ((l: string) => console.error(l));
   const kv = await openStore(config.kvPath);
-  const { runtime, openSource, metrics } = startEngine(kv, config, { log, now: options.now });
-  const statusFeed = new StatusFeed(kv, { now, maxListeners: config.bounds?.maxEventStreams });
+  const { runtime, openSource, metrics } = startEngine(kv, config, { log, clock });
+  const statusFeed = new StatusFeed(kv, { clock, maxListeners: config.bounds?.maxEventStreams });
   let server: Deno.HttpServer;
   try {
     server = serve(
@@ -94,7 +95,7 @@ export async function startServer(
         openSource: (url) => openSource.url(url),
         metrics,
         pace: (only) => openSource.pacer.state(only),
-        now: options.now,
+        clock,
         ...config.bounds,
         statusFeed,
         audit: log,
@@ -115,7 +116,7 @@ export async function startServer(
       if (n) log(`watchdog: re-dispatched ${n} stalled shards`);
     },
     leaseTick: (ms) => runtime.leaseTick(ms),
-    recrawl: () => recrawl(kv, runtime.dispatcher, config, { now, log }),
+    recrawl: () => recrawl(kv, runtime.dispatcher, config, { clock, log }),
     close: async () => {
       await runtime.close();
       statusFeed.close();
@@ -146,7 +147,7 @@ async function shutdownWithin(server: Deno.HttpServer, graceMs: number): Promise
 function startEngine(
   kv: Deno.Kv,
   config: ServerConfig,
-  o: { log: (line: string) => void; now?: () => number },
+  o: { log: (line: string) => void; clock: Clock },
 ) {
   const pacer = new Pacer({ ratePerSecond: config.ratePerSecond ?? null });
   const metrics = new Metrics({ pace: () => pacer.state() });
@@ -162,7 +163,7 @@ function startEngine(
     dispatch: config.dispatch,
     workers: config.workers,
     log: o.log,
-    now: o.now,
+    clock: o.clock,
     label: "server",
     follow: config.follow && {
       ...config.follow,
@@ -186,13 +187,16 @@ async function recrawl(
   kv: Deno.Kv,
   dispatcher: Dispatcher,
   config: ServerConfig,
-  o: { now: () => number; log: (line: string) => void },
+  o: { clock: Clock; log: (line: string) => void },
 ): Promise<void> {
   const s = config.schedule;
   if (!s) return;
-  const minute = new Date(o.now()).toISOString().slice(0, 16).replace(/[-:T]/g, "");
+  const minute = new Date(o.clock.now()).toISOString().slice(0, 16).replace(/[-:T]/g, "");
   const spec = buildSpec({ source: s.source, shards: s.shards, docs: s.docs });
-  const { crawl, created } = await createCrawl(kv, spec, { id: `scheduled-${minute}`, now: o.now });
+  const { crawl, created } = await createCrawl(kv, spec, {
+    id: `scheduled-${minute}`,
+    clock: o.clock,
+  });
   if (created) await dispatcher.plan(crawl.id);
   o.log(`scheduled crawl ${crawl.id} (${crawl.status})`);
   const scheduled = (await listCrawlSummaries(kv)).filter((c) => c.id.startsWith("scheduled-"))

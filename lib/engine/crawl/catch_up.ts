@@ -23,6 +23,7 @@
  *
  * @module
  */
+import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
 import { FatalError } from "../../base/errors.ts";
 import { mapPool } from "../../base/pool.ts";
 import { compareKeys } from "../../plan/keys.ts";
@@ -46,8 +47,8 @@ import {
 export interface CatchUpOptions {
   /** Changes read per request. @default 200 */
   batch?: number;
-  /** Clock in epoch milliseconds. @default Date.now */
-  now?: () => number;
+  /** Time and timers (the lease, pauses for documents behind the feed). @default SYSTEM_CLOCK */
+  clock?: Clock;
   /** This runner's name in the lease. @default a random UUID */
   owner?: string;
   /** Lease length (how long a crashed runner blocks others), in milliseconds. @default {@linkcode LEASE_MS} */
@@ -129,8 +130,8 @@ export interface FeedClaim {
   owner: string;
   /** Lease length, in milliseconds. */
   leaseMs: number;
-  /** Clock, epoch ms. */
-  now: () => number;
+  /** The claimer's clock. */
+  clock: Clock;
 }
 
 /**
@@ -142,14 +143,14 @@ export async function claimFeed(
   crawlId: string,
   options: CatchUpOptions = {},
 ): Promise<FeedClaim | null> {
-  const now = options.now ?? Date.now;
+  const clock = options.clock ?? SYSTEM_CLOCK;
   const owner = options.owner ?? crypto.randomUUID();
   const leaseMs = options.leaseMs ?? LEASE_MS;
   const crawl = (await getCrawl(kv, crawlId)).value;
   if (!crawl || crawl.startSeq === null) return null;
   const held = await takeLease<DriftState>(kv, keys.feed(crawlId), {
     owner,
-    nowMs: now(),
+    nowMs: clock.now(),
     leaseMs,
     record: (cur, lease) => ({
       seq: crawl.startSeq!,
@@ -161,7 +162,7 @@ export async function claimFeed(
       lease,
     }),
   });
-  return held ? { crawl, entry: held, owner, leaseMs, now } : null;
+  return held ? { crawl, entry: held, owner, leaseMs, clock } : null;
 }
 
 /** The shards' ranges of a crawl, sorted by start, for counting changes per range. */
@@ -178,7 +179,7 @@ async function rangesOf(kv: Deno.Kv, crawlId: string): Promise<ShardRange[]> {
 export async function applyToEnd(
   deps: { kv: Deno.Kv; source: Source },
   claim: FeedClaim,
-  options: { batch?: number; sleep?: (ms: number) => Promise<void> } = {},
+  options: { batch?: number } = {},
 ): Promise<number | null> {
   return (await applyFeed(deps, claim, options))?.applied ?? null;
 }
@@ -192,7 +193,7 @@ export async function applyToEnd(
 export async function applyFeed(
   deps: { kv: Deno.Kv; source: Source },
   claim: FeedClaim,
-  options: { batch?: number; sleep?: (ms: number) => Promise<void>; maxChanges?: number } = {},
+  options: { batch?: number; maxChanges?: number } = {},
 ): Promise<{ applied: number; atEnd: boolean } | null> {
   const batch = options.batch ?? 200;
   const maxChanges = options.maxChanges ?? Infinity;
@@ -209,14 +210,14 @@ export async function applyFeed(
     const answer = await deps.source.changes(since, batch);
     const { rows, lastSeq } = answer;
     stuck(rows, lastSeq, since, deps.source);
-    const changes = await fetchChanged(deps.source, crawl, rows, options.sleep);
+    const changes = await fetchChanged(deps.source, crawl, rows, claim.clock);
     const end = atEnd(answer, target);
     const next = await applyDrift(deps.kv, claim.entry, changes, {
       lastSeq: rows.length === 0 ? since : lastSeq,
-      nowMs: claim.now(),
+      nowMs: claim.clock.now(),
       caughtUp: end,
       ranges,
-      leaseUntilMs: claim.now() + claim.leaseMs,
+      leaseUntilMs: claim.clock.now() + claim.leaseMs,
     });
     if (!next) {
       // Another runner took the feed (this one was seen dead, or its lease ran out).
@@ -298,12 +299,15 @@ function fetchChanged(
   source: Source,
   crawl: CrawlRecord,
   rows: ChangeRow[],
-  sleep?: (ms: number) => Promise<void>,
+  clock: Clock,
 ) {
   return mapPool(rows, async (r): Promise<DriftChange> => {
     if (r.deleted) return { seq: r.seq, id: r.id, deleted: true };
     if (!crawl.docs) return { seq: r.seq, id: r.id, rev: r.rev };
-    const doc = await askWhileBehind(async () => againstListing(r, await source.doc(r.id)), sleep);
+    const doc = await askWhileBehind(
+      async () => againstListing(r, await source.doc(r.id)),
+      (ms) => clock.sleep(ms),
+    );
     if (doc.kind === "failed") {
       const error = { kind: "error" as const, status: doc.status, reason: doc.reason };
       return { seq: r.seq, id: r.id, rev: r.rev, doc: error };

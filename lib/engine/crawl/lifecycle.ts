@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
 import { ConflictError, errorLine, NotFoundError } from "../../base/errors.ts";
 import { crawlIdFor, type CrawlSpec } from "../../base/spec.ts";
 import { checkSameRegistry } from "./catch_up.ts";
@@ -48,13 +49,16 @@ export async function openCrawl(
   options: PlanCrawlOptions & { where?: string } = {},
 ): Promise<{ crawl: CrawlRecord; action: OpenAction }> {
   const id = options.id ?? await crawlIdFor(spec);
-  const { crawl: existing, created } = await createCrawl(deps.kv, spec, { id, now: options.now });
+  const { crawl: existing, created } = await createCrawl(deps.kv, spec, {
+    id,
+    clock: options.clock,
+  });
   if (created) {
     return { crawl: await planCrawl(deps, id, options) ?? existing, action: "created" };
   }
   if (existing.status === "deleting") {
     // A delete was interrupted: finish it; then this is a new crawl.
-    await deleteCrawl(deps.kv, id, options.now);
+    await deleteCrawl(deps.kv, id, { clock: options.clock });
     return await openCrawl(deps, spec, options);
   }
   const differs =
@@ -77,7 +81,8 @@ export async function openCrawl(
       const current = await deps.source.updateSeq().catch(() => null);
       await checkSameRegistry(deps, existing, { current });
     } catch (err) {
-      await failCrawl(deps.kv, id, (err as Error).message, options.now).catch(() => {});
+      await failCrawl(deps.kv, id, { reason: (err as Error).message, clock: options.clock })
+        .catch(() => {});
       throw err;
     }
   }
@@ -111,16 +116,16 @@ export async function transition(
   id: string,
   status: CrawlStatus,
   allowed: (current: CrawlStatus) => boolean,
-  options: { now?: () => number; error?: string | null; patch?: Partial<CrawlRecord> } = {},
+  options: { clock?: Clock; error?: string | null; patch?: Partial<CrawlRecord> } = {},
 ): Promise<CrawlRecord> {
-  const now = options.now ?? Date.now;
+  const clock = options.clock ?? SYSTEM_CLOCK;
   const entry = await updateRecord<CrawlRecord>(kv, keys.crawl(id), (cur) => {
     if (!cur) throw new NotFoundError(`no crawl with id ${id}`);
     if (cur.status === status) return undefined;
     if (!allowed(cur.status)) {
       throw new ConflictError(`crawl ${id} is ${cur.status}; cannot make it ${status}`);
     }
-    const t = now();
+    const t = clock.now();
     const final = status === "done" || status === "cancelled" || status === "failed";
     return {
       ...cur,
@@ -135,25 +140,32 @@ export async function transition(
 }
 
 /** Pauses a running crawl: workers stop at their next page; nothing is lost. */
-export function pauseCrawl(kv: Deno.Kv, id: string, now?: () => number): Promise<CrawlRecord> {
-  return transition(kv, id, "paused", (s) => s === "running", { now });
+export function pauseCrawl(
+  kv: Deno.Kv,
+  id: string,
+  options: { clock?: Clock } = {},
+): Promise<CrawlRecord> {
+  return transition(kv, id, "paused", (s) => s === "running", options);
 }
 
 /** Cancels a crawl that has not finished; its stored items stay (until it is deleted). */
-export function cancelCrawl(kv: Deno.Kv, id: string, now?: () => number): Promise<CrawlRecord> {
-  return transition(kv, id, "cancelled", (s) => s !== "done" && s !== "deleting", { now });
+export function cancelCrawl(
+  kv: Deno.Kv,
+  id: string,
+  options: { clock?: Clock } = {},
+): Promise<CrawlRecord> {
+  return transition(kv, id, "cancelled", (s) => s !== "done" && s !== "deleting", options);
 }
 
-/** Marks a crawl failed with a one-line reason; `resumeCrawl` can restart it. */
+/** Marks a crawl failed with a one-line `reason` (its first line); `resumeCrawl` can restart it. */
 export function failCrawl(
   kv: Deno.Kv,
   id: string,
-  reason: string,
-  now?: () => number,
+  options: { reason: string; clock?: Clock },
 ): Promise<CrawlRecord> {
   return transition(kv, id, "failed", (s) => s === "running" || s === "planning", {
-    now,
-    error: errorLine(reason),
+    clock: options.clock,
+    error: errorLine(options.reason),
   });
 }
 
@@ -165,7 +177,7 @@ export function failCrawl(
 export async function resumeCrawl(
   deps: { kv: Deno.Kv; dispatcher: Dispatcher },
   id: string,
-  options: { now?: () => number } = {},
+  options: { clock?: Clock } = {},
 ): Promise<CrawlRecord> {
   const entry = await getCrawl(deps.kv, id);
   if (!entry.value) throw new NotFoundError(`no crawl with id ${id}`);
@@ -174,7 +186,7 @@ export async function resumeCrawl(
   const allowed = (s: CrawlStatus) => s === "paused" || s === "failed";
   if (shards.length === 0) {
     const crawl = await transition(deps.kv, id, "planning", allowed, {
-      now: options.now,
+      clock: options.clock,
       error: null,
     });
     await clearPlanning(deps.kv, id); // fresh attempts, no backoff left over
@@ -182,7 +194,7 @@ export async function resumeCrawl(
     return crawl;
   }
   const crawl = await transition(deps.kv, id, "running", allowed, {
-    now: options.now,
+    clock: options.clock,
     error: null,
   });
   for (const e of shards) {
@@ -202,7 +214,11 @@ export async function resumeCrawl(
  * of KV keys deleted. @throws ConflictError for a crawl still planning, running or paused (cancel
  * it first); NotFoundError for an unknown one.
  */
-export async function deleteCrawl(kv: Deno.Kv, id: string, now?: () => number): Promise<number> {
+export async function deleteCrawl(
+  kv: Deno.Kv,
+  id: string,
+  options: { clock?: Clock } = {},
+): Promise<number> {
   const deletable = (s: CrawlStatus) =>
     s === "done" || s === "failed" || s === "cancelled" || s === "deleting";
   for (let attempt = 0; attempt < 20; attempt++) {
@@ -214,7 +230,7 @@ export async function deleteCrawl(kv: Deno.Kv, id: string, now?: () => number): 
     }
     let marked = present(entry)!;
     if (s !== "deleting") {
-      const t = (now ?? Date.now)();
+      const t = (options.clock ?? SYSTEM_CLOCK).now();
       const next = { ...entry.value, status: "deleting" as const, updatedAt: t };
       const done = await updateCrawl(kv, marked, next);
       if (!done) continue;

@@ -11,7 +11,7 @@
  *
  * @module
  */
-import { type Clock, clockWithNow } from "../../base/clock.ts";
+import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
 import { backoff, PLANNING_RETRY } from "../../base/retry_policy.ts";
 import { ITEM_LAYOUT } from "../items/mod.ts";
 import { type EarlyPages, pageLimit } from "../page/mod.ts";
@@ -82,9 +82,7 @@ export interface PlanCrawlOptions {
   id?: string;
   /** A baked plan (from `deno task plan --out`); planned from the source otherwise. */
   plan?: Plan;
-  /** Clock in epoch milliseconds (when no `clock` is given). @default Date.now */
-  now?: () => number;
-  /** Time and timers (the planning lease's renewal). @default the system's, reading `now` */
+  /** Time and timers (the records' times, the planning lease's renewal). @default SYSTEM_CLOCK */
   clock?: Clock;
   /** Called with the plan once made (for logs). */
   onPlanned?: (plan: Plan) => void;
@@ -132,13 +130,13 @@ export interface CrawlLimits {
 export async function createCrawl(
   kv: Deno.Kv,
   spec: CrawlSpec,
-  options: { id?: string; now?: () => number } & CrawlLimits = {},
+  options: { id?: string; clock?: Clock } & CrawlLimits = {},
 ): Promise<{ crawl: CrawlRecord; created: boolean }> {
   const id = options.id ?? await crawlIdFor(spec);
   const existing = await getCrawl(kv, id);
   if (existing.value) return { crawl: existing.value, created: false };
   await checkLimits(kv, options);
-  const mine = planningRecord(spec, id, (options.now ?? Date.now)());
+  const mine = planningRecord(spec, id, (options.clock ?? SYSTEM_CLOCK).now());
   const entry = await createCrawlRecord(kv, mine);
   return {
     crawl: entry.value,
@@ -196,7 +194,7 @@ export async function planCrawl(
   id: string,
   options: PlanCrawlOptions = {},
 ): Promise<CrawlRecord | null> {
-  const clock = options.clock ?? clockWithNow(options.now ?? Date.now);
+  const clock = options.clock ?? SYSTEM_CLOCK;
   const now = () => clock.now();
   const owner = options.owner ?? crypto.randomUUID();
   const leaseMs = options.planLeaseMs ?? 20_000;

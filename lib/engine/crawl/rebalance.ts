@@ -17,6 +17,7 @@
  *
  * @module
  */
+import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
 import { findKeysAtRanks, type Point } from "../../plan/search/mod.ts";
 import { compareKeys } from "../../plan/keys.ts";
 import { lastPoint } from "../../plan/locate.ts";
@@ -49,8 +50,8 @@ export interface RebalanceOptions {
   minItems?: number;
   /** Never grow a crawl past this many shards (plan + splits). @default 4 × planned, at least 64 */
   maxShards?: number;
-  /** Clock in epoch milliseconds. @default Date.now */
-  now?: () => number;
+  /** What remaining times and the split's time are read from. @default SYSTEM_CLOCK */
+  clock?: Clock;
 }
 
 /** What a split did, for logs and tests. */
@@ -128,7 +129,7 @@ export async function splitStraggler(
   crawlId: string,
   options: RebalanceOptions = {},
 ): Promise<SplitResult | null> {
-  const now = (options.now ?? Date.now)();
+  const now = (options.clock ?? SYSTEM_CLOCK).now();
   for (let attempt = 0; attempt < 5; attempt++) {
     const crawlEntry = await getCrawl(deps.kv, crawlId);
     const crawl = crawlEntry.value;

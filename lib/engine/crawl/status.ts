@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
 import { capabilityLine } from "../../sources/learned_caps.ts";
 import { idOfKey } from "../../plan/id_order.ts";
 import type { LearnedCaps } from "../../plan/source.ts";
@@ -188,9 +189,9 @@ function eta(left: number, rate: number, shards: ShardRecord[], nowMs: number): 
 export async function crawlStatus(
   kv: Deno.Kv,
   id: string,
-  options: { now?: () => number } = {},
+  options: { clock?: Clock } = {},
 ): Promise<CrawlStatusReport> {
-  const now = (options.now ?? Date.now)();
+  const now = (options.clock ?? SYSTEM_CLOCK).now();
   const liveness = await readLiveness(kv, now);
   const crawl = await requireCrawl(kv, id);
   // Splits before shards: a split commits with its child shard, so every split read here has its

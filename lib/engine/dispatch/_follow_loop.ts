@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { abortableSleep } from "../../base/sleep.ts";
+import { SYSTEM_CLOCK } from "../../base/clock.ts";
 import { FOLLOW_POLL } from "../../base/retry_policy.ts";
 import type { Source } from "../../plan/source.ts";
 import { type FollowOptions, followPauseMs, type FollowTick, followTick } from "../verify/mod.ts";
@@ -16,7 +16,7 @@ import { type CrawlRecord, listCrawls } from "../store/mod.ts";
 const LOOK_FOR_NEW_MS = 1000;
 
 /** Options of {@linkcode followLoop}. */
-export interface FollowLoopOptions extends Omit<FollowOptions, "sleep"> {
+export interface FollowLoopOptions extends FollowOptions {
   /** Pause between looks at a crawl whose registry changes, ms. @default FOLLOW_POLL.pollMs */
   pollMs?: number;
   /** Longest pause between looks at an idle registry, ms. @default FOLLOW_POLL.idleMs */
@@ -40,7 +40,8 @@ export async function followLoop(
   signal: AbortSignal,
   options: FollowLoopOptions = {},
 ): Promise<void> {
-  const now = options.now ?? Date.now;
+  const clock = options.clock ?? SYSTEM_CLOCK;
+  const now = () => clock.now();
   const pollMs = options.pollMs ?? FOLLOW_POLL.pollMs;
   const owner = options.owner ?? `follow-${crypto.randomUUID()}`;
   const pace = new Map<string, { pauseMs: number; nextAt: number }>();
@@ -72,7 +73,7 @@ export async function followLoop(
       options.onTick?.(options.only ?? "*", null, err);
       soonest = now() + pollMs;
     }
-    await abortableSleep(Math.max(0, soonest - now()), signal);
+    await clock.sleep(Math.max(0, soonest - now()), signal);
   }
 }
 

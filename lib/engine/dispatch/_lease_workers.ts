@@ -9,7 +9,7 @@
  * @module
  */
 import { IDLE_BACKOFF } from "../../base/retry_policy.ts";
-import { type Clock, clockWithNow, SYSTEM_CLOCK } from "../../base/clock.ts";
+import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
 import { errorLine, StorageError } from "../../base/errors.ts";
 import { checkCompletion } from "../verify/mod.ts";
 import type { Dispatcher } from "../crawl/mod.ts";
@@ -121,11 +121,6 @@ export interface LeaseWorkerOptions {
   exitWhenIdle?: boolean;
   /** Stops the worker. */
   signal?: AbortSignal;
-  /**
-   * Sleeps (injected so tests count them). @default setTimeout, cut short by `signal` and, when
-   * `deps.dispatcher` is a {@linkcode LeaseDispatcher}, by work dispatched through it
-   */
-  sleep?: (ms: number) => Promise<void>;
   /** Rounds in a row that may fail with an unexpected error before the worker gives up. @default 10 */
   maxErrorsInARow?: number;
   /** Log lines. */
@@ -161,18 +156,19 @@ export async function runLeaseWorker(
   deps: WorkDeps,
   options: LeaseWorkerOptions = {},
 ): Promise<LeaseWorkerStats> {
-  const clock = deps.clock ?? clockWithNow(deps.now ?? Date.now);
+  const clock = deps.clock ?? SYSTEM_CLOCK;
   const now = () => clock.now();
   const owner = options.owner ?? ownerOf(deps, "lease");
   const started = now();
   const stats: LeaseWorkerStats = { claims: 0, shardsDone: 0, errors: 0, idleSleeps: 0 };
   const nudges = deps.dispatcher instanceof LeaseDispatcher ? deps.dispatcher : null;
   let generation = nudges?.generation ?? 0;
-  const sleep = options.sleep ??
-    ((ms: number) =>
-      nudges
-        ? nudges.sleep(ms, { generation, signal: options.signal })
-        : clock.sleep(ms, options.signal));
+  // Idle sleeps are on `deps.clock`, cut short by `signal` and by work dispatched through this
+  // process's LeaseDispatcher.
+  const sleep = (ms: number) =>
+    nudges
+      ? nudges.sleep(ms, { generation, signal: options.signal })
+      : clock.sleep(ms, options.signal);
   const stop = () =>
     options.signal?.aborted === true ||
     (options.maxRunMs !== undefined && now() - started > options.maxRunMs);

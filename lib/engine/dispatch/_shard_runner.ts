@@ -12,7 +12,7 @@
  *
  * @module
  */
-import { type Clock, clockWithNow } from "../../base/clock.ts";
+import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
 import { backoff, SHARD_RETRY } from "../../base/retry_policy.ts";
 import { errorLine, neverRetried, StorageError } from "../../base/errors.ts";
 import type { Source } from "../../plan/source.ts";
@@ -54,9 +54,7 @@ export interface RunnerDeps {
   kv: Deno.Kv;
   /** Opens the source a crawl reads from (cached by the caller). */
   openSource: (crawl: CrawlRecord) => Source;
-  /** Clock, epoch ms (when no `clock` is given). @default Date.now */
-  now?: () => number;
-  /** Time and timers (the page heartbeat). @default the system's, reading `now` */
+  /** Time and timers (leases, the page heartbeat, retry times). @default SYSTEM_CLOCK */
   clock?: Clock;
   /** Documents above this many bytes are recorded as too large. @default 33554432 */
   maxDocBytes?: number;
@@ -213,9 +211,8 @@ async function stopped(deps: RunnerDeps, held: Held, owner: string, reason: stri
   return { kind: "stopped" as const, reason };
 }
 
-/** The runner's clock: `clock`, else the system's reading `now`. */
 function clockOf(deps: RunnerDeps): Clock {
-  return deps.clock ?? clockWithNow(deps.now ?? Date.now);
+  return deps.clock ?? SYSTEM_CLOCK;
 }
 
 /** True for errors that retrying cannot fix. */
@@ -242,7 +239,7 @@ async function recordFailure(
   const failures = (fresh.value?.failures ?? 0) + 1;
   if (isPermanent(err) || failures >= (o.maxFailures ?? SHARD_RETRY.maxFailures)) {
     const why = isPermanent(err) ? message : `${message} (gave up after ${failures} attempts)`;
-    await failCrawl(deps.kv, crawlId, why).catch(() => {});
+    await failCrawl(deps.kv, crawlId, { reason: why, clock: deps.clock }).catch(() => {});
     await releaseShard(deps.kv, crawlId, shardId, o.owner);
     return { kind: "failed", error: why };
   }

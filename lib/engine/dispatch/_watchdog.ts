@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
 import type { Source } from "../../plan/source.ts";
 import { checkCompletion, followTick } from "../verify/mod.ts";
 import { deleteCrawl, type Dispatcher } from "../crawl/mod.ts";
@@ -37,21 +38,22 @@ export interface WatchdogDeps {
  */
 export async function watchdog(
   deps: WatchdogDeps,
-  options: { stallMs?: number; now?: () => number; verifyEveryMs?: number } = {},
+  options: { stallMs?: number; clock?: Clock; verifyEveryMs?: number } = {},
 ): Promise<number> {
-  const now = (options.now ?? Date.now)();
+  const clock = options.clock ?? SYSTEM_CLOCK;
+  const now = clock.now();
   const stallMs = options.stallMs ?? 60_000;
   let n = 0;
   for (const crawl of await listCrawls(deps.kv)) {
     if (crawl.status === "deleting") {
-      await deleteCrawl(deps.kv, crawl.id).catch(() => {}); // tried again on the next tick
+      await deleteCrawl(deps.kv, crawl.id, { clock }).catch(() => {}); // tried again on the next tick
       continue;
     }
     if (crawl.status === "done" && crawl.follow && deps.openSource && crawl.startSeq !== null) {
       // Followed crawls stay equal to the registry: each tick applies the changes since the last
       // (on Deploy this is the follower; locally `serve` ticks them more often).
       await followTick({ kv: deps.kv, source: deps.openSource(crawl) }, crawl.id, {
-        now: options.now,
+        clock,
         dispatcher: deps.dispatcher,
         verifyEveryMs: options.verifyEveryMs,
       }).catch(() => {}); // a failing feed is tried again on the next tick
@@ -64,7 +66,7 @@ export async function watchdog(
       continue;
     }
     if (crawl.status !== "running") continue;
-    n += await reviveShards(deps, crawl.id, { now, stallMs });
+    n += await reviveShards(deps, crawl.id, { clock, now, stallMs });
   }
   return n;
 }
@@ -72,7 +74,7 @@ export async function watchdog(
 async function reviveShards(
   deps: WatchdogDeps,
   crawlId: string,
-  o: { now: number; stallMs: number },
+  o: { clock: Clock; now: number; stallMs: number },
 ): Promise<number> {
   const shards = await listShards(deps.kv, crawlId);
   const dead = new Set(await listDeadLetters(deps.kv, crawlId));
@@ -92,7 +94,7 @@ async function reviveShards(
     await checkCompletion(deps.kv, crawlId, {
       openSource: deps.openSource,
       dispatcher: deps.dispatcher,
-      now: () => o.now,
+      clock: o.clock,
       onFinished: () => deps.onFinished?.(crawlId),
     });
   }

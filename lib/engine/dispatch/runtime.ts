@@ -7,7 +7,7 @@
  *
  * @module
  */
-import type { Clock } from "../../base/clock.ts";
+import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
 import type { Source } from "../../plan/source.ts";
 import { followLoop, type FollowLoopOptions } from "./_follow_loop.ts";
 import { watchdog } from "./_watchdog.ts";
@@ -68,11 +68,10 @@ export interface RuntimeOptions {
   onProcessError?: (err: Error) => void;
   /** Log lines of lease workers. */
   log?: (line: string) => void;
-  /** Clock in epoch milliseconds (when no `clock` is given). @default Date.now */
-  now?: () => number;
   /**
-   * Time and timers of the process's beat, planning and the shards' heartbeats. @default the
-   * system's, reading `now`
+   * The one clock of this engine: the process's beat, leases, heartbeats, planning, retries,
+   * splits, the final check, following, the watchdog and idle workers all read and wait on it.
+   * @default SYSTEM_CLOCK
    */
   clock?: Clock;
   /**
@@ -140,14 +139,15 @@ export interface Runtime {
  */
 export function createRuntime(options: RuntimeOptions): Runtime {
   const { kv, openSource } = options;
+  const clock = options.clock ?? SYSTEM_CLOCK;
   const stop = new AbortController();
   const background: Promise<unknown>[] = [];
   const label = options.label ?? "worker";
-  const beat = new ProcessBeat(kv, { label, now: options.now, clock: options.clock });
+  const beat = new ProcessBeat(kv, { label, clock });
   const dispatcher: Dispatcher = options.dispatch === "queue"
     ? new QueueDispatcher(kv)
-    : new LeaseDispatcher({ clock: options.clock });
-  const deps = workDepsOf(options, dispatcher, beat);
+    : new LeaseDispatcher({ clock });
+  const deps = workDepsOf(options, { clock, dispatcher, beat });
   const worker = (o: LeaseWorkerOptions = {}) =>
     beat.acquire().then((release) =>
       runLeaseWorker(deps, {
@@ -167,7 +167,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     beat.acquire().then((release) =>
       followLoop({ kv, openSource }, signal, {
         dispatcher,
-        now: options.now,
+        clock,
         owner: beat.owner("follow"),
         ...o,
       }).finally(release)
@@ -192,7 +192,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         dispatcher,
         openSource,
         onFinished: (crawlId) => options.onEvent?.({ kind: "crawl-done", crawlId }),
-      }, { stallMs: o.stallMs, now: options.now, verifyEveryMs: options.follow?.verifyEveryMs }),
+      }, { stallMs: o.stallMs, clock, verifyEveryMs: options.follow?.verifyEveryMs }),
     leaseTick: (ms) =>
       options.dispatch === "lease"
         ? worker({ maxRunMs: ms, exitWhenIdle: true })
@@ -219,14 +219,20 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   };
 }
 
-/** What this runtime's workers use: the options, the dispatcher and the process's beat. */
-function workDepsOf(options: RuntimeOptions, dispatcher: Dispatcher, beat: ProcessBeat): WorkDeps {
+/**
+ * The engine's environment: what this runtime's workers use, built once from the options, the
+ * clock, the dispatcher and the process's beat (every shared budget of the process lives here).
+ */
+function workDepsOf(
+  options: RuntimeOptions,
+  o: { clock: Clock; dispatcher: Dispatcher; beat: ProcessBeat },
+): WorkDeps {
+  const { clock, dispatcher, beat } = o;
   return {
     kv: options.kv,
     openSource: options.openSource,
     dispatcher,
-    now: options.now,
-    clock: options.clock,
+    clock,
     rebalance: options.rebalance,
     leaseMs: options.leaseMs,
     maxPlanAttempts: options.maxPlanAttempts,
@@ -235,7 +241,7 @@ function workDepsOf(options: RuntimeOptions, dispatcher: Dispatcher, beat: Proce
     ownerName: (l) => beat.owner(l),
     docMemory: new DocMemory(options.docMemoryBytes),
     crawlSlots: new CrawlSlots(),
-    earlyPages: new EarlyPages(),
+    earlyPages: new EarlyPages({ clock }),
     splitting: new Map(),
   };
 }

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import type { Clock } from "../../base/clock.ts";
+import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
 import { errorLine, StorageError } from "../../base/errors.ts";
 import type { Source } from "../../plan/source.ts";
 import { checkCompletion, type CompletionOptions } from "../verify/mod.ts";
@@ -42,11 +42,9 @@ export interface WorkDeps {
   openSource: (crawl: CrawlRecord) => Source;
   /** Where new work goes (child shards, retries, plans). */
   dispatcher: Dispatcher;
-  /** Clock, epoch ms (when no `clock` is given). @default Date.now */
-  now?: () => number;
   /**
-   * Time and timers of planning and of the shards' heartbeats. @default the system's, reading
-   * `now`
+   * Time and timers of everything workers do: records' times, leases, heartbeats, planning,
+   * retries, splits and the final check's pauses. @default SYSTEM_CLOCK
    */
   clock?: Clock;
   /** Tuning of straggler splits (crawls opt in with `rebalance`). @default {} */
@@ -91,7 +89,6 @@ export async function workPlan(deps: WorkDeps, crawlId: string, owner: string): 
   if (!crawl || crawl.status !== "planning") return;
   const after = await planCrawl({ ...deps, source: deps.openSource(crawl) }, crawlId, {
     owner,
-    now: deps.now,
     clock: deps.clock,
     maxPlanAttempts: deps.maxPlanAttempts,
   });
@@ -111,7 +108,7 @@ export async function workShard(
   shardId: number,
   o: { owner: string; stop?: () => boolean },
 ): Promise<RunResult> {
-  const now = deps.now ?? Date.now;
+  const clock = deps.clock ?? SYSTEM_CLOCK;
   const res = await runShard(deps, crawlId, shardId, {
     owner: o.owner,
     stop: o.stop,
@@ -119,7 +116,7 @@ export async function workShard(
     maxFailures: deps.maxShardFailures,
   });
   if (res.kind === "retry") {
-    const delayMs = Math.max(0, res.atMs - now());
+    const delayMs = Math.max(0, res.atMs - clock.now());
     deps.onEvent?.({ kind: "retry", crawlId, shardId, error: res.error, delayMs });
     await deps.dispatcher.dispatch(crawlId, shardId, { delayMs });
   } else if (res.kind === "failed") {
@@ -138,7 +135,7 @@ export async function workShard(
 /** How a worker of `deps` finishes a crawl: telling `crawl-done` when it is the one that did. */
 export function finishingOptions(deps: WorkDeps, crawlId: string): CompletionOptions {
   return {
-    now: deps.now,
+    clock: deps.clock,
     openSource: deps.openSource,
     dispatcher: deps.dispatcher,
     onFinished: () => deps.onEvent?.({ kind: "crawl-done", crawlId }),
@@ -190,7 +187,7 @@ async function afterShardDone(deps: WorkDeps, crawlId: string): Promise<void> {
   if (crawl.rebalance && crawl.status === "running") {
     const look = async () => {
       const split = await splitStraggler({ ...deps, source }, crawlId, {
-        now: deps.now,
+        clock: deps.clock,
         ...deps.rebalance,
       });
       if (split) deps.onEvent?.({ kind: "split", crawlId, ...split });

@@ -20,6 +20,7 @@
  *
  * @module
  */
+import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
 import { compareKeys } from "../../plan/keys.ts";
 import {
   type Listing,
@@ -54,8 +55,8 @@ export interface PlanReadsOptions {
   maxRows?: number;
   /** A segment is dropped this many milliseconds after it arrived. @default 60000 */
   ttlMs?: number;
-  /** Clock, epoch milliseconds. @default Date.now */
-  now?: () => number;
+  /** What segments are timed by (their ttl). @default SYSTEM_CLOCK */
+  clock?: Clock;
 }
 
 /**
@@ -127,13 +128,13 @@ export class PlanReads {
   #held = 0;
   #maxRows: number;
   #ttlMs: number;
-  #now: () => number;
+  #clock: Clock;
 
   /** An empty store with its bounds. */
   constructor(options: PlanReadsOptions = {}) {
     this.#maxRows = options.maxRows ?? 2 * (64_000 + 256);
     this.#ttlMs = options.ttlMs ?? 60_000;
-    this.#now = options.now ?? Date.now;
+    this.#clock = options.clock ?? SYSTEM_CLOCK;
   }
 
   /** Rows kept now. */
@@ -152,7 +153,7 @@ export class PlanReads {
       list: async (request) => {
         const sentOpen = open;
         const page = await source.list(request);
-        if (sentOpen) this.#keep(crawlId, segmentOf(request, page, this.#now()));
+        if (sentOpen) this.#keep(crawlId, segmentOf(request, page, this.#clock.now()));
         return page;
       },
     });
@@ -254,7 +255,7 @@ export class PlanReads {
   }
 
   #sweep(): void {
-    const before = this.#now() - this.#ttlMs;
+    const before = this.#clock.now() - this.#ttlMs;
     for (const [crawlId, list] of this.#byCrawl) {
       for (const s of list.filter((s) => s.at < before)) this.#remove(crawlId, s);
     }

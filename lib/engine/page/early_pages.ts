@@ -24,6 +24,7 @@ import { heldBytes } from "./page_docs.ts";
 import { PlanReads } from "./_plan_reads.ts";
 import type { CrawlRecord } from "../store/mod.ts";
 import { ROWS_IN_FLIGHT, rowsPerPage } from "./page_listing.ts";
+import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
 
 /**
  * The default budget of early rows: two pages of each shard's share of {@linkcode ROWS_IN_FLIGHT}
@@ -46,8 +47,8 @@ export interface EarlyPagesOptions {
   maxDocBytes?: number;
   /** Rows of the planner's reads kept at once, over all crawls (see `_plan_reads.ts`). @default EARLY_ROWS */
   maxPlanRows?: number;
-  /** Clock, epoch milliseconds. @default Date.now */
-  now?: () => number;
+  /** What entries are timed by (their ttl). @default SYSTEM_CLOCK */
+  clock?: Clock;
 }
 
 /** The default budget of documents held in early pages: 64 MiB. */
@@ -80,8 +81,10 @@ export class EarlyPages {
   #maxDocBytes: number;
   #maxRows: number;
   #ttlMs: number;
-  #now: () => number;
+  #clock: Clock;
   #maxInFlight: number;
+  /** Chains with a listing whose answer (and its next page's start) is still to come. */
+  #chains = new Set<Promise<void>>();
   #inFlight = 0;
   #waiting: (() => void)[] = [];
   /** The planner's reads, which answer shards too (see `_plan_reads.ts`); same ttl and clock. */
@@ -91,13 +94,13 @@ export class EarlyPages {
   constructor(options: EarlyPagesOptions = {}) {
     this.#maxRows = options.maxRows ?? EARLY_ROWS;
     this.#ttlMs = options.ttlMs ?? 60_000;
-    this.#now = options.now ?? Date.now;
+    this.#clock = options.clock ?? SYSTEM_CLOCK;
     this.#maxInFlight = Math.max(1, options.maxInFlight ?? 8);
     this.#maxDocBytes = options.maxDocBytes ?? EARLY_DOC_BYTES;
     this.reads = new PlanReads({
       maxRows: options.maxPlanRows ?? EARLY_ROWS,
       ttlMs: this.#ttlMs,
-      now: this.#now,
+      clock: this.#clock,
     });
   }
 
@@ -141,7 +144,7 @@ export class EarlyPages {
     const origin = o.origin === undefined ? o.start : o.origin;
     const entry = this.#send(() => source.list(request), o.limit, { start: o.start, origin });
     this.#entries.set(key, entry);
-    entry.answer.then((page) => {
+    const chain = entry.answer.then((page) => {
       if (page && docs && this.#entries.get(key) === entry) {
         entry.docBytes = heldBytes(page.rows);
         this.#docBytes += entry.docBytes;
@@ -155,6 +158,24 @@ export class EarlyPages {
       if (o.stop?.(last) || this.#entries.get(key) === undefined) return;
       this.list(source, crawlId, { ...o, start: last, pages: o.pages - 1, origin });
     });
+    this.#track(chain);
+  }
+
+  /** Counts `work` (a chain's next step) until it ends: see {@linkcode settled}. */
+  #track(work: Promise<void>): void {
+    this.#chains.add(work);
+    const end = () => this.#chains.delete(work);
+    work.then(end, end);
+  }
+
+  /**
+   * Resolves once no listing of this process is in flight or waiting for a slot, no chain has a
+   * next page to list and no start told is waiting to be listed (for a clean stop, and for tests
+   * that look at what was held).
+   */
+  async settled(): Promise<void> {
+    // A chain's next page starts as its answer is handled, before that chain counts as ended.
+    while (this.#chains.size > 0) await Promise.allSettled([...this.#chains]);
   }
 
   /** An entry whose listing is sent when a slot is free (at once, or when one ends). */
@@ -166,7 +187,7 @@ export class EarlyPages {
     let resolve!: (page: Page | null) => void;
     const entry: Entry = {
       ...from,
-      at: this.#now(),
+      at: this.#clock.now(),
       limit,
       docBytes: 0,
       sent: false,
@@ -213,7 +234,7 @@ export class EarlyPages {
         starts.push(start);
         this.#passed(crawl.id, start);
       }
-      mode.then((docMode) => {
+      this.#track(mode.then((docMode) => {
         if (crawl.docs && docMode !== "include_docs") return;
         const limit = rowsPerPage(crawl, source, { docMode: docMode ?? undefined }) + 1;
         const stop = (last: string) =>
@@ -234,7 +255,7 @@ export class EarlyPages {
           stop,
           origin: start,
         });
-      });
+      }));
     };
   }
 
@@ -290,7 +311,7 @@ export class EarlyPages {
   }
 
   #sweep(): void {
-    const before = this.#now() - this.#ttlMs;
+    const before = this.#clock.now() - this.#ttlMs;
     for (const [key, entry] of this.#entries) if (entry.at < before) this.#remove(key, entry);
   }
 

@@ -15,7 +15,7 @@
  *
  * @module
  */
-import { type Clock, clockWithNow } from "../../base/clock.ts";
+import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
 import { keys } from "./keys.ts";
 import { kvOp, present, updateRecord } from "./kv_ops.ts";
 import type { Lease } from "./records.ts";
@@ -166,15 +166,15 @@ export class ProcessBeat {
 
   /**
    * A heartbeat of this process in `kv`, labelled `label`, every `everyMs` (@default
-   * {@linkcode BEAT_EVERY_MS}) of `clock` (@default the system's, reading `now`).
+   * {@linkcode BEAT_EVERY_MS}) of `clock` (@default SYSTEM_CLOCK).
    */
   constructor(
     kv: Deno.Kv,
-    options: { label: string; now?: () => number; clock?: Clock; everyMs?: number },
+    options: { label: string; clock?: Clock; everyMs?: number },
   ) {
     this.#kv = kv;
     this.#label = options.label;
-    this.#clock = options.clock ?? clockWithNow(options.now ?? Date.now);
+    this.#clock = options.clock ?? SYSTEM_CLOCK;
     this.#everyMs = options.everyMs ?? BEAT_EVERY_MS;
   }
 

@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
 import { FatalError } from "../../base/errors.ts";
 import type { LearnedCaps, Source } from "../../plan/source.ts";
 import { type Dispatcher, type FeedClaim, peekChanges, transition } from "../crawl/mod.ts";
@@ -44,8 +45,8 @@ const STORED_SAMPLE = 8;
 
 /** Options of the final check (`checkCompletion` in `completion.ts`). */
 export interface CompletionOptions {
-  /** Clock, epoch ms. @default Date.now */
-  now?: () => number;
+  /** Time and timers (leases, records' times, pauses between rounds). @default SYSTEM_CLOCK */
+  clock?: Clock;
   /** Opens the crawl's source; without it the crawl is marked done unchecked (tests only). */
   openSource?: (crawl: CrawlRecord) => Source;
   /** Where shards listed again go (lease workers find them without). */
@@ -57,8 +58,6 @@ export interface CompletionOptions {
    * part of one starts the count again). @default 8
    */
   maxRounds?: number;
-  /** Sleeps between rounds (injected in tests). @default setTimeout */
-  sleep?: (ms: number) => Promise<void>;
   /** Called when this call marks the crawl done (not when it found it done). @default none */
   onFinished?: () => void;
 }
@@ -347,7 +346,7 @@ export async function settle(
       if (relistsSoFar >= MAX_RELISTS) {
         throw completenessError({ ...shard, relists: relistsSoFar, view: o.view }, v, o.at);
       }
-      const next = relisted(shard, (o.now ?? Date.now)(), null);
+      const next = relisted(shard, (o.clock ?? SYSTEM_CLOCK).now(), null);
       if (await commitRelist(kv, id, entry, next)) {
         relists++;
         await o.dispatcher?.dispatch(id, shard.id);
@@ -380,7 +379,7 @@ export async function done(
   let mine = false;
   const { verification, driftError, learned } = end;
   await transition(kv, id, "done", (s) => mine = s === "running", {
-    now: o.now,
+    clock: o.clock,
     patch: {
       ...(verification ? { verification } : {}),
       ...(driftError ? { driftError } : {}),

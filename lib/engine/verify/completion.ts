@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
 import { errorLine, FatalError, PermanentError, TransientError } from "../../base/errors.ts";
 import type { Source } from "../../plan/source.ts";
 import {
@@ -77,11 +78,12 @@ export async function checkCompletion(
   // feed it holds the feed too, to apply it. Two at once raced: one listed a range again (its shard
   // reset) while the other counted the shards, found half the items missing and failed the crawl.
   const owner = options.owner ?? `finish-${crypto.randomUUID()}`;
-  if (!await holdFinishing(kv, id, owner, options.now)) return false; // another runner has it
+  const clock = options.clock ?? SYSTEM_CLOCK;
+  if (!await holdFinishing(kv, id, owner, clock)) return false; // another runner has it
   let claim: FeedClaim | null = null;
   try {
     if (crawl.startSeq !== null && !crawl.driftError) {
-      claim = await claimFeed(kv, id, { owner, now: options.now });
+      claim = await claimFeed(kv, id, { owner, clock });
       if (!claim) return false; // another runner holds the feed
     }
     // Another runner may have finished the crawl since it was read above (it marks the crawl done
@@ -89,17 +91,16 @@ export async function checkCompletion(
     const status = (await getCrawl(kv, id)).value?.status;
     if (status !== "running") return status === "done";
     if ((await listShards(kv, id)).some((e) => !e.value.done)) return false;
-    const renew = () => holdFinishing(kv, id, owner, options.now);
-    const sleep = options.sleep ?? ((ms: number) => new Promise((r) => setTimeout(r, ms)));
+    const renew = () => holdFinishing(kv, id, owner, clock);
     // A refusal that asking again in every form the registry takes did not avoid comes again:
     // a few passes, then the crawl is failed with it, never left running on it.
     const { permanentAttempts, permanentPauseMs } = FINAL_CHECK_RETRY;
     for (let attempt = 1;; attempt++) {
       try {
-        return await finish(kv, source, claim, crawl, { ...options, owner }, renew);
+        return await finish(kv, source, claim, crawl, { ...options, owner, clock }, renew);
       } catch (err) {
         if (!(err instanceof PermanentError) || attempt >= permanentAttempts) throw err;
-        await sleep(permanentPauseMs * attempt);
+        await clock.sleep(permanentPauseMs * attempt);
         if (!await renew()) return false;
       }
     }
@@ -107,11 +108,11 @@ export async function checkCompletion(
     if (err instanceof PermanentError) {
       const why = `the final check failed ${FINAL_CHECK_RETRY.permanentAttempts} times: ` +
         errorLine(err);
-      await failCrawl(kv, id, why, options.now).catch(() => {});
+      await failCrawl(kv, id, { reason: why, clock }).catch(() => {});
       return false;
     }
     if (err instanceof RegistryReplacedError || err instanceof FatalError) {
-      await failCrawl(kv, id, err.message, options.now).catch(() => {});
+      await failCrawl(kv, id, { reason: err.message, clock }).catch(() => {});
       return false;
     }
     throw err;
@@ -129,11 +130,11 @@ async function holdFinishing(
   kv: Deno.Kv,
   id: string,
   owner: string,
-  now: () => number = Date.now,
+  clock: Clock,
 ): Promise<boolean> {
   const held = await takeLease<FinishState>(kv, keys.finish(id), {
     owner,
-    nowMs: now(),
+    nowMs: clock.now(),
     leaseMs: LEASE_MS, // each round renews it
     record: (_, lease) => ({ lease }),
   });
@@ -150,7 +151,7 @@ async function finish(
   renew: () => Promise<boolean>,
 ): Promise<boolean> {
   const id = crawl.id;
-  const sleep = o.sleep ?? ((ms: number) => new Promise((r) => setTimeout(r, ms)));
+  const clock = o.clock ?? SYSTEM_CLOCK;
   // Ranges proven by this pass. A range proven earlier (at its end, or by an earlier pass) is
   // proven again: the feed keeps a range in step only while it describes the same database.
   const pass: Pass = {
@@ -174,7 +175,7 @@ async function finish(
   // are proven a few parts a round, and a pause or the end of the pass would lose that pace.
   let quiet = 0;
   for (let round = 0; round < maxRoundsPerPass && quiet < (o.maxRounds ?? roundsPerPass); round++) {
-    if (quiet > 0) await sleep(backoff(QUIET_PAUSE, quiet));
+    if (quiet > 0) await clock.sleep(backoff(QUIET_PAUSE, quiet));
     if (!await renew()) return false; // the lease ran out: another runner has it now
     await pass.checkUnchanged?.(); // a view that changed fails at once, before a range is relisted
     if (!await advanceFeed(pass)) return false; // another runner has the feed now

@@ -17,6 +17,7 @@
  *
  * @module
  */
+import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
 import { FOLLOW_POLL } from "../../base/retry_policy.ts";
 import { applyFeed, claimFeed, type Dispatcher, releaseFeed, seqNumber } from "../crawl/mod.ts";
 import type { Source } from "../../plan/source.ts";
@@ -36,8 +37,8 @@ export const FOLLOW_MAX_CHANGES = 20_000;
 
 /** Options of {@linkcode followTick}. */
 export interface FollowOptions {
-  /** Clock, epoch ms. @default Date.now */
-  now?: () => number;
+  /** Time and timers (the feed's lease, lags, pauses for documents behind the feed). @default SYSTEM_CLOCK */
+  clock?: Clock;
   /** This follower's name in the feed's lease. @default a random UUID */
   owner?: string;
   /** Changes applied at most by this tick. @default FOLLOW_MAX_CHANGES */
@@ -46,8 +47,6 @@ export interface FollowOptions {
   verifyEveryMs?: number;
   /** Where a range found wrong goes to be listed again. @default lease workers find it */
   dispatcher?: Dispatcher;
-  /** Sleeps between asks of a document behind the feed (injected in tests). @default setTimeout */
-  sleep?: (ms: number) => Promise<void>;
 }
 
 /** What one follow tick did. */
@@ -79,7 +78,8 @@ export async function followTick(
   crawlId: string,
   options: FollowOptions = {},
 ): Promise<FollowTick | null> {
-  const now = options.now ?? Date.now;
+  const clock = options.clock ?? SYSTEM_CLOCK;
+  const now = () => clock.now();
   const crawl = (await getCrawl(deps.kv, crawlId)).value;
   if (!followable(crawl)) return null;
   const [head, prior, feed] = await Promise.all([
@@ -112,12 +112,11 @@ export async function followTick(
     await setFollow(deps.kv, crawlId, s);
     return { ...idle, atEnd: true, ran: true, state: s };
   }
-  const claim = await claimFeed(deps.kv, crawlId, { owner: options.owner, now });
+  const claim = await claimFeed(deps.kv, crawlId, { owner: options.owner, clock });
   if (!claim) return { ...idle, atEnd: false, ran: false, state: state({}) };
   try {
     const res = await applyFeed(deps, claim, {
       maxChanges: options.maxChanges ?? FOLLOW_MAX_CHANGES,
-      sleep: options.sleep,
     });
     if (!res) return { ...idle, atEnd: false, ran: false, state: state({}) };
     const seq = claim.entry.value.seq;
@@ -125,7 +124,6 @@ export async function followTick(
     const proof = res.atEnd && everyMs > 0
       ? await reproveDue(deps, claim, verify0, {
         verifyEveryMs: everyMs,
-        now,
         dispatcher: options.dispatcher,
       })
       : { verify: verify0, checked: 0, reopened: 0 };

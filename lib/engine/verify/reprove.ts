@@ -34,8 +34,6 @@ const UNDECIDED_TRIES = 5;
 export interface ReproveOptions {
   /** Every range re-proven at least this often, in milliseconds. @default VERIFY_EVERY_MS */
   verifyEveryMs?: number;
-  /** Clock, epoch ms. @default Date.now */
-  now?: () => number;
   /** Where a range found wrong goes to be listed again (lease workers find it without). */
   dispatcher?: Dispatcher;
 }
@@ -86,7 +84,7 @@ export async function reproveDue(
   prior: FollowVerify,
   options: ReproveOptions = {},
 ): Promise<ReproveResult> {
-  const now = options.now ?? Date.now;
+  const now = () => claim.clock.now();
   const everyMs = Math.max(1, options.verifyEveryMs ?? VERIFY_EVERY_MS);
   const id = claim.crawl.id;
   const shards = await listShards(deps.kv, id);
@@ -104,7 +102,7 @@ export async function reproveDue(
       kv: deps.kv,
       source: deps.source,
       id,
-      o: { now, dispatcher: options.dispatcher },
+      o: { clock: claim.clock, dispatcher: options.dispatcher },
       feed: claim,
       applied: 0,
       proven: new Set(),
@@ -128,11 +126,11 @@ export async function reproveDue(
       // The crawl is running before its ranges are opened: a crash between the two leaves a
       // running crawl whose final check finds them again, never a done crawl with an open shard.
       await transition(deps.kv, id, "running", (s) => s === "done", {
-        now,
+        clock: claim.clock,
         patch: { verification: { status: "pending", detail } },
       });
       reopened = await settle(deps.kv, id, todo, wrong, {
-        now,
+        clock: claim.clock,
         dispatcher: options.dispatcher,
         at: claim.entry.value.seq,
       });
