@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { type AppDeps, createApp } from "../lib/http/app.ts";
 import { planCrawl } from "../lib/engine/crawl/planning.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
-import { getCrawl, listCrawls, listShards } from "../lib/engine/store/store.ts";
+import { getCrawl, listCrawls, listShards } from "../lib/engine/store/mod.ts";
 import { finishAll, RecordingDispatcher, runOne } from "./engine_helpers.ts";
 import { dataOf, randomKeys, wrapSource } from "./helpers.ts";
 

@@ -5,7 +5,7 @@ import { checkCompletion } from "../lib/engine/verify/completion.ts";
 import { watchdog } from "../lib/engine/dispatch/_watchdog.ts";
 import { crawlStatus } from "../lib/engine/crawl/status.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
-import { type CrawlRecord, getCrawl, getFeed, updateCrawl } from "../lib/engine/store/store.ts";
+import { type CrawlRecord, getCrawl, getFeed, updateCrawl } from "../lib/engine/store/mod.ts";
 import { begin, finishAll, runOne, spec } from "./engine_helpers.ts";
 import { assertCrawledExactly, dataOf, randomKeys, wrapSource } from "./helpers.ts";
 

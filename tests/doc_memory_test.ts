@@ -9,7 +9,7 @@ import { buildSpec } from "../lib/base/spec.ts";
 import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
 import { iterateItems } from "../lib/engine/items/item_read.ts";
 import { DocMemory } from "../lib/engine/page/doc_memory.ts";
-import { listCrawls } from "../lib/engine/store/store.ts";
+import { listCrawls } from "../lib/engine/store/mod.ts";
 import { bundledNames, syntheticNames } from "../lib/sim/names.ts";
 import { RegistryData } from "../lib/sim/registry_data.ts";
 import { startRegistry } from "../lib/sim/registry_server.ts";

@@ -4,7 +4,7 @@ import { docMemoryBytes } from "../lib/engine/page/doc_memory.ts";
 import { rowsPerPage } from "../lib/engine/page/page_listing.ts";
 import { checkCompletion } from "../lib/engine/verify/completion.ts";
 import { openCrawl } from "../lib/engine/crawl/lifecycle.ts";
-import { getCrawl, listShards } from "../lib/engine/store/store.ts";
+import { getCrawl, listShards } from "../lib/engine/store/mod.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import type { ListOptions, Page } from "../lib/plan/source.ts";
 import { finishAll, RecordingDispatcher, runOne, spec } from "./engine_helpers.ts";

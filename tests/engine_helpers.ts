@@ -2,7 +2,7 @@
 import { clockWithNow } from "../lib/base/clock.ts";
 import assert from "node:assert/strict";
 import { checkCompletion } from "../lib/engine/verify/completion.ts";
-import { getCrawl, listShards } from "../lib/engine/store/store.ts";
+import { getCrawl, listShards } from "../lib/engine/store/mod.ts";
 import type { RegistryData } from "../lib/sim/registry_data.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import type { CrawlSpec } from "../lib/base/spec.ts";

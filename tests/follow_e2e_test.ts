@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { RegistryData } from "../lib/sim/registry_data.ts";
 import { startRegistry } from "../lib/sim/registry_server.ts";
 import { npmReplicaProfile } from "../lib/sim/registry_profile.ts";
-import { getFeed, listCrawls } from "../lib/engine/store/store.ts";
+import { getFeed, listCrawls } from "../lib/engine/store/mod.ts";
 import { runTask, spawnServer, taskArgs, waitHealthy } from "./helpers.ts";
 import { assertExportIs, realNames, Timeline } from "./registry_timeline.ts";
 

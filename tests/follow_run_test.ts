@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { InputError } from "../lib/base/errors.ts";
 import { refreshDone } from "../lib/cli/follow_run.ts";
 import { crawlStatus } from "../lib/engine/crawl/status.ts";
-import { getCrawl, getFollow } from "../lib/engine/store/store.ts";
+import { getCrawl, getFollow } from "../lib/engine/store/mod.ts";
 import { doneCrawl } from "./engine_helpers.ts";
 import { assertCrawledExactly, dataOf, randomKeys } from "./helpers.ts";
 

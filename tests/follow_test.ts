@@ -10,7 +10,7 @@ import { followPauseMs, followTick } from "../lib/engine/verify/follow.ts";
 import { lagSeconds } from "../lib/engine/store/records.ts";
 import { followLoop } from "../lib/engine/dispatch/_follow_loop.ts";
 import { crawlStatus } from "../lib/engine/crawl/status.ts";
-import { getCrawl, getFollow } from "../lib/engine/store/store.ts";
+import { getCrawl, getFollow } from "../lib/engine/store/mod.ts";
 import type { Source } from "../lib/plan/source.ts";
 import { doneCrawl, finishAll } from "./engine_helpers.ts";
 import { assertCrawledExactly, dataOf, randomKeys, wrapSource } from "./helpers.ts";

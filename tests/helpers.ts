@@ -4,7 +4,7 @@ import { prng } from "../lib/sim/names.ts";
 import { compareKeys, sortKeys } from "../lib/plan/keys.ts";
 import { countItems, iterateItems } from "../lib/engine/items/item_read.ts";
 import { crawlStatus } from "../lib/engine/crawl/status.ts";
-import { listShards } from "../lib/engine/store/store.ts";
+import { listShards } from "../lib/engine/store/mod.ts";
 import type { Plan } from "../lib/plan/planner.ts";
 import { RegistryData } from "../lib/sim/registry_data.ts";
 import { type SpawnedTask, spawnTask } from "../lib/sim/spawn_task.ts";
@@ -156,7 +156,7 @@ export async function waitForItems(
   items: number,
   timeoutMs = 60_000,
 ): Promise<number> {
-  const { listCrawls, listShards } = await import("../lib/engine/store/store.ts");
+  const { listCrawls, listShards } = await import("../lib/engine/store/mod.ts");
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     let n = 0;

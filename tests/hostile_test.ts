@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { buildSpec } from "../lib/base/spec.ts";
 import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
 import { iterateItems } from "../lib/engine/items/item_read.ts";
-import { listCrawls } from "../lib/engine/store/store.ts";
+import { listCrawls } from "../lib/engine/store/mod.ts";
 import { sortKeys } from "../lib/plan/keys.ts";
 import { bundledNames, collidingIds, syntheticNames } from "../lib/sim/names.ts";
 import { RegistryData } from "../lib/sim/registry_data.ts";

@@ -21,7 +21,7 @@ import {
   keys,
   listShards,
   updateCrawl,
-} from "../lib/engine/store/store.ts";
+} from "../lib/engine/store/mod.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { RegistryData } from "../lib/sim/registry_data.ts";
 import { begin, finishAll, RecordingDispatcher, runOne, spec } from "./engine_helpers.ts";

@@ -8,7 +8,7 @@ import {
   writeItems,
 } from "../lib/engine/items/item_store.ts";
 import { AtomicBudget, MAX_TOTAL_KEY_BYTES } from "../lib/engine/store/kv_limits.ts";
-import { keys } from "../lib/engine/store/store.ts";
+import { keys } from "../lib/engine/store/mod.ts";
 
 const doc = (json: string) => ({ kind: "doc" as const, json });
 

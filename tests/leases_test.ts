@@ -9,7 +9,7 @@ import {
   readLiveness,
   STALE_MS,
 } from "../lib/engine/store/leases.ts";
-import { keys } from "../lib/engine/store/store.ts";
+import { keys } from "../lib/engine/store/mod.ts";
 
 Deno.test("leases: held until expiry, never against its own owner, and never by a dead process", async () => {
   using kv = await Deno.openKv(":memory:");

@@ -16,7 +16,7 @@ import { watchdog } from "../lib/engine/dispatch/_watchdog.ts";
 import { iterateItems } from "../lib/engine/items/item_read.ts";
 import { deleteCrawl } from "../lib/engine/crawl/lifecycle.ts";
 import { crawlItemsPage, crawlStatus } from "../lib/engine/crawl/status.ts";
-import { getCrawl, getFeed, listCrawls } from "../lib/engine/store/store.ts";
+import { getCrawl, getFeed, listCrawls } from "../lib/engine/store/mod.ts";
 import { MAX_STORED_ID_UNITS, writeItems } from "../lib/engine/items/item_store.ts";
 import { LONG_KEY_UNITS, sortKeys } from "../lib/plan/keys.ts";
 import { bundledNames, prng, syntheticNames } from "../lib/sim/names.ts";

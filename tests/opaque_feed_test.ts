@@ -10,7 +10,7 @@ import { atEnd, catchUp, checkSameRegistry, reached } from "../lib/engine/crawl/
 import { checkCompletion } from "../lib/engine/verify/completion.ts";
 import { checkListed } from "../lib/engine/verify/_listed_check.ts";
 import { probeRound } from "../lib/engine/verify/_verdicts.ts";
-import { getCrawl, listShards } from "../lib/engine/store/store.ts";
+import { getCrawl, listShards } from "../lib/engine/store/mod.ts";
 import { storedItems } from "../lib/engine/items/stored_parts.ts";
 import type { ChangeRow, Source } from "../lib/plan/source.ts";
 import { bundledNames, prng, syntheticNames } from "../lib/sim/names.ts";

@@ -13,7 +13,7 @@ import { keyHash, LONG_KEY_UNITS, sortKeys } from "../lib/plan/keys.ts";
 import { AdaptiveLimit } from "../lib/base/adaptive_limit.ts";
 import { claimShard, runShard } from "../lib/engine/dispatch/_shard_runner.ts";
 import { crawlStatus } from "../lib/engine/crawl/status.ts";
-import { getCrawl, getShard, listShards, newShard } from "../lib/engine/store/store.ts";
+import { getCrawl, getShard, listShards, newShard } from "../lib/engine/store/mod.ts";
 import type { CrawlRecord, ShardRecord } from "../lib/engine/store/records.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { begin, finishAll, RecordingDispatcher, runOne, spec } from "./engine_helpers.ts";

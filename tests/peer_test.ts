@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { CouchSource } from "../lib/sources/couch_source.ts";
 import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
 import { planShards } from "../lib/plan/planner.ts";
-import { listCrawls } from "../lib/engine/store/store.ts";
+import { listCrawls } from "../lib/engine/store/mod.ts";
 import { exportText, randomKeys, runTask } from "./helpers.ts";
 import { havePouchdb, startPouchdb } from "./optional_tools.ts";
 

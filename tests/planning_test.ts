@@ -1,7 +1,7 @@
 /** Planning a crawl: its planner's lease, renewed on the planner's clock while the plan is made. */
 import assert from "node:assert/strict";
 import { createCrawl, planCrawl } from "../lib/engine/crawl/planning.ts";
-import { getPlanning } from "../lib/engine/store/store.ts";
+import { getPlanning } from "../lib/engine/store/mod.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { RecordingDispatcher, spec } from "./engine_helpers.ts";
 import { FakeClock, nextTurn } from "./fake_clock.ts";

@@ -3,7 +3,7 @@
  * middle of a crawl, and two processes started on one fresh KV file.
  */
 import assert from "node:assert/strict";
-import { listCrawls } from "../lib/engine/store/store.ts";
+import { listCrawls } from "../lib/engine/store/mod.ts";
 import { bundledNames, syntheticNames } from "../lib/sim/names.ts";
 import { assertCrawledExactly, spawnRegistry, taskArgs } from "./helpers.ts";
 

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { createQueueHandler } from "../lib/engine/dispatch/_queue_dispatch.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import type { ListOptions, Page } from "../lib/plan/source.ts";
-import { listShards } from "../lib/engine/store/store.ts";
+import { listShards } from "../lib/engine/store/mod.ts";
 import { crawlStatus } from "../lib/engine/mod.ts";
 import { begin, spec, workDeps } from "./engine_helpers.ts";
 import { dataOf, randomKeys } from "./helpers.ts";

@@ -4,7 +4,7 @@ import { watchdog } from "../lib/engine/dispatch/_watchdog.ts";
 import { remainingSeconds, splitStraggler } from "../lib/engine/crawl/rebalance.ts";
 import { claimShard, runShard } from "../lib/engine/dispatch/_shard_runner.ts";
 import { crawlStatus } from "../lib/engine/crawl/status.ts";
-import { getShard, listShards, newShard } from "../lib/engine/store/store.ts";
+import { getShard, listShards, newShard } from "../lib/engine/store/mod.ts";
 import type { DocResult } from "../lib/plan/source.ts";
 import { compareKeys } from "../lib/plan/keys.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";

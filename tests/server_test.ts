@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { clockWithNow } from "../lib/base/clock.ts";
 import { taskArgs } from "./helpers.ts";
 import { checkCron, configFromEnv, startServer } from "../lib/http/server.ts";
-import { getCrawl, listCrawls, updateCrawl } from "../lib/engine/store/store.ts";
+import { getCrawl, listCrawls, updateCrawl } from "../lib/engine/store/mod.ts";
 
 const env = (vars: Record<string, string>) => (k: string) => vars[k];
 const T = "t".repeat(16);

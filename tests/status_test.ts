@@ -2,7 +2,7 @@
 import { clockWithNow } from "../lib/base/clock.ts";
 import assert from "node:assert/strict";
 import { crawlStatus } from "../lib/engine/crawl/status.ts";
-import { commitShard, listShards } from "../lib/engine/store/store.ts";
+import { commitShard, listShards } from "../lib/engine/store/mod.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { begin, spec } from "./engine_helpers.ts";
 import { dataOf, randomKeys } from "./helpers.ts";

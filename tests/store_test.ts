@@ -9,7 +9,7 @@ import {
   keys,
   newShard,
   type ShardRecord,
-} from "../lib/engine/store/store.ts";
+} from "../lib/engine/store/mod.ts";
 import { spec } from "./engine_helpers.ts";
 
 Deno.test("store: a shard commit guarded by a stale versionstamp writes nothing", async () => {
@@ -77,7 +77,7 @@ Deno.test("store: deleting a crawl removes every key it owns, in bounded batches
 Deno.test("store: guarded commits from 4 processes on one KV file, retried when locked, count exactly", async () => {
   const dir = await Deno.makeTempDir();
   const path = `${dir}/c.kv`;
-  const storeUrl = new URL("../lib/engine/store/store.ts", import.meta.url).href;
+  const storeUrl = new URL("../lib/engine/store/mod.ts", import.meta.url).href;
   // Each process adds 1 to a shard's counter 150 times with read + guarded commit, retrying
   // conflicts; `database is locked` from the others is absorbed by withLockRetry.
   const code = `

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { TransientError } from "../lib/base/errors.ts";
 import { checkCompletion } from "../lib/engine/verify/completion.ts";
 import { plannedCountVerdicts } from "../lib/engine/verify/_verdicts.ts";
-import { getCrawl, listShards } from "../lib/engine/store/store.ts";
+import { getCrawl, listShards } from "../lib/engine/store/mod.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import type { Page } from "../lib/plan/source.ts";
 import { begin, finishAll, spec } from "./engine_helpers.ts";

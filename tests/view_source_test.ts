@@ -16,7 +16,7 @@ import { emit, VIEW_NAME, viewRowsOf } from "../lib/sim/registry_view.ts";
 import { bundledNames, prefixNear, syntheticNames } from "../lib/sim/names.ts";
 import { CouchSource } from "../lib/sources/couch_source.ts";
 import { iterateItems } from "../lib/engine/items/item_read.ts";
-import { listCrawls } from "../lib/engine/store/store.ts";
+import { listCrawls } from "../lib/engine/store/mod.ts";
 import { exportText, taskArgs } from "./helpers.ts";
 import { FatalError } from "../lib/base/errors.ts";
 

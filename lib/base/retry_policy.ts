@@ -80,7 +80,7 @@ export const QUEUE_RETRY = {
   backoffScheduleMs: [500, 1_000, 2_000, 5_000, 10_000],
 } as const;
 
-/** Level 6: a KV operation that met `database is locked` (`engine/store/store.ts`). */
+/** Level 6: a KV operation that met `database is locked` (`engine/store/kv_ops.ts`). */
 export const KV_LOCKED_RETRY = {
   /** Attempts. */
   maxAttempts: 50,

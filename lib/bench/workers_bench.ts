@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { listCrawls } from "../engine/store/store.ts";
+import { listCrawls } from "../engine/store/mod.ts";
 import { crawlStatus, kvOp } from "../engine/mod.ts";
 import { medianOf, n, registry, s, table, x } from "./harness.ts";
 

@@ -14,25 +14,6 @@ import { FatalError } from "../../base/errors.ts";
 import { keys } from "./keys.ts";
 import { kvOp, present } from "./kv_ops.ts";
 
-export { type ItemKey, keys, parseKey } from "./keys.ts";
-export { kvOp, present, updateRecord } from "./kv_ops.ts";
-export { listRangeDrift, type RangeDrift, shardStored } from "./range_drift.ts";
-
-export type {
-  CrawlRecord,
-  CrawlStatus,
-  DriftState,
-  FinishState,
-  FollowState,
-  FollowVerify,
-  InFlight,
-  Lease,
-  PlanningState,
-  ShardRecord,
-  SplitRecord,
-  Verification,
-} from "./records.ts";
-export { newShard, relisted } from "./records.ts";
 import type {
   CrawlRecord,
   DriftState,
