@@ -4,7 +4,7 @@ import { watchdog } from "../lib/engine/dispatch/_watchdog.ts";
 import { remainingSeconds, splitStraggler } from "../lib/engine/crawl/rebalance.ts";
 import { claimShard, runShard } from "../lib/engine/dispatch/_shard_runner.ts";
 import { crawlStatus } from "../lib/engine/crawl/status.ts";
-import { getShard, listShards, newShard } from "../lib/engine/store/mod.ts";
+import { getShard, keys, listShards, newShard, ShardNotices } from "../lib/engine/store/mod.ts";
 import type { DocResult } from "../lib/plan/source.ts";
 import { compareKeys } from "../lib/plan/keys.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
@@ -126,6 +126,77 @@ Deno.test("rebalance: a page of slow documents is split inside; its unstarted ro
   assert.equal(fetched, -1_000_000 + at - 6, "the victim fetched up to the split key, no further");
   await finishAll(kv, source, id);
   await assertCrawledExactly(kv, id, data.keys, { partition: true });
+});
+
+Deno.test("rebalance: a split made in the victim's process stops its page at the split key before any heartbeat", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const data = dataOf(randomKeys(60, ASCII, 35, 6));
+  const source = new MemorySource(data, { maxPage: 1000 });
+  const { id } = await begin(
+    kv,
+    source,
+    spec({ shards: 1, docs: true, concurrency: 2, maxPage: 1000, rebalance: true }),
+  );
+  const waiting: (() => void)[] = [];
+  let fetched = 0;
+  const slow = wrapSource(source, {
+    doc: async (docId): Promise<DocResult> => {
+      if (fetched++ >= 4) await new Promise<void>((r) => waiting.push(r));
+      return await source.doc(docId);
+    },
+  });
+  const clock = new FakeClock();
+  const notices = new ShardNotices();
+  const deps = { kv, openSource: () => slow, clock, notices };
+  const run = runShard(deps, id, 0, { owner: "w", leaseMs: 150 });
+  let inflight = null;
+  for (let i = 0; i < 1000 && !(inflight?.started && inflight.started >= 6); i++) {
+    await nextTurn();
+    await clock.advance(50);
+    inflight = (await getShard(kv, id, 0)).value!.inflight;
+  }
+  assert.ok(inflight && inflight.started === 6, JSON.stringify(inflight));
+  const dispatcher = new RecordingDispatcher();
+  const split = await splitStraggler({ kv, source, dispatcher, notices }, id, {
+    minItems: 2,
+    clock,
+  });
+  assert.ok(split, "the shard was split inside its page");
+  const at = data.rank(split!.key);
+  // No beat after the split (the fake clock stands still): the notice alone stops the page.
+  const beatsBefore = clock.pending;
+  fetched = -1_000_000;
+  while (waiting.length) waiting.shift()!();
+  assert.equal((await run).kind, "done");
+  assert.equal(clock.pending, beatsBefore - 1, "the page's heartbeat was stopped, never run");
+  assert.equal(fetched, -1_000_000 + at - 6, "no document past the split key was asked for");
+  const victim = (await getShard(kv, id, 0)).value!;
+  assert.equal(victim.end, split!.key);
+  assert.equal(victim.items, at);
+  await finishAll(kv, source, id);
+  await assertCrawledExactly(kv, id, data.keys, { partition: true });
+});
+
+Deno.test("shard notices: newer entries only, per shard, bounded", () => {
+  const entry = (crawl: string, shard: number, versionstamp: string, end: string | null) => ({
+    key: keys.shard(crawl, shard),
+    value: newShard({ id: shard, start: null, end, cursor: null }, { expected: 10, nowMs: 0 }),
+    versionstamp,
+  });
+  const notices = new ShardNotices({ maxNotices: 2 });
+  const held = entry("c", 0, "00000000000000010000", null);
+  assert.equal(notices.newer(held), undefined);
+  notices.post(entry("c", 0, "00000000000000020000", "m"));
+  assert.equal(notices.newer(held)?.value.end, "m");
+  assert.equal(notices.newer(entry("c", 0, "00000000000000030000", null)), undefined, "older");
+  notices.post(entry("c", 0, "00000000000000015000", "z"));
+  assert.equal(notices.newer(held)?.value.end, "m", "an older notice never replaces a newer one");
+  assert.equal(notices.newer(entry("c", 1, "00000000000000000001", null)), undefined, "per shard");
+  assert.equal(notices.newer(entry("d", 0, "00000000000000000001", null)), undefined, "per crawl");
+  notices.post(entry("c", 1, "00000000000000040000", "q"));
+  notices.post(entry("c", 2, "00000000000000050000", "r"));
+  assert.equal(notices.size, 2);
+  assert.equal(notices.newer(held), undefined, "the oldest notice went first");
 });
 
 Deno.test("rebalance: remaining time counts the documents in flight", () => {

@@ -32,7 +32,7 @@ export {
 } from "./catch_up.ts";
 export type { CatchUpResult, FeedClaim } from "./catch_up.ts";
 export { splitStraggler } from "./rebalance.ts";
-export type { RebalanceOptions } from "./rebalance.ts";
+export type { RebalanceOptions, SplitDeps } from "./rebalance.ts";
 export {
   crawlDocErrors,
   crawlItemBatches,

@@ -12,8 +12,9 @@
  * The split is ONE atomic op guarded by the victim's versionstamp and the crawl's (which hands out
  * shard ids): the victim's end shrinks to the split key, the child [split, old end) is created with
  * its cursor at the split key, and the split is logged; then the child is dispatched. The victim's
- * worker sees its end move at its next heartbeat or write, stops starting rows past it, and counts
- * only rows below it.
+ * worker sees its end move at its next row when it runs in this process (the new entry is posted to
+ * `notices`), else at its next heartbeat or write; it stops starting rows past it, and counts only
+ * rows below it.
  *
  * @module
  */
@@ -38,6 +39,7 @@ import {
   newShard,
   present,
   readLiveness,
+  type ShardNotices,
   type ShardRecord,
 } from "../store/mod.ts";
 
@@ -52,6 +54,18 @@ export interface RebalanceOptions {
   maxShards?: number;
   /** What remaining times and the split's time are read from. @default SYSTEM_CLOCK */
   clock?: Clock;
+}
+
+/** What {@linkcode splitStraggler} needs. */
+export interface SplitDeps {
+  /** The store. */
+  kv: Deno.Kv;
+  /** The crawl's source (ranks and the split key's search). */
+  source: Source;
+  /** Where the child shard goes. */
+  dispatcher: Dispatcher;
+  /** Where the victim's new entry is posted for its worker in this process. @default none */
+  notices?: ShardNotices;
 }
 
 /** What a split did, for logs and tests. */
@@ -125,7 +139,7 @@ async function unclaimedWork(kv: Deno.Kv, crawl: CrawlRecord, nowMs: number): Pr
  * or null when nothing qualifies (all done, ranges too small, shard bound reached, or a lost race).
  */
 export async function splitStraggler(
-  deps: { kv: Deno.Kv; source: Source; dispatcher: Dispatcher },
+  deps: SplitDeps,
   crawlId: string,
   options: RebalanceOptions = {},
 ): Promise<SplitResult | null> {
@@ -158,7 +172,7 @@ export async function splitStraggler(
 }
 
 async function trySplit(
-  deps: { kv: Deno.Kv; source: Source; dispatcher: Dispatcher },
+  deps: SplitDeps,
   crawlEntry: Deno.KvEntry<CrawlRecord>,
   victim: Deno.KvEntry<ShardRecord>,
   o: { minItems: number; now: number },
@@ -197,8 +211,8 @@ async function trySplit(
   // The victim keeps committing pages while the key is found: its fresh record is taken as long
   // as the key is still ahead of everything it started (a busy shard would never be split if
   // each of its commits sent the search back to the start).
-  let ok = false;
-  for (let attempt = 0; attempt < 10 && !ok; attempt++) {
+  let shrunkEntry: Deno.KvEntry<ShardRecord> | null = null;
+  for (let attempt = 0; attempt < 10 && !shrunkEntry; attempt++) {
     const fresh = attempt === 0 ? victim : present(await getShard(deps.kv, crawl.id, v.id));
     if (!fresh || fresh.value.done || fresh.value.end !== v.end) return "conflict";
     const f = fresh.value;
@@ -208,7 +222,7 @@ async function trySplit(
     if (f.end !== null && compareKeys(key, f.end) >= 0) return "conflict";
     const started = v.inflight?.started ?? 0;
     const shrunk: ShardRecord = { ...f, end: key, expected: v.items + started + (mid - r0) };
-    ok = await commitSplit(deps.kv, {
+    shrunkEntry = await commitSplit(deps.kv, {
       crawl: crawlEntry,
       victim: fresh,
       shrunk,
@@ -217,7 +231,9 @@ async function trySplit(
       seq,
     });
   }
-  if (!ok) return "conflict";
+  if (!shrunkEntry) return "conflict";
+  // The victim's worker, when it runs here, stops at the split key at its next row.
+  deps.notices?.post(shrunkEntry);
   await deps.dispatcher.dispatch(crawl.id, childId);
   return { parent: v.id, child: childId, key, movedItems: r1 - mid };
 }

@@ -35,6 +35,7 @@ import {
   present,
   readLiveness,
   releaseLease,
+  type ShardNotices,
   type ShardRecord,
 } from "../store/mod.ts";
 import {
@@ -64,6 +65,8 @@ export interface RunnerDeps {
   crawlSlots?: CrawlSlots;
   /** Pages listed while this process planned the crawl (see `early_pages.ts`). @default none */
   earlyPages?: EarlyPages;
+  /** Shard entries this process committed (a split's new end; `shard_notices.ts`). @default none */
+  notices?: ShardNotices;
 }
 
 /** Options of {@linkcode runShard}. */
@@ -166,6 +169,7 @@ export async function runShard(
       // Rebalancing also lends idle slots: slow documents spread whichever shard lists them.
       docSlots: held.crawl.rebalance ? deps.crawlSlots?.for(held.crawl) : undefined,
       early: deps.earlyPages,
+      notices: deps.notices,
       checkEnd: (shard, end) => checkShardEnd(source, shard, { ...end, kv: deps.kv }),
     };
     let checked = now();

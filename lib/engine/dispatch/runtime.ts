@@ -18,7 +18,7 @@ import {
   type LeaseWorkerStats,
   runLeaseWorker,
 } from "./_lease_workers.ts";
-import { type CrawlRecord, ProcessBeat } from "../store/mod.ts";
+import { type CrawlRecord, ProcessBeat, ShardNotices } from "../store/mod.ts";
 import { CrawlSlots, DocMemory, EarlyPages } from "../page/mod.ts";
 import { createQueueHandler, QueueDispatcher } from "./_queue_dispatch.ts";
 import { DEFAULT_WORKERS, MAX_WORKERS, type WorkDeps, type WorkEvent } from "./work.ts";
@@ -242,6 +242,7 @@ function workDepsOf(
     docMemory: new DocMemory(options.docMemoryBytes),
     crawlSlots: new CrawlSlots(),
     earlyPages: new EarlyPages({ clock }),
+    notices: new ShardNotices(),
     splitting: new Map(),
   };
 }

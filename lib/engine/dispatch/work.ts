@@ -13,7 +13,7 @@ import { checkCompletion, type CompletionOptions } from "../verify/mod.ts";
 import { type Dispatcher, planCrawl, type RebalanceOptions, splitStraggler } from "../crawl/mod.ts";
 import type { CrawlSlots, DocMemory, EarlyPages } from "../page/mod.ts";
 import { type RunResult, runShard } from "./_shard_runner.ts";
-import { type CrawlRecord, getCrawl } from "../store/mod.ts";
+import { type CrawlRecord, getCrawl, type ShardNotices } from "../store/mod.ts";
 
 /**
  * Shards a process runs at once unless told otherwise (lease workers, or queue messages handled at
@@ -63,6 +63,11 @@ export interface WorkDeps {
   crawlSlots?: CrawlSlots;
   /** Pages listed while this process plans a crawl, for its shards here. @default none */
   earlyPages?: EarlyPages;
+  /**
+   * Where a split made here posts its victim's new end for the victim's worker here, which then
+   * stops at the split key at once instead of at its next heartbeat. @default none
+   */
+  notices?: ShardNotices;
   /**
    * The looks for a straggler to split this process has under way, per crawl: ending shards look
    * one after the other (looking together, they would all pick the same straggler and search the

@@ -98,7 +98,7 @@ export async function processPage(
         mode: ctx.docMode,
         limit: ctx.docLimit,
         slots: ctx.docSlots,
-        currentEnd: () => guard.lost ? "" : guard.entry.value.end,
+        currentEnd: () => guard.end(),
         pageFailures: held.entry.value.failures ?? 0,
         progress: (nextKey, started) => beat.progress(nextKey, started),
         memory: ctx.docMemory,

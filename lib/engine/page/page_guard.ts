@@ -22,6 +22,7 @@ import {
   type InFlight,
   leaseFor,
   present,
+  type ShardNotices,
   type ShardRecord,
 } from "../store/mod.ts";
 
@@ -49,6 +50,8 @@ export interface PageContext {
   docSlots?: DocSlots;
   /** Pages listed while the crawl was planned, for its shards' first requests. @default none */
   early?: EarlyPages;
+  /** Shard entries this process committed (a split's new end), read before KV. @default none */
+  notices?: ShardNotices;
   /** Checks a shard whose page reached its end (the verify room's `checkShardEnd`). */
   checkEnd: ShardEndCheck;
 }
@@ -98,16 +101,33 @@ export class Guard {
    */
   async refresh(): Promise<boolean> {
     const e = await getShard(this.#ctx.kv, crawlOf(this.entry), this.entry.value.id);
-    const s = e.value;
-    if (!s) this.lost = "shard vanished";
-    else if (s.lease?.owner !== this.#ctx.owner) this.lost = "lease lost";
-    else if (
+    this.lost = this.#refusal(e.value);
+    if (this.lost === null) this.entry = present(e)!;
+    return this.lost === null;
+  }
+
+  /**
+   * The shard's end as this worker knows it: its entry's, or a newer one committed in this process
+   * (a split) and posted to `notices`, which is adopted as a refresh would (the next write then
+   * meets no conflict). Empty when the page was given up: no row lies below it.
+   */
+  end(): string | null {
+    const notice = this.lost === null ? this.#ctx.notices?.newer(this.entry) : undefined;
+    if (notice && this.#refusal(notice.value) === null) this.entry = notice;
+    return this.lost !== null ? "" : this.entry.value.end;
+  }
+
+  /** Why the page cannot go on against shard record `s` (null: it can, it is still ours). */
+  #refusal(s: ShardRecord | null): string | null {
+    if (!s) return "shard vanished";
+    if (s.lease?.owner !== this.#ctx.owner) return "lease lost";
+    if (
       s.done || s.cursor !== this.#cursor || s.after !== this.#after ||
       (s.skip ?? null) !== this.#skip
     ) {
-      this.lost = "superseded";
-    } else this.entry = present(e)!;
-    return this.lost === null;
+      return "superseded";
+    }
+    return null;
   }
 
   /** Takes a part's commit as the new base: later conflicts are judged from its cursor. */

@@ -5,7 +5,8 @@
  * `{ ok: false }` goes back to the caller), a locked file retried and one read-modify-write loop
  * (`kv_ops.ts`), the changes counted per shard range (`range_drift.ts`), KV's limits counted
  * exactly (`kv_limits.ts`), and whether a lease is held, by whom, and whether its owner's process
- * is alive (`leases.ts`).
+ * is alive (`leases.ts`), and the shard entries this process committed that its workers should
+ * know before their next read (`shard_notices.ts`).
  *
  * The engine's rooms stand on one another: `store` ← `items` ← `page` ← `crawl` ← `verify` ←
  * `dispatch`; a room imports only rooms below it, through their `mod.ts`, which names what it
@@ -77,3 +78,4 @@ export {
   takeLease,
 } from "./leases.ts";
 export type { Liveness } from "./leases.ts";
+export { ShardNotices } from "./shard_notices.ts";

@@ -233,7 +233,7 @@ export async function getShards(
 /**
  * Splits a shard: in one op guarded by the victim's versionstamp (and the crawl's, which hands out
  * shard ids), the victim's end shrinks, the child is created, the crawl's id counter moves on and
- * the split is logged. Returns false on a conflict.
+ * the split is logged. Returns the victim's new entry, or null on a conflict.
  */
 export async function commitSplit(
   kv: Deno.Kv,
@@ -245,7 +245,7 @@ export async function commitSplit(
     split: SplitRecord;
     seq: number;
   },
-): Promise<boolean> {
+): Promise<Deno.KvEntry<ShardRecord> | null> {
   const id = args.crawl.value.id;
   // The split log's slot is checked too, so two splits can never claim one sequence number.
   const res = await kvOp(() =>
@@ -261,7 +261,12 @@ export async function commitSplit(
       .set(keys.split(id, args.seq), args.split)
       .commit()
   );
-  return res.ok;
+  if (!res.ok) return null;
+  return {
+    key: keys.shard(id, args.shrunk.id),
+    value: args.shrunk,
+    versionstamp: res.versionstamp,
+  };
 }
 
 /** The split log of a crawl. */
