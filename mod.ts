@@ -63,6 +63,7 @@ export { type PlanPicture, planSvg } from "./lib/plan/plan_svg.ts";
 export { CouchSource, type CouchSourceOptions } from "./lib/sources/couch_source.ts";
 export type { HttpOptions } from "./lib/sources/http.ts";
 export { ByteBudget } from "./lib/base/byte_budget.ts";
+export { type Clock, SYSTEM_CLOCK } from "./lib/base/clock.ts";
 export { parseHeader, type RequestHeader, USER_AGENT } from "./lib/sources/request_headers.ts";
 export {
   type HostPace,

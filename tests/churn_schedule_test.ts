@@ -1,3 +1,4 @@
+import { JumpingClock } from "./fake_clock.ts";
 import assert from "node:assert/strict";
 import { parseChurnSchedule, runChurn } from "../lib/sim/churn_schedule.ts";
 import { dataOf, randomKeys } from "./helpers.ts";
@@ -17,12 +18,12 @@ Deno.test("churn schedule: phases parse; a bad one is one line naming it", () =>
 Deno.test("churn schedule: each phase makes exactly its changes, however coarse the clock's looks", async () => {
   const data = dataOf(randomKeys(500, "abcdefgh".split(""), 5, 6));
   const seq0 = data.updateSeq;
-  let t = 0;
+  const clock = new JumpingClock(0);
   const seqs: number[] = [];
   const phases: number[] = [];
   await runChurn(data, [{ perSecond: 20, seconds: 3 }, { perSecond: 200, seconds: 1 }], {
-    now: () => t,
-    sleep: () => (t += 37, Promise.resolve()), // looks 37 ms apart
+    clock,
+    lookEveryMs: 37, // looks 37 ms apart
     onChange: (s) => seqs.push(s),
     onPhase: () => phases.push(seqs.length),
   });
@@ -34,17 +35,17 @@ Deno.test("churn schedule: each phase makes exactly its changes, however coarse 
 
 Deno.test("churn schedule: a last phase without seconds runs until stopped", async () => {
   const data = dataOf(randomKeys(100, "abcdefgh".split(""), 6, 6));
-  let t = 0;
+  const clock = new JumpingClock(0);
   const stop = new AbortController();
   let n = 0;
   const seq0 = data.updateSeq;
   await runChurn(data, [{ perSecond: 10, seconds: null }], {
-    now: () => t,
-    sleep: () => (t += 100, Promise.resolve()),
+    clock,
+    lookEveryMs: 100,
     signal: stop.signal,
     onChange: () => ++n === 50 && stop.abort(),
   });
   assert.equal(n, 50, "no change after the stop");
   assert.equal(data.updateSeq, seq0 + 50);
-  assert.equal(t, 5100, "stopped at its next look");
+  assert.equal(clock.now(), 5100, "stopped at its next look");
 });

@@ -6,8 +6,8 @@ import { startRegistry } from "../lib/sim/registry_server.ts";
 import { RegistryData } from "../lib/sim/registry_data.ts";
 import { planShards } from "../lib/plan/planner.ts";
 import { assertExactPlan, dataOf, randomKeys, spawnRegistry } from "./helpers.ts";
+import { JumpingClock } from "./fake_clock.ts";
 
-const noSleep = () => Promise.resolve();
 const UNI = ["a", "b", "-", "@", "/", "é", "中", "\u{1f600}", "\uffff", "z"];
 
 Deno.test("couch source: plans exactly against `deno task registry` started as a subprocess", async () => {
@@ -50,7 +50,7 @@ Deno.test("couch source: 25% injected faults of every kind still give an exact p
     let retries = 0;
     const source = new CouchSource(reg.url, {
       maxPage: 500,
-      sleep: noSleep,
+      clock: new JumpingClock(),
       maxAttempts: 20,
       onRetry: () => retries++,
     });
@@ -94,7 +94,10 @@ Deno.test("couch source: non-CouchDB answers are fatal with a clear reason", asy
     missing: /not a CouchDB database/,
   };
   for (const [db, re] of Object.entries(reasons)) {
-    const source = new CouchSource(`http://x.test/${db}`, { fetch: fake, sleep: noSleep });
+    const source = new CouchSource(`http://x.test/${db}`, {
+      fetch: fake,
+      clock: new JumpingClock(),
+    });
     await assert.rejects(() => source.list({ limit: 10 }), (err: Error) => {
       assert.ok(err instanceof FatalError, `${db}: ${err}`);
       assert.match(err.message, re);
@@ -128,9 +131,10 @@ Deno.test("couch source: transient errors retry with Retry-After, then give up",
         : new Response("oops", { status: 503 }),
     );
   };
+  const clock = new JumpingClock(Date.now(), (ms) => delays.push(ms));
   const source = new CouchSource("http://x.test/db", {
     fetch: fake,
-    sleep: (ms) => (delays.push(ms), Promise.resolve()),
+    clock,
     maxAttempts: 4,
     backoffBaseMs: 10,
   });
@@ -156,7 +160,7 @@ Deno.test("couch source: a damaged document body is retried for two rounds befor
     };
     const source = new CouchSource("http://x.test/db", {
       fetch: fake,
-      sleep: () => Promise.resolve(),
+      clock: new JumpingClock(),
       docMaxAttempts: 4,
     });
     return { source, calls: () => calls };
@@ -183,7 +187,7 @@ Deno.test("couch source: a closed port is transient, then an error naming the UR
   const port = (listener.addr as Deno.NetAddr).port;
   listener.close();
   const source = new CouchSource(`http://user:secret@127.0.0.1:${port}/db`, {
-    sleep: noSleep,
+    clock: new JumpingClock(),
     maxAttempts: 2,
   });
   await assert.rejects(() => source.list({ limit: 1 }), (err: Error) => {
@@ -221,7 +225,7 @@ Deno.test("couch source: a listing answered 200 {error} is asked again like a 5x
     };
     const source = new CouchSource("http://x.test/db", {
       fetch: fake,
-      sleep: () => Promise.resolve(),
+      clock: new JumpingClock(),
       view,
     });
     const got = await source.list({ limit: 1 });
@@ -250,7 +254,7 @@ Deno.test("couch source: a first listing without keys goes out with the database
       order.push(`${what} answered`);
       return res;
     };
-    const source = new CouchSource(reg.url, { fetch: fake, sleep: noSleep });
+    const source = new CouchSource(reg.url, { fetch: fake, clock: new JumpingClock() });
     const first = await source.list({ limit: 2 });
     assert.deepEqual(first.rows.map((r) => r.id), ["a", "b"]);
     const keyed = await source.list({ start: "b", limit: 2 });

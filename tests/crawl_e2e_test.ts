@@ -18,9 +18,9 @@ import {
 } from "./helpers.ts";
 import { bundledNames, syntheticNames } from "../lib/sim/names.ts";
 import { sortKeys } from "../lib/plan/keys.ts";
+import { JumpingClock } from "./fake_clock.ts";
 
 const UNI = ["a", "b", "-", "@", "/", "é", "中", "\u{1f600}", "\uffff", "z", "0"];
-const noSleep = () => Promise.resolve();
 
 function specFor(source: string, over: Partial<CrawlSpec> = {}): CrawlSpec {
   return {
@@ -76,7 +76,7 @@ Deno.test("e2e: 20% injected faults of every kind, docs on: every item exactly o
       kvPath: `${dir}/c.kv`,
       spec: specFor(reg.url, { docs: true, shards: 6 }),
       sourceUrl: reg.url,
-      sourceOptions: { sleep: noSleep, maxAttempts: 30 },
+      sourceOptions: { clock: new JumpingClock(), maxAttempts: 30 },
     });
     assert.equal(res.report.itemsStored, 8000);
     assert.ok(res.retries > 0);
@@ -105,7 +105,7 @@ Deno.test("e2e: a registry that is down for a while is waited out", async () => 
       kvPath: `${dir}/c.kv`,
       spec: specFor(reg.url, { shards: 4, maxPage: 100 }),
       sourceUrl: reg.url,
-      sourceOptions: { fetch: fetchDown, sleep: noSleep, maxAttempts: 3 },
+      sourceOptions: { fetch: fetchDown, clock: new JumpingClock(), maxAttempts: 3 },
       // Once planning is done, the next 40 requests in a row fail.
       log: (line) => {
         if (line.startsWith("planned")) downUntil = calls + 40;

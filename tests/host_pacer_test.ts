@@ -20,6 +20,7 @@ function fakeClock(start = 1_000_000) {
       clock.t += ms;
       return Promise.resolve();
     },
+    every: () => () => {},
   };
   return clock;
 }
@@ -39,7 +40,7 @@ async function paceUntil(pacer: Pacer, c: { t: number }, until: number) {
 
 Deno.test("a rate cap spaces requests 1/rate apart after a burst of 1/20 s", async () => {
   const c = fakeClock();
-  const pacer = new Pacer({ ratePerSecond: 100, now: c.now, sleep: c.sleep });
+  const pacer = new Pacer({ ratePerSecond: 100, clock: c });
   const start = c.t;
   for (let i = 0; i < 105; i++) await pacer.pace(A);
   // 5 go at once (100/20), then one every 10 ms: the 105th leaves 1,000 ms in.
@@ -49,7 +50,7 @@ Deno.test("a rate cap spaces requests 1/rate apart after a burst of 1/20 s", asy
 
 Deno.test("a 429 slows its host to 70% of what it served, and no other host", async () => {
   const c = fakeClock();
-  const pacer = new Pacer({ now: c.now, sleep: c.sleep });
+  const pacer = new Pacer({ clock: c });
   // 200 answered within the second before the 429 (2 every 10 ms).
   for (let i = 0; i < 200; i++) {
     if (i > 0 && i % 2 === 0) c.t += 10;
@@ -78,7 +79,7 @@ Deno.test("a 429 slows its host to 70% of what it served, and no other host", as
 
 Deno.test("a Retry-After holds every request to its host until it is over", async () => {
   const c = fakeClock();
-  const pacer = new Pacer({ now: c.now, sleep: c.sleep });
+  const pacer = new Pacer({ clock: c });
   await pacer.pace(A);
   pacer.report(A, { status: 503, ms: 5, route: "_all_docs", retryAfterMs: 2_000 });
   assert.equal(pacer.hosts()[0].heldUntil, c.t + 2_000);
@@ -93,7 +94,7 @@ Deno.test("a Retry-After holds every request to its host until it is over", asyn
 
 Deno.test("a slowed host grows back, once its cut is judged, while its rate holds requests back", async () => {
   const c = fakeClock();
-  const pacer = new Pacer({ now: c.now, sleep: c.sleep });
+  const pacer = new Pacer({ clock: c });
   for (let i = 0; i < 100; i++) (c.t += i > 0 ? 10 : 0, await pacer.pace(A), pacer.report(A, ok));
   // Ten 429s at once: one cut (the rest are of the same episode).
   for (let i = 0; i < 10; i++) pacer.report(A, { status: 429, ms: 5, route: "doc" });
@@ -114,7 +115,7 @@ Deno.test("a slowed host grows back, once its cut is judged, while its rate hold
 
 Deno.test("latency growing past 4x its usual slows the host; a few slow answers do not", async () => {
   const c = fakeClock();
-  const pacer = new Pacer({ now: c.now, sleep: c.sleep });
+  const pacer = new Pacer({ clock: c });
   for (let i = 0; i < 100; i++) (await pacer.pace(A), pacer.report(A, ok), c.t += 10);
   // Large documents answered in 3 s (a few in a row) move nothing.
   for (let i = 0; i < 5; i++) pacer.report(A, { status: 200, ms: 3_000, route: "doc" });
@@ -131,7 +132,7 @@ Deno.test("latency growing past 4x its usual slows the host; a few slow answers 
 
 Deno.test("503s that come as often at a slower pace are the host's failures: the cut is undone", async () => {
   const c = fakeClock();
-  const pacer = new Pacer({ now: c.now, sleep: c.sleep });
+  const pacer = new Pacer({ clock: c });
   // One answer in 5 is a 503, whatever the pace: 100 a second, then (after the cut) 70.
   let i = 0;
   const second = async (perSecond: number) => {
@@ -160,7 +161,7 @@ Deno.test("503s that come as often at a slower pace are the host's failures: the
 
 Deno.test("documents slow whatever the pace (a hot range) slow it once, then not", async () => {
   const c = fakeClock();
-  const pacer = new Pacer({ now: c.now, sleep: c.sleep });
+  const pacer = new Pacer({ clock: c });
   for (let i = 0; i < 100; i++) (await pacer.pace(A), pacer.report(A, ok), c.t += 10);
   // Only the hot documents are left: each takes a second, at any pace.
   const slow = { status: 200, ms: 1_000, route: "doc" };
@@ -175,7 +176,7 @@ Deno.test("documents slow whatever the pace (a hot range) slow it once, then not
 
 Deno.test("a crawl's own rate goes inside the process's, which learns the hosts", async () => {
   const c = fakeClock();
-  const process = new Pacer({ ratePerSecond: 1000, now: c.now, sleep: c.sleep });
+  const process = new Pacer({ ratePerSecond: 1000, clock: c });
   const crawl = process.withRate(10);
   const start = c.t;
   for (let i = 0; i < 11; i++) await crawl.pace(A);
@@ -205,7 +206,7 @@ Deno.test("through HTTP: a host limited to 50 a second, asked 200 times with no 
   const reg = await startRegistry(data, { rateLimit: 50 });
   try {
     const pacer = new Pacer();
-    const http = new HttpClient({ pacer, sleep: (ms) => new Promise((r) => setTimeout(r, ms)) });
+    const http = new HttpClient({ pacer });
     const url = `${reg.url}/k1`;
     let served = 0;
     await Promise.all(Array.from({ length: 16 }, async () => {

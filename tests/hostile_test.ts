@@ -15,8 +15,7 @@ import { badKindOf, type HostileOptions } from "../lib/sim/registry_hostile.ts";
 import { type RegistryOptions, startRegistry } from "../lib/sim/registry_server.ts";
 import type { CouchSourceOptions } from "../lib/sources/couch_source.ts";
 import { assertCrawledExactly } from "./helpers.ts";
-
-const noSleep = () => Promise.resolve();
+import { JumpingClock } from "./fake_clock.ts";
 
 /** Crawls a registry over `keys` served with `options` into a temp KV; returns what it stored. */
 async function crawl(
@@ -37,7 +36,7 @@ async function crawl(
         rebalance: run.rebalance,
       }),
       sourceUrl: reg.url,
-      sourceOptions: { sleep: noSleep, ...run.source },
+      sourceOptions: { clock: new JumpingClock(), ...run.source },
     });
     using kv = await Deno.openKv(`${dir}/c.kv`);
     const [record] = await listCrawls(kv);

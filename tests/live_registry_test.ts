@@ -26,6 +26,7 @@ import { CouchSource, type CouchSourceOptions } from "../lib/sources/couch_sourc
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { begin, finishAll, RecordingDispatcher, runOne, spec } from "./engine_helpers.ts";
 import { assertCrawledExactly, exportText, wrapSource } from "./helpers.ts";
+import { JumpingClock } from "./fake_clock.ts";
 
 const names = async (n: number, seed = 11) => syntheticNames(await bundledNames(), n, { seed });
 
@@ -363,7 +364,7 @@ Deno.test("live: error bodies and over-size answers are asked again like a 5xx",
   const run = await crawlLive(new RegistryData(keys), {
     faultRate: 0.1,
     faults: ["error-body"],
-  }, { source: { sleep: () => Promise.resolve() } });
+  }, { source: { clock: new JumpingClock() } });
   try {
     assert.equal(run.res.report.status, "done");
     assert.equal(run.res.report.itemsStored, 6_000);
@@ -386,7 +387,7 @@ Deno.test("live: error bodies and over-size answers are asked again like a 5xx",
     return fetch(input, init);
   };
   const again = await crawlLive(new RegistryData(keys), {}, {
-    source: { fetch: bomb, sleep: () => Promise.resolve() },
+    source: { fetch: bomb, clock: new JumpingClock() },
   });
   try {
     assert.ok(bombed);

@@ -17,8 +17,12 @@ const SRC = "http://127.0.0.1:5999/registry";
 Deno.test("api: a crawl's rate is kept and checked; its status shows the pace of its hosts", async () => {
   const kv = await Deno.openKv(":memory:");
   let t = 1_000_000;
-  const sleep = (ms: number) => (t += ms, Promise.resolve());
-  const pacer = new Pacer({ ratePerSecond: 500, now: () => t, sleep });
+  const clock = {
+    now: () => t,
+    sleep: (ms: number) => (t += ms, Promise.resolve()),
+    every: () => () => {},
+  };
+  const pacer = new Pacer({ ratePerSecond: 500, clock });
   const app = createApp({
     kv,
     token: TOKEN,

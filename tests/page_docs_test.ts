@@ -2,6 +2,7 @@
  * A page's documents: a document host behind the registry is waited out before a document is
  * recorded, and what the page charged to the process's budget of bytes always goes back.
  */
+import { JumpingClock } from "./fake_clock.ts";
 import assert from "node:assert/strict";
 import { FatalError, TransientError } from "../lib/base/errors.ts";
 import { AdaptiveLimit } from "../lib/base/adaptive_limit.ts";
@@ -34,13 +35,14 @@ async function answering(answer: (id: string, n: number) => Promise<DocResult> |
     },
   });
   const rows = (await inner.list({ start: null, limit: 10 })).rows;
-  const pauses: number[] = [];
+  const clock = new JumpingClock();
+  const pauses = clock.slept;
   const fetch = (o: Partial<DocFetch> = {}) =>
     fetchDocs(source, rows, {
       mode: "get",
       limit: new AdaptiveLimit(4),
       currentEnd: () => null,
-      sleep: (ms) => (pauses.push(ms), Promise.resolve()),
+      clock,
       ...o,
     });
   return { inner, calls, pauses, fetch };

@@ -1,3 +1,4 @@
+import { clockWithNow } from "../lib/base/clock.ts";
 import assert from "node:assert/strict";
 import { duration, followLine, n, Progress, summary } from "../lib/cli/progress.ts";
 import type { CrawlStatusReport, ShardStatus } from "../lib/engine/crawl/status.ts";
@@ -70,7 +71,7 @@ Deno.test("progress: plain lines at most every interval, with rate and ETA", () 
   const p = new Progress({
     tty: false,
     write: (s) => out.push(s),
-    now: () => t,
+    clock: clockWithNow(() => t),
     plainIntervalMs: 5000,
   });
   p.update(report(0));
@@ -94,7 +95,7 @@ Deno.test("progress: plain lines at most every interval, with rate and ETA", () 
 Deno.test("progress: a TTY gets one bar per shard, redrawn in place", () => {
   let t = 0;
   const out: string[] = [];
-  const p = new Progress({ tty: true, write: (s) => out.push(s), now: () => t });
+  const p = new Progress({ tty: true, write: (s) => out.push(s), clock: clockWithNow(() => t) });
   p.update(report(200));
   t = 1000;
   p.update(report(400));
@@ -155,7 +156,11 @@ Deno.test("progress: numbers get thousands separators as en-US writes them, roun
 
 Deno.test("progress: a followed crawl's line says where it stands, how far behind, and when it was proven whole", () => {
   const out: string[] = [];
-  const p = new Progress({ tty: false, write: (s) => out.push(s), now: () => 100_000 });
+  const p = new Progress({
+    tty: false,
+    write: (s) => out.push(s),
+    clock: clockWithNow(() => 100_000),
+  });
   const follow = {
     lagSeconds: 1.25,
     changesBehind: 12,

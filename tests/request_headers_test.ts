@@ -13,6 +13,7 @@ import { startRegistry } from "../lib/sim/registry_server.ts";
 import { npmReplicaProfile } from "../lib/sim/registry_profile.ts";
 import { runTask } from "./helpers.ts";
 import { realNames } from "./registry_timeline.ts";
+import { JumpingClock } from "./fake_clock.ts";
 
 Deno.test("headers: the version said is deno.json's", async () => {
   const config = JSON.parse(await Deno.readTextFile(new URL("../deno.json", import.meta.url)));
@@ -90,7 +91,7 @@ Deno.test("headers: the client sends them on every attempt, and a redirect elsew
   const client = new HttpClient({
     headers: [parseHeader("Authorization: Bearer t")],
     allowRedirect: () => true,
-    sleep: () => Promise.resolve(),
+    clock: new JumpingClock(),
     fetch: (input, init) => {
       const h = new Headers(init?.headers);
       const url = String(input);

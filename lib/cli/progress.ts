@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { type Clock, SYSTEM_CLOCK } from "../base/clock.ts";
 import type { CrawlStatusReport } from "../engine/mod.ts";
 import type { PaceState } from "../sources/host_pacer.ts";
 
@@ -13,8 +14,8 @@ export interface ProgressOptions {
   tty: boolean;
   /** Where output goes. */
   write: (text: string) => void;
-  /** Clock in epoch milliseconds. @default Date.now */
-  now?: () => number;
+  /** What rates and redraw intervals are timed by. @default SYSTEM_CLOCK */
+  clock?: Clock;
   /** Least time between TTY redraws, in milliseconds. @default 250 */
   ttyIntervalMs?: number;
   /** Least time between plain lines, in milliseconds. @default 5000 */
@@ -62,7 +63,7 @@ export class Progress {
   /** A renderer writing through `options.write`. */
   constructor(options: ProgressOptions) {
     this.#o = {
-      now: Date.now,
+      clock: SYSTEM_CLOCK,
       ttyIntervalMs: 250,
       plainIntervalMs: 5000,
       maxBars: 32,
@@ -81,7 +82,7 @@ export class Progress {
 
   /** Takes a fresh report; draws when the interval has passed (or `force`). */
   update(r: CrawlStatusReport, force = false): void {
-    const t = this.#o.now();
+    const t = this.#o.clock.now();
     const rate = this.#recentRate(t, r.itemsStored);
     const interval = this.#o.tty ? this.#o.ttyIntervalMs : this.#o.plainIntervalMs;
     if (!force && t - this.#lastDraw < interval) return;

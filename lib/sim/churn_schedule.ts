@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { type Clock, SYSTEM_CLOCK } from "../base/clock.ts";
 import { UsageError } from "../base/errors.ts";
 import { prng } from "./names.ts";
 import { CHURN_KINDS, type ChurnKind, type RegistryData } from "./registry_data.ts";
@@ -45,10 +46,10 @@ export interface ChurnOptions {
   onChange?: (seq: number) => void;
   /** Told when a phase begins. */
   onPhase?: (phase: ChurnPhase, index: number) => void;
-  /** Clock, ms. @default performance.now */
-  now?: () => number;
-  /** Pause between looks at the clock. @default 5 ms of setTimeout */
-  sleep?: () => Promise<void>;
+  /** What the phases are timed by and the looks wait on. @default SYSTEM_CLOCK */
+  clock?: Clock;
+  /** Pause between looks at the clock, in milliseconds. @default 5 */
+  lookEveryMs?: number;
 }
 
 /**
@@ -61,8 +62,9 @@ export async function runChurn(
   phases: readonly ChurnPhase[],
   options: ChurnOptions = {},
 ): Promise<void> {
-  const now = options.now ?? (() => performance.now());
-  const sleep = options.sleep ?? (() => new Promise<void>((r) => setTimeout(r, 5)));
+  const clock = options.clock ?? SYSTEM_CLOCK;
+  const now = () => clock.now();
+  const lookEveryMs = options.lookEveryMs ?? 5;
   const rand = options.rand ?? prng(7);
   const kinds = options.kinds ?? CHURN_KINDS;
   for (const [i, phase] of phases.entries()) {
@@ -79,7 +81,7 @@ export async function runChurn(
         options.onChange?.(data.updateSeq);
       }
       if (t >= end) break;
-      await sleep();
+      await clock.sleep(lookEveryMs);
     }
   }
 }

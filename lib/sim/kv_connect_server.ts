@@ -11,6 +11,7 @@
  *
  * @module
  */
+import { type Clock, SYSTEM_CLOCK } from "../base/clock.ts";
 
 /** A running KV Connect server. */
 export interface KvConnectServer {
@@ -41,9 +42,10 @@ const SR_SUCCESS = 1;
  */
 export function startKvConnectServer(
   accessToken: string,
-  options: { port?: number; now?: () => number } = {},
+  options: { port?: number; clock?: Clock } = {},
 ): KvConnectServer {
-  const now = options.now ?? Date.now;
+  const clock = options.clock ?? SYSTEM_CLOCK;
+  const now = () => clock.now();
   const store = new KvMemory(now);
   const databaseId = crypto.randomUUID();
   const dataToken = crypto.randomUUID();

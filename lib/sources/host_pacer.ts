@@ -22,7 +22,7 @@
  * @module
  */
 import { HOST_PACE } from "../base/retry_policy.ts";
-import { abortableSleep } from "../base/sleep.ts";
+import { type Clock, SYSTEM_CLOCK } from "../base/clock.ts";
 
 /** What a host's pace is now, for status pages and metrics (no URL, no credentials). */
 export interface HostPace {
@@ -70,10 +70,8 @@ export interface PacerOptions {
   ratePerSecond?: number | null;
   /** Learn each host's pace from its answers (module comment). @default true */
   adapt?: boolean;
-  /** Clock, epoch milliseconds. @default Date.now */
-  now?: () => number;
-  /** Sleeps `ms` (tests pass a fake clock's). @default an abortable timer */
-  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+  /** What paces are timed by and requests wait on. @default SYSTEM_CLOCK */
+  clock?: Clock;
 }
 
 /** Requests leaving `1/rate` apart, with `burst` at once (GCRA: a theoretical arrival time). */
@@ -180,8 +178,7 @@ class HostState {
 export class Pacer {
   #rate: number | null;
   #adapt: boolean;
-  #now: () => number;
-  #sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
+  #clock: Clock;
   #spacing = new Spacing();
   #hosts = new Map<string, HostState>();
   #parent: Pacer | null;
@@ -194,8 +191,7 @@ export class Pacer {
     }
     this.#rate = rate;
     this.#adapt = options.adapt ?? true;
-    this.#now = options.now ?? Date.now;
-    this.#sleep = options.sleep ?? abortableSleep;
+    this.#clock = options.clock ?? SYSTEM_CLOCK;
     this.#parent = parent;
   }
 
@@ -209,7 +205,7 @@ export class Pacer {
    * `rate` inside the process's): host paces are this one's, learned once for every crawl.
    */
   withRate(ratePerSecond: number): Pacer {
-    return new Pacer({ ratePerSecond, adapt: false, now: this.#now, sleep: this.#sleep }, this);
+    return new Pacer({ ratePerSecond, adapt: false, clock: this.#clock }, this);
   }
 
   /**
@@ -218,13 +214,13 @@ export class Pacer {
    */
   async pace(url: URL, signal?: AbortSignal): Promise<void> {
     if (this.#rate !== null) {
-      await this.#wait(this.#spacing.reserve(this.#now(), this.#rate), signal);
+      await this.#wait(this.#spacing.reserve(this.#clock.now(), this.#rate), signal);
     }
     if (this.#parent) return await this.#parent.pace(url, signal);
     if (!this.#adapt) return;
     const h = this.#host(url.host);
     for (;;) {
-      const now = this.#now();
+      const now = this.#clock.now();
       if (h.heldUntil > now) {
         await this.#wait(h.heldUntil - now, signal);
         continue;
@@ -232,10 +228,10 @@ export class Pacer {
       const wait = h.limit === null ? 0 : h.spacing.reserve(now, h.limit);
       if (wait > 0) h.held = true;
       await this.#wait(wait, signal);
-      if (h.heldUntil > this.#now()) continue; // held while it waited: the hold comes first
+      if (h.heldUntil > this.#clock.now()) continue; // held while it waited: the hold comes first
       break;
     }
-    const now = this.#now();
+    const now = this.#clock.now();
     h.requests++;
     h.sent.add(now);
     this.#judgeTrial(h, now);
@@ -247,7 +243,7 @@ export class Pacer {
     if (this.#parent) return this.#parent.report(url, outcome);
     if (!this.#adapt) return;
     const h = this.#host(url.host);
-    const now = this.#now();
+    const now = this.#clock.now();
     const pushback = outcome.status === 429 || outcome.status === 503 || outcome.status === 504;
     const answered = !pushback && outcome.status !== 0 && outcome.status < 500;
     // Answers to requests sent at the slower pace (a cool-down after the cut) judge it.
@@ -331,7 +327,7 @@ export class Pacer {
   /** What every host's pace is now (this pacer's hosts, or its parent's). */
   hosts(): HostPace[] {
     if (this.#parent) return this.#parent.hosts();
-    const now = this.#now();
+    const now = this.#clock.now();
     return [...this.#hosts].map(([host, h]) => ({
       host,
       limitPerSecond: h.limit === null ? null : Math.round(h.limit * 10) / 10,
@@ -436,7 +432,7 @@ export class Pacer {
   }
 
   async #wait(ms: number, signal?: AbortSignal): Promise<void> {
-    if (ms > 0) await this.#sleep(ms, signal);
+    if (ms > 0) await this.#clock.sleep(ms, signal);
     else signal?.throwIfAborted();
   }
 }

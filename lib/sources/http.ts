@@ -13,6 +13,7 @@
  *
  * @module
  */
+import { type Clock, SYSTEM_CLOCK } from "../base/clock.ts";
 import { headersFor, type RequestHeader } from "./request_headers.ts";
 import { backoff, HTTP_RETRY } from "../base/retry_policy.ts";
 import { PermanentError, TransientError } from "../base/errors.ts";
@@ -58,8 +59,8 @@ export interface HttpOptions {
   maxRedirects?: number;
   /** Random numbers in [0, 1) for jitter. @default Math.random */
   random?: () => number;
-  /** Sleeps; injected so tests need not wait. @default setTimeout */
-  sleep?: (ms: number) => Promise<void>;
+  /** What retry pauses wait on (tests pass one whose sleeps end at once). @default SYSTEM_CLOCK */
+  clock?: Clock;
   /** Called before each retry, for logs and counters (never given credentials). */
   onRetry?: (info: { attempt: number; delayMs: number; error: Error }) => void;
   /** Called after every attempt, for metrics: the route, the status (0: no answer), the time. */
@@ -142,8 +143,6 @@ export class TooLargeError extends PermanentError {
     this.bytes = bytes;
   }
 }
-
-const defaultSleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** Parses a `Retry-After` header (seconds or HTTP date) into milliseconds. */
 export function parseRetryAfter(value: string | null, nowMs = Date.now()): number | undefined {
@@ -252,7 +251,7 @@ export class HttpClient {
       allowRedirect: options.allowRedirect ?? ((t, f) => t.origin === f.origin),
       maxRedirects: options.maxRedirects ?? 3,
       random: options.random ?? Math.random,
-      sleep: options.sleep ?? defaultSleep,
+      clock: options.clock ?? SYSTEM_CLOCK,
       onRetry: options.onRetry,
       onExchange: options.onExchange,
       largeAnswers: options.largeAnswers ?? largeAnswers(),
@@ -304,7 +303,7 @@ export class HttpClient {
         }
         this.#retries++;
         this.#o.onRetry?.({ attempt, delayMs, error: err });
-        await this.#o.sleep(delayMs);
+        await this.#o.clock.sleep(delayMs);
       } finally {
         letGo();
       }

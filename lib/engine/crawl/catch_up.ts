@@ -304,10 +304,7 @@ function fetchChanged(
   return mapPool(rows, async (r): Promise<DriftChange> => {
     if (r.deleted) return { seq: r.seq, id: r.id, deleted: true };
     if (!crawl.docs) return { seq: r.seq, id: r.id, rev: r.rev };
-    const doc = await askWhileBehind(
-      async () => againstListing(r, await source.doc(r.id)),
-      (ms) => clock.sleep(ms),
-    );
+    const doc = await askWhileBehind(async () => againstListing(r, await source.doc(r.id)), clock);
     if (doc.kind === "failed") {
       const error = { kind: "error" as const, status: doc.status, reason: doc.reason };
       return { seq: r.seq, id: r.id, rev: r.rev, doc: error };

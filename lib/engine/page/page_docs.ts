@@ -14,8 +14,8 @@
  *
  * @module
  */
+import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
 import { DOCUMENT_RETRY } from "../../base/retry_policy.ts";
-import { abortableSleep } from "../../base/sleep.ts";
 import { errorLine, FatalError, TransientError } from "../../base/errors.ts";
 import type { AdaptiveLimit } from "../../base/adaptive_limit.ts";
 import { mapPool } from "../../base/pool.ts";
@@ -60,8 +60,8 @@ export interface DocFetch {
    * so that the page does not hold it. @default documents stay with the page
    */
   spill?: (id: string, doc: DocResult) => Promise<DocResult>;
-  /** Waits `ms` milliseconds (the pauses before a document behind its listing is asked again). */
-  sleep?: (ms: number) => Promise<void>;
+  /** What the pauses before a document behind its listing is asked again wait on. @default SYSTEM_CLOCK */
+  clock?: Clock;
 }
 
 /**
@@ -201,12 +201,12 @@ export function againstListing<T extends Attempt>(
  */
 export async function askWhileBehind(
   ask: () => Promise<Attempt>,
-  sleep: (ms: number) => Promise<void> = abortableSleep,
+  clock: Clock = SYSTEM_CLOCK,
 ): Promise<Attempt> {
   let r = await ask();
   for (const ms of DOCUMENT_RETRY.behindFeedPausesMs) {
     if (r?.kind !== "failed" || !r.behind) break;
-    await sleep(ms);
+    await clock.sleep(ms);
     r = await ask();
   }
   return r;
@@ -232,7 +232,7 @@ async function secondRound(source: Source, rows: Row[], results: Attempt[], o: D
         if (!(err instanceof TransientError)) throw err;
         return failedAttempt(err);
       }
-    }, o.sleep);
+    }, o.clock);
   }, { concurrency: Math.max(1, o.limit.value) });
 }
 
