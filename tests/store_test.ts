@@ -6,6 +6,8 @@ import {
   commitShard,
   type CrawlRecord,
   deleteCrawlData,
+  feedUsable,
+  followable,
   keys,
   newShard,
   type ShardRecord,
@@ -108,4 +110,15 @@ Deno.test("store: guarded commits from 4 processes on one KV file, retried when 
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("store: a crawl is followed only when done with a usable feed, one test for all", () => {
+  const base = { ...planningRecord(spec(), "f", 0), status: "done" as const, startSeq: "7" };
+  assert.equal(feedUsable(base), true);
+  assert.equal(followable(base), true);
+  assert.equal(feedUsable({ ...base, startSeq: null }), false, "no start sequence was read");
+  assert.equal(feedUsable({ ...base, driftError: "change feed unavailable: 404" }), false);
+  assert.equal(followable({ ...base, status: "running" }), false, "not done");
+  assert.equal(feedUsable({ ...base, status: "running" }), true, "the final check applies it");
+  assert.equal(followable(null), false);
 });

@@ -12,6 +12,7 @@ import { FOLLOW_POLL } from "../base/retry_policy.ts";
 import {
   type CrawlRecord,
   crawlStatus,
+  feedUsable,
   findCrawl,
   followTick,
   type Runtime,
@@ -53,7 +54,7 @@ export async function refreshDone(
     owner?: string;
   },
 ): Promise<Refreshed | null> {
-  if (crawl.startSeq === null || crawl.driftError) {
+  if (!feedUsable(crawl)) {
     o.log(
       `crawl ${crawl.id} was already done; its registry has no usable change feed, so it is ` +
         "not refreshed (delete the KV file or use another --crawl-id to crawl it again)",
@@ -145,7 +146,7 @@ export async function followRun(
   const { kv, runtime } = deps;
   const { log, signal } = options;
   const crawl = await findCrawl(kv, crawlId);
-  if (crawl?.startSeq === null || crawl?.driftError) {
+  if (crawl && !feedUsable(crawl)) {
     log("the registry has no usable change feed; nothing to follow");
     return;
   }

@@ -54,4 +54,4 @@ export {
   type WorkEvent,
 } from "./dispatch/mod.ts";
 export type { ExportedItem } from "./items/mod.ts";
-export { type CrawlRecord, kvOp } from "./store/mod.ts";
+export { type CrawlRecord, feedUsable, kvOp } from "./store/mod.ts";

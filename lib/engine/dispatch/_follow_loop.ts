@@ -10,7 +10,7 @@ import { SYSTEM_CLOCK } from "../../base/clock.ts";
 import { FOLLOW_POLL } from "../../base/retry_policy.ts";
 import type { Source } from "../../plan/source.ts";
 import { type FollowOptions, followPauseMs, type FollowTick, followTick } from "../verify/mod.ts";
-import { type CrawlRecord, listCrawls } from "../store/mod.ts";
+import { type CrawlRecord, followable, listCrawls } from "../store/mod.ts";
 
 /** How often a loop looks for crawls newly done (or newly created with `follow`), in ms. */
 const LOOK_FOR_NEW_MS = 1000;
@@ -80,6 +80,6 @@ export async function followLoop(
 /** The crawls a loop follows now. */
 async function followed(kv: Deno.Kv, only: string | undefined): Promise<CrawlRecord[]> {
   return (await listCrawls(kv)).filter((c) =>
-    c.status === "done" && c.startSeq !== null && (only === undefined ? c.follow : c.id === only)
+    followable(c) && (only === undefined ? c.follow : c.id === only)
   );
 }

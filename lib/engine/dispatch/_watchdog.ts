@@ -12,6 +12,7 @@ import { deleteCrawl, type Dispatcher } from "../crawl/mod.ts";
 import {
   clearDeadLetter,
   type CrawlRecord,
+  followable,
   getPlanning,
   leaseHeld,
   listCrawls,
@@ -49,7 +50,7 @@ export async function watchdog(
       await deleteCrawl(deps.kv, crawl.id, { clock }).catch(() => {}); // tried again on the next tick
       continue;
     }
-    if (crawl.status === "done" && crawl.follow && deps.openSource && crawl.startSeq !== null) {
+    if (crawl.follow && deps.openSource && followable(crawl)) {
       // Followed crawls stay equal to the registry: each tick applies the changes since the last
       // (on Deploy this is the follower; locally `serve` ticks them more often).
       await followTick({ kv: deps.kv, source: deps.openSource(crawl) }, crawl.id, {

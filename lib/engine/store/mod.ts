@@ -15,7 +15,7 @@
  * @module
  */
 export { crawlOfKey, keys, parseKey, partOfKey } from "./keys.ts";
-export { lagSeconds, newShard, relisted } from "./records.ts";
+export { feedUsable, followable, lagSeconds, newShard, relisted } from "./records.ts";
 export type {
   CrawlRecord,
   CrawlStatus,

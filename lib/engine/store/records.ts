@@ -162,6 +162,22 @@ export interface FollowState {
   verify?: FollowVerify;
 }
 
+/**
+ * Whether the crawl's change feed can keep it equal to its registry: a start sequence was read when
+ * it was planned, and the feed never proved unusable since (`driftError`). The one test of it:
+ * the final check applies the feed only then, and only then is a done crawl followed.
+ */
+export function feedUsable(crawl: CrawlRecord): crawl is CrawlRecord & { startSeq: string } {
+  return crawl.startSeq !== null && !crawl.driftError;
+}
+
+/** Whether `crawl` is a done crawl that following keeps equal to its registry. */
+export function followable(
+  crawl: CrawlRecord | null | undefined,
+): crawl is CrawlRecord & { startSeq: string } {
+  return !!crawl && crawl.status === "done" && feedUsable(crawl);
+}
+
 /** The lag a follow state stands for at `nowMs`, in seconds: behind for, or the last catch-up's. */
 export function lagSeconds(state: FollowState, nowMs: number): number {
   const ms = state.behindSince === null ? state.lastLagMs : nowMs - state.behindSince;

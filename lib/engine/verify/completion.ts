@@ -22,6 +22,7 @@ import {
 import { backoff, type BackoffPolicy, FINAL_CHECK_RETRY } from "../../base/retry_policy.ts";
 import {
   type CrawlRecord,
+  feedUsable,
   type FinishState,
   getCrawl,
   keys,
@@ -82,7 +83,7 @@ export async function checkCompletion(
   if (!await holdFinishing(kv, id, owner, clock)) return false; // another runner has it
   let claim: FeedClaim | null = null;
   try {
-    if (crawl.startSeq !== null && !crawl.driftError) {
+    if (feedUsable(crawl)) {
       claim = await claimFeed(kv, id, { owner, clock });
       if (!claim) return false; // another runner holds the feed
     }

@@ -24,6 +24,7 @@ import type { Source } from "../../plan/source.ts";
 import { dueRanges, freshVerify, reproveDue, VERIFY_EVERY_MS } from "./reprove.ts";
 import {
   type CrawlRecord,
+  followable,
   type FollowState,
   type FollowVerify,
   getCrawl,
@@ -154,9 +155,6 @@ export async function followTick(
 }
 
 /** A done crawl whose change feed can be followed. */
-function followable(crawl: CrawlRecord | null): crawl is CrawlRecord & { startSeq: string } {
-  return crawl !== null && crawl.status === "done" && crawl.startSeq !== null && !crawl.driftError;
-}
 
 /** Some range of a rank-planned crawl is due for its re-proof at `nowMs`. */
 function reproofDue(v: FollowVerify, crawl: CrawlRecord, everyMs: number, nowMs: number): boolean {
