@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { clockWithNow } from "../lib/base/clock.ts";
 import { TransientError } from "../lib/base/errors.ts";
 import { checkCompletion } from "../lib/engine/verify/completion.ts";
-import { pauseCrawl, resumeCrawl } from "../lib/engine/crawl/lifecycle.ts";
+import { openCrawl, pauseCrawl, resumeCrawl } from "../lib/engine/crawl/lifecycle.ts";
 import { DEFAULT_MAX_DOC_BYTES } from "../lib/engine/items/item_store.ts";
 import { processPage } from "../lib/engine/page/page.ts";
 import { checkShardEnd } from "../lib/engine/verify/shard_end.ts";
@@ -18,8 +18,9 @@ import type { CrawlRecord, ShardRecord } from "../lib/engine/store/records.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { begin, finishAll, RecordingDispatcher, runOne, spec } from "./engine_helpers.ts";
 import { assertCrawledExactly, dataOf, randomKeys, wrapSource } from "./helpers.ts";
-import { FakeClock, nextTurn } from "./fake_clock.ts";
+import { FakeClock, JumpingClock, nextTurn } from "./fake_clock.ts";
 
+const ASCII = "abcdefghijklmnop-".split("");
 const UNI = ["a", "b", "-", "@", "/", "é", "中", "\u{1f600}", "\uffff", "z"];
 
 Deno.test("page: every shard exactly once, unicode keys and documents", async () => {
@@ -272,3 +273,69 @@ async function getCrawlRecord() {
   const { crawl } = await begin(kv, new MemorySource(data), spec({ shards: 1 }));
   return crawl;
 }
+
+Deno.test("sentinel: a shard ends with the page that reaches past its end, no empty answer", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const data = dataOf(randomKeys(4000, ASCII, 8, 7));
+  const inner = new MemorySource(data, { maxPage: 700 });
+  let empty = 0;
+  const source = wrapSource(inner, {
+    list: async (o) => {
+      const page = await inner.list(o);
+      if (page.rows.length === 0) empty++;
+      return page;
+    },
+  });
+  const { crawl } = await openCrawl(
+    { kv, source, dispatcher: new RecordingDispatcher() },
+    spec({ shards: 5, maxPage: 700 }),
+    { id: "s", maxPlanAttempts: 1 },
+  );
+  await finishAll(kv, source, crawl.id);
+  assert.equal(empty, 0);
+  for (const { value: shard } of await listShards(kv, crawl.id)) {
+    // 800 items a shard, 698 a page: two pages each, the second proving the end.
+    assert.equal(shard.pages, 2, `shard ${shard.id}: ${JSON.stringify(shard)}`);
+  }
+  assert.equal(await checkCompletion(kv, crawl.id, { openSource: () => source }), true);
+  await assertCrawledExactly(kv, crawl.id, data.keys);
+});
+
+Deno.test("final check: a registry that held still is proven in one round, without its window", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const data = dataOf(randomKeys(3000, ASCII, 9, 7));
+  const inner = new MemorySource(data, { maxPage: 1000 });
+  const { crawl } = await openCrawl(
+    { kv, source: inner, dispatcher: new RecordingDispatcher() },
+    spec({ shards: 4, maxPage: 1000 }),
+    { id: "f", maxPlanAttempts: 1 },
+  );
+  // Shards run by hand: the final check below is the crawl's first.
+  for (const e of await listShards(kv, crawl.id)) {
+    assert.equal((await runOne(kv, inner, crawl.id, e.value.id)).kind, "done");
+  }
+  // Each shard was held against the ranks at its end, but those that end the crawl (with at
+  // most a quarter of the shards still running beside them): the final check follows.
+  const verified = (await listShards(kv, crawl.id)).map((e) => e.value.verified ?? null);
+  assert.deepEqual(verified, ["exact", "exact", null, null]);
+  let seqReads = 0;
+  let changeReads = 0;
+  const clock = new JumpingClock(Date.now());
+  const source = wrapSource(inner, {
+    updateSeq: () => (seqReads++, inner.updateSeq()),
+    changes: (since, limit) => (changeReads++, inner.changes(since, limit)),
+  });
+  const done = await checkCompletion(kv, crawl.id, {
+    openSource: () => source,
+    clock,
+  });
+  const sleeps = clock.slept.length;
+  assert.equal(done, true);
+  // Every rank computed at the store's sequence: neither the feed's end nor a window is read, no
+  // change, no second round.
+  assert.deepEqual({ seqReads, changeReads, sleeps }, { seqReads: 0, changeReads: 0, sleeps: 0 });
+  // Every range is marked proven, the last shard's too.
+  const after = (await listShards(kv, crawl.id)).map((e) => e.value.verified ?? null);
+  assert.deepEqual(after, ["exact", "exact", "exact", "exact"]);
+  await assertCrawledExactly(kv, crawl.id, data.keys);
+});

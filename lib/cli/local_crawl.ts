@@ -183,7 +183,7 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
   const release = await runtime.acquire();
   try {
     const { crawl, action } = await openCrawl(
-      { kv, source, dispatcher: runtime.dispatcher, earlyPages: runtime.deps.earlyPages },
+      { kv, source, dispatcher: runtime.dispatcher, listings: runtime.deps.listings },
       options.spec,
       {
         id: options.id,

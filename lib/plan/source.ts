@@ -102,6 +102,15 @@ export type DocResult =
    */
   | { kind: "error"; status: number; reason: string; later?: boolean };
 
+/**
+ * The bytes a document outcome holds in memory while it waits to be written: a document's text as
+ * a JS string (two bytes a code unit), a raw document's bytes; nothing for the other kinds (a
+ * stored, too large or refused document is a few numbers).
+ */
+export function heldDocBytes(doc: DocResult | undefined): number {
+  return doc?.kind === "doc" ? 2 * doc.json.length : doc?.kind === "raw" ? doc.bytes.length : 0;
+}
+
 /** How a source serves documents in bulk, best first. */
 export type DocMode = "include_docs" | "bulk_get" | "get";
 

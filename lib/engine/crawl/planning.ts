@@ -14,7 +14,9 @@
 import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
 import { backoff, PLANNING_RETRY } from "../../base/retry_policy.ts";
 import { ITEM_LAYOUT } from "../items/mod.ts";
-import { type EarlyPages, pageLimit } from "../page/mod.ts";
+import { pageLimit } from "../page/mod.ts";
+import type { ListingCache } from "../../sources/cache/mod.ts";
+import { listAheadOf } from "./_prefetch.ts";
 import {
   BusyError,
   ConflictError,
@@ -70,10 +72,11 @@ export interface PlanDeps {
   /** Where the planned shards go. */
   dispatcher: Dispatcher;
   /**
-   * Where shards' first pages go when listed while the plan is searched (keys-only crawls of
-   * registries with ranks; see `early_pages.ts`). @default none: shards list once planned
+   * The process's listing cache: the planner's reads are kept there, and shards' first pages are
+   * listed ahead into it while the plan is searched (registries with ranks; see `_prefetch.ts`).
+   * @default none: shards list everything once planned
    */
-  earlyPages?: EarlyPages;
+  listings?: ListingCache;
 }
 
 /** Options of {@linkcode planCrawl} and the functions that plan through it. */
@@ -209,12 +212,12 @@ export async function planCrawl(
   const stopRenewing = async () => (stopRenewal(), await renewing);
   const crawl = (await getCrawl(deps.kv, id)).value!;
   try {
-    const planned = await makePlan(deps.source, crawl, { ...options, early: deps.earlyPages });
+    const planned = await makePlan(deps.source, crawl, { ...options, listings: deps.listings });
     await stopRenewing();
     return await startPlanned(deps, claimed, planned, now);
   } catch (err) {
     await stopRenewing();
-    deps.earlyPages?.drop(id);
+    deps.listings?.drop(id);
     return await planningFailed(deps, claimed, err, { ...options, now });
   }
 }
@@ -223,7 +226,7 @@ export async function planCrawl(
 async function makePlan(
   source: Source,
   crawl: CrawlRecord,
-  options: PlanCrawlOptions & { early?: EarlyPages },
+  options: PlanCrawlOptions & { listings?: ListingCache },
 ) {
   // Everything here is asked for at once: a far registry costs one round trip of waiting, not
   // four. The start sequence is still taken before any shard lists a row. No change feed makes
@@ -250,14 +253,21 @@ async function makePlan(
     // A baked plan is held against what the registry lists now (the same URL may hold other data).
     if (options.plan) checkPlanTotal(options.plan.total, (await source.list({ limit: 1 })).total);
     // The planner's reads are kept for the shards (a view's rows are keyed otherwise).
-    const reads = options.early && !crawl.view
-      ? options.early.reads.recording(source, crawl.id, { after: startSeq })
+    const { listings } = options;
+    const reads = listings && !crawl.view
+      ? listings.recording(source, crawl.id, { after: startSeq })
       : source;
     plan = options.plan ?? await planShards(reads, crawl.shards, {
       maxPage: Math.min(PLAN_PAGE, cap),
       readPage: Math.min(SEARCH_READ_PAGE, cap),
-      onShardStart: options.early?.starts(source, crawl, { docMode, after: startSeq }),
+      onShardStart: listings && listAheadOf(listings, source, { crawl, docMode, after: startSeq }),
     });
+    // Answers whose offsets are not ranks, or whose keys are not in code-point order, tell the
+    // shards nothing they could trust (pouchdb-server drops some ids from listings without an
+    // end): such a plan's reads are not kept.
+    if (plan.method !== "rank" || (source.idOrder ?? "codepoint") !== "codepoint") {
+      listings?.drop(crawl.id);
+    }
   } catch (err) {
     // Nothing asked for here runs on after planning ends (each side request settles; none throws).
     await Promise.all([startSeq, viewSeq, docMode, even]);

@@ -41,13 +41,13 @@ import {
 import {
   type CrawlSlots,
   type DocMemory,
-  type EarlyPages,
   type Held,
   type ListedPage,
   type PageContext,
   processPage,
 } from "../page/mod.ts";
 import { AdaptiveLimit } from "../../base/adaptive_limit.ts";
+import type { ListingCache } from "../../sources/cache/mod.ts";
 
 /** What a runner needs (all injected). */
 export interface RunnerDeps {
@@ -63,8 +63,8 @@ export interface RunnerDeps {
   docMemory?: DocMemory;
   /** Each crawl's document slots in this process (shared by its shards). @default none */
   crawlSlots?: CrawlSlots;
-  /** Pages listed while this process planned the crawl (see `early_pages.ts`). @default none */
-  earlyPages?: EarlyPages;
+  /** The process's listing cache (see `lib/sources/cache/`). @default none */
+  listings?: ListingCache;
   /** Shard entries this process committed (a split's new end; `shard_notices.ts`). @default none */
   notices?: ShardNotices;
 }
@@ -168,7 +168,7 @@ export async function runShard(
       docMemory: deps.docMemory,
       // Rebalancing also lends idle slots: slow documents spread whichever shard lists them.
       docSlots: held.crawl.rebalance ? deps.crawlSlots?.for(held.crawl) : undefined,
-      early: deps.earlyPages,
+      listings: deps.listings,
       notices: deps.notices,
       checkEnd: (shard, end) => checkShardEnd(source, shard, { ...end, kv: deps.kv }),
     };

@@ -19,7 +19,8 @@ import {
   runLeaseWorker,
 } from "./_lease_workers.ts";
 import { type CrawlRecord, ProcessBeat, ShardNotices } from "../store/mod.ts";
-import { CrawlSlots, DocMemory, EarlyPages } from "../page/mod.ts";
+import { CrawlSlots, DocMemory } from "../page/mod.ts";
+import { ListingCache } from "../../sources/cache/mod.ts";
 import { createQueueHandler, QueueDispatcher } from "./_queue_dispatch.ts";
 import { DEFAULT_WORKERS, MAX_WORKERS, type WorkDeps, type WorkEvent } from "./work.ts";
 
@@ -241,7 +242,7 @@ function workDepsOf(
     ownerName: (l) => beat.owner(l),
     docMemory: new DocMemory(options.docMemoryBytes),
     crawlSlots: new CrawlSlots(),
-    earlyPages: new EarlyPages({ clock }),
+    listings: new ListingCache({ clock }),
     notices: new ShardNotices(),
     splitting: new Map(),
   };

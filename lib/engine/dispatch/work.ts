@@ -11,7 +11,8 @@ import { errorLine, StorageError } from "../../base/errors.ts";
 import type { Source } from "../../plan/source.ts";
 import { checkCompletion, type CompletionOptions } from "../verify/mod.ts";
 import { type Dispatcher, planCrawl, type RebalanceOptions, splitStraggler } from "../crawl/mod.ts";
-import type { CrawlSlots, DocMemory, EarlyPages } from "../page/mod.ts";
+import type { CrawlSlots, DocMemory } from "../page/mod.ts";
+import type { ListingCache } from "../../sources/cache/mod.ts";
 import { type RunResult, runShard } from "./_shard_runner.ts";
 import { type CrawlRecord, getCrawl, type ShardNotices } from "../store/mod.ts";
 
@@ -61,8 +62,11 @@ export interface WorkDeps {
   docMemory?: DocMemory;
   /** Each crawl's document slots in this process (shared by its shards). @default none */
   crawlSlots?: CrawlSlots;
-  /** Pages listed while this process plans a crawl, for its shards here. @default none */
-  earlyPages?: EarlyPages;
+  /**
+   * The process's listing cache: pages listed ahead while this process plans a crawl and the
+   * planner's reads, for its shards here. @default none
+   */
+  listings?: ListingCache;
   /**
    * Where a split made here posts its victim's new end for the victim's worker here, which then
    * stops at the split key at once instead of at its next heartbeat. @default none

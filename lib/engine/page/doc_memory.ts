@@ -12,11 +12,6 @@
 /** The default budget of document bytes one process holds in memory, in bytes (256 MiB). */
 export const DOC_MEMORY_BYTES = 256 * 1024 * 1024;
 
-/** The bytes a document's JSON text holds in memory (a JS string: two bytes a code unit). */
-export function docMemoryBytes(json: string): number {
-  return 2 * json.length;
-}
-
 /** What a fetch of documents asks of a budget of bytes in memory. */
 export interface DocBudget {
   /** True while the budget is spent: new document requests wait (`room`). */

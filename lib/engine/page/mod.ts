@@ -1,7 +1,8 @@
 /**
  * The page room: one page of one shard, by the worker holding the shard's lease. List from the
  * cursor, proving the end only from an empty answer, a row past the end or ranks (`page_listing.ts`),
- * the first pages perhaps listed while the plan was searched (`early_pages.ts`, `_plan_reads.ts`);
+ * where the process's listing cache cannot tell the answer (pages listed ahead while the plan was
+ * searched, and the planner's reads: `lib/sources/cache/`);
  * fetch documents the best way the registry allows (`page_docs.ts`, within `doc_memory.ts` and
  * `doc_slots.ts`); write the items and the shard's new state in one guarded op (`_page_write.ts`,
  * `page_guard.ts`, large view values in `_page_values.ts`). Whether a shard that reached its end
@@ -17,4 +18,3 @@ export type { ListedPage } from "./page_listing.ts";
 export { againstListing, askWhileBehind } from "./page_docs.ts";
 export { DocMemory } from "./doc_memory.ts";
 export { CrawlSlots } from "./doc_slots.ts";
-export { EarlyPages } from "./early_pages.ts";

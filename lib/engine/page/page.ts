@@ -42,17 +42,21 @@ export function startListing(
   return listPage(ctx.source, crawl, shard, {
     size,
     includeDocs: crawl.docs && ctx.docMode === "include_docs",
-    early: ctx.early &&
+    cached: ctx.listings &&
       ((request) =>
-        ctx.early!.take(crawl.id, request, { source: ctx.source, planReads: planReadsFit(crawl) })),
+        ctx.listings!.take(crawl.id, request, {
+          source: ctx.source,
+          ranks: ranksFit(crawl),
+          end: shard.end,
+        })),
   });
 }
 
 /**
- * Whether the planner's reads may answer this crawl's listings (see `_plan_reads.ts`): their
- * offsets must be ranks, their keys ids in code-point order (a view's rows are keyed otherwise).
+ * Whether a request from below a cached answer may be sent up to it and the answer follow (see
+ * `ListingCache.take`): the crawl's offsets must be ranks, its keys ids in code-point order.
  */
-function planReadsFit(crawl: CrawlRecord): boolean {
+function ranksFit(crawl: CrawlRecord): boolean {
   return crawl.planMethod === "rank" && !crawl.view &&
     (crawl.idOrder ?? "codepoint") === "codepoint";
 }

@@ -20,9 +20,15 @@ import { errorLine, FatalError, TransientError } from "../../base/errors.ts";
 import type { AdaptiveLimit } from "../../base/adaptive_limit.ts";
 import { mapPool } from "../../base/pool.ts";
 import { compareKeys } from "../../plan/keys.ts";
-import type { DocMode, DocResult, Row, Source } from "../../plan/source.ts";
+import {
+  type DocMode,
+  type DocResult,
+  heldDocBytes,
+  type Row,
+  type Source,
+} from "../../plan/source.ts";
 import { INLINE_DOC_BYTES, type ItemInput } from "../items/mod.ts";
-import { type DocBudget, docMemoryBytes, PageCharges } from "./doc_memory.ts";
+import { type DocBudget, PageCharges } from "./doc_memory.ts";
 import type { DocSlots } from "./doc_slots.ts";
 
 /** What fetching a page's documents needs. */
@@ -82,7 +88,7 @@ async function arrived(row: Row, r: Attempt, o: DocFetch): Promise<Attempt> {
 
 /** The bytes an outcome holds in memory: a document's text or bytes, else 0. */
 function attemptBytes(r: Attempt | undefined): number {
-  return r?.kind === "doc" ? docMemoryBytes(r.json) : r?.kind === "raw" ? r.bytes.length : 0;
+  return r?.kind === "failed" ? 0 : heldDocBytes(r);
 }
 
 /** The bytes of documents `items` hold in memory (refunded to the budget once written). */

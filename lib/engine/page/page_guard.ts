@@ -7,12 +7,12 @@
  * @module
  */
 import type { Clock } from "../../base/clock.ts";
-import type { EarlyPages } from "./early_pages.ts";
 import type { AdaptiveLimit } from "../../base/adaptive_limit.ts";
 import { isLongKey } from "../../plan/keys.ts";
 import type { DocMemory } from "./doc_memory.ts";
 import type { DocSlots } from "./doc_slots.ts";
 import type { DocMode, Source } from "../../plan/source.ts";
+import type { ListingCache } from "../../sources/cache/mod.ts";
 import {
   commitShard,
   crawlOfKey,
@@ -48,8 +48,11 @@ export interface PageContext {
   docMemory?: DocMemory;
   /** The crawl's document slots in this process (`doc_slots.ts`). @default the shard's own */
   docSlots?: DocSlots;
-  /** Pages listed while the crawl was planned, for its shards' first requests. @default none */
-  early?: EarlyPages;
+  /**
+   * The process's listing cache: pages listed ahead while the crawl was planned and the planner's
+   * reads, which answer the shard's requests where they tell them exactly. @default none
+   */
+  listings?: ListingCache;
   /** Shard entries this process committed (a split's new end), read before KV. @default none */
   notices?: ShardNotices;
   /** Checks a shard whose page reached its end (the verify room's `checkShardEnd`). */

@@ -195,13 +195,13 @@ export async function listPage(
   options: {
     size: number;
     includeDocs?: boolean;
-    /** An answer listed earlier for this request (see `early_pages.ts`), if there is one. */
-    early?: (request: ListOptions) => Promise<Page | undefined>;
+    /** An answer listed earlier for this request (the listing cache's), if there is one. */
+    cached?: (request: ListOptions) => Promise<Page | undefined>;
   },
 ): Promise<ListedPage> {
   const { request, sentinel } = pageRequest(crawl, shard, options);
   const ask = request.limit;
-  const page = await options.early?.(request) ?? await source.list(request);
+  const page = await options.cached?.(request) ?? await source.list(request);
   const got = page.rows.length;
   const rows = fromCursor(page.rows, shard);
   const before = (i: number) => i > 0 ? rows[i - 1].id : shard.cursor;
