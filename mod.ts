@@ -60,18 +60,20 @@ export {
   SEARCH_PAGE,
 } from "./lib/plan/locate.ts";
 export { type PlanPicture, planSvg } from "./lib/plan/plan_svg.ts";
-export { CouchSource, type CouchSourceOptions } from "./lib/sources/couch_source.ts";
-export type { HttpOptions } from "./lib/sources/http.ts";
-export { ByteBudget } from "./lib/base/byte_budget.ts";
-export { type Clock, SYSTEM_CLOCK } from "./lib/base/clock.ts";
-export { parseHeader, type RequestHeader, USER_AGENT } from "./lib/sources/request_headers.ts";
+export { CouchSource, type CouchSourceOptions } from "./lib/sources/couch/mod.ts";
 export {
   type HostPace,
+  type HttpOptions,
   type PaceOutcome,
   Pacer,
   type PacerOptions,
   type PaceState,
-} from "./lib/sources/host_pacer.ts";
+  parseHeader,
+  type RequestHeader,
+  USER_AGENT,
+} from "./lib/sources/http/mod.ts";
+export { ByteBudget } from "./lib/base/byte_budget.ts";
+export { type Clock, SYSTEM_CLOCK } from "./lib/base/clock.ts";
 export { MemorySource, type MemorySourceOptions } from "./lib/sources/memory_source.ts";
 export { mapPool, Semaphore } from "./lib/base/pool.ts";
 export {

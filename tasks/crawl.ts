@@ -19,8 +19,7 @@ import {
 import { DEFAULT_WORKERS, MAX_WORKERS, VERIFY_EVERY_MS } from "../lib/engine/mod.ts";
 import { FOLLOW_POLL } from "../lib/base/retry_policy.ts";
 import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
-import { parseHeader } from "../lib/sources/request_headers.ts";
-import { Pacer } from "../lib/sources/host_pacer.ts";
+import { Pacer, parseHeader } from "../lib/sources/http/mod.ts";
 import { Progress, summary } from "../lib/cli/progress.ts";
 import { RATE_FLAG, rateFromFlag, SPEC_FLAGS, specFromFlags } from "../lib/cli/spec_flags.ts";
 import { checkPlanOrigin, readPlanFile } from "../lib/plan/plan_file.ts";
@@ -198,10 +197,9 @@ runMain(async () => {
  * framework) is loaded only here: a crawl of another registry starts without it.
  */
 async function startDemo(log: (line: string) => void) {
-  const [{ bundledNames }, { RegistryData }, { startRegistry }] = await Promise.all([
+  const [{ bundledNames }, { RegistryData, startRegistry }] = await Promise.all([
     import("../lib/sim/names.ts"),
-    import("../lib/sim/registry_data.ts"),
-    import("../lib/sim/registry_server.ts"),
+    import("../lib/sim/registry/mod.ts"),
   ]);
   const data = new RegistryData(await bundledNames());
   const reg = await startRegistry(data, { db: "npm" });

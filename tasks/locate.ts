@@ -8,7 +8,7 @@ import { helpText, intFlag, parseFlags, runMain, urlFlag, viewFlag } from "../li
 import { compareJson, decodeViewRow, encodeViewRow, type Json } from "../lib/plan/view/mod.ts";
 import { locateKeys, locateRanks, parseRankQuery, SEARCH_PAGE } from "../lib/plan/locate.ts";
 import { VIEW_FLAG } from "../lib/cli/spec_flags.ts";
-import { CouchSource } from "../lib/sources/couch_source.ts";
+import { CouchSource } from "../lib/sources/couch/mod.ts";
 
 const FLAGS = {
   source: { type: "string", value: "URL", help: "database URL of the registry (required)" },

@@ -7,7 +7,7 @@ import { SPEC_LIMITS } from "../lib/base/spec.ts";
 import { helpText, intFlag, parseFlags, runMain, urlFlag, viewFlag } from "../lib/cli/flags.ts";
 import { VIEW_FLAG } from "../lib/cli/spec_flags.ts";
 import { UsageError } from "../lib/base/errors.ts";
-import { CouchSource } from "../lib/sources/couch_source.ts";
+import { CouchSource } from "../lib/sources/couch/mod.ts";
 import { type Plan, PLAN_PAGE, planShards } from "../lib/plan/planner.ts";
 import { idOfKey, type IdOrder } from "../lib/plan/id_order.ts";
 import { evenSplitPieces, evenSplitRanks, maxShare } from "../lib/plan/baselines.ts";

@@ -12,17 +12,22 @@ import {
   urlFlag,
 } from "../lib/cli/flags.ts";
 import { UsageError } from "../lib/base/errors.ts";
-import { ALL_FAULT_KINDS, FAULT_KINDS, type FaultOptions } from "../lib/sim/registry_faults.ts";
-import { BAD_DOC_KINDS, type HostileOptions } from "../lib/sim/registry_hostile.ts";
-import { collidingIds, prng } from "../lib/sim/names.ts";
-import { sortKeys } from "../lib/plan/keys.ts";
-import { type RegistryOptions, startRegistry } from "../lib/sim/registry_server.ts";
-import { CHURN_KINDS, RegistryData } from "../lib/sim/registry_data.ts";
 import {
+  ALL_FAULT_KINDS,
+  BAD_DOC_KINDS,
+  CHURN_KINDS,
+  FAULT_KINDS,
+  type FaultOptions,
+  type HostileOptions,
   LISTING_SEQ_KINDS,
   npmReplicaProfile,
   type ProfileOptions,
-} from "../lib/sim/registry_profile.ts";
+  RegistryData,
+  type RegistryOptions,
+  startRegistry,
+} from "../lib/sim/registry/mod.ts";
+import { collidingIds, prng } from "../lib/sim/names.ts";
+import { sortKeys } from "../lib/plan/keys.ts";
 import { loadKeys } from "../lib/sim/load_keys.ts";
 import { parseChurnSchedule, runChurn } from "../lib/sim/churn_schedule.ts";
 

@@ -10,7 +10,7 @@ import { UsageError } from "../lib/base/errors.ts";
 import { helpText, intFlag, onInterrupt, parseFlags, runMain, urlFlag } from "../lib/cli/flags.ts";
 import { openKvFile } from "../lib/cli/local_crawl.ts";
 import { RATE_FLAG, rateFromFlag, SPEC_FLAGS, specFromFlags } from "../lib/cli/spec_flags.ts";
-import { Pacer } from "../lib/sources/host_pacer.ts";
+import { Pacer } from "../lib/sources/http/mod.ts";
 import {
   createCrawl,
   createRuntime,

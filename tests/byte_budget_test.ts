@@ -6,10 +6,10 @@
  */
 import assert from "node:assert/strict";
 import { ByteBudget } from "../lib/base/byte_budget.ts";
-import { HttpClient } from "../lib/sources/http.ts";
-import { CouchSource } from "../lib/sources/couch_source.ts";
-import { RegistryData } from "../lib/sim/registry_data.ts";
-import { startRegistry } from "../lib/sim/registry_server.ts";
+import { HttpClient } from "../lib/sources/http/http.ts";
+import { CouchSource } from "../lib/sources/couch/couch_source.ts";
+import { RegistryData } from "../lib/sim/registry/registry_data.ts";
+import { startRegistry } from "../lib/sim/registry/registry_server.ts";
 
 /** A budget of `limitBytes` that remembers the most it held at once (`most()`). */
 function watched(limitBytes: number) {

@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
-import { CouchSource } from "../lib/sources/couch_source.ts";
-import { parseRetryAfter } from "../lib/sources/http.ts";
+import { CouchSource } from "../lib/sources/couch/couch_source.ts";
+import { parseRetryAfter } from "../lib/sources/http/http.ts";
 import { FatalError, TransientError } from "../lib/base/errors.ts";
-import { startRegistry } from "../lib/sim/registry_server.ts";
-import { RegistryData } from "../lib/sim/registry_data.ts";
+import { startRegistry } from "../lib/sim/registry/registry_server.ts";
+import { RegistryData } from "../lib/sim/registry/registry_data.ts";
 import { planShards } from "../lib/plan/planner.ts";
 import { assertExactPlan, dataOf, randomKeys, spawnRegistry } from "./helpers.ts";
 import { JumpingClock } from "./fake_clock.ts";

@@ -4,8 +4,8 @@
  */
 import assert from "node:assert/strict";
 import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
-import { startRegistry } from "../lib/sim/registry_server.ts";
-import { RegistryData } from "../lib/sim/registry_data.ts";
+import { startRegistry } from "../lib/sim/registry/registry_server.ts";
+import { RegistryData } from "../lib/sim/registry/registry_data.ts";
 import { listCrawls } from "../lib/engine/store/mod.ts";
 import { countItems, iterateItems } from "../lib/engine/items/item_read.ts";
 import { buildSpec, type CrawlSpec } from "../lib/base/spec.ts";

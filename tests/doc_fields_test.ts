@@ -6,10 +6,10 @@
  */
 import assert from "node:assert/strict";
 import { buildSpec, crawlIdFor } from "../lib/base/spec.ts";
-import { keepFields } from "../lib/sources/doc_fields.ts";
-import { startRegistry } from "../lib/sim/registry_server.ts";
-import { RegistryData } from "../lib/sim/registry_data.ts";
-import { npmReplicaProfile } from "../lib/sim/registry_profile.ts";
+import { keepFields } from "../lib/sources/couch/doc_fields.ts";
+import { startRegistry } from "../lib/sim/registry/registry_server.ts";
+import { RegistryData } from "../lib/sim/registry/registry_data.ts";
+import { npmReplicaProfile } from "../lib/sim/registry/registry_profile.ts";
 import { runTask } from "./helpers.ts";
 
 const NAMES = Array.from({ length: 300 }, (_, i) => `pkg-${String(i).padStart(3, "0")}`);

@@ -11,10 +11,10 @@ import { iterateItems } from "../lib/engine/items/item_read.ts";
 import { DocMemory } from "../lib/engine/page/doc_memory.ts";
 import { listCrawls } from "../lib/engine/store/mod.ts";
 import { bundledNames, syntheticNames } from "../lib/sim/names.ts";
-import { RegistryData } from "../lib/sim/registry_data.ts";
-import { startRegistry } from "../lib/sim/registry_server.ts";
-import { RAW_DOC_BYTES, rawDocFromBody } from "../lib/sources/couch_answers.ts";
-import { LARGE_ANSWER_BYTES } from "../lib/sources/http.ts";
+import { RegistryData } from "../lib/sim/registry/registry_data.ts";
+import { startRegistry } from "../lib/sim/registry/registry_server.ts";
+import { RAW_DOC_BYTES, rawDocFromBody } from "../lib/sources/answers/couch_answers.ts";
+import { LARGE_ANSWER_BYTES } from "../lib/sources/http/http.ts";
 
 const enc = new TextEncoder();
 

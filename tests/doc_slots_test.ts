@@ -8,8 +8,8 @@ import assert from "node:assert/strict";
 import { DocSlots } from "../lib/engine/page/doc_slots.ts";
 import { buildSpec } from "../lib/base/spec.ts";
 import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
-import { RegistryData } from "../lib/sim/registry_data.ts";
-import { startRegistry } from "../lib/sim/registry_server.ts";
+import { RegistryData } from "../lib/sim/registry/registry_data.ts";
+import { startRegistry } from "../lib/sim/registry/registry_server.ts";
 
 Deno.test("doc slots: own requests always go; borrowed ones only into idle slots", () => {
   const s = new DocSlots(4);

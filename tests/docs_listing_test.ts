@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { ListedDoc, parseDocsListing } from "../lib/sources/docs_listing.ts";
+import { ListedDoc, parseDocsListing } from "../lib/sources/answers/docs_listing.ts";
 
 /** The answer as JSON.parse reads it, each ListedDoc turned back into the value its text holds. */
 function unlisted(v: unknown): unknown {

@@ -3,7 +3,7 @@ import { clockWithNow } from "../lib/base/clock.ts";
 import assert from "node:assert/strict";
 import { checkCompletion } from "../lib/engine/verify/completion.ts";
 import { getCrawl, listShards } from "../lib/engine/store/mod.ts";
-import type { RegistryData } from "../lib/sim/registry_data.ts";
+import type { RegistryData } from "../lib/sim/registry/registry_data.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import type { CrawlSpec } from "../lib/base/spec.ts";
 import type { Dispatcher } from "../lib/engine/crawl/planning.ts";

@@ -10,8 +10,8 @@ import { listCrawls, listShards } from "../lib/engine/store/mod.ts";
 import { iterateItems } from "../lib/engine/items/item_read.ts";
 import { crawlStatus } from "../lib/engine/crawl/status.ts";
 import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
-import { startRegistry } from "../lib/sim/registry_server.ts";
-import { RegistryData } from "../lib/sim/registry_data.ts";
+import { startRegistry } from "../lib/sim/registry/registry_server.ts";
+import { RegistryData } from "../lib/sim/registry/registry_data.ts";
 import { spawnRegistry, taskArgs, waitForItems } from "./helpers.ts";
 
 Deno.test("faults: 20% faults, missing documents, 5 SIGKILLs: every item exactly once", async () => {

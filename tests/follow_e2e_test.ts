@@ -6,9 +6,9 @@
  * revision; over HTTP the lag is in the crawl's status and in `/metrics`.
  */
 import assert from "node:assert/strict";
-import { RegistryData } from "../lib/sim/registry_data.ts";
-import { startRegistry } from "../lib/sim/registry_server.ts";
-import { npmReplicaProfile } from "../lib/sim/registry_profile.ts";
+import { RegistryData } from "../lib/sim/registry/registry_data.ts";
+import { startRegistry } from "../lib/sim/registry/registry_server.ts";
+import { npmReplicaProfile } from "../lib/sim/registry/registry_profile.ts";
 import { getFeed, listCrawls } from "../lib/engine/store/mod.ts";
 import { runTask, spawnServer, taskArgs, waitHealthy } from "./helpers.ts";
 import { assertExportIs, realNames, Timeline } from "./registry_timeline.ts";

@@ -6,7 +6,7 @@ import { countItems, iterateItems } from "../lib/engine/items/item_read.ts";
 import { crawlStatus } from "../lib/engine/crawl/status.ts";
 import { listShards } from "../lib/engine/store/mod.ts";
 import type { Plan } from "../lib/plan/planner.ts";
-import { RegistryData } from "../lib/sim/registry_data.ts";
+import { RegistryData } from "../lib/sim/registry/registry_data.ts";
 import { type SpawnedTask, spawnTask } from "../lib/sim/spawn_task.ts";
 import type { Source } from "../lib/plan/source.ts";
 import { exportNdjson } from "../lib/cli/export.ts";

@@ -4,10 +4,10 @@
  * through HTTP against a simulated host that answers 429 beyond 50 requests a second.
  */
 import assert from "node:assert/strict";
-import { Pacer } from "../lib/sources/host_pacer.ts";
-import { HttpClient } from "../lib/sources/http.ts";
-import { startRegistry } from "../lib/sim/registry_server.ts";
-import { RegistryData } from "../lib/sim/registry_data.ts";
+import { Pacer } from "../lib/sources/http/host_pacer.ts";
+import { HttpClient } from "../lib/sources/http/http.ts";
+import { startRegistry } from "../lib/sim/registry/registry_server.ts";
+import { RegistryData } from "../lib/sim/registry/registry_data.ts";
 
 /** A clock that moves only when something sleeps on it (sequential use). */
 function fakeClock(start = 1_000_000) {

@@ -10,10 +10,10 @@ import { iterateItems } from "../lib/engine/items/item_read.ts";
 import { listCrawls } from "../lib/engine/store/mod.ts";
 import { sortKeys } from "../lib/plan/keys.ts";
 import { bundledNames, collidingIds, syntheticNames } from "../lib/sim/names.ts";
-import { RegistryData } from "../lib/sim/registry_data.ts";
-import { badKindOf, type HostileOptions } from "../lib/sim/registry_hostile.ts";
-import { type RegistryOptions, startRegistry } from "../lib/sim/registry_server.ts";
-import type { CouchSourceOptions } from "../lib/sources/couch_source.ts";
+import { RegistryData } from "../lib/sim/registry/registry_data.ts";
+import { badKindOf, type HostileOptions } from "../lib/sim/registry/registry_hostile.ts";
+import { type RegistryOptions, startRegistry } from "../lib/sim/registry/registry_server.ts";
+import type { CouchSourceOptions } from "../lib/sources/couch/couch_source.ts";
 import { assertCrawledExactly } from "./helpers.ts";
 import { JumpingClock } from "./fake_clock.ts";
 

@@ -23,7 +23,7 @@ import {
   updateCrawl,
 } from "../lib/engine/store/mod.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
-import { RegistryData } from "../lib/sim/registry_data.ts";
+import { RegistryData } from "../lib/sim/registry/registry_data.ts";
 import { begin, finishAll, RecordingDispatcher, runOne, spec } from "./engine_helpers.ts";
 import { claimShard } from "../lib/engine/dispatch/_shard_runner.ts";
 import { splitStraggler } from "../lib/engine/crawl/rebalance.ts";

@@ -2,7 +2,9 @@
  * The house's import rules, checked on every file: layers import only the layers below them
  * (base → plan → sources → engine → http/cli → tasks), the simulator and the bench stand to the
  * side, the engine's rooms stand on one another (store ← items ← page ← crawl ← verify ←
- * dispatch) and reach each other only through their `mod.ts`, a file named `_x.ts` is imported only
+ * dispatch) and reach each other only through their `mod.ts`, so do the sub-rooms of the other
+ * layers (`lib/sources/http/`, `lib/plan/search/`, …: through their `mod.ts` from outside, and
+ * without a circle between them), a file named `_x.ts` is imported only
  * from its own folder, only the verify room decides a count, only the store opens an atomic op, and
  * HTTP and CLI reach the engine only through `lib/engine/mod.ts`.
  */
@@ -87,6 +89,44 @@ Deno.test("layers: every import runs down the house, and between rooms only thro
     }
   }
   assert.deepEqual(wrong, []);
+});
+
+/** The sub-rooms outside the engine: folders below a layer with a `mod.ts` face of their own. */
+function subRooms(graph: Map<string, string[]>): string[] {
+  const rooms = new Set<string>();
+  for (const file of graph.keys()) {
+    const m = /^(lib\/(?!engine\/)[a-z]+\/[a-z]+)\/mod\.ts$/.exec(file);
+    if (m) rooms.add(m[1]);
+  }
+  return [...rooms];
+}
+
+Deno.test("layers: a sub-room is entered from outside only through its face, and sub-rooms make no circle", async () => {
+  const graph = await importGraph();
+  const rooms = subRooms(graph);
+  assert.ok(rooms.includes("lib/sources/http") && rooms.includes("lib/plan/search"));
+  const roomOf = (file: string) => rooms.find((r) => file.startsWith(`${r}/`));
+  const wrong: string[] = [];
+  const arrows = new Map<string, Set<string>>();
+  for (const [file, targets] of graph) {
+    for (const t of targets) {
+      const [from, to] = [roomOf(file), roomOf(t)];
+      if (!to || from === to) continue;
+      if (!t.endsWith("/mod.ts")) wrong.push(`${file} -> ${t}`);
+      if (from) arrows.set(from, (arrows.get(from) ?? new Set()).add(to));
+    }
+  }
+  assert.deepEqual(wrong, []);
+  // Between the sub-rooms of one layer, arrows run one way.
+  const circles: string[] = [];
+  const reach = (from: string, seen: string[]) => {
+    for (const to of arrows.get(from) ?? []) {
+      if (to === seen[0]) circles.push([...seen, to].join(" -> "));
+      else if (!seen.includes(to)) reach(to, [...seen, to]);
+    }
+  };
+  for (const room of rooms) reach(room, [room]);
+  assert.deepEqual(circles, []);
 });
 
 Deno.test("layers: no circles", async () => {

@@ -4,11 +4,11 @@
  * `pending`; each refusal is paid once, and the crawl's line says what was found.
  */
 import assert from "node:assert/strict";
-import { RegistryData } from "../lib/sim/registry_data.ts";
-import { type RegistryOptions, startRegistry } from "../lib/sim/registry_server.ts";
-import { npmReplicaProfile } from "../lib/sim/registry_profile.ts";
-import { CouchSource } from "../lib/sources/couch_source.ts";
-import { capabilityLine, learnedFrom } from "../lib/sources/learned_caps.ts";
+import { RegistryData } from "../lib/sim/registry/registry_data.ts";
+import { type RegistryOptions, startRegistry } from "../lib/sim/registry/registry_server.ts";
+import { npmReplicaProfile } from "../lib/sim/registry/registry_profile.ts";
+import { CouchSource } from "../lib/sources/couch/couch_source.ts";
+import { capabilityLine, learnedFrom } from "../lib/sources/couch/learned_caps.ts";
 import { bundledNames, syntheticNames } from "../lib/sim/names.ts";
 
 async function withRegistry(

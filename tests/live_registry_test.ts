@@ -20,9 +20,13 @@ import { getCrawl, getFeed, listCrawls } from "../lib/engine/store/mod.ts";
 import { MAX_STORED_ID_UNITS, writeItems } from "../lib/engine/items/item_store.ts";
 import { LONG_KEY_UNITS, sortKeys } from "../lib/plan/keys.ts";
 import { bundledNames, prng, syntheticNames } from "../lib/sim/names.ts";
-import { type ChurnKind, RegistryData } from "../lib/sim/registry_data.ts";
-import { isHidden, type RegistryOptions, startRegistry } from "../lib/sim/registry_server.ts";
-import { CouchSource, type CouchSourceOptions } from "../lib/sources/couch_source.ts";
+import { type ChurnKind, RegistryData } from "../lib/sim/registry/registry_data.ts";
+import {
+  isHidden,
+  type RegistryOptions,
+  startRegistry,
+} from "../lib/sim/registry/registry_server.ts";
+import { CouchSource, type CouchSourceOptions } from "../lib/sources/couch/couch_source.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { begin, finishAll, RecordingDispatcher, runOne, spec } from "./engine_helpers.ts";
 import { assertCrawledExactly, exportText, wrapSource } from "./helpers.ts";

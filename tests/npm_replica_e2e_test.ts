@@ -8,13 +8,13 @@
  * final check that fails the same permanent way ends `failed` with the reason.
  */
 import assert from "node:assert/strict";
-import { RegistryData } from "../lib/sim/registry_data.ts";
+import { RegistryData } from "../lib/sim/registry/registry_data.ts";
 import {
   createRegistryApp,
   type RegistryOptions,
   startRegistry,
-} from "../lib/sim/registry_server.ts";
-import { npmReplicaProfile, SeqCodec } from "../lib/sim/registry_profile.ts";
+} from "../lib/sim/registry/registry_server.ts";
+import { npmReplicaProfile, SeqCodec } from "../lib/sim/registry/registry_profile.ts";
 import { runTask, spawnServer, waitHealthy } from "./helpers.ts";
 import { assertExportIs, realNames, Timeline } from "./registry_timeline.ts";
 

@@ -14,7 +14,7 @@ import { getCrawl, listShards } from "../lib/engine/store/mod.ts";
 import { storedItems } from "../lib/engine/items/stored_parts.ts";
 import type { ChangeRow, Source } from "../lib/plan/source.ts";
 import { bundledNames, prng, syntheticNames } from "../lib/sim/names.ts";
-import { RegistryData } from "../lib/sim/registry_data.ts";
+import { RegistryData } from "../lib/sim/registry/registry_data.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { begin, finishAll, RecordingDispatcher, runOne, spec } from "./engine_helpers.ts";
 import { assertCrawledExactly, wrapSource } from "./helpers.ts";

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { createApp } from "../lib/http/app.ts";
 import { Metrics } from "../lib/http/metrics.ts";
 import { configFromEnv } from "../lib/http/server_config.ts";
-import { Pacer } from "../lib/sources/host_pacer.ts";
+import { Pacer } from "../lib/sources/http/host_pacer.ts";
 import { findCrawl } from "../lib/engine/mod.ts";
 import { RecordingDispatcher } from "./engine_helpers.ts";
 

@@ -6,7 +6,7 @@
  * never in CI.
  */
 import assert from "node:assert/strict";
-import { CouchSource } from "../lib/sources/couch_source.ts";
+import { CouchSource } from "../lib/sources/couch/couch_source.ts";
 import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
 import { planShards } from "../lib/plan/planner.ts";
 import { listCrawls } from "../lib/engine/store/mod.ts";

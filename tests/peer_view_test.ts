@@ -13,7 +13,7 @@ import { keysAtRanks } from "../lib/plan/locate.ts";
 import { planShards } from "../lib/plan/planner.ts";
 import { compareJson, encodeViewRow, type Json } from "../lib/plan/view/mod.ts";
 import { prng } from "../lib/sim/names.ts";
-import { CouchSource } from "../lib/sources/couch_source.ts";
+import { CouchSource } from "../lib/sources/couch/couch_source.ts";
 import { okJson, runTaskIn } from "./helpers.ts";
 import { havePouchdb, startPouchdb } from "./optional_tools.ts";
 

@@ -5,9 +5,9 @@
  * so, and the copy is as exact.
  */
 import assert from "node:assert/strict";
-import { startRegistry } from "../lib/sim/registry_server.ts";
-import { RegistryData } from "../lib/sim/registry_data.ts";
-import { npmReplicaProfile } from "../lib/sim/registry_profile.ts";
+import { startRegistry } from "../lib/sim/registry/registry_server.ts";
+import { RegistryData } from "../lib/sim/registry/registry_data.ts";
+import { npmReplicaProfile } from "../lib/sim/registry/registry_profile.ts";
 import { runTask } from "./helpers.ts";
 
 const NAMES = Array.from({ length: 600 }, (_, i) => `pkg-${String(i).padStart(4, "0")}`);

@@ -4,14 +4,14 @@
  * from a document host), a read-only proxy, a cluster's opaque, jittering sequences.
  */
 import assert from "node:assert/strict";
-import { RegistryData } from "../lib/sim/registry_data.ts";
+import { RegistryData } from "../lib/sim/registry/registry_data.ts";
 import {
   createDocHostApp,
   createRegistryApp,
   type RegistryOptions,
   startRegistry,
-} from "../lib/sim/registry_server.ts";
-import { npmReplicaProfile, SeqCodec } from "../lib/sim/registry_profile.ts";
+} from "../lib/sim/registry/registry_server.ts";
+import { npmReplicaProfile, SeqCodec } from "../lib/sim/registry/registry_profile.ts";
 
 const keys = () => ["@a/x", "@b/y", "alpha", "beta", "gamma", "zeta"];
 

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { createRegistryApp } from "../lib/sim/registry_server.ts";
-import { RegistryData } from "../lib/sim/registry_data.ts";
+import { createRegistryApp } from "../lib/sim/registry/registry_server.ts";
+import { RegistryData } from "../lib/sim/registry/registry_data.ts";
 import { sortKeys } from "../lib/plan/keys.ts";
 
 const KEYS = sortKeys(["a", "b", "c", "@s/x", "@s/y", "é", "\uffff", "\u{10000}", "z"]);

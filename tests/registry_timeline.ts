@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { bundledNames, prng } from "../lib/sim/names.ts";
-import type { RegistryData } from "../lib/sim/registry_data.ts";
+import type { RegistryData } from "../lib/sim/registry/registry_data.ts";
 
 /** Every `k`-th of the bundled real npm names, up to `n`. */
 export async function realNames(n: number): Promise<string[]> {

@@ -6,11 +6,11 @@
 import assert from "node:assert/strict";
 import { VERSION } from "../lib/base/version.ts";
 import { UsageError } from "../lib/base/errors.ts";
-import { HttpClient } from "../lib/sources/http.ts";
-import { headersFor, parseHeader, USER_AGENT } from "../lib/sources/request_headers.ts";
-import { RegistryData } from "../lib/sim/registry_data.ts";
-import { startRegistry } from "../lib/sim/registry_server.ts";
-import { npmReplicaProfile } from "../lib/sim/registry_profile.ts";
+import { HttpClient } from "../lib/sources/http/http.ts";
+import { headersFor, parseHeader, USER_AGENT } from "../lib/sources/http/request_headers.ts";
+import { RegistryData } from "../lib/sim/registry/registry_data.ts";
+import { startRegistry } from "../lib/sim/registry/registry_server.ts";
+import { npmReplicaProfile } from "../lib/sim/registry/registry_profile.ts";
 import { runTask } from "./helpers.ts";
 import { realNames } from "./registry_timeline.ts";
 import { JumpingClock } from "./fake_clock.ts";

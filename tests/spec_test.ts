@@ -3,7 +3,7 @@ import { InputError } from "../lib/base/errors.ts";
 import { buildSpec, crawlIdFor, normalizeSourceUrl } from "../lib/base/spec.ts";
 import { urlFlag } from "../lib/cli/flags.ts";
 import { normalizeSource } from "../lib/http/crawl_routes.ts";
-import { CouchSource } from "../lib/sources/couch_source.ts";
+import { CouchSource } from "../lib/sources/couch/couch_source.ts";
 
 Deno.test("spec: one registry written differently is one crawl, from the CLI, the API and a source", async () => {
   const ways = [

@@ -4,7 +4,7 @@ import { cutStored } from "../lib/engine/items/stored_parts.ts";
 import { MAX_STORED_ID_UNITS } from "../lib/engine/items/item_store.ts";
 import { plainPartSize } from "../lib/engine/items/_item_codec.ts";
 import { compareKeys, sortKeys } from "../lib/plan/keys.ts";
-import { RegistryData } from "../lib/sim/registry_data.ts";
+import { RegistryData } from "../lib/sim/registry/registry_data.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { begin, finishAll, spec } from "./engine_helpers.ts";
 import { prng } from "../lib/sim/names.ts";

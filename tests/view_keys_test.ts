@@ -11,7 +11,7 @@ import {
   encodeViewRow,
   type Json,
   type ViewRowKey,
-} from "../lib/plan/view/mod.ts";
+} from "../lib/plan/view/view_keys.ts";
 import { compareKeys } from "../lib/plan/keys.ts";
 import { prng } from "../lib/sim/names.ts";
 

@@ -24,7 +24,7 @@
  * @module
  */
 
-/** Level 1: one HTTP request (`sources/http.ts`). */
+/** Level 1: one HTTP request (`sources/http/http.ts`). */
 export const HTTP_RETRY = {
   /** Attempts per request. */
   maxAttempts: 8,
@@ -40,7 +40,7 @@ export const HTTP_RETRY = {
   tooManyMinMs: 1_000,
 } as const;
 
-/** Level 2: one document (`sources/couch_source.ts`, `engine/page/page_docs.ts`). */
+/** Level 2: one document (`sources/couch/couch_source.ts`, `engine/page/page_docs.ts`). */
 export const DOCUMENT_RETRY = {
   /** HTTP attempts per round for one document. */
   attemptsPerRound: 4,
@@ -174,7 +174,7 @@ export function backoff(
 }
 
 /**
- * Pacing of requests per host (`sources/host_pacer.ts`): how a host's pushback (429, 503, 504)
+ * Pacing of requests per host (`sources/http/host_pacer.ts`): how a host's pushback (429, 503, 504)
  * or its latency growing slows every request to it, and how the pace grows back (AIMD: a cut
  * multiplies, growth adds).
  */

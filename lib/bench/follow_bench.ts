@@ -15,10 +15,8 @@
  * @module
  */
 import { bundledNames, prng } from "../sim/names.ts";
-import { RegistryData } from "../sim/registry_data.ts";
+import { npmReplicaProfile, RegistryData, startRegistry } from "../sim/registry/mod.ts";
 import { runChurn } from "../sim/churn_schedule.ts";
-import { startRegistry } from "../sim/registry_server.ts";
-import { npmReplicaProfile } from "../sim/registry_profile.ts";
 import type { FollowState } from "../engine/store/mod.ts";
 import { table } from "./harness.ts";
 import {

@@ -9,7 +9,7 @@
  * @module
  */
 import { mapPool } from "../base/pool.ts";
-import { CouchSource } from "../sources/couch_source.ts";
+import { CouchSource } from "../sources/couch/mod.ts";
 import { n, registry, s, table, timeTask, x } from "./harness.ts";
 import { pageThrough } from "./peers.ts";
 

@@ -8,7 +8,7 @@
  */
 import { evenSplitKeys } from "../plan/baselines.ts";
 import type { Source } from "../plan/source.ts";
-import { CouchSource } from "../sources/couch_source.ts";
+import { CouchSource } from "../sources/couch/mod.ts";
 import { mapPool } from "../base/pool.ts";
 
 const enc = new TextEncoder();

@@ -10,9 +10,9 @@
 import { evenSplitKeys, seedBisection } from "../plan/baselines.ts";
 import { type Plan, planShards } from "../plan/planner.ts";
 import { bundledNames, syntheticNames } from "../sim/names.ts";
-import { RegistryData } from "../sim/registry_data.ts";
+import { RegistryData } from "../sim/registry/mod.ts";
 import { MemorySource } from "../sources/memory_source.ts";
-import { CouchSource } from "../sources/couch_source.ts";
+import { CouchSource } from "../sources/couch/mod.ts";
 import { median, n, registry, s, table, x } from "./harness.ts";
 
 /** Largest shard as a multiple of total/N, from boundary ranks. */

@@ -15,7 +15,7 @@ import { runLocalCrawl } from "../cli/local_crawl.ts";
 import { evenSplitKeys, shardsAt } from "../plan/baselines.ts";
 import { type Plan, planShards } from "../plan/planner.ts";
 import { bundledNames, prefixNear, syntheticNames } from "../sim/names.ts";
-import { CouchSource } from "../sources/couch_source.ts";
+import { CouchSource } from "../sources/couch/mod.ts";
 import { median, n, registry, s, table, x } from "./harness.ts";
 import { pageThrough } from "./peers.ts";
 

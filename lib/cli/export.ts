@@ -11,7 +11,7 @@ import {
   type ExportedItem,
   findCrawl,
 } from "../engine/mod.ts";
-import { oneLine } from "../sources/couch_answers.ts";
+import { oneLine } from "../sources/answers/mod.ts";
 import type { IdOrder } from "../plan/id_order.ts";
 import { shownKey } from "../plan/shown_key.ts";
 import { isValueDigest, splitValueBlob } from "../plan/view/mod.ts";

@@ -20,8 +20,8 @@ import {
 } from "../base/errors.ts";
 import type { CrawlSpec } from "../base/spec.ts";
 import type { Plan } from "../plan/planner.ts";
-import type { CouchSourceOptions } from "../sources/couch_source.ts";
-import { networkCause } from "../sources/http.ts";
+import type { CouchSourceOptions } from "../sources/couch/mod.ts";
+import { networkCause } from "../sources/http/mod.ts";
 import {
   type CrawlRecord,
   crawlStatus,

@@ -6,7 +6,7 @@
  */
 import { type Clock, SYSTEM_CLOCK } from "../base/clock.ts";
 import type { CrawlStatusReport } from "../engine/mod.ts";
-import type { PaceState } from "../sources/host_pacer.ts";
+import type { PaceState } from "../sources/http/mod.ts";
 
 /** Options of {@linkcode Progress}. */
 export interface ProgressOptions {

@@ -39,14 +39,14 @@ import {
   TransientError,
 } from "../base/errors.ts";
 import type { Source } from "../plan/source.ts";
-import { CouchSource } from "../sources/couch_source.ts";
+import { CouchSource } from "../sources/couch/mod.ts";
 import type { Dispatcher } from "../engine/mod.ts";
 import { safeEqual } from "./auth.ts";
 import { addCrawlRoutes } from "./crawl_routes.ts";
 import { addEventRoutes, StatusFeed } from "./events.ts";
 import { addLocateRoute } from "./locate_route.ts";
 import { Metrics, renderMetrics } from "./metrics.ts";
-import type { PaceState } from "../sources/host_pacer.ts";
+import type { PaceState } from "../sources/http/mod.ts";
 import { FAVICON, STATUS_PAGE } from "./status_page.ts";
 
 /** What the app needs (all injected). */

@@ -40,7 +40,7 @@ import { planSvg } from "../plan/plan_svg.ts";
 import { shownKey } from "../plan/shown_key.ts";
 import { isValueDigest, splitValueBlob } from "../plan/view/mod.ts";
 import { isAllowedSource } from "./auth.ts";
-import type { PaceState } from "../sources/host_pacer.ts";
+import type { PaceState } from "../sources/http/mod.ts";
 
 /** What the crawl routes need. */
 export interface CrawlRouteDeps {

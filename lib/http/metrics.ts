@@ -7,7 +7,7 @@
  * @module
  */
 import { crawlStatus, listCrawlSummaries } from "../engine/mod.ts";
-import type { PaceState } from "../sources/host_pacer.ts";
+import type { PaceState } from "../sources/http/mod.ts";
 
 /** Upper bounds of the latency buckets, in seconds. */
 const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];

@@ -31,7 +31,7 @@ import {
   sourceOpener,
 } from "../engine/mod.ts";
 import { Metrics } from "./metrics.ts";
-import { Pacer } from "../sources/host_pacer.ts";
+import { Pacer } from "../sources/http/mod.ts";
 import { StatusFeed } from "./events.ts";
 
 /** A running server and the hooks its cron jobs call. */

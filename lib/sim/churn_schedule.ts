@@ -8,7 +8,7 @@
 import { type Clock, SYSTEM_CLOCK } from "../base/clock.ts";
 import { UsageError } from "../base/errors.ts";
 import { prng } from "./names.ts";
-import { CHURN_KINDS, type ChurnKind, type RegistryData } from "./registry_data.ts";
+import { CHURN_KINDS, type ChurnKind, type RegistryData } from "./registry/mod.ts";
 
 /** One phase: `perSecond` changes a second for `seconds` (null: until stopped). */
 export interface ChurnPhase {

@@ -8,11 +8,14 @@
  */
 import { FatalError } from "../../base/errors.ts";
 import type { CrawlSpec } from "../../base/spec.ts";
-import { CouchSource, type CouchSourceOptions } from "../../sources/couch_source.ts";
-import { BODY_BYTES_IN_FLIGHT, largeAnswers } from "../../sources/http.ts";
+import { CouchSource, type CouchSourceOptions } from "../../sources/couch/mod.ts";
+import {
+  BODY_BYTES_IN_FLIGHT,
+  largeAnswers,
+  Pacer,
+  type RequestHeader,
+} from "../../sources/http/mod.ts";
 import { ByteBudget } from "../../base/byte_budget.ts";
-import { Pacer } from "../../sources/host_pacer.ts";
-import type { RequestHeader } from "../../sources/request_headers.ts";
 import type { LearnedCaps } from "../../plan/source.ts";
 
 /** What a source is opened for: a crawl's spec, with what its registry was seen to serve. */

@@ -6,7 +6,7 @@
  * @module
  */
 import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
-import { capabilityLine } from "../../sources/learned_caps.ts";
+import { capabilityLine } from "../../sources/couch/mod.ts";
 import { idOfKey } from "../../plan/id_order.ts";
 import type { LearnedCaps } from "../../plan/source.ts";
 import { redactUrl } from "../../base/redact.ts";

@@ -17,7 +17,7 @@
  *
  * @module
  */
-import { oneLine } from "../../sources/couch_answers.ts";
+import { oneLine } from "../../sources/answers/mod.ts";
 
 /** One row of a block: an id, its revision and its document's JSON text when fetched. */
 export interface BlockRow {

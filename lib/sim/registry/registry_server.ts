@@ -31,7 +31,7 @@ import {
 import { type ProfileOptions, refusedParam, SeqCodec } from "./registry_profile.ts";
 import { paddingStream } from "./registry_hostile.ts";
 import { addViewRoute } from "./registry_view.ts";
-import type { Collation } from "../plan/view/mod.ts";
+import type { Collation } from "../../plan/view/mod.ts";
 
 /** How the registry behaves. */
 export interface RegistryOptions extends FaultOptions, DocServeOptions, ProfileOptions {

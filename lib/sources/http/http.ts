@@ -13,13 +13,13 @@
  *
  * @module
  */
-import { type Clock, SYSTEM_CLOCK } from "../base/clock.ts";
+import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
 import { headersFor, type RequestHeader } from "./request_headers.ts";
-import { backoff, HTTP_RETRY } from "../base/retry_policy.ts";
-import { PermanentError, TransientError } from "../base/errors.ts";
-import { redactUrl } from "../base/redact.ts";
-import { Semaphore } from "../base/pool.ts";
-import { ByteBudget } from "../base/byte_budget.ts";
+import { backoff, HTTP_RETRY } from "../../base/retry_policy.ts";
+import { PermanentError, TransientError } from "../../base/errors.ts";
+import { redactUrl } from "../../base/redact.ts";
+import { Semaphore } from "../../base/pool.ts";
+import { ByteBudget } from "../../base/byte_budget.ts";
 import type { Pacer } from "./host_pacer.ts";
 
 /** Answers past this many bytes are large: few are read and parsed at once (`largeAnswers`). */

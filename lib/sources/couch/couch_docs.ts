@@ -5,12 +5,12 @@
  *
  * @module
  */
-import { DOCUMENT_RETRY } from "../base/retry_policy.ts";
-import { PermanentError, TransientError } from "../base/errors.ts";
-import { redactUrl } from "../base/redact.ts";
-import type { DocOptions, DocResult } from "../plan/source.ts";
-import { docFromBody } from "./couch_answers.ts";
-import { type HttpAnswer, type HttpClient, TooLargeError } from "./http.ts";
+import { DOCUMENT_RETRY } from "../../base/retry_policy.ts";
+import { PermanentError, TransientError } from "../../base/errors.ts";
+import { redactUrl } from "../../base/redact.ts";
+import type { DocOptions, DocResult } from "../../plan/source.ts";
+import { docFromBody } from "../answers/mod.ts";
+import { type HttpAnswer, type HttpClient, TooLargeError } from "../http/mod.ts";
 
 /** Longest document URL asked for (the HTTP stack takes up to 65,534 bytes). */
 const MAX_DOC_URL = 32_000;

@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { prng } from "./names.ts";
+import { prng } from "../names.ts";
 
 /** What a listing does with `update_seq=true`. */
 export type ListingSeq = "serve" | "ignore" | "reject";

@@ -12,14 +12,14 @@
  *
  * @module
  */
-import { compareKeys } from "../plan/keys.ts";
+import { compareKeys } from "../../plan/keys.ts";
 import {
   type Collation,
   compareJson,
   compareViewRows,
   type Json,
   type ViewRowKey,
-} from "../plan/view/mod.ts";
+} from "../../plan/view/mod.ts";
 import type { RegistryData } from "./registry_data.ts";
 import type { Hono } from "hono";
 import { couchError, intParam } from "./registry_listing.ts";
@@ -203,7 +203,7 @@ export function addViewRoute(
       _rev: "1-sim",
       views: {
         by_shape: {
-          map: "(see lib/sim/registry_view.ts)",
+          map: "(see lib/sim/registry/registry_view.ts)",
           ...(raw ? { options: { collation: "raw" } } : {}),
         },
       },

@@ -21,8 +21,8 @@
  *
  * @module
  */
-import { HOST_PACE } from "../base/retry_policy.ts";
-import { type Clock, SYSTEM_CLOCK } from "../base/clock.ts";
+import { HOST_PACE } from "../../base/retry_policy.ts";
+import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
 
 /** What a host's pace is now, for status pages and metrics (no URL, no credentials). */
 export interface HostPace {

@@ -9,8 +9,8 @@
  *
  * @module
  */
-import { UsageError } from "../base/errors.ts";
-import { VERSION } from "../base/version.ts";
+import { UsageError } from "../../base/errors.ts";
+import { VERSION } from "../../base/version.ts";
 
 /** The `User-Agent` of every request unless a header given by the user replaces it. */
 export const USER_AGENT = `rankcrawl/${VERSION}`;

@@ -13,8 +13,8 @@
  *
  * @module
  */
-import { FatalError } from "../base/errors.ts";
-import type { Collation } from "../plan/view/mod.ts";
+import { FatalError } from "../../base/errors.ts";
+import type { Collation } from "../../plan/view/mod.ts";
 
 /**
  * A GET's status and parsed JSON body (null when it was not JSON); `expected` names a field the

@@ -13,11 +13,11 @@
  *
  * @module
  */
-import { FatalError, PermanentError, TransientError } from "../base/errors.ts";
-import type { ListOptions, Page } from "../plan/source.ts";
-import { ceilViewRow, compareJson, valueRev, type ViewRowKey } from "../plan/view/mod.ts";
-import { compareKeys } from "../plan/keys.ts";
-import { checkPage } from "./couch_answers.ts";
+import { FatalError, PermanentError, TransientError } from "../../base/errors.ts";
+import type { ListOptions, Page } from "../../plan/source.ts";
+import { ceilViewRow, compareJson, valueRev, type ViewRowKey } from "../../plan/view/mod.ts";
+import { compareKeys } from "../../plan/keys.ts";
+import { checkPage } from "../answers/mod.ts";
 import {
   MAX_ROUNDS,
   pairOf,

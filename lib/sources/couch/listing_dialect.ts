@@ -5,15 +5,13 @@
  *
  * @module
  */
-import { FatalError } from "../base/errors.ts";
-import { VIEW_PATTERN } from "../base/spec.ts";
-import type { ListOptions, Page } from "../plan/source.ts";
-import { decodeViewRow } from "../plan/view/mod.ts";
-import { checkPage } from "./couch_answers.ts";
-import { type GetJson, serverKind, viewCollation } from "./view_collation.ts";
-import { idOfKey, type IdOrder, keyOfId } from "../plan/id_order.ts";
-import { listViewPage } from "./view_listing.ts";
-import { ViewState } from "./view_rows.ts";
+import { FatalError } from "../../base/errors.ts";
+import { VIEW_PATTERN } from "../../base/spec.ts";
+import type { ListOptions, Page } from "../../plan/source.ts";
+import { decodeViewRow } from "../../plan/view/mod.ts";
+import { checkPage } from "../answers/mod.ts";
+import { type GetJson, listViewPage, serverKind, viewCollation, ViewState } from "../view/mod.ts";
+import { idOfKey, type IdOrder, keyOfId } from "../../plan/id_order.ts";
 
 /** Sends one listing request with these parameters and gives back its parsed JSON body. */
 export type SendListing = (params: URLSearchParams) => Promise<unknown>;

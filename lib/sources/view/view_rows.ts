@@ -4,11 +4,11 @@
  *
  * @module
  */
-import { FatalError } from "../base/errors.ts";
-import type { ListOptions } from "../plan/source.ts";
-import { type Collation, encodeViewRow, type Json, type ViewRowKey } from "../plan/view/mod.ts";
-import { compareKeys } from "../plan/keys.ts";
-import { refuseErrorBody } from "./couch_answers.ts";
+import { FatalError } from "../../base/errors.ts";
+import type { ListOptions } from "../../plan/source.ts";
+import { type Collation, encodeViewRow, type Json, type ViewRowKey } from "../../plan/view/mod.ts";
+import { compareKeys } from "../../plan/keys.ts";
+import { refuseErrorBody } from "../answers/mod.ts";
 
 /** Sends one view request with these parameters and gives back its parsed JSON body. */
 export type SendView = (params: URLSearchParams) => Promise<unknown>;

@@ -5,12 +5,11 @@
  *
  * @module
  */
-import { FatalError, PermanentError } from "../base/errors.ts";
-import { redactUrl } from "../base/redact.ts";
-import { parseJsonAnswer, refuseErrorBody } from "./couch_answers.ts";
-import { parseDocsListing } from "./docs_listing.ts";
-import type { HttpAnswer, HttpClient } from "./http.ts";
-import type { LearnedCaps } from "../plan/source.ts";
+import { FatalError, PermanentError } from "../../base/errors.ts";
+import { redactUrl } from "../../base/redact.ts";
+import { parseDocsListing, parseJsonAnswer, refuseErrorBody } from "../answers/mod.ts";
+import type { HttpAnswer, HttpClient } from "../http/mod.ts";
+import type { LearnedCaps } from "../../plan/source.ts";
 import { isMethodRefusal } from "./learned_caps.ts";
 
 /** Bytes a listing may use per row without documents (ids run up to 4 KB, escaped). */

@@ -7,8 +7,8 @@
  *
  * @module
  */
-import { PermanentError } from "../base/errors.ts";
-import { type LearnedCaps, UNKNOWN_CAPS } from "../plan/source.ts";
+import { PermanentError } from "../../base/errors.ts";
+import { type LearnedCaps, UNKNOWN_CAPS } from "../../plan/source.ts";
 
 /** Statuses with which a server refuses a method or a route it does not serve at all. */
 const METHOD_REFUSED = new Set([400, 404, 405, 406, 415, 501]);

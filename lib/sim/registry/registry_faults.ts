@@ -7,7 +7,7 @@
  * @module
  */
 import type { Context, Next } from "hono";
-import { prng } from "./names.ts";
+import { prng } from "../names.ts";
 
 /**
  * Kinds of injected fault. `drop` cuts the connection mid-body; `error-body` answers 200 with a

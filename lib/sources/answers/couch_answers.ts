@@ -6,10 +6,10 @@
  *
  * @module
  */
-import { FatalError, TransientError } from "../base/errors.ts";
-import { compareKeys } from "../plan/keys.ts";
+import { FatalError, TransientError } from "../../base/errors.ts";
+import { compareKeys } from "../../plan/keys.ts";
 import { ListedDoc } from "./docs_listing.ts";
-import type { ChangeRow, DocResult, ListOptions, Page, Row } from "../plan/source.ts";
+import type { ChangeRow, DocResult, ListOptions, Page, Row } from "../../plan/source.ts";
 
 const dec = new TextDecoder();
 

@@ -15,11 +15,11 @@
  *
  * @module
  */
-import { DOCUMENT_RETRY } from "../base/retry_policy.ts";
-import { FatalError, PermanentError } from "../base/errors.ts";
-import { redactUrl } from "../base/redact.ts";
-import { mapPool } from "../base/pool.ts";
-import { normalizeSourceUrl } from "../base/spec.ts";
+import { DOCUMENT_RETRY } from "../../base/retry_policy.ts";
+import { FatalError, PermanentError } from "../../base/errors.ts";
+import { redactUrl } from "../../base/redact.ts";
+import { mapPool } from "../../base/pool.ts";
+import { normalizeSourceUrl } from "../../base/spec.ts";
 import type {
   ChangeRow,
   DocMode,
@@ -29,7 +29,7 @@ import type {
   ListOptions,
   Page,
   Source,
-} from "../plan/source.ts";
+} from "../../plan/source.ts";
 import { isMethodRefusal, isRefusal, learnedFrom } from "./learned_caps.ts";
 import {
   checkBulkGet,
@@ -37,8 +37,8 @@ import {
   checkKeyRevs,
   parseJsonAnswer,
   refuseErrorBody,
-} from "./couch_answers.ts";
-import { HttpClient, type HttpOptions, TooLargeError } from "./http.ts";
+} from "../answers/mod.ts";
+import { HttpClient, type HttpOptions, TooLargeError } from "../http/mod.ts";
 import {
   allDocsDialect,
   type ListingContext,
@@ -54,7 +54,7 @@ import {
   PAGE_BYTES,
   ROW_BYTES,
 } from "./couch_exchange.ts";
-import type { IdOrder } from "../plan/id_order.ts";
+import type { IdOrder } from "../../plan/id_order.ts";
 
 /** Ids a revision lookup (`_all_docs` with keys) asks for at once. */
 export const REVS_PER_REQUEST = 100;

@@ -6,8 +6,8 @@
  *
  * @module
  */
-import type { DocResult } from "../plan/source.ts";
-import { ALWAYS_KEPT } from "../base/spec.ts";
+import type { DocResult } from "../../plan/source.ts";
+import { ALWAYS_KEPT } from "../../base/spec.ts";
 
 const dec = new TextDecoder();
 

@@ -4,8 +4,8 @@
  *
  * @module
  */
-import { compareKeys, lowerBound } from "../plan/keys.ts";
-import { prng } from "./names.ts";
+import { compareKeys, lowerBound } from "../../plan/keys.ts";
+import { prng } from "../names.ts";
 
 /** One change as `_changes` reports it: the latest state of a document. */
 export interface Change {
