@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { BoundarySearch, nextStep, type ProbeMemory } from "../lib/plan/search/boundary_search.ts";
+import { BoundarySearch } from "../lib/plan/search/boundary_search.ts";
+import { nextStep, type ProbeMemory } from "../lib/plan/search/next_step.ts";
 import { Alphabet, compareKeys, sortKeys } from "../lib/plan/keys.ts";
 import { PointSet } from "../lib/plan/search/points.ts";
 import { listingWith } from "../lib/plan/source.ts";

@@ -14,7 +14,7 @@ import { bundledNames, syntheticNames } from "../lib/sim/names.ts";
 import { RegistryData } from "../lib/sim/registry/registry_data.ts";
 import { startRegistry } from "../lib/sim/registry/registry_server.ts";
 import { RAW_DOC_BYTES, rawDocFromBody } from "../lib/sources/answers/couch_answers.ts";
-import { LARGE_ANSWER_BYTES } from "../lib/sources/http/http.ts";
+import { LARGE_ANSWER_BYTES } from "../lib/sources/http/body_read.ts";
 
 const enc = new TextEncoder();
 

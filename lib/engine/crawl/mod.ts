@@ -2,7 +2,8 @@
  * The crawl room: a crawl's life as a whole. Creation and planning (`planning.ts`), resuming,
  * pausing, cancelling, failing and deleting (`lifecycle.ts`), the registry's change feed claimed,
  * read and applied (`catch_up.ts`), splitting stragglers (`rebalance.ts`), what readers see
- * (`status.ts`) and the source a crawl reads (`open_source.ts`). Whether a crawl is done is the
+ * (`status.ts`, `crawl_reads.ts`), the source a crawl reads (`open_source.ts`) and pages listed
+ * ahead while a crawl is planned (`_prefetch.ts`). Whether a crawl is done is the
  * verify room's to say.
  *
  * @module
@@ -33,17 +34,18 @@ export {
 export type { CatchUpResult, FeedClaim } from "./catch_up.ts";
 export { splitStraggler } from "./rebalance.ts";
 export type { RebalanceOptions, SplitDeps } from "./rebalance.ts";
+export { crawlStatus } from "./status.ts";
+export type { CrawlStatusReport, ShardStatus } from "./status.ts";
 export {
   crawlDocErrors,
   crawlItemBatches,
   crawlItemsPage,
   crawlNdjsonBlocks,
   crawlPicture,
-  crawlStatus,
   findCrawl,
   listCrawlSummaries,
   listCrawlVersions,
-} from "./status.ts";
-export type { CrawlStatusReport, CrawlSummary, ShardStatus } from "./status.ts";
+} from "./crawl_reads.ts";
+export type { CrawlSummary } from "./crawl_reads.ts";
 export { sourceOpener } from "./open_source.ts";
 export type { SourceOpener } from "./open_source.ts";

@@ -1,14 +1,15 @@
 /**
  * Documents fetched one by one from a CouchDB database or a separate document host (the npm
  * replica serves ids only; documents come from registry.npmjs.org): URLs that cannot leave the
- * host's path, a byte cap per document, damaged bodies told from a document's own answer.
+ * host's path, a byte cap per document, damaged bodies told from a document's own answer; and
+ * which way a registry serves documents best (`probeDocMode`).
  *
  * @module
  */
 import { DOCUMENT_RETRY } from "../../base/retry_policy.ts";
 import { PermanentError, TransientError } from "../../base/errors.ts";
 import { redactUrl } from "../../base/redact.ts";
-import type { DocOptions, DocResult } from "../../plan/source.ts";
+import type { DocMode, DocOptions, DocResult, Page } from "../../plan/source.ts";
 import { docFromBody } from "../answers/mod.ts";
 import { type HttpAnswer, type HttpClient, TooLargeError } from "../http/mod.ts";
 
@@ -131,4 +132,26 @@ export class CouchDocs {
     const parsed = new URL(url);
     return parsed.origin === base.origin && parsed.pathname.startsWith(base.pathname) ? url : null;
   }
+}
+
+/**
+ * How a registry serves documents best: one by one from a host of their own (`ownHost`); else
+ * `include_docs` when a listing honours it, `_bulk_get` when it answers (and POST is not known to
+ * be refused), `get` otherwise.
+ */
+export async function probeDocMode(o: {
+  ownHost: boolean;
+  list: (includeDocs: boolean) => Promise<Page>;
+  postRefused: () => boolean;
+  bulk: (ids: string[]) => Promise<DocResult[]>;
+}): Promise<DocMode> {
+  if (o.ownHost) return "get";
+  const first = await o.list(true).catch(() => null);
+  if (first && (first.rows.length === 0 || first.rows[0].doc?.kind === "doc")) {
+    return "include_docs";
+  }
+  const id = first?.rows[0]?.id ?? (await o.list(false)).rows[0]?.id;
+  if (id === undefined || o.postRefused()) return "get";
+  const bulk = await o.bulk([id]).catch(() => null);
+  return bulk?.[0]?.kind === "doc" ? "bulk_get" : "get";
 }

@@ -171,6 +171,23 @@ export class CouchExchange {
     });
   }
 
+  /** The database's `update_seq` from its info (null: it has none). */
+  updateSeq(): Promise<string | null> {
+    return this.#o.http.request({ url: this.#o.db, maxBytes: PAGE_BYTES }, (a) => {
+      this.refuseErrors(a, "");
+      const v = refuseErrorBody(
+        parseJsonAnswer(a.body, a.headers.get("content-type"), this.#o.description),
+        this.#o.description,
+        "update_seq",
+      );
+      if (typeof v !== "object" || v === null || Array.isArray(v)) {
+        throw new FatalError(`${this.#o.description} info is not a JSON object`);
+      }
+      const seq = (v as Record<string, unknown>).update_seq;
+      return seq === undefined || seq === null ? null : String(seq);
+    });
+  }
+
   /** `description/path`, for messages. */
   what(path: string): string {
     return `${this.#o.description}/${path}`;

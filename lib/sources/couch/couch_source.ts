@@ -3,22 +3,18 @@
  * (`include_docs`, `_bulk_get`) or from a separate document host (the npm replica serves ids only;
  * documents come from registry.npmjs.org), and `_changes`. Every exchange goes through
  * `http.ts` (redirect policy, byte caps, timeouts, retries); answers of the wrong shape are fatal,
- * never guessed around (`couch_answers.ts`).
+ * never guessed around (`../answers/`); revisions are looked up in `couch_revs.ts`.
  *
  * The source learns the registry's page cap: a 400 that names `limit` lowers
  * `capabilities.maxPage` and the request is made again with the smaller limit (the caller gets a
  * shorter page; it never reads a short page as the end of anything). An answer over the byte cap
  * is that request's own problem, never a cap for the others.
  *
- * The sources layer (`lib/sources/`): implementations of the source interface, this HTTP one and
- * an in-memory one over the simulator's data.
- *
  * @module
  */
 import { DOCUMENT_RETRY } from "../../base/retry_policy.ts";
-import { FatalError, PermanentError } from "../../base/errors.ts";
+import { PermanentError } from "../../base/errors.ts";
 import { redactUrl } from "../../base/redact.ts";
-import { mapPool } from "../../base/pool.ts";
 import { normalizeSourceUrl } from "../../base/spec.ts";
 import type {
   ChangeRow,
@@ -30,14 +26,9 @@ import type {
   Page,
   Source,
 } from "../../plan/source.ts";
-import { isMethodRefusal, isRefusal, learnedFrom } from "./learned_caps.ts";
-import {
-  checkBulkGet,
-  checkChanges,
-  checkKeyRevs,
-  parseJsonAnswer,
-  refuseErrorBody,
-} from "../answers/mod.ts";
+import { isRefusal, learnedFrom } from "./learned_caps.ts";
+import { lookUpRevs } from "./couch_revs.ts";
+import { checkBulkGet, checkChanges } from "../answers/mod.ts";
 import { HttpClient, type HttpOptions, TooLargeError } from "../http/mod.ts";
 import {
   allDocsDialect,
@@ -45,22 +36,10 @@ import {
   type ListingDialect,
   viewDialect,
 } from "./listing_dialect.ts";
-import { CouchDocs } from "./couch_docs.ts";
-import { keepFields } from "./doc_fields.ts";
-import {
-  CouchExchange,
-  MAX_BULK_BYTES,
-  MAX_GET_URL,
-  PAGE_BYTES,
-  ROW_BYTES,
-} from "./couch_exchange.ts";
+import { CouchDocs, probeDocMode } from "./couch_docs.ts";
+import { keepFields, keepingFields } from "./doc_fields.ts";
+import { CouchExchange, MAX_BULK_BYTES, PAGE_BYTES, ROW_BYTES } from "./couch_exchange.ts";
 import type { IdOrder } from "../../plan/id_order.ts";
-
-/** Ids a revision lookup (`_all_docs` with keys) asks for at once. */
-export const REVS_PER_REQUEST = 100;
-
-/** Revision lookups in flight at once (the final check waits for them). */
-const REVS_CONCURRENCY = 4;
 
 /** Options of {@linkcode CouchSource}. */
 export interface CouchSourceOptions extends HttpOptions {
@@ -96,8 +75,6 @@ export interface CouchSourceOptions extends HttpOptions {
    */
   docFields?: readonly string[] | null;
 }
-
-const enc = new TextEncoder();
 
 /** A CouchDB database reached over HTTP. */
 export class CouchSource implements Source {
@@ -290,24 +267,8 @@ export class CouchSource implements Source {
    */
   async doc(key: string, options: DocOptions = {}): Promise<DocResult> {
     await this.#prepare();
-    const fields = this.#fields;
     // Cut before it is kept: what is stored is the smaller document.
-    const o: DocOptions = fields
-      ? {
-        rawOverBytes: options.rawOverBytes,
-        keep: options.keep &&
-          (async (id, raw) => {
-            const cut = keepFields(raw, fields);
-            return cut.kind === "doc" && cut.json.length > (options.rawOverBytes ?? Infinity)
-              ? await options.keep!(id, {
-                kind: "raw",
-                bytes: enc.encode(cut.json),
-                docRev: raw.docRev,
-              })
-              : cut;
-          }),
-      }
-      : options;
+    const o = this.#fields ? keepingFields(options, this.#fields) : options;
     const r = this.#shaped(await this.#docsById.byId(this.#listing.docId(key), o));
     // A document host of its own may not have a document the registry lists yet (npm's lags its
     // feed): its 404 is worth asking again before it is the document's own answer.
@@ -361,91 +322,23 @@ export class CouchSource implements Source {
   /**
    * See {@linkcode Source.revs}: `POST _all_docs` with `{"keys": ids}`, or where POST is refused
    * `GET _all_docs?keys=[…]` (URLs kept under what servers take), or where that is refused too one
-   * listing from each id; {@linkcode REVS_PER_REQUEST} ids a request, a few at once. Each refusal
-   * is learned once. An id answered `not_found` or deleted has no revision. Views have no such
+   * listing from each id; `REVS_PER_REQUEST` ids a request, a few at once (`couch_revs.ts`). Each
+   * refusal is learned once. An id answered `not_found` or deleted has no revision. Views have no such
    * lookup (their keys are not document ids): the method is absent for them.
    */
   get revs(): ((ids: string[]) => Promise<(string | null)[]>) | undefined {
     if (this.#listing.kind !== "all_docs") return undefined;
-    return async (keysAsked) => {
+    return async (keys) => {
       await this.#prepare();
-      if (this.#learned.post !== "no") {
-        try {
-          const revs = await this.#revsByPost(keysAsked.map((k) => this.#listing.docId(k)));
-          this.#learned.post = "yes";
-          return revs;
-        } catch (err) {
-          if (!isMethodRefusal(err)) throw err;
-          this.#learned.post = "no";
-        }
-      }
-      if (this.#learned.getKeys !== "no") {
-        try {
-          const revs = await this.#revsByGetKeys(keysAsked);
-          this.#learned.getKeys = "yes";
-          return revs;
-        } catch (err) {
-          if (!isRefusal(err)) throw err;
-          this.#learned.getKeys = "no";
-        }
-      }
-      return await mapPool(keysAsked, (k) => this.#revByListing(k), {
-        concurrency: 4 * REVS_CONCURRENCY,
-      });
+      return await lookUpRevs({
+        x: this.#x,
+        learned: this.#learned,
+        description: this.description,
+        db: this.#db,
+        docId: (k) => this.#listing.docId(k),
+        byListing: (k) => this.#revByListing(k),
+      }, keys);
     };
-  }
-
-  async #revsByPost(ids: string[]): Promise<(string | null)[]> {
-    const chunks: string[][] = [];
-    for (let i = 0; i < ids.length; i += REVS_PER_REQUEST) {
-      chunks.push(ids.slice(i, i + REVS_PER_REQUEST));
-    }
-    // A few lookups at once: the final check waits for them, one round trip each otherwise.
-    const answers = await mapPool(chunks, (keys) =>
-      this.#x.json(
-        "_all_docs",
-        { body: { keys }, maxBytes: PAGE_BYTES + keys.length * ROW_BYTES },
-        (body) => checkKeyRevs(body, keys, this.description),
-      ), { concurrency: REVS_CONCURRENCY });
-    return answers.flat();
-  }
-
-  /**
-   * `GET _all_docs?keys=[…]` in chunks whose URLs stay under {@linkcode MAX_GET_URL}; an id too
-   * long for any such URL is looked up by a listing from it.
-   */
-  async #revsByGetKeys(keysAsked: string[]): Promise<(string | null)[]> {
-    const room = MAX_GET_URL - `${this.#db}/_all_docs?keys=`.length;
-    const chunks: { keys: string[]; ids: string[] }[] = [];
-    let chunk = { keys: [] as string[], ids: [] as string[] };
-    let used = 2; // the brackets
-    for (const key of keysAsked) {
-      const id = this.#listing.docId(key);
-      const cost = encodeURIComponent(JSON.stringify(id)).length + 3; // and an encoded comma
-      if (chunk.ids.length > 0 && (used + cost > room || chunk.ids.length >= REVS_PER_REQUEST)) {
-        chunks.push(chunk);
-        chunk = { keys: [], ids: [] };
-        used = 2;
-      }
-      chunk.keys.push(key);
-      chunk.ids.push(id);
-      used += cost;
-    }
-    if (chunk.ids.length > 0) chunks.push(chunk);
-    const answers = await mapPool(chunks, (c) => {
-      if (c.ids.length === 1 && 2 + encodeURIComponent(JSON.stringify(c.ids[0])).length > room) {
-        return this.#revByListing(c.keys[0]).then((r) => [r]);
-      }
-      return this.#x.json(
-        "_all_docs",
-        {
-          query: `keys=${encodeURIComponent(JSON.stringify(c.ids))}`,
-          maxBytes: PAGE_BYTES + c.ids.length * ROW_BYTES,
-        },
-        (body) => checkKeyRevs(body, c.ids, this.description),
-      );
-    }, { concurrency: REVS_CONCURRENCY });
-    return answers.flat();
   }
 
   /** The revision of `key` by a one-row listing from it (null: not there). */
@@ -464,21 +357,14 @@ export class CouchSource implements Source {
   }
 
   async #probeDocMode(): Promise<DocMode> {
-    const mode = await this.#probedDocMode();
+    const mode = await probeDocMode({
+      ownHost: this.#docs !== this.#db,
+      list: (includeDocs) => this.#listOnce({ limit: 1, includeDocs }),
+      postRefused: () => this.#learned.post === "no",
+      bulk: (ids) => this.bulkDocs(ids),
+    });
     this.#learned.docs = mode;
     return mode;
-  }
-
-  async #probedDocMode(): Promise<DocMode> {
-    if (this.#docs !== this.#db) return "get";
-    const first = await this.#listOnce({ limit: 1, includeDocs: true }).catch(() => null);
-    if (first && (first.rows.length === 0 || first.rows[0].doc?.kind === "doc")) {
-      return "include_docs";
-    }
-    const id = first?.rows[0]?.id ?? (await this.#listOnce({ limit: 1 })).rows[0]?.id;
-    if (id === undefined || this.#learned.post === "no") return "get";
-    const bulk = await this.bulkDocs([id]).catch(() => null);
-    return bulk?.[0]?.kind === "doc" ? "bulk_get" : "get";
   }
 
   /**
@@ -487,19 +373,7 @@ export class CouchSource implements Source {
    */
   updateSeq(): Promise<string | null> {
     if (this.#listing.kind !== "all_docs") return Promise.resolve(null);
-    return this.#http.request({ url: this.#db, maxBytes: PAGE_BYTES }, (a) => {
-      this.#x.refuseErrors(a, "");
-      const v = refuseErrorBody(
-        parseJsonAnswer(a.body, a.headers.get("content-type"), this.description),
-        this.description,
-        "update_seq",
-      );
-      if (typeof v !== "object" || v === null || Array.isArray(v)) {
-        throw new FatalError(`${this.description} info is not a JSON object`);
-      }
-      const seq = (v as Record<string, unknown>).update_seq;
-      return seq === undefined || seq === null ? null : String(seq);
-    });
+    return this.#x.updateSeq();
   }
 
   /** See {@linkcode Source.changes}: each row's `id` is its key (see {@linkcode idOrder}). */

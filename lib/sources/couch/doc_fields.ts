@@ -6,10 +6,11 @@
  *
  * @module
  */
-import type { DocResult } from "../../plan/source.ts";
+import type { DocOptions, DocResult } from "../../plan/source.ts";
 import { ALWAYS_KEPT } from "../../base/spec.ts";
 
 const dec = new TextDecoder();
+const enc = new TextEncoder();
 
 /**
  * `doc` with only `_id`, `_rev` and `fields` (those it has), as one line of JSON; anything that
@@ -21,4 +22,22 @@ export function keepFields(doc: DocResult, fields: readonly string[]): DocResult
   const kept: Record<string, unknown> = {};
   for (const f of [...ALWAYS_KEPT, ...fields]) if (Object.hasOwn(whole, f)) kept[f] = whole[f];
   return { kind: "doc", json: JSON.stringify(kept), docRev: doc.docRev };
+}
+
+/**
+ * `options` for a document request whose answer is cut to `fields` before anything keeps it: a
+ * large document is cut first, and handed to `keep` as bytes only when it is still large.
+ */
+export function keepingFields(options: DocOptions, fields: readonly string[]): DocOptions {
+  const { keep, rawOverBytes } = options;
+  return {
+    rawOverBytes,
+    keep: keep &&
+      (async (id, raw) => {
+        const cut = keepFields(raw, fields);
+        return cut.kind === "doc" && cut.json.length > (rawOverBytes ?? Infinity)
+          ? await keep(id, { kind: "raw", bytes: enc.encode(cut.json), docRev: raw.docRev })
+          : cut;
+      }),
+  };
 }

@@ -1,20 +1,13 @@
 /**
  * The HTTP client every source sends through (`http.ts`: timeouts, retries with backoff, redirects
- * kept to allowed origins, bodies read within byte bounds), the pacer that keeps a process's
+ * kept to allowed origins; bodies read within byte bounds, `body_read.ts`), the pacer that keeps a process's
  * requests to each host at a pace the host takes (`host_pacer.ts`), and the headers sent with them
  * (`request_headers.ts`: the user agent, and credentials kept to their own host).
  *
  * @module
  */
-export {
-  BODY_BYTES_IN_FLIGHT,
-  type HttpAnswer,
-  HttpClient,
-  type HttpOptions,
-  largeAnswers,
-  networkCause,
-  TooLargeError,
-} from "./http.ts";
+export { type HttpAnswer, HttpClient, type HttpOptions, networkCause } from "./http.ts";
+export { BODY_BYTES_IN_FLIGHT, largeAnswers, TooLargeError } from "./body_read.ts";
 export {
   type HostPace,
   type PaceOutcome,

@@ -1,0 +1,107 @@
+/**
+ * Reading answer bodies within bounds: each body cut off at its `maxBytes` (a declared
+ * `content-length` above it refused before anything is read), every body's bytes taken from the
+ * process's budget before they are read, and answers past {@linkcode LARGE_ANSWER_BYTES} read a few
+ * at a time, so that however many requests are in flight, what their answers hold is bounded.
+ *
+ * @module
+ */
+import { PermanentError } from "../../base/errors.ts";
+import { redactUrl } from "../../base/redact.ts";
+import { Semaphore } from "../../base/pool.ts";
+import type { ByteBudget } from "../../base/byte_budget.ts";
+
+/** Answers past this many bytes are large: few are read and parsed at once (`largeAnswers`). */
+export const LARGE_ANSWER_BYTES = 1024 * 1024;
+
+/** Large answers one process reads and parses at once, by default. */
+export const LARGE_ANSWERS = 4;
+
+/** Bytes of answer bodies one process reads at once, by default (see `bodyBytes`). */
+export const BODY_BYTES_IN_FLIGHT = 64 * 1024 * 1024;
+
+/** What a body without a declared length takes from the budget first, and at least as it grows. */
+const GROWTH_BYTES = 64 * 1024;
+
+/** A gate for large answers, to share among the sources of a process (see `largeAnswers`). */
+export function largeAnswers(
+  permits: number = LARGE_ANSWERS,
+): { overBytes: number; permits: Semaphore } {
+  return { overBytes: LARGE_ANSWER_BYTES, permits: new Semaphore(permits) };
+}
+
+/** A body over `maxBytes`: how much was declared or read before stopping. */
+export class TooLargeError extends PermanentError {
+  /** Error name. */
+  override name = "TooLargeError";
+  /** Bytes declared by `content-length`, or read before the cut. */
+  readonly bytes: number;
+  /** The body of `url` was over `limit` (`bytes` seen so far). */
+  constructor(url: string, bytes: number, limit: number) {
+    super(`answer of ${redactUrl(url)} is over ${limit} bytes`, { status: 0 });
+    this.bytes = bytes;
+  }
+}
+
+/**
+ * Reads a body up to `maxBytes`, failing as soon as it is over. Past `large.overBytes` it waits
+ * for a permit (kept in `held` for the caller to give back once the answer is parsed).
+ */
+export async function readCapped(
+  res: Response,
+  url: string,
+  maxBytes: number,
+  gates: { large: { overBytes: number; permits: Semaphore }; bytes: ByteBudget },
+  held: (() => void)[],
+): Promise<Uint8Array> {
+  const { large } = gates;
+  const declared = Number(res.headers.get("content-length") ?? NaN);
+  if (declared > maxBytes) {
+    await res.body?.cancel();
+    throw new TooLargeError(url, declared, maxBytes);
+  }
+  if (!res.body) return new Uint8Array(0);
+  // A large answer waits for its permit before anything of it is held; then every body takes
+  // its bytes from the budget before any is read (the server waits meanwhile). In that order,
+  // so that nothing waits for a permit holding bytes.
+  let permitted = declared > large.overBytes;
+  if (permitted) held.push(await large.permits.acquire());
+  // A body without a declared length takes what a large answer's permit begins at (or its cap):
+  // past it, the permit bounds such bodies, and none waits for bytes holding any.
+  const known = Number.isInteger(declared) && declared > 0;
+  let taken = known ? declared : Math.min(maxBytes, large.overBytes);
+  held.push(await gates.bytes.take(taken));
+  // A declared length is read straight into one buffer (no second copy to join the parts).
+  const into = Number.isInteger(declared) && declared > 0 ? new Uint8Array(declared) : null;
+  const parts: Uint8Array[] = [];
+  let size = 0;
+  const reader = res.body.getReader();
+  for (;;) {
+    if (!permitted && size > large.overBytes) {
+      permitted = true;
+      held.push(await large.permits.acquire());
+    }
+    const { value, done } = await reader.read();
+    if (done) break;
+    if (!into && size + value.length > taken) {
+      // No declared length, past what it took: it holds a permit (above), so it takes more as it
+      // grows (twice as much each time) without waiting.
+      const more = Math.max(GROWTH_BYTES, size + value.length);
+      held.push(await gates.bytes.take(more, { wait: false }));
+      taken += more;
+    }
+    if (size + value.length > maxBytes || (into && size + value.length > into.length)) {
+      await reader.cancel();
+      throw new TooLargeError(url, size + value.length, maxBytes);
+    }
+    if (into) into.set(value, size);
+    else parts.push(value);
+    size += value.length;
+  }
+  if (into) return size === into.length ? into : into.subarray(0, size);
+  if (parts.length === 1) return parts[0];
+  const out = new Uint8Array(size);
+  let at = 0;
+  for (const p of parts) (out.set(p, at), at += p.length);
+  return out;
+}
