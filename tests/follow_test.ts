@@ -6,7 +6,7 @@
 import { clockWithNow } from "../lib/base/clock.ts";
 import assert from "node:assert/strict";
 import { checkCompletion } from "../lib/engine/verify/completion.ts";
-import { followPauseMs, followTick } from "../lib/engine/verify/follow.ts";
+import { followPauseMs, followTick, quietTicks } from "../lib/engine/verify/follow.ts";
 import { lagSeconds } from "../lib/engine/store/records.ts";
 import { followLoop } from "../lib/engine/dispatch/_follow_loop.ts";
 import { crawlStatus } from "../lib/engine/crawl/status.ts";
@@ -140,14 +140,23 @@ Deno.test("follow: a change the feed never told is found by the re-proof, its ra
 Deno.test("follow: the pause grows while the registry is idle and drops back when it changes", () => {
   const o = { pollMs: 500, idleMs: 4000 };
   const idle = { applied: 0, atEnd: true };
-  let p = followPauseMs(0, idle, o);
+  let quiet = quietTicks(0, idle);
+  let p = followPauseMs(quiet, o);
   assert.equal(p, 500);
   const seen = [p];
-  for (let i = 0; i < 5; i++) seen.push(p = followPauseMs(p, idle, o));
+  for (let i = 0; i < 5; i++) seen.push(p = followPauseMs(quiet = quietTicks(quiet, idle), o));
   assert.deepEqual(seen, [500, 1000, 2000, 4000, 4000, 4000]);
-  assert.equal(followPauseMs(p, { applied: 3, atEnd: true }, o), 500);
-  assert.equal(followPauseMs(p, { applied: 0, atEnd: false }, o), 500, "more to read");
-  assert.equal(followPauseMs(500, null, o), 1000, "a failed tick backs off as an idle one");
+  assert.equal(followPauseMs(quietTicks(quiet, { applied: 3, atEnd: true }), o), 500);
+  assert.equal(
+    followPauseMs(quietTicks(quiet, { applied: 0, atEnd: false }), o),
+    500,
+    "more to read",
+  );
+  assert.equal(
+    followPauseMs(quietTicks(1, null), o),
+    1000,
+    "a failed tick backs off as an idle one",
+  );
 });
 
 Deno.test("follow: the loop follows only crawls created with follow (or the one named), until stopped", async () => {

@@ -115,19 +115,31 @@ Deno.test("lease: dispatching wakes this process's idle workers; a dispatch made
   // Their minute's sleeps are on a clock that stands still: only a dispatch can end them.
   const still = new FakeClock(Date.now());
   const dispatcher = new LeaseDispatcher({ clock: still });
-  const deps = workDeps(kv, source, { dispatcher, clock: still });
+  let finished!: () => void;
+  const done = new Promise<void>((r) => finished = r);
+  const deps = workDeps(kv, source, {
+    dispatcher,
+    clock: still,
+    onEvent: (e) => e.kind === "crawl-done" && e.crawlId === "late" && finished(),
+  });
   const halt = new AbortController();
   const workers = ["w1", "w2"].map((owner) =>
     runLeaseWorker(deps, { owner, idleMs: 60_000, maxIdleMs: 60_000, signal: halt.signal })
   );
   for (let i = 0; i < 10_000 && still.pending < 2; i++) await nextTurn();
   assert.equal(still.pending, 2, "both workers are asleep");
-  const t = Date.now();
   await openCrawl({ kv, source, dispatcher }, spec({ shards: 4, maxPage: 100 }), { id: "late" });
-  while ((await getCrawl(kv, "late")).value!.status !== "done") {
-    assert.ok(Date.now() - t < 30_000, "the workers slept through the dispatch");
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  // Their clock stands still: the crawl ends only if the dispatch woke them (a guard, not a wait,
+  // fails the test should it not).
+  let guard: ReturnType<typeof setTimeout> | undefined;
+  const slept = new Promise<"slept">((r) => guard = setTimeout(() => r("slept"), 30_000));
+  assert.notEqual(
+    await Promise.race([done, slept]),
+    "slept",
+    "the workers slept through the dispatch",
+  );
+  clearTimeout(guard);
+  assert.equal((await getCrawl(kv, "late")).value!.status, "done");
   halt.abort();
   const stats = await Promise.all(workers);
   assert.ok(stats.every((s) => s.claims > 0), "both workers woke and took shards");

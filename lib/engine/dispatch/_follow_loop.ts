@@ -9,7 +9,13 @@
 import { SYSTEM_CLOCK } from "../../base/clock.ts";
 import { FOLLOW_POLL } from "../../base/retry_policy.ts";
 import type { Source } from "../../plan/source.ts";
-import { type FollowOptions, followPauseMs, type FollowTick, followTick } from "../verify/mod.ts";
+import {
+  type FollowOptions,
+  followPauseMs,
+  type FollowTick,
+  followTick,
+  quietTicks,
+} from "../verify/mod.ts";
 import { type CrawlRecord, followable, listCrawls } from "../store/mod.ts";
 
 /** How often a loop looks for crawls newly done (or newly created with `follow`), in ms. */
@@ -44,14 +50,14 @@ export async function followLoop(
   const now = () => clock.now();
   const pollMs = options.pollMs ?? FOLLOW_POLL.pollMs;
   const owner = options.owner ?? `follow-${crypto.randomUUID()}`;
-  const pace = new Map<string, { pauseMs: number; nextAt: number }>();
+  const pace = new Map<string, { quiet: number; nextAt: number }>();
   while (!signal.aborted) {
     // A crawl done meanwhile is looked for every second, not only at the next idle look.
     let soonest = now() + Math.min(LOOK_FOR_NEW_MS, options.idleMs ?? FOLLOW_POLL.idleMs);
     try {
       for (const crawl of await followed(deps.kv, options.only)) {
         if (signal.aborted) break;
-        const p = pace.get(crawl.id) ?? { pauseMs: 0, nextAt: 0 };
+        const p = pace.get(crawl.id) ?? { quiet: 0, nextAt: 0 };
         if (p.nextAt <= now()) {
           let tick: FollowTick | null = null;
           try {
@@ -63,8 +69,8 @@ export async function followLoop(
           } catch (err) {
             options.onTick?.(crawl.id, null, err);
           }
-          p.pauseMs = followPauseMs(p.pauseMs, tick, options);
-          p.nextAt = now() + p.pauseMs;
+          p.quiet = quietTicks(p.quiet, tick);
+          p.nextAt = now() + followPauseMs(p.quiet, options);
           pace.set(crawl.id, p);
         }
         soonest = Math.min(soonest, p.nextAt);

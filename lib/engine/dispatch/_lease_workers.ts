@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { IDLE_BACKOFF } from "../../base/retry_policy.ts";
+import { backoff, IDLE_BACKOFF } from "../../base/retry_policy.ts";
 import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
 import { errorLine, StorageError } from "../../base/errors.ts";
 import { checkCompletion } from "../verify/mod.ts";
@@ -172,7 +172,7 @@ export async function runLeaseWorker(
   const stop = () =>
     options.signal?.aborted === true ||
     (options.maxRunMs !== undefined && now() - started > options.maxRunMs);
-  let idle = options.idleMs ?? IDLE_BACKOFF.firstMs;
+  let idleRounds = 0;
   let inARow = 0;
   let busy = false;
   while (!stop()) {
@@ -191,12 +191,12 @@ export async function runLeaseWorker(
       stats.errors++;
       options.log?.(`worker ${owner}: ${errorLine(err)}`);
     }
-    if (worked) idle = options.idleMs ?? IDLE_BACKOFF.firstMs;
+    if (worked) idleRounds = 0;
     else {
-      const most = options.maxIdleMs ?? (busy ? IDLE_BACKOFF.busyMaxMs : IDLE_BACKOFF.maxMs);
+      const firstMs = options.idleMs ?? IDLE_BACKOFF.firstMs;
+      const maxMs = options.maxIdleMs ?? (busy ? IDLE_BACKOFF.busyMaxMs : IDLE_BACKOFF.maxMs);
       stats.idleSleeps++;
-      await sleep(Math.min(idle, most));
-      idle = Math.min(most, idle * 2);
+      await sleep(backoff({ firstMs, maxMs, growth: "double", jitter: "none" }, ++idleRounds));
     }
   }
   return stats;

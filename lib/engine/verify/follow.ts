@@ -18,7 +18,7 @@
  * @module
  */
 import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
-import { FOLLOW_POLL } from "../../base/retry_policy.ts";
+import { backoff, FOLLOW_POLL } from "../../base/retry_policy.ts";
 import { applyFeed, claimFeed, type Dispatcher, releaseFeed, seqNumber } from "../crawl/mod.ts";
 import type { Source } from "../../plan/source.ts";
 import { dueRanges, freshVerify, reproveDue, VERIFY_EVERY_MS } from "./reprove.ts";
@@ -173,16 +173,26 @@ function estimateBehind(seq: string | null, head: string | null): number | null 
 }
 
 /**
- * The pause before a follower's next look, in milliseconds: `pollMs` after a tick that applied
- * something or did not reach the feed's end, else the last pause doubled, at most `idleMs`.
+ * Quiet ticks in a row after `tick`, `quiet` before it: none once a tick applied something or did
+ * not reach the feed's end; one more after a tick that found nothing, or failed (null).
+ */
+export function quietTicks(
+  quiet: number,
+  tick: Pick<FollowTick, "applied" | "atEnd"> | null,
+): number {
+  return tick && (tick.applied > 0 || !tick.atEnd) ? 0 : quiet + 1;
+}
+
+/**
+ * The pause before a follower's next look after `quiet` quiet ticks in a row (see
+ * {@linkcode quietTicks}), in milliseconds: `pollMs` while the registry changes and after the first
+ * quiet tick, then doubled each quiet tick, at most `idleMs` (`FOLLOW_POLL`'s by default).
  */
 export function followPauseMs(
-  lastMs: number,
-  tick: Pick<FollowTick, "applied" | "atEnd"> | null,
+  quiet: number,
   options: { pollMs?: number; idleMs?: number } = {},
 ): number {
-  const pollMs = options.pollMs ?? FOLLOW_POLL.pollMs;
-  const idleMs = Math.max(pollMs, options.idleMs ?? FOLLOW_POLL.idleMs);
-  if (tick && (tick.applied > 0 || !tick.atEnd)) return pollMs;
-  return Math.min(idleMs, Math.max(pollMs, lastMs * 2));
+  const firstMs = options.pollMs ?? FOLLOW_POLL.pollMs;
+  const maxMs = Math.max(firstMs, options.idleMs ?? FOLLOW_POLL.idleMs);
+  return backoff({ firstMs, maxMs, growth: "double", jitter: "none" }, quiet);
 }
