@@ -6,6 +6,7 @@ import { rowsPerPage } from "../lib/engine/page/page_listing.ts";
 import { checkCompletion } from "../lib/engine/verify/completion.ts";
 import { openCrawl } from "../lib/engine/crawl/lifecycle.ts";
 import { crawlStatus } from "../lib/engine/crawl/status.ts";
+import { createRuntime } from "../lib/engine/dispatch/runtime.ts";
 import { getCrawl, listShards } from "../lib/engine/store/mod.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import type { ListOptions, Page } from "../lib/plan/source.ts";
@@ -197,4 +198,32 @@ Deno.test("prefetch: a plan whose offsets are not ranks keeps none of its reads"
   assert.ok(listed >= 2);
   await cache.settled();
   assert.equal(cache.heldRows, 0);
+});
+
+Deno.test("prefetch: a runtime lets go of what its cache holds of a crawl once the crawl is done", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const data = dataOf(randomKeys(6000, ASCII, 17, 7));
+  const source = new MemorySource(data, { maxPage: 10_000 });
+  let finished!: () => void;
+  const done = new Promise<void>((r) => finished = r);
+  const runtime = createRuntime({
+    kv,
+    openSource: () => source,
+    dispatch: "lease",
+    workers: 4,
+    onEvent: (e) => e.kind === "crawl-done" && finished(),
+  });
+  const cache = runtime.deps.listings!;
+  const { crawl } = await openCrawl(
+    { kv, source, dispatcher: runtime.dispatcher, listings: cache },
+    spec({ shards: 6, maxPage: 10_000 }),
+    { id: "r", maxPlanAttempts: 1 },
+  );
+  await cache.settled();
+  assert.ok(cache.heldRows > 0, "the planner's reads and pages listed ahead are held");
+  await done;
+  await runtime.close();
+  await assertCrawledExactly(kv, crawl.id, data.keys, { partition: true });
+  assert.equal(cache.heldRows, 0);
+  assert.equal(cache.heldDocBytes, 0);
 });

@@ -229,6 +229,7 @@ function workDepsOf(
   o: { clock: Clock; dispatcher: Dispatcher; beat: ProcessBeat },
 ): WorkDeps {
   const { clock, dispatcher, beat } = o;
+  const listings = new ListingCache({ clock });
   return {
     kv: options.kv,
     openSource: options.openSource,
@@ -238,11 +239,15 @@ function workDepsOf(
     leaseMs: options.leaseMs,
     maxPlanAttempts: options.maxPlanAttempts,
     maxShardFailures: options.maxShardFailures,
-    onEvent: options.onEvent,
+    onEvent: (e) => {
+      // What the cache holds of a crawl that ended here is of no use to anyone any more.
+      if (e.kind === "crawl-done" || e.kind === "crawl-failed") listings.drop(e.crawlId);
+      options.onEvent?.(e);
+    },
     ownerName: (l) => beat.owner(l),
     docMemory: new DocMemory(options.docMemoryBytes),
     crawlSlots: new CrawlSlots(),
-    listings: new ListingCache({ clock }),
+    listings,
     notices: new ShardNotices(),
     splitting: new Map(),
   };
