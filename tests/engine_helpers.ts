@@ -9,7 +9,8 @@ import type { CrawlSpec } from "../lib/base/spec.ts";
 import type { Dispatcher } from "../lib/engine/crawl/planning.ts";
 import { openCrawl } from "../lib/engine/crawl/lifecycle.ts";
 import { type RunResult, runShard } from "../lib/engine/dispatch/_shard_runner.ts";
-import { type WorkDeps, workShard } from "../lib/engine/dispatch/work.ts";
+import { workShard } from "../lib/engine/dispatch/work.ts";
+import { engineEnv, type Env, type EnvOptions } from "../lib/engine/dispatch/env.ts";
 import type { Source } from "../lib/plan/source.ts";
 
 /** A dispatcher that only records what it was asked, for tests that run shards by hand. */
@@ -49,9 +50,14 @@ export async function begin(kv: Deno.Kv, source: Source, s: CrawlSpec, id = "t")
   return { id: crawl.id, crawl, dispatcher };
 }
 
-/** Work deps over one source, a recording dispatcher and a clock that never waits. */
-export function workDeps(kv: Deno.Kv, source: Source, over: Partial<WorkDeps> = {}): WorkDeps {
-  return { kv, openSource: () => source, dispatcher: new RecordingDispatcher(), ...over };
+/** An engine environment over one source and a recording dispatcher, with what `over` varies. */
+export function workDeps(kv: Deno.Kv, source: Source, over: Partial<EnvOptions> = {}): Env {
+  return engineEnv({
+    kv,
+    openSource: () => source,
+    dispatcher: new RecordingDispatcher(),
+    ...over,
+  });
 }
 
 /** Runs one shard to its end (or failure) as owner `owner`. */
@@ -62,7 +68,7 @@ export function runOne(
   shardId: number,
   owner = "test-owner",
 ): Promise<RunResult> {
-  return runShard({ kv, openSource: () => source }, crawlId, shardId, { owner });
+  return runShard(workDeps(kv, source), crawlId, shardId, { owner });
 }
 
 /**
@@ -73,7 +79,7 @@ export async function finishAll(
   kv: Deno.Kv,
   source: Source,
   crawlId: string,
-  options: { deps?: Partial<WorkDeps>; rounds?: number; parallel?: number } = {},
+  options: { deps?: Partial<EnvOptions>; rounds?: number; parallel?: number } = {},
 ): Promise<RunResult[]> {
   // A clock that jumps ten minutes a round: retry backoffs and dead leases are over by the next.
   let clock = Date.now();

@@ -16,7 +16,7 @@ import { crawlStatus } from "../lib/engine/crawl/status.ts";
 import { getCrawl, getShard, listShards, newShard } from "../lib/engine/store/mod.ts";
 import type { CrawlRecord, ShardRecord } from "../lib/engine/store/records.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
-import { begin, finishAll, RecordingDispatcher, runOne, spec } from "./engine_helpers.ts";
+import { begin, finishAll, RecordingDispatcher, runOne, spec, workDeps } from "./engine_helpers.ts";
 import { assertCrawledExactly, dataOf, randomKeys, wrapSource } from "./helpers.ts";
 import { FakeClock, JumpingClock, nextTurn } from "./fake_clock.ts";
 
@@ -61,7 +61,7 @@ Deno.test("page: one runner per shard; a worker whose lease was taken over canno
   const a = await claimShard(kv, id, 0, { owner: "A", leaseMs: 5000, nowMs: clock });
   assert.ok(a, "A claims the free shard");
   const b = await runShard(
-    { kv, openSource: () => source, clock: clockWithNow(() => clock) },
+    workDeps(kv, source, { clock: clockWithNow(() => clock) }),
     id,
     0,
     {
@@ -191,9 +191,8 @@ Deno.test("page: pausing drops a page of slow documents at the next heartbeat, a
   // A page of 50 rows at 2 in flight and 20 ms each takes 500 ms of the fake clock; the 100 ms
   // heartbeat (a third of the lease) stops it.
   let settled = false;
-  const run = runShard({ kv, openSource: () => slow, clock }, id, 0, {
+  const run = runShard(workDeps(kv, slow, { clock, leaseMs: 300 }), id, 0, {
     owner: "w",
-    leaseMs: 300,
   }).finally(() => settled = true);
   for (let i = 0; i < 10_000 && !settled; i++) {
     await nextTurn();

@@ -61,7 +61,7 @@ Deno.test("rebalance: a split racing the victim's in-flight page trims that page
   });
   // Shard 1 is done first: a worker is idle while shard 0's page is in flight.
   assert.equal((await runOne(kv, source, id, 1)).kind, "done");
-  const run = runShard({ kv, openSource: () => gated }, id, 0, { owner: "victim" });
+  const run = runShard(workDeps(kv, gated), id, 0, { owner: "victim" });
   await wasListed;
   const split = await splitStraggler({ kv, source, dispatcher: new RecordingDispatcher() }, id, {
     minItems: 5,
@@ -96,7 +96,7 @@ Deno.test("rebalance: a page of slow documents is split inside; its unstarted ro
   });
   // The shard's heartbeat (every 50 ms of a lease of 150) beats only as the fake clock moves.
   const clock = new FakeClock();
-  const run = runShard({ kv, openSource: () => slow, clock }, id, 0, { owner: "w", leaseMs: 150 });
+  const run = runShard(workDeps(kv, slow, { clock, leaseMs: 150 }), id, 0, { owner: "w" });
   // A beat publishes the page in flight (four rows done, two stuck).
   let inflight = null;
   for (let i = 0; i < 1000 && !(inflight?.started && inflight.started >= 6); i++) {
@@ -147,8 +147,8 @@ Deno.test("rebalance: a split made in the victim's process stops its page at the
   });
   const clock = new FakeClock();
   const notices = new ShardNotices();
-  const deps = { kv, openSource: () => slow, clock, notices };
-  const run = runShard(deps, id, 0, { owner: "w", leaseMs: 150 });
+  const deps = workDeps(kv, slow, { clock, notices, leaseMs: 150 });
+  const run = runShard(deps, id, 0, { owner: "w" });
   let inflight = null;
   for (let i = 0; i < 1000 && !(inflight?.started && inflight.started >= 6); i++) {
     await nextTurn();
@@ -227,7 +227,7 @@ Deno.test("rebalance: a shard whose worker died is split, and the watchdog reviv
   // Shard 2's worker died holding its lease.
   assert.ok(await claimShard(kv, id, 2, { owner: "gone", leaseMs: 60_000, nowMs: t }));
   for (const s of [0, 1, 3]) {
-    const r = await runShard({ kv, openSource: () => source }, id, s, { owner: "w" });
+    const r = await runShard(workDeps(kv, source), id, s, { owner: "w" });
     assert.equal(r.kind, "done");
   }
   const dispatcher = new RecordingDispatcher();

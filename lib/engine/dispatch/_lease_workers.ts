@@ -25,7 +25,8 @@ import {
   readLiveness,
   type ShardRecord,
 } from "../store/mod.ts";
-import { finishingOptions, ownerOf, type WorkDeps, workPlan, workShard } from "./work.ts";
+import { finishingOptions, workPlan, workShard } from "./work.ts";
+import type { Env } from "./env.ts";
 
 /**
  * Lease workers need no message: a claimable shard or a crawl in `planning` is work. Dispatching
@@ -139,9 +140,9 @@ export interface LeaseWorkerStats {
   idleSleeps: number;
 }
 
-function shuffle<T>(xs: T[]): T[] {
+function shuffle<T>(xs: T[], random: () => number): T[] {
   for (let i = xs.length - 1; i > 0; i--) {
-    const j = Math.floor(Math.random() * (i + 1));
+    const j = Math.floor(random() * (i + 1));
     [xs[i], xs[j]] = [xs[j], xs[i]];
   }
   return xs;
@@ -153,12 +154,12 @@ function shuffle<T>(xs: T[]): T[] {
  * lost), or the last error when `maxErrorsInARow` rounds failed one after the other.
  */
 export async function runLeaseWorker(
-  deps: WorkDeps,
+  deps: Env,
   options: LeaseWorkerOptions = {},
 ): Promise<LeaseWorkerStats> {
-  const clock = deps.clock ?? SYSTEM_CLOCK;
+  const { clock } = deps;
   const now = () => clock.now();
-  const owner = options.owner ?? ownerOf(deps, "lease");
+  const owner = options.owner ?? deps.ownerName("lease");
   const started = now();
   const stats: LeaseWorkerStats = { claims: 0, shardsDone: 0, errors: 0, idleSleeps: 0 };
   const nudges = deps.dispatcher instanceof LeaseDispatcher ? deps.dispatcher : null;
@@ -184,7 +185,7 @@ export async function runLeaseWorker(
       );
       busy = active.length > 0;
       if (!busy && options.exitWhenIdle) break;
-      worked = await oneRound(deps, shuffle(active), { owner, stop, stats, now });
+      worked = await oneRound(deps, shuffle(active, deps.random), { owner, stop, stats, now });
       inARow = 0;
     } catch (err) {
       if (err instanceof StorageError || ++inARow >= (options.maxErrorsInARow ?? 10)) throw err;
@@ -204,7 +205,7 @@ export async function runLeaseWorker(
 
 /** Plans one crawl or runs one shard; false when there was nothing this worker could take. */
 async function oneRound(
-  deps: WorkDeps,
+  deps: Env,
   crawls: CrawlRecord[],
   o: { owner: string; stop: () => boolean; stats: LeaseWorkerStats; now: () => number },
 ): Promise<boolean> {
@@ -217,13 +218,14 @@ async function oneRound(
       await workPlan(deps, crawl.id, o.owner);
       return true;
     }
-    const shards = await candidates(deps.kv, crawl);
+    const shards = await candidates(deps.kv, crawl, deps.random);
     if (shards.length === 0) {
       await checkCompletion(deps.kv, crawl.id, finishingOptions(deps, crawl.id));
       continue;
     }
     const local = deps.dispatcher instanceof LeaseDispatcher ? deps.dispatcher : null;
-    for (const e of shuffle(shards.filter((e) => claimable(e.value, o.owner, o.now(), liveness)))) {
+    const free = shards.filter((e) => claimable(e.value, o.owner, o.now(), liveness));
+    for (const e of shuffle(free, deps.random)) {
       // The list is a moment old: a shard a sibling worker took since is passed without a read.
       if (local && !local.runShard(crawl.id, e.value.id)) continue;
       const res = await workShard(deps, crawl.id, e.value.id, { owner: o.owner, stop: o.stop })
@@ -247,9 +249,13 @@ export const LOOK_AT_SHARDS = 32;
  * shards or 100,000; empty when every shard is done. Crawls planned by earlier versions have no
  * index: all their shards are read.
  */
-async function candidates(kv: Deno.Kv, crawl: CrawlRecord): Promise<Deno.KvEntry<ShardRecord>[]> {
+async function candidates(
+  kv: Deno.Kv,
+  crawl: CrawlRecord,
+  random: () => number,
+): Promise<Deno.KvEntry<ShardRecord>[]> {
   if (!crawl.indexed) return (await listShards(kv, crawl.id)).filter((e) => !e.value.done);
-  const from = Math.floor(Math.random() * Math.max(1, crawl.nextShardId));
+  const from = Math.floor(random() * Math.max(1, crawl.nextShardId));
   const ids = await listPending(kv, crawl.id, { limit: LOOK_AT_SHARDS, from });
   return (await getShards(kv, crawl.id, ids)).filter((e) => !e.value.done);
 }

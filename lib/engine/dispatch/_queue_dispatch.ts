@@ -16,7 +16,8 @@ import { Semaphore } from "../../base/pool.ts";
 import type { Dispatcher } from "../crawl/mod.ts";
 import { type Message, parseMessage } from "./_messages.ts";
 import { deadLetterKey } from "../store/mod.ts";
-import { DEFAULT_WORKERS, ownerOf, type WorkDeps, workPlan, workShard } from "./work.ts";
+import { DEFAULT_WORKERS, workPlan, workShard } from "./work.ts";
+import type { Env } from "./env.ts";
 
 /** Redelivery delays when a handler throws, in milliseconds (KV's default ends at 60 s). */
 export const BACKOFF_SCHEDULE_MS: number[] = [...QUEUE_RETRY.backoffScheduleMs];
@@ -73,7 +74,7 @@ export const MAX_PLANNING = 2;
  * run are sorted by the runner; only a KV failure escapes, for the queue's own redelivery.
  */
 export function createQueueHandler(
-  deps: WorkDeps,
+  deps: Env,
   options: QueueHandlerOptions = {},
 ): (raw: unknown) => Promise<void> {
   const shardSlots = new Semaphore(options.maxShards ?? DEFAULT_WORKERS);
@@ -81,7 +82,7 @@ export function createQueueHandler(
   const waiting = new Set<string>();
   return async (raw: unknown) => {
     // One owner per run: a duplicate message for a shard this process is running finds it held.
-    const owner = ownerOf(deps, options.label ?? "queue");
+    const owner = deps.ownerName(options.label ?? "queue");
     const msg = parseMessage(raw);
     if (!msg) {
       options.onInvalid?.(raw);

@@ -12,73 +12,39 @@
  *
  * @module
  */
-import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
 import { backoff, SHARD_RETRY } from "../../base/retry_policy.ts";
 import { errorLine, neverRetried, StorageError } from "../../base/errors.ts";
-import type { Source } from "../../plan/source.ts";
 import { failCrawl, rememberPageCap } from "../crawl/mod.ts";
 import { checkShardEnd } from "../verify/mod.ts";
-import { checkItemLayout, DEFAULT_MAX_DOC_BYTES } from "../items/mod.ts";
+import { checkItemLayout } from "../items/mod.ts";
 import {
   commitShard,
-  type CrawlRecord,
   EXPIRY_ONLY,
   getCrawl,
   getCrawlAndShard,
   getShard,
   keys,
   kvFailureKind,
-  LEASE_MS,
   leaseFor,
   leaseHeld,
   type Liveness,
   present,
   readLiveness,
   releaseLease,
-  type ShardNotices,
   type ShardRecord,
 } from "../store/mod.ts";
-import {
-  type CrawlSlots,
-  type DocMemory,
-  type Held,
-  type ListedPage,
-  type PageContext,
-  processPage,
-} from "../page/mod.ts";
+import { type Held, type ListedPage, type PageContext, processPage } from "../page/mod.ts";
 import { AdaptiveLimit } from "../../base/adaptive_limit.ts";
-import type { ListingCache } from "../../sources/cache/mod.ts";
+import type { Env } from "./env.ts";
 
-/** What a runner needs (all injected). */
-export interface RunnerDeps {
-  /** The store. */
-  kv: Deno.Kv;
-  /** Opens the source a crawl reads from (cached by the caller). */
-  openSource: (crawl: CrawlRecord) => Source;
-  /** Time and timers (leases, the page heartbeat, retry times). @default SYSTEM_CLOCK */
-  clock?: Clock;
-  /** Documents above this many bytes are recorded as too large. @default 33554432 */
-  maxDocBytes?: number;
-  /** The process's budget of document bytes in memory (shared by its shards). @default none */
-  docMemory?: DocMemory;
-  /** Each crawl's document slots in this process (shared by its shards). @default none */
-  crawlSlots?: CrawlSlots;
-  /** The process's listing cache (see `lib/sources/cache/`). @default none */
-  listings?: ListingCache;
-  /** Shard entries this process committed (a split's new end; `shard_notices.ts`). @default none */
-  notices?: ShardNotices;
-}
-
-/** Options of {@linkcode runShard}. */
+/**
+ * Options of {@linkcode runShard} (the lease's length, the failures allowed and how often the
+ * crawl's status is read again are the environment's: `leaseMs`, `maxShardFailures`,
+ * `statusEveryMs`).
+ */
 export interface RunOptions {
   /** This worker's name in leases. */
   owner: string;
-  /** Lease length; commits and heartbeats renew it, in milliseconds. @default {@linkcode LEASE_MS} */
-  leaseMs?: number;
-  /** Failed attempts in a row after which the crawl fails. @default 8 */
-  maxFailures?: number;
-  /** Re-read the crawl's status at most this often (pause, cancel), in ms. @default 1000 */
-  statusEveryMs?: number;
   /** Asked before every page: true stops the runner (the lease is let go). */
   stop?: () => boolean;
 }
@@ -142,15 +108,18 @@ export async function releaseShard(
 
 /** Runs a shard until it is done, stopped, or has failed (see the module comment). */
 export async function runShard(
-  deps: RunnerDeps,
+  deps: Env,
   crawlId: string,
   shardId: number,
   o: RunOptions,
 ): Promise<RunResult> {
-  const clock = clockOf(deps);
+  const { clock, leaseMs } = deps;
   const now = () => clock.now();
-  const leaseMs = o.leaseMs ?? LEASE_MS;
-  const claimed = await claimShard(deps.kv, crawlId, shardId, { ...o, leaseMs, nowMs: now() });
+  const claimed = await claimShard(deps.kv, crawlId, shardId, {
+    owner: o.owner,
+    leaseMs,
+    nowMs: now(),
+  });
   if (!claimed) return { kind: "busy" };
   let held = claimed;
   try {
@@ -162,7 +131,7 @@ export async function runShard(
       owner: o.owner,
       leaseMs,
       clock,
-      maxDocBytes: deps.maxDocBytes ?? DEFAULT_MAX_DOC_BYTES,
+      maxDocBytes: deps.maxDocBytes,
       docMode: held.crawl.docs ? held.crawl.docMode ?? await source.docMode?.() ?? "get" : "get",
       docLimit: new AdaptiveLimit(held.crawl.concurrency),
       docMemory: deps.docMemory,
@@ -176,7 +145,7 @@ export async function runShard(
     let listing: Promise<ListedPage> | undefined;
     for (;;) {
       if (o.stop?.()) return await stopped(deps, held, o.owner, "stopping");
-      if (now() - checked >= (o.statusEveryMs ?? 1000)) {
+      if (now() - checked >= deps.statusEveryMs) {
         checked = now();
         const crawl = (await getCrawl(deps.kv, crawlId)).value;
         if (crawl?.status !== "running") {
@@ -210,13 +179,9 @@ export async function runShard(
   }
 }
 
-async function stopped(deps: RunnerDeps, held: Held, owner: string, reason: string) {
+async function stopped(deps: Env, held: Held, owner: string, reason: string) {
   await releaseShard(deps.kv, held.crawl.id, held.entry.value.id, owner);
   return { kind: "stopped" as const, reason };
-}
-
-function clockOf(deps: RunnerDeps): Clock {
-  return deps.clock ?? SYSTEM_CLOCK;
 }
 
 /** True for errors that retrying cannot fix. */
@@ -229,25 +194,26 @@ function isPermanent(err: unknown): boolean {
  * try again. A full disk is rethrown: the process stops, nothing is recorded.
  */
 async function recordFailure(
-  deps: RunnerDeps,
+  deps: Env,
   held: Held,
   err: unknown,
   o: RunOptions,
 ): Promise<RunResult> {
   if (err instanceof StorageError) throw err;
-  const now = clockOf(deps).now();
+  const now = deps.clock.now();
   const message = errorLine(err);
   const { id: crawlId } = held.crawl;
   const shardId = held.entry.value.id;
   const fresh = await getShard(deps.kv, crawlId, shardId);
   const failures = (fresh.value?.failures ?? 0) + 1;
-  if (isPermanent(err) || failures >= (o.maxFailures ?? SHARD_RETRY.maxFailures)) {
+  if (isPermanent(err) || failures >= deps.maxShardFailures) {
     const why = isPermanent(err) ? message : `${message} (gave up after ${failures} attempts)`;
     await failCrawl(deps.kv, crawlId, { reason: why, clock: deps.clock }).catch(() => {});
     await releaseShard(deps.kv, crawlId, shardId, o.owner);
     return { kind: "failed", error: why };
   }
-  const atMs = now + backoff({ scheduleMs: RETRY_DELAYS_MS, jitter: "half" }, failures);
+  const atMs = now +
+    backoff({ scheduleMs: RETRY_DELAYS_MS, jitter: "half" }, failures, deps.random);
   if (fresh.value && fresh.value.lease?.owner === o.owner) {
     await commitShard(deps.kv, crawlId, present(fresh)!, {
       ...fresh.value,

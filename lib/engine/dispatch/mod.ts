@@ -4,12 +4,12 @@
  * queue messages in one process (`_queue_dispatch.ts`, `_messages.ts`) or is found by lease workers
  * (`_lease_workers.ts`, for Deploy, KV Connect and many processes); the watchdog keeps work moving
  * after a crash (`_watchdog.ts`) and followed crawls are ticked (`_follow_loop.ts`); `runtime.ts`
- * wires it all once.
+ * wires it all once, over one environment (`env.ts`: every engine default resolved in one place).
  *
  * @module
  */
 export { createRuntime } from "./runtime.ts";
 export type { DispatchMode, Runtime, RuntimeOptions } from "./runtime.ts";
 export { DEFAULT_WORKERS, MAX_WORKERS } from "./work.ts";
-export type { WorkEvent } from "./work.ts";
+export { ENGINE_DEFAULTS, engineEnv, type Env, type EnvOptions, type WorkEvent } from "./env.ts";
 export type { FollowLoopOptions } from "./_follow_loop.ts";

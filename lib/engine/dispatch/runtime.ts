@@ -22,7 +22,8 @@ import { type CrawlRecord, ProcessBeat, ShardNotices } from "../store/mod.ts";
 import { CrawlSlots, DocMemory } from "../page/mod.ts";
 import { ListingCache } from "../../sources/cache/mod.ts";
 import { createQueueHandler, QueueDispatcher } from "./_queue_dispatch.ts";
-import { DEFAULT_WORKERS, MAX_WORKERS, type WorkDeps, type WorkEvent } from "./work.ts";
+import { DEFAULT_WORKERS, MAX_WORKERS } from "./work.ts";
+import { engineEnv, type Env, type WorkEvent } from "./env.ts";
 
 export { DEFAULT_WORKERS, MAX_WORKERS };
 
@@ -54,7 +55,7 @@ export interface RuntimeOptions {
   docMemoryBytes?: number;
   /** Label of this process in lease owner names. @default "worker" */
   label?: string;
-  /** Shard lease length, in milliseconds. @default LEASE_MS (30000) */
+  /** Shard lease length, in milliseconds. @default ENGINE_DEFAULTS.leaseMs (30000) */
   leaseMs?: number;
   /** Planning attempts failing transiently before a crawl fails. @default 5 */
   maxPlanAttempts?: number;
@@ -91,7 +92,7 @@ export interface Runtime {
   /** The mode chosen. */
   readonly mode: DispatchMode;
   /** What workers of this runtime use (for one-off work such as a lease tick). */
-  readonly deps: WorkDeps;
+  readonly deps: Env;
   /** Re-dispatches stalled shards, finishes completed crawls, follows changes; returns shards. */
   watchdogTick(options?: { stallMs?: number }): Promise<number>;
   /**
@@ -148,7 +149,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   const dispatcher: Dispatcher = options.dispatch === "queue"
     ? new QueueDispatcher(kv)
     : new LeaseDispatcher({ clock });
-  const deps = workDepsOf(options, { clock, dispatcher, beat });
+  const deps = envOf(options, { clock, dispatcher, beat });
   const worker = (o: LeaseWorkerOptions = {}) =>
     beat.acquire().then((release) =>
       runLeaseWorker(deps, {
@@ -224,13 +225,13 @@ export function createRuntime(options: RuntimeOptions): Runtime {
  * The engine's environment: what this runtime's workers use, built once from the options, the
  * clock, the dispatcher and the process's beat (every shared budget of the process lives here).
  */
-function workDepsOf(
+function envOf(
   options: RuntimeOptions,
   o: { clock: Clock; dispatcher: Dispatcher; beat: ProcessBeat },
-): WorkDeps {
+): Env {
   const { clock, dispatcher, beat } = o;
   const listings = new ListingCache({ clock });
-  return {
+  return engineEnv({
     kv: options.kv,
     openSource: options.openSource,
     dispatcher,
@@ -250,7 +251,7 @@ function workDepsOf(
     listings,
     notices: new ShardNotices(),
     splitting: new Map(),
-  };
+  });
 }
 
 /**
@@ -258,7 +259,7 @@ function workDepsOf(
  * holding the process's beat while it works. Ends when KV closes.
  */
 function listenQueue(
-  deps: WorkDeps,
+  deps: Env,
   options: RuntimeOptions,
   o: { beat: ProcessBeat; stopping: () => boolean },
 ): Promise<void> {

@@ -6,15 +6,12 @@
  *
  * @module
  */
-import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
 import { errorLine, StorageError } from "../../base/errors.ts";
-import type { Source } from "../../plan/source.ts";
 import { checkCompletion, type CompletionOptions } from "../verify/mod.ts";
-import { type Dispatcher, planCrawl, type RebalanceOptions, splitStraggler } from "../crawl/mod.ts";
-import type { CrawlSlots, DocMemory } from "../page/mod.ts";
-import type { ListingCache } from "../../sources/cache/mod.ts";
+import { planCrawl, splitStraggler } from "../crawl/mod.ts";
 import { type RunResult, runShard } from "./_shard_runner.ts";
-import { type CrawlRecord, getCrawl, type ShardNotices } from "../store/mod.ts";
+import { getCrawl } from "../store/mod.ts";
+import type { Env, SplitLooks } from "./env.ts";
 
 /**
  * Shards a process runs at once unless told otherwise (lease workers, or queue messages handled at
@@ -26,74 +23,8 @@ export const DEFAULT_WORKERS = 16;
 /** Most shards one process may run at once (each holds a page of rows in memory). */
 export const MAX_WORKERS = 256;
 
-/** Something worth a log line. */
-export type WorkEvent =
-  | { kind: "planned"; crawlId: string; total: number; shards: number }
-  | { kind: "crawl-failed"; crawlId: string; error: string }
-  | { kind: "retry"; crawlId: string; shardId: number; error: string; delayMs: number }
-  | { kind: "split"; crawlId: string; parent: number; child: number; movedItems: number }
-  | { kind: "crawl-done"; crawlId: string }
-  | { kind: "completion-deferred"; crawlId: string; error: string };
-
-/** What workers need (all injected). */
-export interface WorkDeps {
-  /** The store. */
-  kv: Deno.Kv;
-  /** Opens the source a crawl reads from (cached by the caller). */
-  openSource: (crawl: CrawlRecord) => Source;
-  /** Where new work goes (child shards, retries, plans). */
-  dispatcher: Dispatcher;
-  /**
-   * Time and timers of everything workers do: records' times, leases, heartbeats, planning,
-   * retries, splits and the final check's pauses. @default SYSTEM_CLOCK
-   */
-  clock?: Clock;
-  /** Tuning of straggler splits (crawls opt in with `rebalance`). @default {} */
-  rebalance?: RebalanceOptions;
-  /** Planning attempts failing transiently before the crawl fails. @default 5 */
-  maxPlanAttempts?: number;
-  /** Failed attempts of a shard in a row before the crawl fails. @default 8 */
-  maxShardFailures?: number;
-  /** Lease length of shards, in milliseconds. @default LEASE_MS (30000) */
-  leaseMs?: number;
-  /** Log-worthy events. */
-  onEvent?: (event: WorkEvent) => void;
-  /** The process's budget of document bytes in memory (shared by its shards). @default none */
-  docMemory?: DocMemory;
-  /** Each crawl's document slots in this process (shared by its shards). @default none */
-  crawlSlots?: CrawlSlots;
-  /**
-   * The process's listing cache: pages listed ahead while this process plans a crawl and the
-   * planner's reads, for its shards here. @default none
-   */
-  listings?: ListingCache;
-  /**
-   * Where a split made here posts its victim's new end for the victim's worker here, which then
-   * stops at the split key at once instead of at its next heartbeat. @default none
-   */
-  notices?: ShardNotices;
-  /**
-   * The looks for a straggler to split this process has under way, per crawl: ending shards look
-   * one after the other (looking together, they would all pick the same straggler and search the
-   * same key; one after the other, each finds the straggler the last split left), and a shard
-   * ending while a look waits its turn shares that look (it will see this shard's end too).
-   * @default none: every ending shard looks at once
-   */
-  splitting?: Map<string, SplitLooks>;
-  /**
-   * Names a worker of this process in leases (`ProcessBeat.owner`, so that its leases end with the
-   * process). @default a name of no process: its leases only expire
-   */
-  ownerName?: (label: string) => string;
-}
-
-/** An owner name for a worker labelled `label` of the process `deps` belong to. */
-export function ownerOf(deps: WorkDeps, label: string): string {
-  return deps.ownerName?.(label) ?? `${label}-${crypto.randomUUID().slice(0, 8)}`;
-}
-
 /** Plans a crawl in `planning` if nobody else is planning it. */
-export async function workPlan(deps: WorkDeps, crawlId: string, owner: string): Promise<void> {
+export async function workPlan(deps: Env, crawlId: string, owner: string): Promise<void> {
   const crawl = (await getCrawl(deps.kv, crawlId)).value;
   if (!crawl || crawl.status !== "planning") return;
   const after = await planCrawl({ ...deps, source: deps.openSource(crawl) }, crawlId, {
@@ -112,20 +43,14 @@ export async function workPlan(deps: WorkDeps, crawlId: string, owner: string): 
  * Runs one shard (see `_shard_runner.ts`) and what follows it. Returns how the run ended.
  */
 export async function workShard(
-  deps: WorkDeps,
+  deps: Env,
   crawlId: string,
   shardId: number,
   o: { owner: string; stop?: () => boolean },
 ): Promise<RunResult> {
-  const clock = deps.clock ?? SYSTEM_CLOCK;
-  const res = await runShard(deps, crawlId, shardId, {
-    owner: o.owner,
-    stop: o.stop,
-    leaseMs: deps.leaseMs,
-    maxFailures: deps.maxShardFailures,
-  });
+  const res = await runShard(deps, crawlId, shardId, o);
   if (res.kind === "retry") {
-    const delayMs = Math.max(0, res.atMs - clock.now());
+    const delayMs = Math.max(0, res.atMs - deps.clock.now());
     deps.onEvent?.({ kind: "retry", crawlId, shardId, error: res.error, delayMs });
     await deps.dispatcher.dispatch(crawlId, shardId, { delayMs });
   } else if (res.kind === "failed") {
@@ -142,21 +67,13 @@ export async function workShard(
 }
 
 /** How a worker of `deps` finishes a crawl: telling `crawl-done` when it is the one that did. */
-export function finishingOptions(deps: WorkDeps, crawlId: string): CompletionOptions {
+export function finishingOptions(deps: Env, crawlId: string): CompletionOptions {
   return {
     clock: deps.clock,
     openSource: deps.openSource,
     dispatcher: deps.dispatcher,
     onFinished: () => deps.onEvent?.({ kind: "crawl-done", crawlId }),
   };
-}
-
-/** A crawl's looks for a straggler in one process: the last one queued, and one not yet begun. */
-export interface SplitLooks {
-  /** The last look queued (settled, never rejected: the queue only orders). */
-  tail: Promise<void>;
-  /** A look queued that has not begun, which a shard ending now shares. */
-  waiting: Promise<void> | null;
 }
 
 /**
@@ -189,7 +106,7 @@ export function queueLook(
 }
 
 /** Splits a straggler (when the crawl rebalances), then finishes the crawl if it was the last. */
-async function afterShardDone(deps: WorkDeps, crawlId: string): Promise<void> {
+async function afterShardDone(deps: Env, crawlId: string): Promise<void> {
   const crawl = (await getCrawl(deps.kv, crawlId)).value;
   if (!crawl) return;
   const source = deps.openSource(crawl);
