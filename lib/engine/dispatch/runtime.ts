@@ -8,34 +8,44 @@
  * @module
  */
 import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
-import type { Source } from "../../plan/source.ts";
 import { followLoop, type FollowLoopOptions } from "./_follow_loop.ts";
 import { watchdog } from "./_watchdog.ts";
-import type { Dispatcher, RebalanceOptions } from "../crawl/mod.ts";
+import type { Dispatcher } from "../crawl/mod.ts";
 import {
   LeaseDispatcher,
   type LeaseWorkerOptions,
   type LeaseWorkerStats,
   runLeaseWorker,
 } from "./_lease_workers.ts";
-import { type CrawlRecord, ProcessBeat, ShardNotices } from "../store/mod.ts";
+import { ProcessBeat, ShardNotices } from "../store/mod.ts";
 import { CrawlSlots, DocMemory } from "../page/mod.ts";
 import { ListingCache } from "../../sources/cache/mod.ts";
 import { createQueueHandler, QueueDispatcher } from "./_queue_dispatch.ts";
 import { DEFAULT_WORKERS, MAX_WORKERS } from "./work.ts";
-import { engineEnv, type Env, type WorkEvent } from "./env.ts";
+import { engineEnv, type Env, type EnvOptions } from "./env.ts";
 
 export { DEFAULT_WORKERS, MAX_WORKERS };
 
 /** How work reaches workers. */
 export type DispatchMode = "queue" | "lease";
 
-/** Options of {@linkcode createRuntime}. */
-export interface RuntimeOptions {
-  /** The store (opened and closed by the caller). */
-  kv: Deno.Kv;
-  /** Opens the source a crawl reads from; called often, so cache inside. */
-  openSource: (crawl: CrawlRecord) => Source;
+/**
+ * Options of {@linkcode createRuntime}: the store, the source opener, and what of the engine's
+ * environment the process varies (`EnvOptions`: the clock, lease length, attempts allowed,
+ * straggler splits, events), beside how work reaches its workers.
+ */
+export interface RuntimeOptions extends
+  Pick<
+    EnvOptions,
+    | "kv"
+    | "openSource"
+    | "clock"
+    | "rebalance"
+    | "leaseMs"
+    | "maxPlanAttempts"
+    | "maxShardFailures"
+    | "onEvent"
+  > {
   /** `queue`: KV queue messages (one process); `lease`: workers claim shards (Deploy, many). */
   dispatch: DispatchMode;
   /**
@@ -46,8 +56,6 @@ export interface RuntimeOptions {
   workers?: number;
   /** Crawls planned at once in queue mode (lease workers plan one at a time each). @default 2 */
   maxPlanning?: number;
-  /** Tuning of straggler splits (crawls opt in with `rebalance`). @default {} */
-  rebalance?: RebalanceOptions;
   /**
    * Bytes of documents this process holds in memory at once, over all its shards (new document
    * requests wait beyond). @default DOC_MEMORY_BYTES (256 MiB)
@@ -55,14 +63,6 @@ export interface RuntimeOptions {
   docMemoryBytes?: number;
   /** Label of this process in lease owner names. @default "worker" */
   label?: string;
-  /** Shard lease length, in milliseconds. @default ENGINE_DEFAULTS.leaseMs (30000) */
-  leaseMs?: number;
-  /** Planning attempts failing transiently before a crawl fails. @default 5 */
-  maxPlanAttempts?: number;
-  /** Failed attempts of a shard in a row before the crawl fails. @default 8 */
-  maxShardFailures?: number;
-  /** Log-worthy events (plans, failures, retries, splits, completions). */
-  onEvent?: (event: WorkEvent) => void;
   /**
    * Called when this process cannot go on: the store cannot be written (nothing stored is lost),
    * or a worker kept failing. @default rethrown (an unhandled rejection)
@@ -70,12 +70,6 @@ export interface RuntimeOptions {
   onProcessError?: (err: Error) => void;
   /** Log lines of lease workers. */
   log?: (line: string) => void;
-  /**
-   * The one clock of this engine: the process's beat, leases, heartbeats, planning, retries,
-   * splits, the final check, following, the watchdog and idle workers all read and wait on it.
-   * @default SYSTEM_CLOCK
-   */
-  clock?: Clock;
   /**
    * Follows every done crawl created with `follow` from this process (`_follow_loop.ts`: its
    * changes applied, its lag recorded, its ranges re-proven); with `pollMs: 0` or null, only the
