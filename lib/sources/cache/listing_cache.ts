@@ -255,8 +255,7 @@ export class ListingCache {
    * The rows the answer hands out leave the cache, but its last (the taker's next request starts
    * there) and those at or past `o.end`, the taker's own end when it asks past it (another range
    * starts there; @default the request's end). Undefined: nothing here tells it (the caller asks
-   * the registry). Descending, `skip` and
-   * update-sequence requests are never answered.
+   * the registry). Descending, `skip` and update-sequence requests are never answered.
    */
   async take(
     scope: string,
