@@ -21,7 +21,7 @@ Deno.test("segments: an answer from a listing without an end is the registry's o
     for (const [s, limit] of [[0, 50], [700, 200], [2950, 80], [1234, 1]] as const) {
       const start = keys[s];
       const early = await source.list({ start, limit });
-      const segment = segmentOf({ start, limit }, early, 0)!;
+      const segment = segmentOf({ start, limit }, early, { atMs: 0 })!;
       for (let e = s; e <= Math.min(keys.length, s + limit + 30); e += 3) {
         for (const asked of [1, 10, limit - 1, limit, limit + 40]) {
           if (asked < 1) continue;
@@ -81,7 +81,7 @@ Deno.test("segments: an answer from a read, up or down, is the registry's own an
     [{ start: null, limit: 50 }, 0],
   ];
   for (const [read, first] of reads) {
-    const segment = segmentOf(read, await source.list(read), 0)!;
+    const segment = segmentOf(read, await source.list(read), { atMs: 0 })!;
     assert.equal(segment.rows[0].id, keys[first]);
     assert.equal(segment.offset, first);
     assert.equal(segment.short, segment.rows.length < (read.limit ?? 0) && !read.descending);
@@ -123,10 +123,10 @@ Deno.test("segments: an answer from a read, up or down, is the registry's own an
   for (const [k, n] of Object.entries(counts)) assert.ok(n > 10, `${k}: ${n}`);
   // Answers that cannot speak for a span make no segment.
   const page = await source.list({ start: keys[5], limit: 3 });
-  assert.equal(segmentOf({ start: keys[5], limit: 3, skip: 2 }, page, 0), null);
-  assert.equal(segmentOf({ start: keys[5], limit: 3, updateSeq: true }, page, 0), null);
+  assert.equal(segmentOf({ start: keys[5], limit: 3, skip: 2 }, page, { atMs: 0 }), null);
+  assert.equal(segmentOf({ start: keys[5], limit: 3, updateSeq: true }, page, { atMs: 0 }), null);
   assert.equal(
-    segmentOf({ start: "~", limit: 3 }, await source.list({ start: "~", limit: 3 }), 0),
+    segmentOf({ start: "~", limit: 3 }, await source.list({ start: "~", limit: 3 }), { atMs: 0 }),
     null,
   );
 });
@@ -136,9 +136,9 @@ Deno.test("segments: what is left once rows were handed out still tells the regi
   const source = new MemorySource(data, { maxPage: 10_000 });
   const keys = data.keys;
   const read = { start: keys[100], limit: 100 };
-  const segment = segmentOf(read, await source.list(read), 0)!;
+  const segment = segmentOf(read, await source.list(read), { atMs: 0 })!;
   // Rows 120-159 handed out: 100-119 stay (a lower range's), and 159 on (the taker's next start).
-  const [below, above] = remainsOf(segment, 20, 59);
+  const [below, above] = remainsOf(segment, { from: 20, to: 59 });
   assert.deepEqual(below.rows.map((r) => r.id), keys.slice(100, 120));
   assert.equal(below.from, keys[100]);
   assert.deepEqual(above.rows.map((r) => r.id), keys.slice(159, 200));
@@ -153,6 +153,6 @@ Deno.test("segments: what is left once rows were handed out still tells the regi
     }
   }
   // Too few rows left to tell anything: nothing is kept of that side.
-  assert.deepEqual(remainsOf(segment, 2, 98).map((s) => s.rows.length), []);
-  assert.deepEqual(remainsOf(segment, 0, 50).map((s) => s.offset), [150]);
+  assert.deepEqual(remainsOf(segment, { from: 2, to: 98 }).map((s) => s.rows.length), []);
+  assert.deepEqual(remainsOf(segment, { from: 0, to: 50 }).map((s) => s.offset), [150]);
 });

@@ -94,8 +94,8 @@ interface Ahead {
   withdraw: () => void;
   /** Rows asked for, counted against the budget until it lands or is dropped. */
   limit: number;
-  /** When it was asked for, epoch ms. */
-  at: number;
+  /** When it was asked for, epoch milliseconds. */
+  atMs: number;
 }
 
 /** Answers kept per scope (a crawl), listed ahead or recorded (see the module comment). */
@@ -150,7 +150,7 @@ export class ListingCache {
         const sentOpen = open;
         const page = await source.list(request);
         if (sentOpen && !request.includeDocs) {
-          this.#keep(scope, segmentOf(request, page, this.#clock.now()));
+          this.#keep(scope, segmentOf(request, page, { atMs: this.#clock.now() }));
         }
         return page;
       },
@@ -204,7 +204,7 @@ export class ListingCache {
       dropped: false,
       released: false,
       limit: o.limit,
-      at: this.#clock.now(),
+      atMs: this.#clock.now(),
       withdraw: () => {
         const at = this.#waiting.indexOf(go);
         if (at >= 0) this.#waiting.splice(at, 1);
@@ -214,7 +214,7 @@ export class ListingCache {
         if (this.#ahead.get(key) === ahead) this.#ahead.delete(key);
         this.#release(ahead);
         if (!page || ahead.dropped) return;
-        this.#keep(scope, segmentOf(request, page, this.#clock.now()));
+        this.#keep(scope, segmentOf(request, page, { atMs: this.#clock.now() }));
         // A full page goes on from its last row (a long id is never a cursor: the chain stops).
         const last = page.rows.at(-1)?.id;
         if (ahead.taken || last === undefined || isLongKey(last)) return;
@@ -364,10 +364,12 @@ export class ListingCache {
     const i = answer.offset - segment.offset;
     // The taker keeps the rows below its end, but the last one (its next request starts there).
     let j = i + answer.rows.length - 1;
-    if (end !== null) j = Math.min(j, firstAtOrAbove(segment.rows, end, i));
+    if (end !== null) j = Math.min(j, firstAtOrAbove(segment.rows, end, { from: i }));
     if (j <= i) return answer;
     this.#forget(scope, segment);
-    for (const rest of remainsOf(segment, i, j)) this.#keep(scope, rest, { counted: false });
+    for (const rest of remainsOf(segment, { from: i, to: j })) {
+      this.#keep(scope, rest, { counted: false });
+    }
     return answer;
   }
 
@@ -414,9 +416,9 @@ export class ListingCache {
   #sweep(): void {
     const before = this.#clock.now() - this.#ttlMs;
     for (const [scope, list] of this.#segments) {
-      for (const s of list.filter((s) => s.at < before)) this.#forget(scope, s);
+      for (const s of list.filter((s) => s.atMs < before)) this.#forget(scope, s);
     }
-    for (const [key, ahead] of this.#ahead) if (ahead.at < before) this.#cancel(key, ahead);
+    for (const [key, ahead] of this.#ahead) if (ahead.atMs < before) this.#cancel(key, ahead);
   }
 }
 

@@ -42,8 +42,8 @@ export interface Segment {
   docs: boolean;
   /** Bytes of the documents its rows hold (see `heldDocBytes`). */
   docBytes: number;
-  /** When it arrived, epoch ms. */
-  at: number;
+  /** When it arrived, epoch milliseconds. */
+  atMs: number;
 }
 
 /**
@@ -51,12 +51,16 @@ export interface Segment {
  * no rows, or rows below the start asked (a registry that does not honour it). A downward answer's
  * rows are turned around; its offset is CouchDB's (rows above the first one listed).
  */
-export function segmentOf(request: ListOptions, page: Page, at: number): Segment | null {
+export function segmentOf(
+  request: ListOptions,
+  page: Page,
+  o: { atMs: number },
+): Segment | null {
   if (request.skip || request.updateSeq || page.rows.length === 0) return null;
   const n = page.rows.length;
   const docs = request.includeDocs ?? false;
   const docBytes = docs ? page.rows.reduce((b, r) => b + heldDocBytes(r.doc), 0) : 0;
-  const base = { total: page.total, docs, docBytes, at };
+  const base = { total: page.total, docs, docBytes, atMs: o.atMs };
   if (request.descending) {
     const rows = page.rows.slice().reverse();
     const offset = page.total - page.offset - n;
@@ -82,7 +86,7 @@ export function segmentAnswer(segment: Segment, request: ListOptions): Page | un
   if (compareKeys(start, rows[rows.length - 1].id) > 0 && !segment.toEnd) return undefined;
   const i = firstAtOrAbove(rows, start);
   const end = request.end ?? null;
-  const stop = end === null ? rows.length : firstAtOrAbove(rows, end, i);
+  const stop = end === null ? rows.length : firstAtOrAbove(rows, end, { from: i });
   const base = { offset: segment.offset + i, total: segment.total };
   if (stop - i >= request.limit) return { ...base, rows: rows.slice(i, i + request.limit) };
   const inRange = rows.slice(i, stop);
@@ -92,8 +96,13 @@ export function segmentAnswer(segment: Segment, request: ListOptions): Page | un
   return { ...base, rows: inRange, limit: inRange.length };
 }
 
-/** Index of the first row at or above `key` from `lo` on (rows ascending). */
-export function firstAtOrAbove(rows: readonly Row[], key: string, lo = 0): number {
+/** Index of the first row at or above `key` from index `o.from` on (rows ascending). @default 0 */
+export function firstAtOrAbove(
+  rows: readonly Row[],
+  key: string,
+  o: { from?: number } = {},
+): number {
+  let lo = o.from ?? 0;
   let hi = rows.length;
   while (lo < hi) {
     const mid = (lo + hi) >> 1;
@@ -104,12 +113,13 @@ export function firstAtOrAbove(rows: readonly Row[], key: string, lo = 0): numbe
 }
 
 /**
- * What is left of `segment` once the rows `[i, j)` were handed out: the rows below `i` (a lower
- * range's, perhaps) and those from `j` on (the answer's last row, where its taker's next request
- * starts, and what follows it), each a segment of its own, and only where it can still tell an
- * answer (at least {@linkcode MIN_PARTIAL_ROWS} rows, or the registry's end).
+ * What is left of `segment` once its rows `[o.from, o.to)` (indices) were handed out: the rows
+ * below `from` (a lower range's, perhaps) and those from `to` on (the answer's last row, where its
+ * taker's next request starts, and what follows it), each a segment of its own, and only where it
+ * can still tell an answer (at least {@linkcode MIN_PARTIAL_ROWS} rows, or the registry's end).
  */
-export function remainsOf(segment: Segment, i: number, j: number): Segment[] {
+export function remainsOf(segment: Segment, o: { from: number; to: number }): Segment[] {
+  const { from: i, to: j } = o;
   const out: Segment[] = [];
   const bytes = (rows: Row[]) =>
     segment.docs ? rows.reduce((b, r) => b + heldDocBytes(r.doc), 0) : 0;
