@@ -43,18 +43,28 @@ export class TooLargeError extends PermanentError {
   }
 }
 
+/** What {@linkcode readCapped} reads a body within. */
+export interface BodyBounds {
+  /** The URL answered (for the error). */
+  url: string;
+  /** The most bytes the body may have. */
+  maxBytes: number;
+  /** Answers past `overBytes` wait for one of `permits`. */
+  large: { overBytes: number; permits: Semaphore };
+  /** The process's bytes of bodies being read. */
+  bytes: ByteBudget;
+  /** Where what it took (permits, bytes) goes, for the caller to give back once it is parsed. */
+  held: (() => void)[];
+}
+
 /**
- * Reads a body up to `maxBytes`, failing as soon as it is over. Past `large.overBytes` it waits
- * for a permit (kept in `held` for the caller to give back once the answer is parsed).
+ * Reads `res`'s body up to `o.maxBytes`, failing as soon as it is over (a declared length over
+ * it fails before anything is read). Past `o.large.overBytes` it waits for a permit; every body
+ * takes its bytes from `o.bytes` before they are read. @throws TooLargeError past `maxBytes`.
  */
-export async function readCapped(
-  res: Response,
-  url: string,
-  maxBytes: number,
-  gates: { large: { overBytes: number; permits: Semaphore }; bytes: ByteBudget },
-  held: (() => void)[],
-): Promise<Uint8Array> {
-  const { large } = gates;
+export async function readCapped(res: Response, o: BodyBounds): Promise<Uint8Array> {
+  const { url, maxBytes, large, held } = o;
+  const gates = { bytes: o.bytes };
   const declared = Number(res.headers.get("content-length") ?? NaN);
   if (declared > maxBytes) {
     await res.body?.cancel();

@@ -286,10 +286,13 @@ export class HttpClient {
       }
       let body: Uint8Array;
       try {
-        body = await readCapped(res, url.href, req.maxBytes, {
+        body = await readCapped(res, {
+          url: url.href,
+          maxBytes: req.maxBytes,
           large: this.#o.largeAnswers,
           bytes: this.#o.bodyBytes,
-        }, held);
+          held,
+        });
       } catch (err) {
         if (err instanceof TooLargeError && req.oversizeIsTransient) {
           throw new TransientError(err.message, { cause: err });
