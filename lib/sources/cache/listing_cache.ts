@@ -29,16 +29,16 @@
  * @module
  */
 import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
-import { compareKeys, isLongKey } from "../../plan/keys.ts";
+import { isLongKey } from "../../plan/keys.ts";
 import { type Listing, listingWith, type ListOptions, type Page } from "../../plan/source.ts";
 import {
   firstAtOrAbove,
   MIN_PARTIAL_ROWS,
-  remainsOf,
   type Segment,
   segmentAnswer,
   segmentOf,
 } from "./segment.ts";
+import { SegmentStore } from "./_segment_store.ts";
 
 /**
  * Rows the cache holds or asks for ahead at most, by default: twice two pages of 64,000 rows
@@ -100,13 +100,8 @@ interface Ahead {
 
 /** Answers kept per scope (a crawl), listed ahead or recorded (see the module comment). */
 export class ListingCache {
-  #segments = new Map<string, Segment[]>();
+  #store: SegmentStore;
   #ahead = new Map<string, Ahead>();
-  #heldRows = 0;
-  #heldDocBytes = 0;
-  #maxRows: number;
-  #maxDocBytes: number;
-  #ttlMs: number;
   #clock: Clock;
   #maxInFlight: number;
   #inFlight = 0;
@@ -116,26 +111,29 @@ export class ListingCache {
 
   /** An empty cache with its bounds. */
   constructor(options: ListingCacheOptions = {}) {
-    this.#maxRows = options.maxRows ?? CACHE_ROWS;
-    this.#maxDocBytes = options.maxDocBytes ?? CACHE_DOC_BYTES;
-    this.#ttlMs = options.ttlMs ?? 60_000;
     this.#clock = options.clock ?? SYSTEM_CLOCK;
+    this.#store = new SegmentStore({
+      maxRows: options.maxRows ?? CACHE_ROWS,
+      maxDocBytes: options.maxDocBytes ?? CACHE_DOC_BYTES,
+      ttlMs: options.ttlMs ?? 60_000,
+      clock: this.#clock,
+    });
     this.#maxInFlight = Math.max(1, options.maxInFlight ?? 8);
   }
 
   /** The most rows it holds or asks for ahead at once. */
   get maxRows(): number {
-    return this.#maxRows;
+    return this.#store.maxRows;
   }
 
   /** Rows held or asked for ahead now. */
   get heldRows(): number {
-    return this.#heldRows;
+    return this.#store.heldRows;
   }
 
   /** Bytes of documents held now. */
   get heldDocBytes(): number {
-    return this.#heldDocBytes;
+    return this.#store.heldDocBytes;
   }
 
   /**
@@ -150,7 +148,7 @@ export class ListingCache {
         const sentOpen = open;
         const page = await source.list(request);
         if (sentOpen && !request.includeDocs) {
-          this.#keep(scope, segmentOf(request, page, { atMs: this.#clock.now() }));
+          this.#store.keep(scope, segmentOf(request, page, { atMs: this.#clock.now() }));
         }
         return page;
       },
@@ -180,8 +178,7 @@ export class ListingCache {
     // Held already (a chain listed it, or a read holds a page's worth from there).
     const have = this.covering(scope, o.start ?? "", { docs });
     if (have && have.rows.length - firstAtOrAbove(have.rows, o.start ?? "") >= o.limit) return;
-    if (this.#heldRows + o.limit > this.#maxRows) return;
-    this.#heldRows += o.limit;
+    if (!this.#store.reserve(o.limit)) return;
     const request: ListOptions = {
       start: o.start,
       limit: o.limit,
@@ -214,7 +211,7 @@ export class ListingCache {
         if (this.#ahead.get(key) === ahead) this.#ahead.delete(key);
         this.#release(ahead);
         if (!page || ahead.dropped) return;
-        this.#keep(scope, segmentOf(request, page, { atMs: this.#clock.now() }));
+        this.#store.keep(scope, segmentOf(request, page, { atMs: this.#clock.now() }));
         // A full page goes on from its last row (a long id is never a cursor: the chain stops).
         const last = page.rows.at(-1)?.id;
         if (ahead.taken || last === undefined || isLongKey(last)) return;
@@ -234,15 +231,7 @@ export class ListingCache {
    */
   covering(scope: string, key: string, o: { docs?: boolean } = {}): Segment | undefined {
     this.#sweep();
-    let best: Segment | undefined;
-    let bestLeft = 0;
-    for (const s of this.#segments.get(scope) ?? []) {
-      if (s.docs !== (o.docs ?? false) || compareKeys(key, s.from) < 0) continue;
-      if (compareKeys(key, s.rows[s.rows.length - 1].id) > 0) continue;
-      const left = s.rows.length - firstAtOrAbove(s.rows, key);
-      if (left > bestLeft) [best, bestLeft] = [s, left];
-    }
-    return best;
+    return this.#store.covering(scope, key, o);
   }
 
   /**
@@ -277,14 +266,14 @@ export class ListingCache {
     const here = this.covering(scope, start, { docs });
     const direct = here && segmentAnswer(here, request);
     const end = o.end === undefined ? request.end ?? null : o.end;
-    if (direct) return this.#handOut(scope, here, direct, end);
+    if (direct) return this.#store.handOut(scope, here, { answer: direct, end });
     if (!o.ranks || !o.source || docs) return undefined;
     return await this.#bridge(scope, request, { source: o.source, end });
   }
 
   /** Drops everything `scope` holds, and its pages listed ahead. */
   drop(scope: string): void {
-    for (const s of [...this.#segments.get(scope) ?? []]) this.#forget(scope, s);
+    this.#store.forgetScope(scope);
     for (const [key, ahead] of this.#ahead) {
       if (key.startsWith(`${scope}\u0000`)) this.#cancel(key, ahead);
     }
@@ -301,7 +290,7 @@ export class ListingCache {
   #release(ahead: Ahead): void {
     if (ahead.released) return;
     ahead.released = true;
-    this.#heldRows -= ahead.limit;
+    this.#store.unreserve(ahead.limit);
   }
 
   /**
@@ -330,14 +319,14 @@ export class ListingCache {
     o: { source: Listing; end: string | null },
   ): Promise<Page | undefined> {
     const { source } = o;
-    const next = this.#nextAfter(scope, request.start ?? "", request.end ?? null);
+    const next = this.#store.nextAfter(scope, request.start ?? "", request.end ?? null);
     if (!next) return undefined;
     const page = await source.list({ ...request, end: next.from });
     const got = page.rows.length;
     const asked = Math.min(request.limit, page.limit ?? request.limit);
     if (got >= asked) return page;
     if (page.offset + got !== next.offset) {
-      this.#forget(scope, next); // the registry changed there since
+      this.#store.forget(scope, next); // the registry changed there since
     } else {
       const rest = segmentAnswer(next, {
         ...request,
@@ -345,7 +334,7 @@ export class ListingCache {
         limit: request.limit - got,
       });
       if (rest) {
-        this.#handOut(scope, next, rest, o.end);
+        this.#store.handOut(scope, next, { answer: rest, end: o.end });
         const rows = [...page.rows, ...rest.rows];
         const base = { offset: page.offset, total: rest.total };
         // Cut short by the segment's end: a full answer to a request for as many rows.
@@ -356,68 +345,9 @@ export class ListingCache {
     return got >= MIN_PARTIAL_ROWS ? { ...page, limit: got } : undefined;
   }
 
-  /**
-   * `answer`, told from `segment`, whose rows the taker keeps leave the cache: those below `end`
-   * (its own), but the last one.
-   */
-  #handOut(scope: string, segment: Segment, answer: Page, end: string | null): Page {
-    const i = answer.offset - segment.offset;
-    // The taker keeps the rows below its end, but the last one (its next request starts there).
-    let j = i + answer.rows.length - 1;
-    if (end !== null) j = Math.min(j, firstAtOrAbove(segment.rows, end, { from: i }));
-    if (j <= i) return answer;
-    this.#forget(scope, segment);
-    for (const rest of remainsOf(segment, { from: i, to: j })) {
-      this.#keep(scope, rest, { counted: false });
-    }
-    return answer;
-  }
-
-  /** The segment of `scope` without documents starting first above `key`, below `end`. */
-  #nextAfter(scope: string, key: string, end: string | null): Segment | undefined {
-    let best: Segment | undefined;
-    for (const s of this.#segments.get(scope) ?? []) {
-      if (s.docs || compareKeys(s.from, key) <= 0) continue;
-      if (end !== null && compareKeys(s.from, end) >= 0) continue;
-      if (!best || compareKeys(s.from, best.from) < 0) best = s;
-    }
-    return best;
-  }
-
-  /**
-   * Keeps `segment` for `scope` within the budget (a document-carrying one over the bytes' budget
-   * is dropped at once: never held on speculation). What is left of a segment handed out
-   * (`counted: false`) always fits: it was counted already.
-   */
-  #keep(scope: string, segment: Segment | null, o: { counted?: boolean } = {}): void {
-    if (!segment) return;
-    if (o.counted ?? true) {
-      this.#sweep();
-      if (this.#heldRows + segment.rows.length > this.#maxRows) return;
-      if (this.#heldDocBytes + segment.docBytes > this.#maxDocBytes) return;
-    }
-    this.#heldRows += segment.rows.length;
-    this.#heldDocBytes += segment.docBytes;
-    const list = this.#segments.get(scope) ?? [];
-    list.push(segment);
-    this.#segments.set(scope, list);
-  }
-
-  #forget(scope: string, segment: Segment): void {
-    const list = this.#segments.get(scope);
-    const at = list?.indexOf(segment) ?? -1;
-    if (at < 0) return;
-    list!.splice(at, 1);
-    this.#heldRows -= segment.rows.length;
-    this.#heldDocBytes -= segment.docBytes;
-    if (list!.length === 0) this.#segments.delete(scope);
-  }
-
   #sweep(): void {
-    const before = this.#clock.now() - this.#ttlMs;
-    for (const [scope, list] of this.#segments) {
-      for (const s of list.filter((s) => s.atMs < before)) this.#forget(scope, s);
-    }
+    this.#store.sweep();
+    const before = this.#store.staleBefore;
     for (const [key, ahead] of this.#ahead) if (ahead.atMs < before) this.#cancel(key, ahead);
   }
 }
