@@ -209,6 +209,23 @@ export function choiceFlag<T extends string>(
 }
 
 /**
+ * Parses a comma-separated list of words from `o.known`, or throws a {@linkcode UsageError} naming
+ * the word that is not one of them.
+ */
+export function listFlag<T extends string>(
+  name: string,
+  raw: string,
+  o: { known: readonly T[] },
+): T[] {
+  return raw.split(",").map((w) => {
+    if (!o.known.includes(w as T)) {
+      throw new UsageError(`--${name}: unknown kind "${w}" (known: ${o.known.join(",")})`);
+    }
+    return w as T;
+  });
+}
+
+/**
  * Runs a task's main function: `--help`/`-h` prints the help; any error is printed as one line
  * (`error: ...`) on stderr and the process exits with code 1 (2 for input errors). Secrets never
  * reach this line: callers redact URLs before they are put in messages (see `redactUrl`).
