@@ -9,7 +9,8 @@ import { AdaptiveLimit } from "../lib/base/adaptive_limit.ts";
 import { DOCUMENT_RETRY } from "../lib/base/retry_policy.ts";
 import type { DocResult } from "../lib/plan/source.ts";
 import { DocMemory } from "../lib/engine/page/doc_memory.ts";
-import { type DocFetch, fetchDocs, heldBytes } from "../lib/engine/page/page_docs.ts";
+import { type DocFetch, fetchDocs } from "../lib/engine/page/page_docs.ts";
+import { rowsDocBytes } from "../lib/plan/source.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { dataOf, wrapSource } from "./helpers.ts";
 
@@ -103,8 +104,8 @@ Deno.test("page docs: every byte a failing page charged goes back to the budget"
   assert.equal(memory.held, 0, "three documents arrived, the page failed: nothing is held");
   // A page that succeeds holds what its items hold, until the page is written.
   const items = await fetch({ memory, pageFailures: 2 });
-  assert.ok(heldBytes(items) > 0);
-  assert.equal(memory.held, heldBytes(items));
+  assert.ok(rowsDocBytes(items) > 0);
+  assert.equal(memory.held, rowsDocBytes(items));
 });
 
 Deno.test("page docs: a document served older than listed is not charged, nor held", async () => {
@@ -114,7 +115,7 @@ Deno.test("page docs: a document served older than listed is not charged, nor he
   );
   const items = await fetch({ pageFailures: 2, memory });
   assert.match(items[0].doc?.kind === "error" ? items[0].doc.reason : "", /revision 0-old/);
-  assert.equal(memory.held, heldBytes(items));
+  assert.equal(memory.held, rowsDocBytes(items));
 });
 
 Deno.test("page docs: a fatal answer is thrown once the requests in flight have ended, their bytes back", async () => {

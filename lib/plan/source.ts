@@ -111,6 +111,11 @@ export function heldDocBytes(doc: DocResult | undefined): number {
   return doc?.kind === "doc" ? 2 * doc.json.length : doc?.kind === "raw" ? doc.bytes.length : 0;
 }
 
+/** The bytes the documents of `rows` (listed rows, or items) hold in memory: see {@linkcode heldDocBytes}. */
+export function rowsDocBytes(rows: readonly { doc?: DocResult }[]): number {
+  return rows.reduce((n, r) => n + heldDocBytes(r.doc), 0);
+}
+
 /** How a source serves documents in bulk, best first. */
 export type DocMode = "include_docs" | "bulk_get" | "get";
 

@@ -13,7 +13,8 @@
  *
  * @module
  */
-import { fetchDocs, heldBytes } from "./page_docs.ts";
+import { fetchDocs } from "./page_docs.ts";
+import { rowsDocBytes } from "../../plan/source.ts";
 import { type ItemInput, spillDocument } from "../items/mod.ts";
 import { Guard, type PageContext } from "./page_guard.ts";
 import { valuedIds, withValues } from "./_page_values.ts";
@@ -118,7 +119,7 @@ export async function processPage(
       await beat.stop();
     }
   }
-  const charged = heldBytes(items); // what the budget was charged for the page's documents
+  const charged = rowsDocBytes(items); // what the budget was charged for the page's documents
   try {
     if (guard.lost) return { kind: "lost", reason: guard.lost };
     if (valued.size > 0) {

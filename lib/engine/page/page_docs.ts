@@ -25,6 +25,7 @@ import {
   type DocResult,
   heldDocBytes,
   type Row,
+  rowsDocBytes,
   type Source,
 } from "../../plan/source.ts";
 import { INLINE_DOC_BYTES, type ItemInput } from "../items/mod.ts";
@@ -73,7 +74,7 @@ export interface DocFetch {
 /**
  * A document that arrived: held against its listed revision, charged to the budget, and taken out
  * of memory at once when large (refunded then). What stays with the page is refunded when the
- * page is written (`heldBytes`).
+ * page is written (`rowsDocBytes`).
  */
 async function arrived(row: Row, r: Attempt, o: DocFetch): Promise<Attempt> {
   const checked = againstListing(row, r);
@@ -89,11 +90,6 @@ async function arrived(row: Row, r: Attempt, o: DocFetch): Promise<Attempt> {
 /** The bytes an outcome holds in memory: a document's text or bytes, else 0. */
 function attemptBytes(r: Attempt | undefined): number {
   return r?.kind === "failed" ? 0 : heldDocBytes(r);
-}
-
-/** The bytes of documents `items` hold in memory (refunded to the budget once written). */
-export function heldBytes(items: readonly ItemInput[]): number {
-  return items.reduce((n, it) => n + attemptBytes(it.doc), 0);
 }
 
 /**
@@ -121,7 +117,7 @@ export async function fetchDocs(source: Source, rows: Row[], o: DocFetch): Promi
   const charges = o.memory && new PageCharges(o.memory);
   try {
     const items = await outcomes(source, rows, { ...o, memory: charges });
-    charges?.keepOnly(heldBytes(items));
+    charges?.keepOnly(rowsDocBytes(items));
     return items;
   } catch (err) {
     charges?.keepOnly(0);

@@ -16,7 +16,7 @@
  * @module
  */
 import { compareKeys } from "../../plan/keys.ts";
-import { heldDocBytes, type ListOptions, type Page, type Row } from "../../plan/source.ts";
+import { type ListOptions, type Page, type Row, rowsDocBytes } from "../../plan/source.ts";
 
 /** Rows an answer from a segment must have at least when it is cut short by the segment's end. */
 export const MIN_PARTIAL_ROWS = 3;
@@ -59,7 +59,7 @@ export function segmentOf(
   if (request.skip || request.updateSeq || page.rows.length === 0) return null;
   const n = page.rows.length;
   const docs = request.includeDocs ?? false;
-  const docBytes = docs ? page.rows.reduce((b, r) => b + heldDocBytes(r.doc), 0) : 0;
+  const docBytes = docs ? rowsDocBytes(page.rows) : 0;
   const base = { total: page.total, docs, docBytes, atMs: o.atMs };
   if (request.descending) {
     const rows = page.rows.slice().reverse();
@@ -121,8 +121,7 @@ export function firstAtOrAbove(
 export function remainsOf(segment: Segment, o: { from: number; to: number }): Segment[] {
   const { from: i, to: j } = o;
   const out: Segment[] = [];
-  const bytes = (rows: Row[]) =>
-    segment.docs ? rows.reduce((b, r) => b + heldDocBytes(r.doc), 0) : 0;
+  const bytes = (rows: Row[]) => segment.docs ? rowsDocBytes(rows) : 0;
   if (i >= MIN_PARTIAL_ROWS) {
     const rows = segment.rows.slice(0, i);
     out.push({ ...segment, rows, toEnd: false, short: false, docBytes: bytes(rows) });
