@@ -111,10 +111,9 @@ export class SegmentStore {
 
   /**
    * The segment of `scope` holding `key` with the most rows from it, if any (of those whose rows
-   * carry documents with `o.docs`, else of those without).
+   * carry documents with `o.docs`, else of those without). What is stale is the caller's to sweep.
    */
   covering(scope: string, key: string, o: { docs?: boolean } = {}): Segment | undefined {
-    this.sweep();
     let best: Segment | undefined;
     let bestLeft = 0;
     for (const s of this.#segments.get(scope) ?? []) {

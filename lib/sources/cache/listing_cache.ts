@@ -176,7 +176,7 @@ export class ListingCache {
     const key = aheadKey(scope, o.start, docs);
     if (o.pages < 1 || o.limit < 2 || this.#ahead.has(key)) return;
     // Held already (a chain listed it, or a read holds a page's worth from there).
-    const have = this.covering(scope, o.start ?? "", { docs });
+    const have = this.#store.covering(scope, o.start ?? "", { docs });
     if (have && have.rows.length - firstAtOrAbove(have.rows, o.start ?? "") >= o.limit) return;
     if (!this.#store.reserve(o.limit)) return;
     const request: ListOptions = {
@@ -263,7 +263,7 @@ export class ListingCache {
       await ahead.landed;
     }
     const start = request.start ?? "";
-    const here = this.covering(scope, start, { docs });
+    const here = this.#store.covering(scope, start, { docs });
     const direct = here && segmentAnswer(here, request);
     const end = o.end === undefined ? request.end ?? null : o.end;
     if (direct) return this.#store.handOut(scope, here, { answer: direct, end });
