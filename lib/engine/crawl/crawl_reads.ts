@@ -46,6 +46,7 @@ export interface CrawlSummary {
   error: string | null;
 }
 
+/** A crawl's source as readers see it: without credentials (a demo source as it is). */
 export function shownSource(crawl: CrawlRecord): string {
   return crawl.source.startsWith("demo:") ? crawl.source : redactUrl(crawl.source);
 }
