@@ -26,6 +26,7 @@ export {
   type DocMode,
   type DocOptions,
   type DocResult,
+  type FeedAsk,
   type LearnedCaps,
   type Listing,
   type ListOptions,

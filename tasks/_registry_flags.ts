@@ -12,6 +12,7 @@ import {
   CHURN_KINDS,
   FAULT_KINDS,
   type FaultOptions,
+  type FeedControls,
   type HostileOptions,
   LISTING_SEQ_KINDS,
   npmReplicaProfile,
@@ -198,11 +199,83 @@ export const FLAGS = {
     help: "serve documents only from a document host of their own (404 under the database)",
   },
   "docs-port": { type: "string", value: "P", help: "port of the document host", default: "any" },
+  "renumber-after-s": {
+    type: "string",
+    value: "S",
+    help: "after S seconds, number the changes anew (the data the same), as npm's replica did",
+  },
+  "renumber-by": {
+    type: "string",
+    value: "N",
+    help: "how far sequences move when numbered anew (negative: down)",
+    default: "-1000000",
+  },
+  "feed-hide-rate": {
+    type: "string",
+    value: "R",
+    help: "share of changes the feed never shows",
+    default: "0",
+  },
+  "forget-feed-after-s": {
+    type: "string",
+    value: "S",
+    help: "after S seconds, the feed forgets every change so far",
+  },
+  "info-frozen": { type: "boolean", help: "the database info's update_seq never moves" },
+  "info-cache-ms": {
+    type: "string",
+    value: "X",
+    help: "the database info comes from a cache at most X ms old",
+    default: "0",
+  },
+  "info-ahead": {
+    type: "string",
+    value: "N",
+    help: "the database info's update_seq runs N ahead of the feed",
+    default: "0",
+  },
+  "info-other-spelling": {
+    type: "boolean",
+    help: "with --opaque-seq, the database info spells sequences otherwise than the feed",
+  },
+  "feed-fail-after-s": {
+    type: "string",
+    value: "S",
+    help: "after S seconds, `_changes` answers --feed-fail-status for --feed-fail-for-s seconds",
+  },
+  "feed-fail-for-s": { type: "string", value: "S", help: "how long the feed fails", default: "60" },
+  "feed-fail-status": {
+    type: "string",
+    value: "CODE",
+    help: "what a failing feed answers (400 or 5xx)",
+    default: "500",
+  },
+  "down-after-s": {
+    type: "string",
+    value: "S",
+    help: "after S seconds, go off the network (connections refused) for --down-for-s seconds",
+  },
+  "down-for-s": {
+    type: "string",
+    value: "S",
+    help: "how long the registry is down",
+    default: "60",
+  },
   help: { type: "boolean", short: "h", help: "show this help" },
 } as const;
 
 /** The values parsed from {@linkcode FLAGS}. */
 export type Flags = FlagValues<typeof FLAGS>;
+
+/** How the database info and the feed misbehave from the start (`registry_feed.ts`). */
+export function feedFlags(f: Flags): FeedControls {
+  return {
+    infoFrozen: f["info-frozen"] ?? false,
+    infoCacheMs: intFlag("info-cache-ms", f["info-cache-ms"], { fallback: 0, min: 0 }),
+    infoAhead: intFlag("info-ahead", f["info-ahead"], { fallback: 0, min: 0 }),
+    infoOtherSpelling: f["info-other-spelling"] ?? false,
+  };
+}
 
 /** How the registry plays another server than a full CouchDB (`registry_profile.ts`). */
 export function profileFlags(f: Flags): RegistryOptions {

@@ -16,7 +16,12 @@ import {
   runMain,
   urlFlag,
 } from "../lib/cli/flags.ts";
-import { DEFAULT_WORKERS, MAX_WORKERS, VERIFY_EVERY_MS } from "../lib/engine/mod.ts";
+import {
+  DEFAULT_WORKERS,
+  MAX_WORKERS,
+  VERIFY_EVERY_MS,
+  VERIFY_ROWS_EVERY_MS,
+} from "../lib/engine/mod.ts";
 import { FOLLOW_POLL } from "../lib/base/retry_policy.ts";
 import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
 import { Pacer, parseHeader } from "../lib/sources/http/mod.ts";
@@ -71,8 +76,15 @@ const FLAGS = {
   "verify-every": {
     type: "string",
     value: "DURATION",
-    help: "while following, re-prove every range at least this often (0: never)",
+    help: "while following, re-prove every range's count at least this often (0: never)",
     default: "10m",
+  },
+  "verify-rows-every": {
+    type: "string",
+    value: "DURATION",
+    help: "while following (and when refreshing), compare every row with the registry's at " +
+      "least this often (0: only after the registry numbered its changes anew)",
+    default: "1d",
   },
   redirects: {
     type: "string",
@@ -144,6 +156,11 @@ runMain(async () => {
     minMs: 1000,
     maxMs: 30 * 86_400_000,
   });
+  const verifyRowsEveryMs = durationFlag("verify-rows-every", f["verify-rows-every"], {
+    fallbackMs: VERIFY_ROWS_EVERY_MS,
+    minMs: 1000,
+    maxMs: 365 * 86_400_000,
+  });
   // One pacer for the whole process: --rate, and each host's pace learned from its answers.
   const pacer = new Pacer({ ratePerSecond: rateFromFlag(f.rate) });
   const redirects = choiceFlag("redirects", f.redirects, ["same-origin", "any"], "same-origin");
@@ -175,6 +192,7 @@ runMain(async () => {
       followPollMs,
       followIdleMs: Math.max(followPollMs, followIdleMs),
       verifyEveryMs,
+      verifyRowsEveryMs,
       signal: interrupt.signal,
       sourceOptions: {
         maxAttempts,

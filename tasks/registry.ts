@@ -3,9 +3,23 @@
  * `listening on <URL>` (the database URL to pass as `--source`).
  */
 import { helpText, intFlag, listFlag, numberFlag, parseFlags, runMain } from "../lib/cli/flags.ts";
-import { faultFlags, FLAGS, hostileFlags, liveFlags, profileFlags } from "./_registry_flags.ts";
+import {
+  faultFlags,
+  feedFlags,
+  FLAGS,
+  type Flags,
+  hostileFlags,
+  liveFlags,
+  profileFlags,
+} from "./_registry_flags.ts";
 import { UsageError } from "../lib/base/errors.ts";
-import { CHURN_KINDS, RegistryData, startRegistry } from "../lib/sim/registry/mod.ts";
+import {
+  CHURN_KINDS,
+  type FeedControls,
+  RegistryData,
+  type RunningRegistry,
+  startRegistry,
+} from "../lib/sim/registry/mod.ts";
 import { collidingIds, prng } from "../lib/sim/names.ts";
 import { sortKeys } from "../lib/plan/keys.ts";
 import { loadKeys } from "../lib/sim/load_keys.ts";
@@ -21,6 +35,49 @@ const HELP = {
     "deno task registry --npm-replica --churn 20          # as npm's replica, changing",
   ],
 };
+
+/** A second count from a flag, or null when the flag is not given. */
+function seconds(name: string, raw: string | undefined): number | null {
+  return raw === undefined ? null : numberFlag(name, raw, { fallback: 0, min: 0 });
+}
+
+/**
+ * What happens to the registry over time, as the flags schedule it: its changes numbered anew,
+ * the feed forgetting, failing for a while, the registry going down for a while.
+ */
+function timeline(
+  f: Flags,
+  o: { data: RegistryData; feed: FeedControls; reg: RunningRegistry },
+): void {
+  const at = (s: number | null, what: () => unknown) =>
+    s !== null && setTimeout(() => void what(), s * 1000);
+  const by = intFlag("renumber-by", f["renumber-by"], { fallback: -1_000_000 });
+  at(seconds("renumber-after-s", f["renumber-after-s"]), () => {
+    o.data.renumber(by);
+    console.log(`renumbered the changes by ${by}`);
+  });
+  at(seconds("forget-feed-after-s", f["forget-feed-after-s"]), () => {
+    o.data.forgetFeed();
+    console.log(`the feed forgot every change up to ${o.data.updateSeq}`);
+  });
+  const failFor = seconds("feed-fail-for-s", f["feed-fail-for-s"]) ?? 60;
+  const status = intFlag("feed-fail-status", f["feed-fail-status"], {
+    fallback: 500,
+    min: 400,
+    max: 599,
+  });
+  at(seconds("feed-fail-after-s", f["feed-fail-after-s"]), () => {
+    o.feed.feedStatus = status;
+    console.log(`_changes answers ${status} for ${failFor} s`);
+    at(failFor, () => (o.feed.feedStatus = null, console.log("_changes answers again")));
+  });
+  const downFor = seconds("down-for-s", f["down-for-s"]) ?? 60;
+  at(seconds("down-after-s", f["down-after-s"]), async () => {
+    await o.reg.down();
+    console.log(`down for ${downFor} s`);
+    at(downFor, () => (o.reg.up(), console.log("up again")));
+  });
+}
 
 runMain(async () => {
   const f = parseFlags(Deno.args, FLAGS);
@@ -50,7 +107,14 @@ runMain(async () => {
     largeDocBytes: intFlag("large-doc-bytes", f["large-doc-bytes"], { fallback: 150_000, min: 0 }),
     heavyTail: f["heavy-tail"] ?? false,
   });
+  data.feedHideRate = numberFlag("feed-hide-rate", f["feed-hide-rate"], {
+    fallback: 0,
+    min: 0,
+    max: 1,
+  });
+  const feed = feedFlags(f);
   const reg = await startRegistry(data, {
+    feed,
     port: intFlag("port", f.port, { fallback: 0, min: 0, max: 65535 }),
     db: f.db ?? "registry",
     latencyMs: numberFlag("latency-ms", f["latency-ms"], { fallback: 0, min: 0 }),
@@ -110,6 +174,7 @@ runMain(async () => {
       console.log(`replaced the database: ${data.size} documents, update_seq ${data.updateSeq}`);
     }, after * 1000);
   }
+  timeline(f, { data, feed, reg });
   // The document host first: whoever waits for `listening on` has read it by then.
   if (reg.docsUrl) console.log(`documents on ${reg.docsUrl}`);
   console.log(`listening on ${reg.url}`);

@@ -10,43 +10,8 @@ import { RegistryData } from "../lib/sim/registry/registry_data.ts";
 import { startRegistry } from "../lib/sim/registry/registry_server.ts";
 import { npmReplicaProfile } from "../lib/sim/registry/registry_profile.ts";
 import { getFeed, listCrawls } from "../lib/engine/store/mod.ts";
-import { runTask, spawnServer, taskArgs, waitHealthy } from "./helpers.ts";
+import { runTask, spawnServer, spawnWatched, waitHealthy } from "./helpers.ts";
 import { assertExportIs, realNames, Timeline } from "./registry_timeline.ts";
-
-/** A task run as a child whose output lines can be waited for. */
-function spawnWatched(task: string, args: string[]) {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [...taskArgs(task), ...args],
-    env: { NO_COLOR: "1" },
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  let out = "";
-  const drain = async (s: ReadableStream<Uint8Array>) => {
-    for await (const t of s.pipeThrough(new TextDecoderStream())) out += t;
-  };
-  const drained = Promise.all([drain(child.stdout), drain(child.stderr)]);
-  return {
-    child,
-    text: () => out,
-    /** Waits until the output matches `re`. */
-    async waitFor(re: RegExp, ms = 60_000): Promise<void> {
-      const deadline = Date.now() + ms;
-      while (!re.test(out)) {
-        if (Date.now() > deadline) {
-          throw new Error(`no ${re} within ${ms} ms in:\n${out.slice(-3000)}`);
-        }
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    },
-    /** Waits for the child to end; its exit code and everything it printed. */
-    async end(): Promise<{ code: number; out: string }> {
-      const { code } = await child.status;
-      await drained;
-      return { code, out };
-    },
-  };
-}
 
 /** Waits until the crawl in the KV file at `path` stands at sequence `seq`. */
 async function untilFeedAt(path: string, seq: string, ms = 30_000): Promise<void> {

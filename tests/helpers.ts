@@ -105,6 +105,7 @@ export function wrapSource(inner: Source, over: Partial<Source>): Source {
     revs: over.revs ?? inner.revs?.bind(inner),
     updateSeq: over.updateSeq ?? (() => inner.updateSeq()),
     changes: over.changes ?? ((since, limit) => inner.changes(since, limit)),
+    feedHead: over.feedHead ?? inner.feedHead?.bind(inner),
     docMode: over.docMode ?? inner.docMode?.bind(inner),
     get learned() {
       return over.learned ?? inner.learned;
@@ -253,4 +254,39 @@ export async function okJson(url: string, init?: RequestInit) {
   const body = await res.json();
   assert.ok(res.ok, `${url}: ${res.status} ${JSON.stringify(body).slice(0, 200)}`);
   return body;
+}
+
+/** A task run as a child whose output lines can be waited for. */
+export function spawnWatched(task: string, args: string[]) {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [...taskArgs(task), ...args],
+    env: { NO_COLOR: "1" },
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  let out = "";
+  const drain = async (s: ReadableStream<Uint8Array>) => {
+    for await (const t of s.pipeThrough(new TextDecoderStream())) out += t;
+  };
+  const drained = Promise.all([drain(child.stdout), drain(child.stderr)]);
+  return {
+    child,
+    text: () => out,
+    /** Waits until the output matches `re`. */
+    async waitFor(re: RegExp, ms = 60_000): Promise<void> {
+      const deadline = Date.now() + ms;
+      while (!re.test(out)) {
+        if (Date.now() > deadline) {
+          throw new Error(`no ${re} within ${ms} ms in:\n${out.slice(-3000)}`);
+        }
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    },
+    /** Waits for the child to end; its exit code and everything it printed. */
+    async end(): Promise<{ code: number; out: string }> {
+      const { code } = await child.status;
+      await drained;
+      return { code, out };
+    },
+  };
 }

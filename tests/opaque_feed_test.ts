@@ -6,7 +6,8 @@
  * by itself for a replaced database.
  */
 import assert from "node:assert/strict";
-import { atEnd, catchUp, checkSameRegistry, reached } from "../lib/engine/crawl/catch_up.ts";
+import { catchUp, checkSameRegistry } from "../lib/engine/crawl/catch_up.ts";
+import { atEnd, reached } from "../lib/engine/crawl/feed_read.ts";
 import { checkCompletion } from "../lib/engine/verify/completion.ts";
 import { checkListed } from "../lib/engine/verify/_listed_check.ts";
 import { probeRound } from "../lib/engine/verify/_verdicts.ts";
@@ -21,13 +22,17 @@ import { assertCrawledExactly, wrapSource } from "./helpers.ts";
 
 const names = async (n: number, seed = 31) => syntheticNames(await bundledNames(), n, { seed });
 
-Deno.test("probe round: without a sequence on listings, equal update_seq reads make it one state", async () => {
+Deno.test("probe round: without a sequence on listings, the feed quiet after the store's sequence makes it one state", async () => {
   const data = new RegistryData(await names(2_000));
   const source = new MemorySource(data, { listingSeq: "ignored" });
   const bounds = [null, data.keys[500], data.keys[1500]];
-  const still = await probeRound(source, bounds);
-  assert.ok([...still.values()].every((p) => p.seq === String(data.updateSeq)), "one state");
-  // A change landing between the probes: the reads differ, and no page claims a state.
+  const at = String(data.updateSeq);
+  const still = await probeRound(source, bounds, { at });
+  assert.ok([...still.values()].every((p) => p.seq === at), "one state");
+  // No sequence the store is caught up to: nothing to hold the probes to.
+  const unknown = await probeRound(source, bounds);
+  assert.ok([...unknown.values()].every((p) => p.seq === undefined), "not known");
+  // A change landing between the probes: the feed names it, and no page claims a state.
   let n = 0;
   const moving = wrapSource(source, {
     list: async (o) => {
@@ -36,8 +41,15 @@ Deno.test("probe round: without a sequence on listings, equal update_seq reads m
       return page;
     },
   });
-  const busy = await probeRound(moving, bounds, { concurrency: 1 });
+  const busy = await probeRound(moving, bounds, { concurrency: 1, at });
   assert.ok([...busy.values()].every((p) => p.seq === undefined), "not one state");
+  // A database info stuck at the store's sequence (a replica that stopped, a cache) reads the
+  // same before and after: it is not asked, the feed is.
+  const stuckAt = String(data.updateSeq);
+  data.churn(1, prng(4), ["update"]);
+  const stuck = wrapSource(source, { updateSeq: () => Promise.resolve(stuckAt) });
+  const fooled = await probeRound(stuck, bounds, { at: stuckAt });
+  assert.ok([...fooled.values()].every((p) => p.seq === undefined), "a stuck info proves nothing");
   // Listings that carry the sequence need no reads of the database info.
   let infoReads = 0;
   const served = wrapSource(new MemorySource(data), {
@@ -95,7 +107,8 @@ Deno.test("feed: sequences compared for equality only; its end by empty batch, p
   assert.equal(reached("12-g1AAAAx", "12-g1AAAAx"), true);
   assert.equal(reached("13", "12"), false, "a higher number is not a sequence reached");
   assert.equal(reached("5", null), false);
-  assert.equal(atEnd({ rows: [], lastSeq: "9" }, "12"), true, "an empty batch");
+  // An empty batch is the end only where the feed confirms it (`FeedReader`, feed_read_test).
+  assert.equal(atEnd({ rows: [], lastSeq: "9" }, "12"), false, "an empty batch says nothing alone");
   assert.equal(atEnd({ rows: [row("10")], lastSeq: "10", pending: 0 }, "12"), true);
   assert.equal(atEnd({ rows: [row("10")], lastSeq: "10", pending: 4 }, "12"), false);
   assert.equal(atEnd({ rows: [row("12"), row("14")], lastSeq: "14" }, "12"), true, "passed it");

@@ -20,6 +20,7 @@ function shard(id: number, start: string | null, end: string | null, items: numb
     lastError: null,
     retryAt: null,
     verified: null,
+    unproven: null,
     parent: null,
   };
 }
@@ -154,7 +155,7 @@ Deno.test("progress: numbers get thousands separators as en-US writes them, roun
   for (const [x, want] of cases) assert.equal(n(x), want);
 });
 
-Deno.test("progress: a followed crawl's line says where it stands, how far behind, and when it was proven whole", () => {
+Deno.test("progress: a followed crawl's line says where it stands, how far behind, and what was proven when", () => {
   const out: string[] = [];
   const p = new Progress({
     tty: false,
@@ -171,14 +172,37 @@ Deno.test("progress: a followed crawl's line says where it stands, how far behin
     roundChecked: 3,
     repaired: 2,
     lastRepair: null,
+    lastGoodAt: new Date(99_000).toISOString(),
+    failing: null,
+    rows: {
+      comparedAt: new Date(100_000 - 3_600_000).toISOString(),
+      lastRepaired: 0,
+      provenAt: new Date(100_000 - 3_600_000).toISOString(),
+      compared: 500,
+      repaired: 0,
+      forced: null,
+    },
+    resync: null,
   };
   p.update(report(1000, { status: "done", follow }), true);
   assert.deepEqual(out, [
     "progress: c1 following: seq 9001, 12 changes behind, lag 1.3 s, 3,456 changes applied, " +
-    "proven whole 2m05s ago, 2 ranges repaired\n",
+    "counts proven 2m05s ago, rows compared 1h00m ago (all equal), 2 ranges repaired\n",
   ]);
   assert.equal(
-    followLine({ ...follow, changesBehind: null, verifiedAt: null, repaired: 0 }, 0),
-    "following: seq 9001, ? changes behind, lag 1.3 s, 3,456 changes applied, not proven yet",
+    followLine({ ...follow, changesBehind: null, verifiedAt: null, repaired: 0, rows: null }, 0),
+    "following: seq 9001, ? changes behind, lag 1.3 s, 3,456 changes applied, counts not " +
+      "proven yet, rows not compared yet",
+  );
+  // Looks failing: said first, since when and why; a sweep forced by a resync likewise.
+  const failing = { since: new Date(100_000 - 35_000).toISOString(), reason: "connection refused" };
+  assert.match(
+    followLine({ ...follow, failing, changesBehind: null }, 100_000),
+    /^following: seq 9001, the registry has failed to answer for 35s \(connection refused\), \? changes behind/,
+  );
+  const forced = { ...follow.rows, forced: "the feed did not know seq 12", compared: 9000 };
+  assert.match(
+    followLine({ ...follow, rows: forced, changesBehind: null }, 100_000),
+    /comparing every row again \(the feed did not know seq 12\): 9,000 compared, 0 repaired, \? changes behind/,
   );
 });

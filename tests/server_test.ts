@@ -45,14 +45,35 @@ Deno.test("server config: token required, allowlist parsed, dispatch chosen, bad
   );
   assert.deepEqual(b.bounds, { maxActiveCrawls: 2, maxStoredCrawls: 3, maxEventStreams: 4 });
   // Followed crawls: looked at from the process locally, by the cron tick alone on Deploy.
-  assert.deepEqual(c.follow, { pollMs: 500, idleMs: 10_000, verifyEveryMs: 600_000 });
-  assert.deepEqual(deploy.follow, { pollMs: 0, idleMs: 10_000, verifyEveryMs: 600_000 });
+  assert.deepEqual(c.follow, {
+    pollMs: 500,
+    idleMs: 10_000,
+    verifyEveryMs: 600_000,
+    verifyRowsEveryMs: 86_400_000,
+  });
+  assert.deepEqual(deploy.follow, {
+    pollMs: 0,
+    idleMs: 10_000,
+    verifyEveryMs: 600_000,
+    verifyRowsEveryMs: 86_400_000,
+  });
   const f = configFromEnv(
-    env({ CRAWL_TOKEN: T, FOLLOW_POLL_MS: "200", FOLLOW_IDLE_MS: "100", VERIFY_EVERY_MS: "0" }),
+    env({
+      CRAWL_TOKEN: T,
+      FOLLOW_POLL_MS: "200",
+      FOLLOW_IDLE_MS: "100",
+      VERIFY_EVERY_MS: "0",
+      VERIFY_ROWS_EVERY_MS: "3600000",
+    }),
     [],
     { onDeploy: false },
   );
-  assert.deepEqual(f.follow, { pollMs: 200, idleMs: 200, verifyEveryMs: 0 });
+  assert.deepEqual(f.follow, {
+    pollMs: 200,
+    idleMs: 200,
+    verifyEveryMs: 0,
+    verifyRowsEveryMs: 3_600_000,
+  });
   for (
     const [vars, re] of [
       [{ CRAWL_TOKEN: T, PORT: "x" }, /PORT/],

@@ -117,7 +117,8 @@ Deno.test("store: a crawl is followed only when done with a usable feed, one tes
   assert.equal(feedUsable(base), true);
   assert.equal(followable(base), true);
   assert.equal(feedUsable({ ...base, startSeq: null }), false, "no start sequence was read");
-  assert.equal(feedUsable({ ...base, driftError: "change feed unavailable: 404" }), false);
+  // A feed refused at the final check is asked again by the follower (its failures shown).
+  assert.equal(feedUsable({ ...base, driftError: "change feed unavailable: 400" }), true);
   assert.equal(followable({ ...base, status: "running" }), false, "not done");
   assert.equal(feedUsable({ ...base, status: "running" }), true, "the final check applies it");
   assert.equal(followable(null), false);

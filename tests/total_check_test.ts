@@ -75,7 +75,10 @@ Deno.test("total check: two runners finishing a crawl at once never count a rang
     const inner = new MemorySource(data, { maxPage: 50, skip: true, brokenOffsets: true });
     let finishing = false; // while shards run, the final check cannot read the total (deferred)
     const source = wrapSource(inner, {
-      ...(feed ? {} : { updateSeq: () => Promise.reject(new Error("no _changes here")) }),
+      ...(feed ? {} : {
+        updateSeq: () => Promise.reject(new Error("no _changes here")),
+        feedHead: () => Promise.reject(new Error("no _changes here")),
+      }),
     });
     const { id, crawl } = await begin(kv, source, spec({ shards: 4 }));
     assert.equal(crawl.startSeq === null, !feed);

@@ -135,6 +135,8 @@ export const FOLLOW_POLL = {
   pollMs: 500,
   /** Longest pause while it is idle, in milliseconds (an idle follower: ~6 looks a minute). */
   idleMs: 10_000,
+  /** Longest pause while looks fail, in milliseconds: a registry's return is seen soon. */
+  failMs: 5_000,
 } as const;
 
 /**

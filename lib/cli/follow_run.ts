@@ -14,8 +14,10 @@ import {
   crawlStatus,
   feedUsable,
   findCrawl,
+  type FollowTick,
   followTick,
   type Runtime,
+  VERIFY_ROWS_EVERY_MS,
 } from "../engine/mod.ts";
 import type { Source } from "../plan/source.ts";
 import { followLine, type Progress } from "./progress.ts";
@@ -36,10 +38,13 @@ const REFRESH_TICKS = 10_000;
 const REFRESH_WAIT_MS = 35_000;
 
 /**
- * Catches a done crawl up from the sequence it stands at (not a new crawl), and says in one line
- * what it applied. Null when the crawl has no usable change feed (said in a line too). A registry
- * whose feed cannot take the crawl from there (replaced, rolled back, refusing) is one line that
- * offers the re-crawl, as an {@linkcode InputError}.
+ * Catches a done crawl up from the sequence it stands at (not a new crawl), then proves it before
+ * it says the copy is current: every range's count held against the registry's ranks, and, when a
+ * sweep is due (none within `verifyRowsEveryMs`), every row compared with the registry's. Says in
+ * one line what it applied and what was proven. Ranges found wrong are listed again (the crawl is
+ * `running` until they are: the caller waits for it). Null when the crawl has no change feed (said
+ * in a line too). A registry whose feed cannot take the crawl from there (replaced, refusing) is
+ * one line that offers the re-crawl, as an {@linkcode InputError}.
  */
 export async function refreshDone(
   kv: Deno.Kv,
@@ -52,64 +57,104 @@ export async function refreshDone(
     kvPath: string;
     /** This process's name in the feed's lease (a live process's, see `Runtime.ownerName`). */
     owner?: string;
+    /** Every row compared when the last sweep is older than this, ms; 0: never. @default a day */
+    verifyRowsEveryMs?: number;
   },
 ): Promise<Refreshed | null> {
   if (!feedUsable(crawl)) {
     o.log(
-      `crawl ${crawl.id} was already done; its registry has no usable change feed, so it is ` +
-        "not refreshed (delete the KV file or use another --crawl-id to crawl it again)",
+      `crawl ${crawl.id} was already done; its registry has no change feed, so it is not ` +
+        "refreshed (delete the KV file or use another --crawl-id to crawl it again)",
     );
     return null;
   }
+  const clock = o.clock ?? SYSTEM_CLOCK;
+  const rowsEvery = o.verifyRowsEveryMs ?? VERIFY_ROWS_EVERY_MS;
   let applied = 0;
   let fromSeq: string | null = null;
   let toSeq = crawl.startSeq;
-  const clock = o.clock ?? SYSTEM_CLOCK;
   let waited = 0;
-  for (let i = 0; i < REFRESH_TICKS; i++) {
-    let tick;
-    try {
-      tick = await followTick({ kv, source }, crawl.id, {
-        clock,
-        owner: o.owner,
-        verifyEveryMs: 0,
-      });
-    } catch (err) {
-      // Where it stands: the last tick's, else the feed's record (read only on this rare path).
-      const at = fromSeq === null
-        ? (await crawlStatus(kv, crawl.id)).drift?.seq ?? crawl.startSeq
-        : toSeq;
-      throw new InputError(
-        `crawl ${crawl.id} cannot be refreshed from seq ${at}: ${errorLine(err)}; to crawl ` +
-          `the registry again from scratch, use another --crawl-id (or delete ${o.kvPath})`,
-        { cause: err },
-      );
-    }
-    if (!tick) break;
-    if (!tick.ran) {
-      // Another live process is catching it up (a follower): its lease is renewed each batch.
-      if (waited >= REFRESH_WAIT_MS) {
-        throw new FatalError(
-          `crawl ${crawl.id} is being caught up by another process (following it?); stop that ` +
-            "one or let it follow",
+  /** Follow ticks with `opts` until `enough` says so; false when the crawl stopped being done. */
+  const ticks = async (
+    opts: { verifyEveryMs: number; verifyRowsEveryMs: number },
+    enough: (t: FollowTick) => boolean,
+  ): Promise<boolean> => {
+    for (let i = 0; i < REFRESH_TICKS; i++) {
+      let tick;
+      try {
+        tick = await followTick({ kv, source }, crawl.id, { clock, owner: o.owner, ...opts });
+      } catch (err) {
+        // Where it stands: the last tick's, else the feed's record (read only on this rare path).
+        const at = fromSeq === null
+          ? (await crawlStatus(kv, crawl.id)).drift?.seq ?? crawl.startSeq
+          : toSeq;
+        throw new InputError(
+          `crawl ${crawl.id} cannot be refreshed from seq ${at}: ${errorLine(err)}; to crawl ` +
+            `the registry again from scratch, use another --crawl-id (or delete ${o.kvPath})`,
+          { cause: err },
         );
       }
-      await clock.sleep(500);
-      waited += 500;
-      continue;
+      if (!tick) return false;
+      if (!tick.ran) {
+        // Another live process is catching it up (a follower): its lease is renewed each batch.
+        if (waited >= REFRESH_WAIT_MS) {
+          throw new FatalError(
+            `crawl ${crawl.id} is being caught up by another process (following it?); stop ` +
+              "that one or let it follow",
+          );
+        }
+        await clock.sleep(500);
+        waited += 500;
+        continue;
+      }
+      fromSeq ??= tick.from;
+      applied += tick.applied;
+      toSeq = tick.seq;
+      if (enough(tick)) return true;
     }
-    fromSeq ??= tick.from;
-    applied += tick.applied;
-    toSeq = tick.seq;
-    if (tick.atEnd) break;
-  }
+    return true;
+  };
+  // The feed first, to its end; then the proofs, with the feed held where that left it.
+  const before = await crawlStatus(kv, crawl.id);
+  await ticks({ verifyEveryMs: 0, verifyRowsEveryMs: 0 }, (t) => t.atEnd && !t.busy);
+  const lastRows = before.follow?.rows?.comparedAt ?? before.finishedAt;
+  const rowsDue = rowsEvery > 0 &&
+    (lastRows === null || clock.now() - Date.parse(lastRows) >= rowsEvery);
+  let round = false;
+  let swept = !rowsDue;
+  let reopened = 0;
+  await ticks({ verifyEveryMs: 1, verifyRowsEveryMs: rowsDue ? 1 : 0 }, (t) => {
+    round ||= t.roundEnded;
+    swept ||= t.sweepEnded;
+    reopened += t.reopened;
+    return reopened > 0 || (round && swept);
+  });
+  const after = await crawlStatus(kv, crawl.id);
+  const f = after.follow;
   const since = crawl.finishedAt === null
     ? ""
     : ` (done ${new Date(crawl.finishedAt).toISOString()})`;
+  const countsProven = f?.verifiedAt !== null && f?.verifiedAt !== undefined &&
+    Date.parse(f.verifiedAt) >= clock.now() - 60_000 && reopened === 0;
+  const proofs = reopened > 0
+    ? `; ${reopened} range(s) found wrong: listing them again`
+    : (countsProven
+      ? `; counts of ${after.shardCount} ranges proven now`
+      : `; counts of ${after.shardCount} ranges could not all be proven now (some kept changing)`) +
+      (rowsDue && f?.rows?.comparedAt
+        ? `; every row compared now (${
+          f.rows.lastRepaired > 0 ? `${f.rows.lastRepaired} repaired` : "all equal"
+        })`
+        : lastRows
+        ? `; rows last compared ${lastRows}`
+        : "");
+  const current = applied === 0 && countsProven && (f?.rows?.lastRepaired ?? 0) === 0;
   o.log(
-    applied === 0
-      ? `crawl ${crawl.id} was already done${since} and is current: no change since seq ${toSeq}`
-      : `refreshed crawl ${crawl.id}${since}: applied ${applied} changes, now at seq ${toSeq}`,
+    current
+      ? `crawl ${crawl.id} was already done${since} and is current: no change since seq ${toSeq}` +
+        proofs
+      : `refreshed crawl ${crawl.id}${since}: applied ${applied} changes, now at seq ${toSeq}` +
+        proofs,
   );
   return { applied, fromSeq: fromSeq ?? toSeq, toSeq };
 }
@@ -128,6 +173,8 @@ export interface FollowRunOptions {
   idleMs?: number;
   /** Every range re-proven at least this often, ms; 0: never. @default 10 minutes */
   verifyEveryMs?: number;
+  /** Every row compared at least this often, ms; 0: only when forced. @default a day */
+  verifyRowsEveryMs?: number;
   /** Runs the watchdog (queue mode: a range repaired while following is finished by it). */
   watchdogTick?: () => Promise<unknown>;
 }
@@ -163,6 +210,7 @@ export async function followRun(
     pollMs: options.pollMs,
     idleMs: options.idleMs,
     verifyEveryMs: options.verifyEveryMs,
+    verifyRowsEveryMs: options.verifyRowsEveryMs,
     onTick: (_c, tick, err) => {
       if (err) {
         const line = errorLine(err);

@@ -86,6 +86,8 @@ export interface LocalCrawlOptions {
   followIdleMs?: number;
   /** Every range re-proven at least this often while following, ms; 0: never. @default 600000 */
   verifyEveryMs?: number;
+  /** Every row compared at least this often while following and refreshing, ms. @default a day */
+  verifyRowsEveryMs?: number;
   /** How shards reach workers. @default "lease" (workers in this process) */
   dispatch?: DispatchMode;
   /** In-process lease workers (lease mode). @default the shard count, at most `DEFAULT_WORKERS` */
@@ -205,6 +207,7 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
         log,
         kvPath: options.kvPath,
         owner: runtime.ownerName("refresh"),
+        verifyRowsEveryMs: options.verifyRowsEveryMs,
       })
       : null;
     const end = await waitForEnd(kv, crawl.id, { runtime, poll, broken }, options);
@@ -216,6 +219,7 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
         pollMs: options.followPollMs,
         idleMs: options.followIdleMs,
         verifyEveryMs: options.verifyEveryMs,
+        verifyRowsEveryMs: options.verifyRowsEveryMs,
         watchdogTick: () => runtime.watchdogTick({ stallMs: options.stallMs ?? 30_000 }),
       });
     }

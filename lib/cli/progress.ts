@@ -154,15 +154,30 @@ export function paceLine(pace: PaceState, nowMs: number): string | null {
 
 /**
  * A followed crawl in one line: where it stands, how far behind (changes, seconds), what following
- * applied, and when the copy was last proven whole.
+ * applied, and what was last proven of the copy and when: counts (every range against the
+ * registry's ranks) and rows (every row compared with the registry's). While looks fail, or every
+ * row is being compared again, that comes first, and how far behind it is is not known.
  */
 export function followLine(f: NonNullable<CrawlStatusReport["follow"]>, nowMs: number): string {
-  const proven = f.verifiedAt === null
-    ? "not proven yet"
-    : `proven whole ${duration((nowMs - Date.parse(f.verifiedAt)) / 1000)} ago`;
-  return `following: seq ${f.head ?? "?"}, ` +
+  const ago = (at: string) => `${duration(Math.max(0, nowMs - Date.parse(at)) / 1000)} ago`;
+  const state = f.failing
+    ? `the registry has failed to answer for ${
+      duration(Math.max(0, nowMs - Date.parse(f.failing.since)) / 1000)
+    } (${f.failing.reason}), `
+    : f.rows?.forced
+    ? `comparing every row again (${f.rows.forced}): ${n(f.rows.compared)} compared, ` +
+      `${n(f.rows.repaired)} repaired, `
+    : "";
+  const counts = f.verifiedAt === null
+    ? "counts not proven yet"
+    : `counts proven ${ago(f.verifiedAt)}`;
+  const rows = !f.rows?.comparedAt
+    ? "rows not compared yet"
+    : `rows compared ${ago(f.rows.comparedAt)} (` +
+      (f.rows.lastRepaired > 0 ? `${n(f.rows.lastRepaired)} repaired)` : "all equal)");
+  return `following: seq ${f.head ?? "?"}, ${state}` +
     `${f.changesBehind === null ? "? changes" : `${n(f.changesBehind)} changes`} behind, ` +
-    `lag ${f.lagSeconds.toFixed(1)} s, ${n(f.applied)} changes applied, ${proven}` +
+    `lag ${f.lagSeconds.toFixed(1)} s, ${n(f.applied)} changes applied, ${counts}, ${rows}` +
     (f.repaired > 0 ? `, ${n(f.repaired)} ranges repaired` : "");
 }
 

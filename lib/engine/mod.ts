@@ -42,7 +42,12 @@ export {
   type SourceOpener,
   sourceOpener,
 } from "./crawl/mod.ts";
-export { type FollowTick, followTick, VERIFY_EVERY_MS } from "./verify/mod.ts";
+export {
+  type FollowTick,
+  followTick,
+  VERIFY_EVERY_MS,
+  VERIFY_ROWS_EVERY_MS,
+} from "./verify/mod.ts";
 export {
   createRuntime,
   DEFAULT_WORKERS,

@@ -117,6 +117,11 @@ function label(v: string): string {
 }
 
 /** The whole exposition: the store's figures per crawl, then `metrics`' own. */
+/** An ISO time as Unix seconds; 0 for none. */
+function seconds(iso: string | null): number {
+  return iso === null ? 0 : Date.parse(iso) / 1000;
+}
+
 export async function renderMetrics(kv: Deno.Kv, metrics: Metrics): Promise<string> {
   const crawls = await listCrawlSummaries(kv);
   const byState = new Map<string, number>();
@@ -171,10 +176,40 @@ export async function renderMetrics(kv: Deno.Kv, metrics: Metrics): Promise<stri
       (f) => f.applied,
     ],
     [
+      "rankcrawl_follow_up",
+      "gauge",
+      "1 while a followed crawl's looks at its registry get answers, 0 while they fail.",
+      (f) => f.failing ? 0 : 1,
+    ],
+    [
+      "rankcrawl_follow_last_success_timestamp_seconds",
+      "gauge",
+      "When a look at a followed crawl's registry last got its answers (Unix seconds).",
+      (f) => seconds(f.lastGoodAt),
+    ],
+    [
       "rankcrawl_follow_verified_timestamp_seconds",
       "gauge",
-      "When every range of a followed crawl was last proven (Unix seconds; 0: never).",
-      (f) => f.verifiedAt === null ? 0 : Date.parse(f.verifiedAt) / 1000,
+      "When every range's count of a followed crawl was last proven (Unix seconds; 0: never).",
+      (f) => seconds(f.verifiedAt),
+    ],
+    [
+      "rankcrawl_follow_rows_compared_timestamp_seconds",
+      "gauge",
+      "When a sweep last compared every row of a followed crawl (Unix seconds; 0: never).",
+      (f) => seconds(f.rows?.comparedAt ?? null),
+    ],
+    [
+      "rankcrawl_follow_rows_proven_timestamp_seconds",
+      "gauge",
+      "When a sweep last found every row of a followed crawl equal (Unix seconds; 0: never).",
+      (f) => seconds(f.rows?.provenAt ?? null),
+    ],
+    [
+      "rankcrawl_follow_rows_repaired",
+      "gauge",
+      "Rows the last whole sweep found wrong and repaired.",
+      (f) => f.rows?.lastRepaired ?? 0,
     ],
     [
       "rankcrawl_follow_ranges_repaired_total",

@@ -9,7 +9,12 @@ import { isAllowedSource, parseAllowedSources } from "./auth.ts";
 import { UsageError } from "../base/errors.ts";
 import { SPEC_DEFAULTS, SPEC_LIMITS } from "../base/spec.ts";
 import { redactUrl } from "../base/redact.ts";
-import { DEFAULT_WORKERS, MAX_WORKERS, VERIFY_EVERY_MS } from "../engine/mod.ts";
+import {
+  DEFAULT_WORKERS,
+  MAX_WORKERS,
+  VERIFY_EVERY_MS,
+  VERIFY_ROWS_EVERY_MS,
+} from "../engine/mod.ts";
 import { FOLLOW_POLL } from "../base/retry_policy.ts";
 import { normalizeSource } from "./crawl_routes.ts";
 import { MAX_EVENT_STREAMS } from "./events.ts";
@@ -50,8 +55,11 @@ environment:
   FOLLOW_POLL_MS     followed crawls look at their registry this often while it changes; 0: only
                      the watchdog's cron tick follows them (default: ${FOLLOW_POLL.pollMs}; 0 on Deploy)
   FOLLOW_IDLE_MS     the longest pause between looks at an idle registry (default: ${FOLLOW_POLL.idleMs})
-  VERIFY_EVERY_MS    every range of a followed crawl re-proven at least this often; 0: never
-                     (default: ${VERIFY_EVERY_MS})
+  VERIFY_EVERY_MS    every range's count of a followed crawl re-proven at least this often;
+                     0: never (default: ${VERIFY_EVERY_MS})
+  VERIFY_ROWS_EVERY_MS  every row of a followed crawl compared with the registry's at least
+                     this often; 0: only after its feed forgot where the crawl stood
+                     (default: ${VERIFY_ROWS_EVERY_MS})
   RATE               requests a second this process sends at most, every crawl and host together;
                      hosts that push back are slowed further on their own (default: no cap)
 
@@ -88,7 +96,7 @@ export interface ServerConfig {
    * How followed crawls are followed (`FOLLOW_*`, `VERIFY_EVERY_MS`); `pollMs` 0: only by the
    * watchdog's cron tick (Deploy). @default the watchdog only, every range re-proven in 10 min
    */
-  follow?: { pollMs: number; idleMs: number; verifyEveryMs: number };
+  follow?: { pollMs: number; idleMs: number; verifyEveryMs: number; verifyRowsEveryMs: number };
   /** `RATE`: requests a second this process sends at most, or null. @default null */
   ratePerSecond?: number | null;
 }
@@ -245,7 +253,8 @@ function followFromEnv(
   const pollMs = ms("FOLLOW_POLL_MS", onDeploy ? 0 : FOLLOW_POLL.pollMs, 3_600_000);
   const idleMs = ms("FOLLOW_IDLE_MS", FOLLOW_POLL.idleMs, 3_600_000);
   const verifyEveryMs = ms("VERIFY_EVERY_MS", VERIFY_EVERY_MS, 30 * 86_400_000);
-  return { pollMs, idleMs: Math.max(pollMs, idleMs), verifyEveryMs };
+  const verifyRowsEveryMs = ms("VERIFY_ROWS_EVERY_MS", VERIFY_ROWS_EVERY_MS, 365 * 86_400_000);
+  return { pollMs, idleMs: Math.max(pollMs, idleMs), verifyEveryMs, verifyRowsEveryMs };
 }
 
 function dispatchFromEnv(

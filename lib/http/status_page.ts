@@ -104,9 +104,12 @@ function facts(c) {
     f("dead letters", c.deadLetters, "dead") + (c.docs ? f("documents", fmt(c.documents) + " (" + esc(c.docMode || "") + ")") : "") +
     (c.verification ? f("verified", esc(c.verification.status), "verified") : "") +
     (pace && running ? f("pace", paceText(pace), "pace", pace.hosts.map((h) => h.host + ": " + h.pushbacks + " pushed back of " + h.requests + " requests").join("; ")) : "") +
-    (c.follow ? f("following", (c.follow.changesBehind === null ? "?" : fmt(c.follow.changesBehind)) + " behind, lag " + c.follow.lagSeconds.toFixed(1) + " s", "follow",
-      fmt(c.follow.applied) + " changes applied; seq " + (c.follow.head || "?")) +
-      f("proven whole", time(c.follow.verifiedAt), "verified-at", fmt(c.follow.repaired) + " ranges repaired while following") : "");
+    (c.follow ? (c.follow.failing ? f("registry", "not answering since " + time(c.follow.failing.since) + ": " + esc(c.follow.failing.reason), "follow-failing") : "") +
+      (c.follow.rows && c.follow.rows.forced ? f("comparing rows", fmt(c.follow.rows.compared) + " compared, " + fmt(c.follow.rows.repaired) + " repaired", "follow-resync", c.follow.rows.forced) : "") +
+      f("following", (c.follow.changesBehind === null ? "?" : fmt(c.follow.changesBehind)) + " behind, lag " + c.follow.lagSeconds.toFixed(1) + " s", "follow",
+      fmt(c.follow.applied) + " changes applied; seq " + esc(c.follow.head || "?")) +
+      f("counts proven", time(c.follow.verifiedAt), "verified-at", fmt(c.follow.repaired) + " ranges repaired while following") +
+      f("rows compared", c.follow.rows && c.follow.rows.comparedAt ? time(c.follow.rows.comparedAt) + " (" + (c.follow.rows.lastRepaired ? fmt(c.follow.rows.lastRepaired) + " repaired" : "all equal") + ")" : "not yet", "rows-compared") : "");
 }
 
 function errors(c) {

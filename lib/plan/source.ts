@@ -211,6 +211,12 @@ export interface DocOptions {
   rawOverBytes?: number;
 }
 
+/** How a request of the feed is asked. */
+export interface FeedAsk {
+  /** Tries of a transient failure before it is thrown. @default the source's own */
+  attempts?: number;
+}
+
 /** A sorted, rank-aware registry listing with documents and changes: what a crawl needs. */
 export interface Source extends Listing {
   /** Retries made so far after transient failures, where the source retries. */
@@ -226,8 +232,18 @@ export interface Source extends Listing {
    * check holds stored items against. Absent where the listing's keys are not document ids (views).
    */
   revs?(ids: string[]): Promise<(string | null)[]>;
-  /** The database's current update sequence (opaque), or null when the source has no change feed. */
-  updateSeq(): Promise<string | null>;
+  /**
+   * The database's current update sequence (opaque), or null when the source has no change feed.
+   * `attempts` bounds the tries of a transient failure (a follower's look fails fast).
+   */
+  updateSeq(o?: FeedAsk): Promise<string | null>;
+  /**
+   * The sequence of the feed's newest change, in the feed's own numbering (`_changes?descending=
+   * true&limit=1`), whatever the database info says (it may be stuck, cached, ahead, or spelled
+   * otherwise). Null when the feed is empty or the registry does not answer it (then only the
+   * database info tells). Absent where the source cannot tell.
+   */
+  feedHead?(o?: FeedAsk): Promise<string | null>;
   /**
    * Changes after `since`, oldest first. `pending` is the registry's count of changes after
    * `lastSeq`, where its answers carry one (0: the feed's end).
@@ -235,6 +251,7 @@ export interface Source extends Listing {
   changes(
     since: string,
     limit: number,
+    o?: FeedAsk,
   ): Promise<{ rows: ChangeRow[]; lastSeq: string; pending?: number }>;
   /**
    * What the source learned its registry serves (see {@linkcode LearnedCaps}), where it learns:

@@ -43,6 +43,13 @@ export interface MemoryData {
     since: number,
     limit: number,
   ): { results: { seq: number; id: string; rev: string; deleted: boolean }[]; lastSeq: number };
+  /** The feed read backwards, newest first (a feed without it: only `updateSeq` tells its head). */
+  changesDescending?(limit: number): { results: { seq: number }[]; lastSeq: number };
+  /**
+   * How much higher than the state it stands for a sequence is shown (a registry that numbered
+   * its changes anew). @default 0
+   */
+  readonly seqShift?: number;
 }
 
 /** Keys that never change: revision `1-…`, a document `{_id, _rev}`, each key one change. */
@@ -238,15 +245,35 @@ export class MemorySource implements Source {
 
   /** See {@linkcode Source.updateSeq}. */
   updateSeq(): Promise<string | null> {
-    return Promise.resolve(String(this.#data.updateSeq));
+    return Promise.resolve(this.#show(this.#data.updateSeq));
+  }
+
+  /** See {@linkcode Source.feedHead}: null where the data cannot read its feed backwards. */
+  feedHead(): Promise<string | null> {
+    const down = this.#data.changesDescending?.(1);
+    return Promise.resolve(
+      down && down.results.length > 0 ? this.#show(down.results[0].seq) : null,
+    );
   }
 
   /** See {@linkcode Source.changes}. */
   changes(since: string, limit: number): Promise<{ rows: ChangeRow[]; lastSeq: string }> {
-    const { results, lastSeq } = this.#data.changes(Number(since), limit);
+    const from = Number(since) - (this.#data.seqShift ?? 0);
+    const { results, lastSeq } = this.#data.changes(Math.max(0, from), limit);
     return Promise.resolve({
-      rows: results.map((c) => ({ seq: String(c.seq), id: c.id, rev: c.rev, deleted: c.deleted })),
-      lastSeq: String(lastSeq),
+      rows: results.map((c) => ({
+        seq: this.#show(c.seq),
+        id: c.id,
+        rev: c.rev,
+        deleted: c.deleted,
+      })),
+      // (A sequence past the head is answered as itself, as npm's replica answers it.)
+      lastSeq: this.#show(lastSeq),
     });
+  }
+
+  /** A sequence as the registry shows it (see `MemoryData.seqShift`). */
+  #show(seq: number): string {
+    return String(seq + (this.#data.seqShift ?? 0));
   }
 }

@@ -4,13 +4,11 @@
  * there and applied (inserts, updates with fresh revisions and documents, deletions), so that the
  * final KV equals the registry at catch-up time. `--follow` keeps doing it, as npm mirrors do.
  *
- * The feed is read until it is proven at its end, with the rule listings follow: a short batch is
- * never the end (registries cap `_changes` answers per request as they cap listings); the end is
- * an empty batch, `pending: 0` where the registry says it, or the feed reaching the registry's
- * `update_seq` read before (`last_seq` or a row's sequence equal to it; on a registry that changes
- * faster than one change a round trip, an empty batch never comes; what lands after that sequence
- * is the next pass's, or the final check's). A batch shorter than asked without reaching it (the
- * change at that sequence was superseded since) reads `update_seq` again.
+ * The feed is read until it is proven at its end (`feed_read.ts`: a short batch is never the end,
+ * an empty one only where the feed's own head confirms it, the database info's `update_seq` only a
+ * target, never a reason not to read), or to a bound; a feed that does not know the sequence the
+ * crawl stands at (a registry that numbered its changes anew) is a `SinceUnknownError`, for the
+ * caller to re-anchor and prove every row again.
  *
  * Sequences are opaque (a CouchDB cluster's `N-g1AAAA…`, whose N can go down when another copy
  * answers; npm tells followers not to assume they increase): they are compared for equality only.
@@ -25,6 +23,7 @@
  */
 import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
 import { FatalError } from "../../base/errors.ts";
+import { type FeedBatch, FeedReader, seqNumber, type SinceUnknownError } from "./feed_read.ts";
 import { mapPool } from "../../base/pool.ts";
 import { compareKeys } from "../../plan/keys.ts";
 import type { ChangeRow, Source } from "../../plan/source.ts";
@@ -71,15 +70,6 @@ export class RegistryReplacedError extends FatalError {
   override name = "RegistryReplacedError";
 }
 
-/**
- * The number a sequence starts with (CouchDB 2+ seqs are `N-opaque`, older ones and pouchdb's are
- * numbers), or null. Only these numbers can be compared; the rest of a sequence is opaque.
- */
-export function seqNumber(seq: string | null | undefined): number | null {
-  const m = seq === null || seq === undefined ? null : /^(\d+)/.exec(seq);
-  return m ? Number(m[1]) : null;
-}
-
 /** Stored items held against the registry when a sequence hints at a replaced database. */
 const REPLACED_SAMPLE_SHARDS = 8;
 
@@ -93,11 +83,12 @@ const REPLACED_SAMPLE_SHARDS = 8;
 export async function checkSameRegistry(
   deps: { kv: Deno.Kv; source: Source },
   crawl: CrawlRecord,
-  o: { current: string | null; seen?: string | null },
+  o: { current?: string | null; seen?: string | null; force?: boolean },
 ): Promise<void> {
   const seen = o.seen === undefined ? crawl.startSeq : o.seen;
   const [was, now] = [seqNumber(seen), seqNumber(o.current)];
-  if (was === null || now === null || now >= was || !deps.source.revs) return;
+  const hint = was !== null && now !== null && now < was;
+  if (!(hint || o.force) || !deps.source.revs || seen === null) return;
   const shards = (await listShards(deps.kv, crawl.id)).map((e) => e.value);
   const step = Math.max(1, Math.floor(shards.length / REPLACED_SAMPLE_SHARDS));
   const picked = shards.filter((_, i) => i % step === 0).slice(0, REPLACED_SAMPLE_SHARDS);
@@ -107,16 +98,17 @@ export async function checkSameRegistry(
   if (sample.length === 0) return;
   const [revs, changed] = await Promise.all([
     deps.source.revs(sample.map((it) => it.id)),
-    peekChanges(deps.source, seen!, { max: 10_000 }).catch(() => null),
+    peekChanges(deps.source, seen, { max: 10_000 }).catch(() => null),
   ]);
   const explained = new Set((changed ?? []).map((c) => c.id));
   const off = sample.filter((it, i) => revs[i] !== it.rev && !explained.has(it.id)).length;
   if (off === 0 || off * 2 < sample.length) return;
   throw new RegistryReplacedError(
     `the registry at ${crawl.source} was replaced or rolled back since this crawl read it ` +
-      `(update_seq ${now} is below ${was}, and ${off} of ${sample.length} stored items sampled ` +
-      `differ there with no change to explain it); its stored items come from the database that ` +
-      `was there: delete the crawl (or use another --crawl-id) to crawl the registry as it is now`,
+      `(${hint ? `update_seq ${now} is below ${was}` : `its feed does not know seq ${seen}`}, ` +
+      `and ${off} of ${sample.length} stored items sampled differ there with no change to ` +
+      `explain it); its stored items come from the database that was there: delete the crawl ` +
+      `(or use another --crawl-id) to crawl the registry as it is now`,
   );
 }
 
@@ -187,35 +179,35 @@ export async function applyToEnd(
 /**
  * {@linkcode applyToEnd} with a bound: stops after the batch that reaches `maxChanges` changes
  * (a follow tick's work stays bounded however far behind the crawl is; the next tick goes on from
- * the committed sequence). `atEnd` says whether the feed's proven end was reached. Null when the
- * claim was lost.
+ * the committed sequence). `atEnd` says whether the feed's proven end was reached (`feed_read.ts`:
+ * an empty answer the feed's head confirms, `pending: 0`, the target, or the head overtaken);
+ * `bounded` that the read stopped at its time bound instead. Null when the claim was lost.
+ * @throws SinceUnknownError when the feed does not know the sequence the crawl stands at.
  */
 export async function applyFeed(
   deps: { kv: Deno.Kv; source: Source },
   claim: FeedClaim,
   options: { batch?: number; maxChanges?: number } = {},
-): Promise<{ applied: number; atEnd: boolean } | null> {
-  const batch = options.batch ?? 200;
+): Promise<{ applied: number; atEnd: boolean; bounded?: boolean } | null> {
   const maxChanges = options.maxChanges ?? Infinity;
+  if (maxChanges <= 0) return { applied: 0, atEnd: false };
   const crawl = claim.crawl;
-  let target = await deps.source.updateSeq();
-  await checkSameRegistry(deps, crawl, { current: target, seen: claim.entry.value.seq });
+  const feed = new FeedReader(deps.source, { clock: claim.clock, batch: options.batch });
+  const seen = claim.entry.value.seq;
+  const first = await feed.next(seen);
+  await checkSameRegistry(deps, crawl, { current: feed.target ?? null, seen });
   const ranges = await rangesOf(deps.kv, crawl.id);
   let applied = 0;
   let conflicts = 0;
-  for (;;) {
+  for (let batch: FeedBatch | null = first;;) {
     const since = claim.entry.value.seq;
-    if (reached(since, target)) return { applied, atEnd: true };
-    if (applied >= maxChanges) return { applied, atEnd: false };
-    const answer = await deps.source.changes(since, batch);
-    const { rows, lastSeq } = answer;
-    stuck(rows, lastSeq, since, deps.source);
+    batch ??= await feed.next(since);
+    const { rows, lastSeq, end } = batch;
     const changes = await fetchChanged(deps.source, crawl, rows, claim.clock);
-    const end = atEnd(answer, target);
     const next = await applyDrift(deps.kv, claim.entry, changes, {
-      lastSeq: rows.length === 0 ? since : lastSeq,
+      lastSeq,
       nowMs: claim.clock.now(),
-      caughtUp: end,
+      caughtUp: end === "end",
       ranges,
       leaseUntilMs: claim.clock.now() + claim.leaseMs,
     });
@@ -224,68 +216,88 @@ export async function applyFeed(
       const fresh = await getFeed(deps.kv, crawl.id);
       if (fresh.value?.lease?.owner !== claim.owner || ++conflicts > 20) return null;
       claim.entry = present(fresh)!;
+      batch = null; // read again from where the feed record stands
       continue;
     }
     claim.entry = next;
     applied += rows.length;
-    if (end) return { applied, atEnd: true };
-    // Short of what was asked without reaching the target: near the head, where the target's own
-    // change may have been superseded since; where the head is now says it.
-    if (rows.length < batch) target = await deps.source.updateSeq();
+    if (end === "end") return { applied, atEnd: true };
+    if (end === "bounded") return { applied, atEnd: false, bounded: true };
+    if (applied >= maxChanges) return { applied, atEnd: false };
+    batch = null;
   }
 }
 
 /**
- * True when the feed read up to `seq` has reached `target` (an `update_seq` read earlier): the
- * same sequence (sequences are opaque: never compared by order). Never true without a target.
+ * Takes the feed up again at its head after it did not know where the crawl stood (`err`): a
+ * registry that numbered its changes anew (same data). The crawl's feed record moves to the head;
+ * what changed meanwhile is what the feed can no longer say, so the caller compares every row
+ * (`row_sweep.ts`). Stored items are held against the registry first: another database behind the
+ * URL is a {@linkcode RegistryReplacedError}, never merged. False when the claim was lost.
  */
-export function reached(seq: string, target: string | null): boolean {
-  return target !== null && seq === target;
+export async function reanchor(
+  deps: { kv: Deno.Kv; source: Source },
+  claim: FeedClaim,
+  err: SinceUnknownError,
+): Promise<boolean> {
+  await checkSameRegistry(deps, claim.crawl, { seen: err.since, current: err.head, force: true });
+  return await applyRows(deps, claim, [], { to: err.head });
 }
 
 /**
- * True when a `_changes` answer ends the feed: no rows, `pending: 0`, or `target` reached by its
- * `last_seq` or by one of its rows (see the module comment).
+ * Applies `rows` under the claim as the feed's own are applied (documents fetched where the crawl
+ * fetches them, counts exact): changes read from the feed but not applied by it (a final check's
+ * window), or the repairs a comparison of rows found. The feed's sequence moves to `to`, or stays
+ * where it is (every row is applied at it, so that a crash half-way never leaves the feed's
+ * sequence ahead of what was applied). False when the claim was lost.
  */
-export function atEnd(
-  answer: { rows: ChangeRow[]; lastSeq: string; pending?: number },
-  target: string | null,
-): boolean {
-  return answer.rows.length === 0 || answer.pending === 0 || reached(answer.lastSeq, target) ||
-    (target !== null && answer.rows.some((r) => r.seq === target));
+export async function applyRows(
+  deps: { kv: Deno.Kv; source: Source },
+  claim: FeedClaim,
+  rows: readonly ChangeRow[],
+  o: { to?: string } = {},
+): Promise<boolean> {
+  const at = claim.entry.value.seq;
+  const changes = await fetchChanged(
+    deps.source,
+    claim.crawl,
+    rows.map((r) => ({ ...r, seq: at })),
+    claim.clock,
+  );
+  const next = await applyDrift(deps.kv, claim.entry, changes, {
+    lastSeq: o.to ?? at,
+    nowMs: claim.clock.now(),
+    caughtUp: false,
+    ranges: await rangesOf(deps.kv, claim.crawl.id),
+    leaseUntilMs: claim.clock.now() + claim.leaseMs,
+  });
+  if (!next) return false;
+  claim.entry = next;
+  return true;
 }
 
 /**
  * Reads the changes after `since` without applying them (the final check needs to know what
- * moved while it counted), up to the registry's `update_seq` read now or the feed's end. Null
- * when there were more than `max`.
+ * moved while it counted), to the feed's end (`feed_read.ts`). Null when there were more than
+ * `max`, or the read stopped at its bound (a window that may miss changes proves nothing).
+ * @throws SinceUnknownError when the feed does not know `since`.
  */
 export async function peekChanges(
   source: Source,
   since: string,
-  options: { batch?: number; max?: number } = {},
+  options: { batch?: number; max?: number; clock?: Clock } = {},
 ): Promise<ChangeRow[] | null> {
   const out: ChangeRow[] = [];
-  const batch = options.batch ?? 200;
-  let target = await source.updateSeq();
-  for (let at = since; !reached(at, target);) {
-    const answer = await source.changes(at, batch);
-    const { rows, lastSeq } = answer;
-    if (rows.length === 0) return out;
-    stuck(rows, lastSeq, at, source);
+  const feed = new FeedReader(source, {
+    clock: options.clock ?? SYSTEM_CLOCK,
+    batch: options.batch,
+  });
+  for (let at = since;;) {
+    const { rows, lastSeq, end } = await feed.next(at);
     out.push(...rows);
-    if (out.length > (options.max ?? 10_000)) return null;
-    if (atEnd(answer, target)) return out;
-    if (rows.length < batch) target = await source.updateSeq();
+    if (out.length > (options.max ?? 10_000) || end === "bounded") return null;
+    if (end === "end") return out;
     at = lastSeq;
-  }
-  return out;
-}
-
-/** A feed that answers changes without moving on would be read forever: a broken contract. */
-function stuck(rows: ChangeRow[], lastSeq: string, since: string, source: Source): void {
-  if (rows.length > 0 && lastSeq === since) {
-    throw new FatalError(`${source.description}/_changes answers changes but stays at ${since}`);
   }
 }
 

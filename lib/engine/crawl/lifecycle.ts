@@ -133,6 +133,8 @@ export async function transition(
       status,
       updatedAt: t,
       finishedAt: final ? t : null,
+      // Once done, a crawl listed again (a repair while following) is a copy to keep, not to fail.
+      ...(status === "done" && !cur.firstDoneAt ? { firstDoneAt: t } : {}),
       error: options.error !== undefined ? options.error : cur.error,
     };
   }, { maxAttempts: 100 });

@@ -23,14 +23,26 @@ export {
 export type { OpenAction } from "./lifecycle.ts";
 export {
   applyFeed,
+  applyRows,
   applyToEnd,
   catchUp,
+  checkSameRegistry,
   claimFeed,
   peekChanges,
+  reanchor,
   RegistryReplacedError,
   releaseFeed,
-  seqNumber,
 } from "./catch_up.ts";
+export {
+  FEED_BATCH,
+  feedAnchor,
+  feedQuiet,
+  FeedReader,
+  seqNumber,
+  sinceUnknown,
+  SinceUnknownError,
+} from "./feed_read.ts";
+export type { FeedBatch } from "./feed_read.ts";
 export type { CatchUpResult, FeedClaim } from "./catch_up.ts";
 export { splitStraggler } from "./rebalance.ts";
 export type { RebalanceOptions, SplitDeps } from "./rebalance.ts";

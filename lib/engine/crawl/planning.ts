@@ -17,6 +17,7 @@ import { ITEM_LAYOUT } from "../items/mod.ts";
 import { pageLimit } from "../page/mod.ts";
 import type { ListingCache } from "../../sources/cache/mod.ts";
 import { listAheadOf } from "./_prefetch.ts";
+import { feedAnchor } from "./feed_read.ts";
 import {
   BusyError,
   ConflictError,
@@ -231,7 +232,9 @@ async function makePlan(
   // Everything here is asked for at once: a far registry costs one round trip of waiting, not
   // four. The start sequence is still taken before any shard lists a row. No change feed makes
   // drift catch-up unavailable, not the crawl.
-  const startSeq = source.updateSeq().catch(() => null);
+  // In the feed's own numbering (its head), not the database info's, which may be stuck, cached or
+  // ahead of the feed (`feed_read.ts`).
+  const startSeq = feedAnchor(source).catch(() => null);
   // A view has no feed; its own sequence, taken before any shard lists a row, tells at the end
   // whether it changed meanwhile.
   const viewSeq = crawl.view

@@ -12,7 +12,10 @@ import type { LearnedCaps } from "../../plan/source.ts";
 import { remainingSeconds } from "./rebalance.ts";
 import { requireCrawl, shownBound, shownSource } from "./crawl_reads.ts";
 import {
+  type CrawlRecord,
   type CrawlStatus,
+  followable,
+  type FollowState,
   getFeed,
   getFollow,
   type InFlight,
@@ -59,10 +62,63 @@ export interface ShardStatus {
   lastError: string | null;
   /** When it is tried again after a failure (ISO 8601), if it waits. */
   retryAt: string | null;
-  /** Proven to hold what the registry lists in its range (`exact`), or not yet. */
-  verified: "exact" | null;
+  /**
+   * Proven to hold what the registry lists in its range (`exact`), not yet (null), or found to
+   * disagree after being listed again (`unproven`, why in `unproven`).
+   */
+  verified: "exact" | "unproven" | null;
+  /** Why the range could not be proven, if so. */
+  unproven: string | null;
   /** The shard it was split from, if any. */
   parent: number | null;
+}
+
+/** How far behind its registry a followed crawl is, and what was last proven of it. */
+export interface FollowReport {
+  /**
+   * Seconds behind: since the registry was first seen ahead, or the last catch-up's; while looks
+   * fail, at least the time since the last look that got an answer.
+   */
+  lagSeconds: number;
+  /** Changes behind (null: unknown, as while looks fail or every row is being compared). */
+  changesBehind: number | null;
+  /** Changes applied by following. */
+  applied: number;
+  /** The sequence the crawl stands at, or the registry's head as last read. */
+  head: string | null;
+  /** When a follower last looked (ISO 8601). */
+  checkedAt: string;
+  /** When a look last got its answers (ISO 8601). */
+  lastGoodAt: string | null;
+  /** Looks are failing: since when (ISO 8601) and why (the latest failure); null when not. */
+  failing: { since: string; reason: string } | null;
+  /**
+   * When every range's count was last proven against the registry's ranks (the final check, or a
+   * whole round of re-proofs while following).
+   */
+  verifiedAt: string | null;
+  /** Ranges of the count re-proof round under way checked so far, of `shardCount`. */
+  roundChecked: number;
+  /** Ranges found wrong while following and listed again, and the last such finding. */
+  repaired: number;
+  lastRepair: string | null;
+  /** The row sweep: every row compared with the registry's (`row_sweep.ts`). */
+  rows: {
+    /** When the last whole sweep ended (ISO 8601), and what it repaired. */
+    comparedAt: string | null;
+    lastRepaired: number;
+    /** When a whole sweep last found every row equal: the copy proven whole by its rows. */
+    provenAt: string | null;
+    /** The sweep under way: rows compared and repaired so far, and why it runs now if forced. */
+    compared: number;
+    repaired: number;
+    forced: string | null;
+  } | null;
+  /**
+   * The last time the feed did not know where the crawl stood and was taken up again at its head
+   * (a registry that numbered its changes anew): when, from, to, why.
+   */
+  resync: { at: string; from: string; to: string; why: string } | null;
 }
 
 /** A crawl's status: what `GET /crawls/:id` and the CLI show. */
@@ -113,24 +169,11 @@ export interface CrawlStatusReport {
   /** The same, field by field (`LearnedCaps`). */
   learned: LearnedCaps | null;
   /**
-   * How far behind the registry a followed crawl is, as its last follow tick saw it: seconds
-   * (behind for, or the last catch-up's lag), changes (null: unknown), changes applied by
-   * following, and when it last looked. Null until the first tick.
+   * How far behind the registry a followed crawl is, as its last follow tick saw it (see
+   * {@linkcode FollowReport}); present from the moment a crawl created with `follow` is done, or
+   * once any follower looked. Null otherwise.
    */
-  follow: {
-    lagSeconds: number;
-    changesBehind: number | null;
-    applied: number;
-    head: string | null;
-    checkedAt: string;
-    /** When every range was last proven (the final check, or a whole re-proof round). */
-    verifiedAt: string | null;
-    /** Ranges of the re-proof round under way checked so far, of `shardCount`. */
-    roundChecked: number;
-    /** Ranges found wrong while following and listed again, and the last such finding. */
-    repaired: number;
-    lastRepair: string | null;
-  } | null;
+  follow: FollowReport | null;
   /** When the crawl was created (ISO 8601). */
   createdAt: string;
   /** When its shards started (ISO 8601), once planned. */
@@ -219,19 +262,7 @@ export async function crawlStatus(
       })
       : null,
     learned: crawl.learned ?? null,
-    follow: f
-      ? {
-        lagSeconds: lagSeconds(f, now),
-        changesBehind: f.behind,
-        applied: f.applied,
-        head: f.head,
-        checkedAt: iso(f.checkedAt)!,
-        verifiedAt: iso(f.verify?.verifiedAt ?? crawl.finishedAt),
-        roundChecked: f.verify?.next ?? 0,
-        repaired: f.verify?.repaired ?? 0,
-        lastRepair: f.verify?.lastRepair ?? null,
-      }
-      : null,
+    follow: followReport(crawl, f, now),
     createdAt: iso(crawl.createdAt)!,
     startedAt: iso(crawl.startedAt),
     finishedAt: iso(crawl.finishedAt),
@@ -242,6 +273,61 @@ export async function crawlStatus(
     driftError: crawl.driftError ?? null,
     verification: crawl.verification ?? null,
     shards: shards.map((s) => shardStatus(s, now, { liveness, show: shownBound(crawl) })),
+  };
+}
+
+/**
+ * What status shows of a crawl's following at `nowMs`: its last tick's record, or, for a crawl
+ * created with `follow` that is done and not looked at yet, where the final check left it.
+ */
+function followReport(
+  crawl: CrawlRecord,
+  f: FollowState | null,
+  now: number,
+): FollowReport | null {
+  if (!f) {
+    if (!crawl.follow || !followable(crawl)) return null;
+    const at = iso(crawl.finishedAt ?? now)!;
+    return {
+      lagSeconds: 0,
+      changesBehind: 0,
+      applied: 0,
+      head: crawl.startSeq,
+      checkedAt: at,
+      lastGoodAt: at,
+      failing: null,
+      verifiedAt: iso(crawl.finishedAt),
+      roundChecked: 0,
+      repaired: 0,
+      lastRepair: null,
+      rows: null,
+      resync: null,
+    };
+  }
+  const rows = f.verify?.rows;
+  return {
+    lagSeconds: lagSeconds(f, now),
+    changesBehind: f.behind,
+    applied: f.applied,
+    head: f.head,
+    checkedAt: iso(f.checkedAt)!,
+    lastGoodAt: iso(f.lastGoodAt ?? crawl.finishedAt),
+    failing: f.failing ? { since: iso(f.failing.since)!, reason: f.failing.reason } : null,
+    verifiedAt: iso(f.verify?.verifiedAt ?? crawl.finishedAt),
+    roundChecked: f.verify?.next ?? 0,
+    repaired: f.verify?.repaired ?? 0,
+    lastRepair: f.verify?.lastRepair ?? null,
+    rows: rows
+      ? {
+        comparedAt: iso(rows.lastEndedAt),
+        lastRepaired: rows.lastRepaired,
+        provenAt: iso(rows.cleanAt),
+        compared: rows.compared,
+        repaired: rows.repaired,
+        forced: rows.forced,
+      }
+      : null,
+    resync: f.resync ? { ...f.resync, at: iso(f.resync.at)! } : null,
   };
 }
 
@@ -268,6 +354,7 @@ function shardStatus(
     lastError: s.lastError ?? null,
     retryAt: (s.retryAt ?? 0) > nowMs ? iso(s.retryAt) : null,
     verified: s.verified ?? null,
+    unproven: s.unproven ?? null,
     parent: s.parent,
   };
 }

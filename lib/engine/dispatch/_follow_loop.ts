@@ -70,7 +70,8 @@ export async function followLoop(
             options.onTick?.(crawl.id, null, err);
           }
           p.quiet = quietTicks(p.quiet, tick);
-          p.nextAt = now() + followPauseMs(p.quiet, options);
+          const pause = followPauseMs(p.quiet, options);
+          p.nextAt = now() + (tick ? pause : Math.min(pause, FOLLOW_POLL.failMs));
           pace.set(crawl.id, p);
         }
         soonest = Math.min(soonest, p.nextAt);

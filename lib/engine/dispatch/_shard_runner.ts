@@ -139,7 +139,7 @@ export async function runShard(
       docSlots: held.crawl.rebalance ? deps.crawlSlots?.for(held.crawl) : undefined,
       listings: deps.listings,
       notices: deps.notices,
-      checkEnd: (shard, end) => checkShardEnd(source, shard, { ...end, kv: deps.kv }),
+      checkEnd: (shard, end) => checkShardEnd(source, shard, { ...end, kv: deps.kv, clock }),
     };
     let checked = now();
     let listing: Promise<ListedPage> | undefined;

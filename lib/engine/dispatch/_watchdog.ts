@@ -39,7 +39,12 @@ export interface WatchdogDeps {
  */
 export async function watchdog(
   deps: WatchdogDeps,
-  options: { stallMs?: number; clock?: Clock; verifyEveryMs?: number } = {},
+  options: {
+    stallMs?: number;
+    clock?: Clock;
+    verifyEveryMs?: number;
+    verifyRowsEveryMs?: number;
+  } = {},
 ): Promise<number> {
   const clock = options.clock ?? SYSTEM_CLOCK;
   const now = clock.now();
@@ -57,6 +62,7 @@ export async function watchdog(
         clock,
         dispatcher: deps.dispatcher,
         verifyEveryMs: options.verifyEveryMs,
+        verifyRowsEveryMs: options.verifyRowsEveryMs,
       }).catch(() => {}); // a failing feed is tried again on the next tick
       continue;
     }

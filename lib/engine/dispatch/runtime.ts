@@ -188,7 +188,12 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         dispatcher,
         openSource,
         onFinished: (crawlId) => options.onEvent?.({ kind: "crawl-done", crawlId }),
-      }, { stallMs: o.stallMs, clock, verifyEveryMs: options.follow?.verifyEveryMs }),
+      }, {
+        stallMs: o.stallMs,
+        clock,
+        verifyEveryMs: options.follow?.verifyEveryMs,
+        verifyRowsEveryMs: options.follow?.verifyRowsEveryMs,
+      }),
     leaseTick: (ms) =>
       options.dispatch === "lease"
         ? worker({ maxRunMs: ms, exitWhenIdle: true })

@@ -33,7 +33,12 @@ export interface Held {
   entry: Deno.KvEntry<ShardRecord>;
 }
 
-/** Lists the next page of `shard` (its cursor, end and short-page memory) for this crawl. */
+/**
+ * Lists the next page of `shard` (its cursor, end and short-page memory) for this crawl. A shard
+ * listed again (`revisit`: its range was found wrong, or split from one that was) is always asked
+ * of the registry: what the listing cache holds was listed before the event that made the range
+ * wrong, and would bring back rows as they were.
+ */
 export function startListing(
   ctx: PageContext,
   crawl: CrawlRecord,
@@ -43,13 +48,14 @@ export function startListing(
   return listPage(ctx.source, crawl, shard, {
     size,
     includeDocs: crawl.docs && ctx.docMode === "include_docs",
-    cached: ctx.listings &&
-      ((request) =>
+    cached: ctx.listings && !shard.revisit
+      ? ((request) =>
         ctx.listings!.take(crawl.id, request, {
           source: ctx.source,
           ranks: ranksFit(crawl),
           end: shard.end,
-        })),
+        }))
+      : undefined,
   });
 }
 

@@ -25,6 +25,7 @@ export type {
   FollowVerify,
   InFlight,
   PlanningState,
+  RowSweep,
   ShardRecord,
   SplitRecord,
   Verification,

@@ -27,12 +27,18 @@ export type CrawlStatus =
  *   a moment when nothing changed in that range, with every change of the feed applied up to then;
  * - `total`: the registry's offsets are not ranks, so only the total could be held against
  *   `total_rows` (at a moment the feed shows nothing changed, when there is a feed);
+ * - `counts`: every range holds as many items as the registry lists there, but the registry
+ *   changed while its feed could not be read, so revisions changed meanwhile may be stale (never
+ *   `exact` without the feed);
+ * - `unproven`: a crawl done before and listed again while followed has ranges that still
+ *   disagree with the registry after being listed again (each named in `detail`); the copy is
+ *   kept, and those ranges are tried again;
  * - `pending`: every shard is done and the check is under way (it waits for moments when the
  *   ranges it has left hold still).
  */
 export interface Verification {
   /** What was proven. */
-  status: "exact" | "total" | "pending";
+  status: "exact" | "total" | "counts" | "unproven" | "pending";
   /** One line on what was compared. */
   detail: string;
 }
@@ -97,6 +103,11 @@ export interface CrawlRecord extends CrawlSpec {
   updatedAt: number;
   /** When it finished, failed or was cancelled, epoch ms. */
   finishedAt: number | null;
+  /**
+   * When it was first `done`, epoch ms: a crawl done once and listed again (a repair while it is
+   * followed) keeps its copy; a range it cannot prove then is `unproven`, never a failed crawl.
+   */
+  firstDoneAt?: number | null;
   /** Why it failed, if it did (one line). */
   error: string | null;
   /** The crawl failed because of what it was asked (more shards than items): the user's to fix. */
@@ -158,17 +169,32 @@ export interface FollowState {
   applied: number;
   /** When the follower last looked, epoch ms. */
   checkedAt: number;
+  /**
+   * When a look last got its answers from the registry, epoch ms (absent: the crawl's end). While
+   * looks fail, the lag grows from it.
+   */
+  lastGoodAt?: number;
+  /** Looks are failing: since when, and why (the latest failure), or null. */
+  failing?: { since: number; reason: string } | null;
+  /**
+   * The last time the feed was taken up again at its head because it did not know the crawl's
+   * sequence (a registry that numbered its changes anew), or null: when, from and to which
+   * sequence, and why. Every row is compared again after it (`verify.rows.forced`).
+   */
+  resync?: { at: number; from: string; to: string; why: string } | null;
   /** The copy re-proven while following (`reprove.ts`); absent before the first tick. */
   verify?: FollowVerify;
 }
 
 /**
- * Whether the crawl's change feed can keep it equal to its registry: a start sequence was read when
- * it was planned, and the feed never proved unusable since (`driftError`). The one test of it:
- * the final check applies the feed only then, and only then is a done crawl followed.
+ * Whether the crawl has a change feed to keep it equal to its registry: a start sequence was read
+ * when it was planned. A feed that failed or was refused at the final check (`driftError`) is asked
+ * again by the follower, and a failing feed shows as a follower that fails (never as a crawl that
+ * is quietly no longer followed). The one test of it: the final check applies the feed only then,
+ * and only then is a done crawl followed.
  */
 export function feedUsable(crawl: CrawlRecord): crawl is CrawlRecord & { startSeq: string } {
-  return crawl.startSeq !== null && !crawl.driftError;
+  return crawl.startSeq !== null;
 }
 
 /** Whether `crawl` is a done crawl that following keeps equal to its registry. */
@@ -178,10 +204,15 @@ export function followable(
   return !!crawl && crawl.status === "done" && feedUsable(crawl);
 }
 
-/** The lag a follow state stands for at `nowMs`, in seconds: behind for, or the last catch-up's. */
+/**
+ * The lag a follow state stands for at `nowMs`, in seconds: behind for, or the last catch-up's;
+ * while looks fail, at least the time since the last look that got an answer (what happened at the
+ * registry since is not known).
+ */
 export function lagSeconds(state: FollowState, nowMs: number): number {
   const ms = state.behindSince === null ? state.lastLagMs : nowMs - state.behindSince;
-  return Math.max(0, ms) / 1000;
+  const blind = state.failing ? nowMs - (state.lastGoodAt ?? state.failing.since) : 0;
+  return Math.max(0, ms, blind) / 1000;
 }
 
 /** Where the re-proof of a followed crawl stands: a round over every range, spread in time. */
@@ -200,6 +231,33 @@ export interface FollowVerify {
   repaired: number;
   /** What the last repair was about, or null. */
   lastRepair: string | null;
+  /** The row sweep (`row_sweep.ts`); absent before its first tick. */
+  rows?: RowSweep;
+}
+
+/**
+ * Every row of a followed crawl compared with the registry's, in key order, a page at a time
+ * (`verify/row_sweep.ts`): where the sweep under way stands, and how the last one ended.
+ */
+export interface RowSweep {
+  /** When this sweep began, epoch ms. */
+  startedAt: number;
+  /** The key the next page starts at (null: the start of the key space). */
+  cursor: string | null;
+  /** Rows compared by this sweep so far. */
+  compared: number;
+  /** Rows this sweep found missing, extra or at another revision, and repaired. */
+  repaired: number;
+  /** Rows it could not compare (ids kept only by their start). */
+  skipped: number;
+  /** Why this sweep runs at once rather than on its schedule, or null. */
+  forced: string | null;
+  /** When the last whole sweep ended, epoch ms (null: none yet). */
+  lastEndedAt: number | null;
+  /** Rows the last whole sweep repaired. */
+  lastRepaired: number;
+  /** When a whole sweep last found every row equal: the copy proven whole by its rows. */
+  cleanAt: number | null;
 }
 
 /** Who runs the final check of a crawl (`["finish", crawlId]`): one runner at a time. */
@@ -287,9 +345,15 @@ export interface ShardRecord {
   revisit?: boolean;
   /**
    * `exact` once its range was proven to hold what the registry lists there (at its end, on a
-   * registry that had not changed since the crawl started, or by the crawl's final check).
+   * registry that had not changed since the crawl started, or by the crawl's final check);
+   * `unproven` when it still disagreed after being listed again, in a crawl done before (see
+   * `CrawlRecord.firstDoneAt`), with why in `unproven`.
    */
-  verified?: "exact" | null;
+  verified?: "exact" | "unproven" | null;
+  /** Why the range could not be proven (see `verified`), or null. */
+  unproven?: string | null;
+  /** When it was last listed again, epoch ms (its relists count again after a while). */
+  relistedAt?: number | null;
   /** The last page came back this short without proving the end (a possible page cap). */
   shortOf?: number | null;
   /** The shard this one was split from, if any. */
@@ -326,6 +390,7 @@ export function relisted(shard: ShardRecord, nowMs: number, lease: Lease | null)
     docErrors: 0,
     tooLarge: 0,
     relists: (shard.relists ?? 0) + 1,
+    relistedAt: nowMs,
     revisit: true,
     shortOf: null,
     verified: null,

@@ -1,37 +1,25 @@
 /**
  * The rounds of a crawl's final check (see `completion.ts`, which runs them): every range held
  * against the registry a batch at a time (`_verdicts.ts`), by ranks or, where offsets are not ranks, by
- * the total; verdicts recorded (equal ranges proven, disagreeing ones listed again), and the crawl
- * moved to `done` with how it was proven.
+ * the total; verdicts recorded and the crawl moved to `done` with how it was proven by
+ * `_outcome.ts`.
  *
  * @module
  */
-import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
 import { FatalError } from "../../base/errors.ts";
-import type { LearnedCaps, Source } from "../../plan/source.ts";
-import { type Dispatcher, type FeedClaim, peekChanges, transition } from "../crawl/mod.ts";
+import { peekChanges } from "../crawl/mod.ts";
+import { applyWindow, noteWindow } from "./_pass_feed.ts";
+import type { Pass } from "./_pass.ts";
+export type { CompletionOptions, Pass } from "./_pass.ts";
 import { cutStored, sampleStored, storedItems, storedRevision } from "../items/mod.ts";
 import { checkListed, listable } from "./_listed_check.ts";
-import { RangeParts } from "./_range_parts.ts";
-import {
-  commitRelist,
-  commitShard,
-  type CrawlRecord,
-  keys,
-  listRangeDrift,
-  listShards,
-  relisted,
-  type ShardRecord,
-  shardStored,
-  updateRecord,
-  type Verification,
-} from "../store/mod.ts";
+import { done, notePending, provenExact, settle } from "./_outcome.ts";
+export { done, noteVerification, settle } from "./_outcome.ts";
+import { listRangeDrift, listShards, type ShardRecord, shardStored } from "../store/mod.ts";
 import {
   type ChangeWindow,
   checkRanges,
   checkTotal,
-  completenessError,
-  MAX_RELISTS,
   plannedCountVerdicts,
   type RangeToCheck,
   type RangeVerdict,
@@ -43,53 +31,18 @@ const CHECK_BATCH = 256;
 /** Stored items per range held against the registry's revisions by each final check. */
 const STORED_SAMPLE = 8;
 
-/** Options of the final check (`checkCompletion` in `completion.ts`). */
-export interface CompletionOptions {
-  /** Time and timers (leases, records' times, pauses between rounds). @default SYSTEM_CLOCK */
-  clock?: Clock;
-  /** Opens the crawl's source; without it the crawl is marked done unchecked (tests only). */
-  openSource?: (crawl: CrawlRecord) => Source;
-  /** Where shards listed again go (lease workers find them without). */
-  dispatcher?: Dispatcher;
-  /** Who checks (the feed's lease). @default a random id */
-  owner?: string;
-  /**
-   * Checks in a row that prove nothing before giving the turn back (one that proves a range or a
-   * part of one starts the count again). @default 8
-   */
-  maxRounds?: number;
-  /** Called when this call marks the crawl done (not when it found it done). @default none */
-  onFinished?: () => void;
-}
-
-/** One pass of the final check: what it holds across its rounds. */
-export interface Pass {
-  kv: Deno.Kv;
-  source: Source;
-  id: string;
-  o: CompletionOptions;
-  /** The feed this pass holds; null: none (or it proved unusable). */
-  feed: FeedClaim | null;
-  /** Changes applied by this pass. */
-  applied: number;
-  /** Why the feed could not be used, if so. */
-  driftError?: string;
-  /** Ranges proven by this pass. */
-  proven: Set<number>;
-  /** Ranges this pass proves a part at a time (they never held still as a whole). */
-  parts: RangeParts;
-  /** The crawl lists a view (no catch-up: its ranges are checked as if the registry held still). */
-  view?: boolean;
-  /**
-   * Throws when the registry changed in a way the check cannot follow (a view since its crawl
-   * started): called before each round and before the crawl is marked done.
-   */
-  checkUnchanged?: () => Promise<void>;
-}
-
-/** What landed since sequence `at`: read from the feed (not applied), or `no-feed`. */
+/**
+ * What landed since sequence `at`: read from the feed (not applied, but kept to be applied before
+ * the crawl is marked done: `applyWindow`), or `no-feed`.
+ */
 function windowOf(pass: Pass, at: string | null): () => Promise<ChangeWindow> {
-  return async () => pass.feed ? (await peekChanges(pass.source, at!)) ?? "too-many" : "no-feed";
+  return async () => {
+    if (!pass.feed || at === null) return "no-feed";
+    const rows = await peekChanges(pass.source, at, { clock: pass.o.clock });
+    if (rows === null) return "too-many";
+    noteWindow(pass, at, rows);
+    return rows;
+  };
 }
 
 /**
@@ -114,23 +67,10 @@ export async function heldStill(pass: Pass, at: string): Promise<boolean> {
   for (const [batch, verdicts] of proven) {
     await settle(pass.kv, pass.id, batch, verdicts, { ...pass.o, at });
   }
+  // Every rank was read at `at` itself: nothing had changed after it, no window to apply.
+  pass.window = { at, rows: [] };
   await provenExact(pass, shards.length, at);
   return true;
-}
-
-/** The crawl is done and exact: every one of its `ranges` was proven at `at`. */
-async function provenExact(pass: Pass, ranges: number, at: string | null): Promise<void> {
-  await pass.checkUnchanged?.();
-  await done(pass.kv, pass.id, pass.o, {
-    verification: {
-      status: "exact",
-      detail: `every one of ${ranges} ranges holds what the registry lists there` +
-        (at === null ? " (no change feed: counted as it stood)" : ` at seq ${at}`) +
-        (pass.applied > 0 ? `, after ${pass.applied} changes applied` : ""),
-    },
-    driftError: pass.driftError,
-    learned: pass.source.learned,
-  });
 }
 
 /** One batch of shards' ranges held against the registry (see `checkRanges`). */
@@ -151,6 +91,7 @@ function checkAgainst(
 ): Promise<RangeVerdict[]> {
   return checkRanges(pass.source, ranges, {
     ...o,
+    clock: pass.o.clock,
     storedRev: (itemId) => storedRevision(pass.kv, pass.id, itemId),
     sampleStored: (r) => sampleStored(pass.kv, pass.id, r, STORED_SAMPLE),
   });
@@ -225,8 +166,17 @@ export async function rankRound(
   let relists = 0;
   let left = 0;
   const record = async (batch: Deno.KvEntry<ShardRecord>[], verdicts: RangeVerdict[]) => {
-    relists += await settle(kv, id, batch, verdicts, { ...pass.o, at, view: pass.view });
-    for (const v of verdicts) if (v.verdict === "equal") pass.proven.add(v.id);
+    relists += await settle(kv, id, batch, verdicts, {
+      ...pass.o,
+      at,
+      view: pass.view,
+      keepDone: pass.keepDone,
+      unproven: pass.unproven,
+    });
+    // A range decided unproven is decided for this pass: the next re-proof tries it again.
+    for (const v of verdicts) {
+      if (v.verdict === "equal" || pass.unproven.has(v.id)) pass.proven.add(v.id);
+    }
     left += verdicts.filter((v) => v.verdict === "undecided").length;
   };
   // Ranges checked in parts were left undecided as a whole in earlier rounds (`_range_parts.ts`).
@@ -306,6 +256,7 @@ export async function totalRound(
     );
   }
   await pass.checkUnchanged?.();
+  const window = await applyWindow(pass);
   await done(pass.kv, pass.id, pass.o, {
     verification: {
       status: "total",
@@ -314,78 +265,13 @@ export async function totalRound(
         (still
           ? `, and each of ${shards.length} shards as many as its plan counted there (offsets ` +
             "are not ranks: counted by skip or one pass)"
-          : "; its offsets are not ranks and it changed since planned, so shards were not checked one by one"),
+          : "; its offsets are not ranks and it changed since planned, so shards were not checked one by one") +
+        (window.applied > 0
+          ? `, and the ${window.applied} changes read after it applied too (to seq ${window.to})`
+          : ""),
     },
     driftError: pass.driftError,
     learned: pass.source.learned,
   });
   return "done";
-}
-
-/**
- * Records verdicts: equal ranges are marked proven, disagreeing ones listed again (or, past
- * {@linkcode MAX_RELISTS}, the crawl fails). Returns how many ranges are listed again.
- */
-export async function settle(
-  kv: Deno.Kv,
-  id: string,
-  todo: Deno.KvEntry<ShardRecord>[],
-  verdicts: RangeVerdict[],
-  o: CompletionOptions & { at: string | null; view?: boolean },
-): Promise<number> {
-  let relists = 0;
-  for (const v of verdicts) {
-    const entry = todo.find((e) => e.value.id === v.id)!;
-    const shard = entry.value;
-    if (v.verdict === "equal") {
-      if (shard.verified !== "exact") {
-        await commitShard(kv, id, entry, { ...shard, verified: "exact" });
-      }
-    } else if (v.verdict === "mismatch") {
-      const relistsSoFar = shard.relists ?? 0;
-      if (relistsSoFar >= MAX_RELISTS) {
-        throw completenessError({ ...shard, relists: relistsSoFar, view: o.view }, v, o.at);
-      }
-      const next = relisted(shard, (o.clock ?? SYSTEM_CLOCK).now(), null);
-      if (await commitRelist(kv, id, entry, next)) {
-        relists++;
-        await o.dispatcher?.dispatch(id, shard.id);
-      }
-    }
-  }
-  return relists;
-}
-
-/** Notes on the crawl what the final check waits for (the status shows it). */
-async function notePending(kv: Deno.Kv, id: string, detail: string): Promise<void> {
-  const verification: Verification = { status: "pending", detail };
-  await updateRecord<CrawlRecord>(
-    kv,
-    keys.crawl(id),
-    (cur) => cur?.status === "running" ? { ...cur, verification } : undefined,
-  );
-}
-
-/**
- * Moves the crawl to `done` with how it was proven, why its feed could not be used (if so) and
- * what its registry was seen to serve (remembered for the sources that read it later).
- */
-export async function done(
-  kv: Deno.Kv,
-  id: string,
-  o: CompletionOptions,
-  end: { verification?: Verification; driftError?: string; learned?: Readonly<LearnedCaps> } = {},
-): Promise<boolean> {
-  let mine = false;
-  const { verification, driftError, learned } = end;
-  await transition(kv, id, "done", (s) => mine = s === "running", {
-    clock: o.clock,
-    patch: {
-      ...(verification ? { verification } : {}),
-      ...(driftError ? { driftError } : {}),
-      ...(learned ? { learned: { ...learned } } : {}),
-    },
-  });
-  if (mine) o.onFinished?.();
-  return true;
 }

@@ -36,6 +36,8 @@ import { allSettledOrThrow, mapPool } from "../../base/pool.ts";
 import { compareKeys, lowerBound } from "../../plan/keys.ts";
 import type { ChangeRow, Page, Source } from "../../plan/source.ts";
 import { FatalError } from "../../base/errors.ts";
+import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
+import { feedQuiet, SinceUnknownError } from "../crawl/mod.ts";
 
 /** Times a shard's range is listed again after a count that disagrees, before the crawl fails. */
 export const MAX_RELISTS = 2;
@@ -124,6 +126,8 @@ export async function checkRanges(
     concurrency?: number;
     /** The sequence the store is caught up to; null or absent: unknown. */
     at?: string | null;
+    /** Time, for reads of the feed. @default SYSTEM_CLOCK */
+    clock?: Clock;
   },
 ): Promise<RangeVerdict[]> {
   const concurrency = o.concurrency ?? 32;
@@ -133,9 +137,10 @@ export async function checkRanges(
   // so that it holds every change either could have seen.
   const storing = storedAgainstRegistry(source, ranges, o.sampleStored, concurrency);
   await allSettledOrThrow<unknown>([
-    probeRound(source, [null, ...bounds], { concurrency, at: o.at ?? null }).then((got) => {
-      for (const [b, p] of got) probes.set(b, p);
-    }),
+    probeRound(source, [null, ...bounds], { concurrency, at: o.at ?? null, clock: o.clock })
+      .then((got) => {
+        for (const [b, p] of got) probes.set(b, p);
+      }),
     storing,
   ]);
   const seen = { probes, stored: await storing, storedRev: o.storedRev };
@@ -149,29 +154,30 @@ export async function checkRanges(
 /**
  * One listing of one row from each of `bounds` (null: from the start), asked at once: each page's
  * `seq` is the state its rank was computed at where that is known. Listings that carry the
- * sequence say it themselves. Where they do not (ignored or refused, as on npm's replica), the
- * round is bracketed by reads of the database's `update_seq`, before (once the source is known to
- * need it) and after: equal reads, or an after read equal to `at` (the sequence the store is
- * caught up to, read before this round began), mean no change landed while the ranks were read,
- * and every page gets that sequence. Otherwise pages stay without one (not one state).
+ * sequence say it themselves. Where they do not (ignored or refused, as on npm's replica) and the
+ * store is caught up to `at`, the feed is asked once the ranks are read: no change after `at`
+ * means every rank was computed at `at`, and every page gets it. (The database info's
+ * `update_seq` read before and after is not enough: a stuck or cached one reads the same both
+ * times.) Otherwise pages stay without one (not one state).
+ * @throws SinceUnknownError when the feed does not know `at`.
  */
 export async function probeRound(
   source: Source,
   bounds: readonly (string | null)[],
-  o: { concurrency?: number; at?: string | null } = {},
+  o: { concurrency?: number; at?: string | null; clock?: Clock } = {},
 ): Promise<Map<string | null, Page>> {
-  const known = source.learned?.listingSeq;
-  const bracket = known === "ignored" || known === "refused";
-  const before = bracket ? await source.updateSeq().catch(() => null) : null;
   const probes = new Map<string | null, Page>();
   await mapPool([...new Set(bounds)], async (b) => {
     probes.set(b, await source.list({ start: b, limit: 1, updateSeq: true }));
   }, { concurrency: o.concurrency ?? 32 });
-  if ([...probes.values()].every((p) => p.seq !== undefined)) return probes;
-  const after = await source.updateSeq().catch(() => null);
-  const still = after !== null && (after === before || after === (o.at ?? null));
+  const at = o.at ?? null;
+  if (at === null || [...probes.values()].every((p) => p.seq !== undefined)) return probes;
+  const still = await feedQuiet(source, at, o.clock ?? SYSTEM_CLOCK).catch((err) => {
+    if (err instanceof SinceUnknownError) throw err;
+    return false; // the feed could not say: not one state
+  });
   if (!still) return probes;
-  return new Map([...probes].map(([b, p]) => [b, p.seq === undefined ? { ...p, seq: after } : p]));
+  return new Map([...probes].map(([b, p]) => [b, p.seq === undefined ? { ...p, seq: at } : p]));
 }
 
 /** Each range's verdict from the ranks and revisions read, given the changes meanwhile. */

@@ -9,16 +9,17 @@
  * @module
  */
 import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
-import { errorLine, FatalError, PermanentError, TransientError } from "../../base/errors.ts";
+import { errorLine, FatalError, PermanentError } from "../../base/errors.ts";
 import type { Source } from "../../plan/source.ts";
 import {
-  applyToEnd,
   claimFeed,
   failCrawl,
   type FeedClaim,
   RegistryReplacedError,
   releaseFeed,
+  SinceUnknownError,
 } from "../crawl/mod.ts";
+import { advanceFeed, resyncPass } from "./_pass_feed.ts";
 import { backoff, type BackoffPolicy, FINAL_CHECK_RETRY } from "../../base/retry_policy.ts";
 import {
   type CrawlRecord,
@@ -165,12 +166,27 @@ async function finish(
     proven: new Set(),
     parts: new RangeParts(),
     view: Boolean(crawl.view),
+    feedRefusals: 0,
+    unproven: new Map(),
+    keepDone: Boolean(crawl.firstDoneAt),
   };
   const viewSeq = crawl.viewSeq ?? null;
   if (viewSeq !== null) pass.checkUnchanged = () => viewHeldStill(source, viewSeq);
   const { roundsPerPass, maxRoundsPerPass } = FINAL_CHECK_RETRY;
-  if (claim?.crawl.planMethod === "rank" && await heldStill(pass, claim.entry.value.seq)) {
-    return true;
+  // A feed that does not know where the crawl stands is taken up at its head, every row compared
+  // (`_pass_feed.ts`), and the rounds go on; anything else a round throws ends the pass.
+  const resynced = async <T>(round: () => Promise<T>): Promise<T | "lost" | "again"> => {
+    try {
+      return await round();
+    } catch (err) {
+      if (!(err instanceof SinceUnknownError)) throw err;
+      return await resyncPass(pass, err, renew) ? "again" : "lost";
+    }
+  };
+  if (claim?.crawl.planMethod === "rank") {
+    const still = await resynced(() => heldStill(pass, claim.entry.value.seq));
+    if (still === true) return true;
+    if (still === "lost") return false;
   }
   // A round that proves something is followed at once: ranges checked in parts (busy registries)
   // are proven a few parts a round, and a pause or the end of the pass would lose that pace.
@@ -179,16 +195,25 @@ async function finish(
     if (quiet > 0) await clock.sleep(backoff(QUIET_PAUSE, quiet));
     if (!await renew()) return false; // the lease ran out: another runner has it now
     await pass.checkUnchanged?.(); // a view that changed fails at once, before a range is relisted
-    if (!await advanceFeed(pass)) return false; // another runner has the feed now
-    const at = pass.feed ? pass.feed.entry.value.seq : null;
-    const current = (await getCrawl(kv, id)).value!;
     const before = pass.proven.size + pass.parts.provenParts;
-    const outcome = current.planMethod === "rank"
-      ? await rankRound(pass, at)
-      : await totalRound(pass, at, current.total);
+    const outcome = await resynced(async () => {
+      const fed = await advanceFeed(pass);
+      if (fed !== "ok") return fed; // another runner has the feed, or it was refused this time
+      const at = pass.feed ? pass.feed.entry.value.seq : null;
+      const current = (await getCrawl(kv, id)).value!;
+      return current.planMethod === "rank"
+        ? await rankRound(pass, at)
+        : await totalRound(pass, at, current.total);
+    });
     if (outcome === "done") return true;
-    if (outcome === "relisted") return false;
-    quiet = pass.proven.size + pass.parts.provenParts > before ? 0 : quiet + 1;
+    if (outcome === "relisted" || outcome === "lost") return false;
+    if (outcome === "again") {
+      quiet = 0;
+      continue;
+    }
+    quiet = outcome === "skip" || pass.proven.size + pass.parts.provenParts <= before
+      ? quiet + 1
+      : 0;
   }
   return false;
 }
@@ -210,23 +235,4 @@ async function viewHeldStill(source: Source, viewSeq: string): Promise<void> {
       "have no catch-up, so the crawl cannot be proven; crawl it again while the registry holds " +
       "still (docs/design.md, Views)",
   );
-}
-
-/**
- * Applies the feed to its proven end. False when another runner took it. A registry without a
- * usable feed still gets its crawl checked, as one that held still (`driftError` says so).
- */
-async function advanceFeed(pass: Pass): Promise<boolean> {
-  if (!pass.feed) return true;
-  try {
-    const n = await applyToEnd({ kv: pass.kv, source: pass.source }, pass.feed);
-    if (n === null) return false;
-    pass.applied += n;
-  } catch (err) {
-    if (err instanceof TransientError || err instanceof RegistryReplacedError) throw err;
-    pass.driftError = `change feed unavailable: ${errorLine(err)}`;
-    await releaseFeed(pass.kv, pass.id, pass.feed.owner);
-    pass.feed = null;
-  }
-  return true;
 }

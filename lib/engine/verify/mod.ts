@@ -5,7 +5,8 @@
  * ranks, round after round (`completion.ts`, its rounds in `_final_rounds.ts`, a range that never
  * holds still checked a part at a time in `_range_parts.ts`, registries without ranks row by row
  * in `_listed_check.ts`); a followed crawl applies the feed tick after tick (`follow.ts`) and is
- * proven again, a few ranges at a time (`reprove.ts`). Every count is decided by one comparison,
+ * proven again, a few ranges' counts at a time (`reprove.ts`) and a few pages of rows at a time
+ * (`row_sweep.ts`). Every count is decided by one comparison,
  * `countVerdict` in `_verdicts.ts`.
  *
  * @module
@@ -16,3 +17,4 @@ export type { CompletionOptions } from "./completion.ts";
 export { followPauseMs, followTick, quietTicks } from "./follow.ts";
 export type { FollowOptions, FollowTick } from "./follow.ts";
 export { VERIFY_EVERY_MS } from "./reprove.ts";
+export { differences, VERIFY_ROWS_EVERY_MS } from "./row_sweep.ts";

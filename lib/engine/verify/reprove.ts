@@ -17,8 +17,10 @@
  */
 import type { Source } from "../../plan/source.ts";
 import { type Dispatcher, type FeedClaim, transition } from "../crawl/mod.ts";
-import { checkShards, type Pass, settle } from "./_final_rounds.ts";
+import { checkShards, noteVerification, type Pass, settle } from "./_final_rounds.ts";
+import { MAX_RELISTS, type RangeVerdict } from "./_verdicts.ts";
 import { RangeParts } from "./_range_parts.ts";
+import { applyWindow } from "./_pass_feed.ts";
 import { type CrawlRecord, type FollowVerify, listShards } from "../store/mod.ts";
 
 /** How often every range of a followed crawl is re-proven by default, in milliseconds. */
@@ -46,11 +48,14 @@ export interface ReproveResult {
   checked: number;
   /** Ranges found wrong and listed again by this tick (the crawl is `running` again then). */
   reopened: number;
+  /** This tick ended a round: every range was checked (proven whole when `verifiedAt` moved). */
+  roundEnded: boolean;
 }
 
 /**
  * The re-proof state of a crawl the first time it follows, or after it was done again: the final
- * check proved every range when the crawl was marked done.
+ * check proved every range's count when the crawl was marked done (the row sweep under way, if
+ * any, goes on).
  */
 export function freshVerify(crawl: CrawlRecord, prior?: FollowVerify): FollowVerify {
   return {
@@ -61,6 +66,8 @@ export function freshVerify(crawl: CrawlRecord, prior?: FollowVerify): FollowVer
     verifiedAt: crawl.finishedAt,
     repaired: prior?.repaired ?? 0,
     lastRepair: prior?.lastRepair ?? null,
+    // The row sweep goes on where it stood: the final check proved counts, not rows.
+    ...(prior?.rows ? { rows: prior.rows } : {}),
   };
 }
 
@@ -97,6 +104,7 @@ export async function reproveDue(
   const todo = [...retries.map((r) => byId.get(r.id)).filter((e) => e !== undefined), ...fresh];
   let verify: FollowVerify = { ...prior, next: prior.next + fresh.length, retry: [] };
   let reopened = 0;
+  let roundEnded = false;
   if (todo.length > 0) {
     const pass: Pass = {
       kv: deps.kv,
@@ -107,8 +115,13 @@ export async function reproveDue(
       applied: 0,
       proven: new Set(),
       parts: new RangeParts(),
+      feedRefusals: 0,
+      unproven: new Map(),
     };
     const verdicts = await checkShards(pass, todo, claim.entry.value.seq);
+    // What the checks excused as changed after the feed's sequence is applied now: an id the feed
+    // lists once, after that sequence, is never left older than it (the feed stays where it is).
+    await applyWindow(pass, { read: false });
     const tries = new Map(retries.map((r) => [r.id, r.tries]));
     for (const v of verdicts) {
       if (v.verdict !== "undecided") continue;
@@ -116,11 +129,39 @@ export async function reproveDue(
       if (t < UNDECIDED_TRIES) verify.retry.push({ id: v.id, tries: t });
       else verify.undecided++;
     }
+    // Equal ranges are marked proven (and their relists forgotten).
+    await settle(deps.kv, id, todo, verdicts.filter((v) => v.verdict === "equal"), {
+      clock: claim.clock,
+      at: claim.entry.value.seq,
+    });
     const wrong = verdicts.filter((v) => v.verdict === "mismatch");
-    if (wrong.length > 0) {
-      const detail = `${wrong.length} range(s) found wrong while following ` +
+    // A range listed again as often as allowed lately that still disagrees stays `unproven` (the
+    // crawl stays done, saying so, and never flips to exact and back); after a period it may be
+    // listed again. The others are listed again now.
+    const relistable = (v: RangeVerdict) => {
+      const shard = byId.get(v.id)!.value;
+      return (shard.relists ?? 0) < MAX_RELISTS || now() - (shard.relistedAt ?? 0) >= everyMs;
+    };
+    const stuck = wrong.filter((v) => !relistable(v));
+    const again = wrong.filter(relistable);
+    if (stuck.length > 0) {
+      const unproven = new Map<number, string>();
+      await settle(deps.kv, id, todo, stuck, {
+        clock: claim.clock,
+        at: claim.entry.value.seq,
+        keepDone: true,
+        unproven,
+      });
+      await noteVerification(deps.kv, id, "done", {
+        status: "unproven",
+        detail: `${unproven.size} of ${n} ranges could not be proven while following: ` +
+          `${[...unproven.values()].join("; ")}; they are tried again every ${everyMs} ms`,
+      });
+    }
+    if (again.length > 0) {
+      const detail = `${again.length} range(s) found wrong while following ` +
         `(${
-          wrong.map((v) => `shard ${v.id}: ${v.stored} stored, ${v.span} listed`).join("; ")
+          again.map((v) => `shard ${v.id}: ${v.stored} stored, ${v.span} listed`).join("; ")
         }): ` +
         "listing again";
       // The crawl is running before its ranges are opened: a crash between the two leaves a
@@ -129,23 +170,40 @@ export async function reproveDue(
         clock: claim.clock,
         patch: { verification: { status: "pending", detail } },
       });
-      reopened = await settle(deps.kv, id, todo, wrong, {
+      // A range allowed again after its period starts its count again.
+      const entries = todo.map((e) =>
+        again.some((v) => v.id === e.value.id) && (e.value.relists ?? 0) >= MAX_RELISTS
+          ? { ...e, value: { ...e.value, relists: 0 } }
+          : e
+      );
+      reopened = await settle(deps.kv, id, entries, again, {
         clock: claim.clock,
         dispatcher: options.dispatcher,
         at: claim.entry.value.seq,
+        keepDone: true,
       });
-      verify = { ...verify, repaired: verify.repaired + wrong.length, lastRepair: detail };
+      verify = { ...verify, repaired: verify.repaired + again.length, lastRepair: detail };
     }
   }
   if (verify.next >= n && verify.retry.length === 0 && reopened === 0) {
-    // A round over: proven whole when every range was decided equal.
+    // A round over: proven whole by counts when every range was decided equal.
+    const whole = verify.undecided === 0 &&
+      (await listShards(deps.kv, id)).every((e) => e.value.verified !== "unproven");
+    if (whole) {
+      await noteVerification(deps.kv, id, "done", {
+        status: "exact",
+        detail: `every one of ${n} ranges proven again while following, at seq ` +
+          claim.entry.value.seq,
+      }, (v) => v?.status === "unproven");
+    }
     verify = {
       ...verify,
-      verifiedAt: verify.undecided === 0 ? now() : verify.verifiedAt,
+      verifiedAt: whole ? now() : verify.verifiedAt,
       roundStartedAt: now(),
       next: 0,
       undecided: 0,
     };
+    roundEnded = true;
   }
-  return { verify, checked: todo.length, reopened };
+  return { verify, checked: todo.length, reopened, roundEnded };
 }

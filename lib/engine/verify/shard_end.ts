@@ -11,6 +11,8 @@ import type { Page, Source } from "../../plan/source.ts";
 import { type CrawlRecord, listPending, type ShardRecord } from "../store/mod.ts";
 import type { ShardCheck } from "../page/mod.ts";
 import { allSettledOrThrow } from "../../base/pool.ts";
+import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
+import { feedQuiet } from "../crawl/mod.ts";
 import { completenessError, countVerdict, MAX_RELISTS, rangeSpan } from "./_verdicts.ts";
 
 /**
@@ -40,6 +42,8 @@ export async function checkShardEnd(
     items: number;
     /** The store, to tell the shards that end the crawl. @default none (every shard checked) */
     kv?: Deno.Kv;
+    /** Time, for reads of the feed. @default SYSTEM_CLOCK */
+    clock?: Clock;
   },
 ): Promise<ShardCheck> {
   const { crawl, items } = o;
@@ -52,28 +56,33 @@ export async function checkShardEnd(
   }
   // A view has no start sequence (no feed) but its own, taken the same way when planned.
   const since = crawl.startSeq ?? crawl.viewSeq ?? null;
-  // Each rank carries the sequence it was computed at where the registry says (one round trip);
-  // elsewhere the sequence is read after both.
+  if (since === null) return "later";
+  // Each rank carries the sequence it was computed at where the registry says (one round trip).
   const [low, high] = await allSettledOrThrow<Pick<Page, "offset" | "total" | "seq">>([
     shard.start === null
-      ? Promise.resolve({ offset: 0, total: 0, seq: since ?? undefined })
+      ? Promise.resolve({ offset: 0, total: 0, seq: since })
       : source.list({ start: shard.start, limit: 1, updateSeq: true }),
     source.list({ start: shard.end, limit: 1, updateSeq: true }),
   ]);
-  // Equal to the start's, nothing changed before or while the ranks were read. (A sequence
-  // string may be spelled otherwise by another route of a cluster: unequal ones are read again.)
-  const seq = since === null
-    ? null
-    : low.seq === since && high.seq === since
-    ? since
-    : await source.updateSeq().catch(() => undefined);
-  if (seq !== since) return "later";
+  // Equal to the start's, nothing changed before or while the ranks were read. Where listings do
+  // not say (or a cluster spells the sequence otherwise), the feed is asked once the ranks are read:
+  // nothing after the start sequence means the same. A count that disagrees lists the range again
+  // only on the feed's word too (a listing's sequence may be as stuck as the database info).
+  const listed = low.seq === since && high.seq === since;
+  const quiet = () => crawl.startSeq !== null && feedSaysQuiet(source, crawl.startSeq, o.clock);
+  if (!listed && !await quiet()) return "later";
   const span = rangeSpan(shard, { from: low, to: high });
   if (countVerdict(span, items, 0) === "equal") return "exact";
+  if (listed && crawl.startSeq !== null && !await quiet()) return "later";
   const relists = shard.relists ?? 0;
   if (relists < MAX_RELISTS) return "relist";
   const view = Boolean(crawl.view);
-  throw completenessError({ ...shard, relists, view }, { stored: items, span }, seq);
+  throw completenessError({ ...shard, relists, view }, { stored: items, span }, since);
+}
+
+/** The feed says nothing changed since `since` (false when it cannot say, or does not know it). */
+function feedSaysQuiet(source: Source, since: string, clock?: Clock): Promise<boolean> {
+  return feedQuiet(source, since, clock ?? SYSTEM_CLOCK).catch(() => false);
 }
 
 /** True when few other shards are still running (see `LAST_STRETCH_SHARDS`). */

@@ -81,6 +81,11 @@ export class RegistryData {
   #before = new Map<string, { atMs: number; rev: string | undefined }>();
   #doc: Required<DocOptions>;
   #salt = "";
+  #seqShift = 0; // a renumbering: sequences are shown this much above the state they stand for
+  #feedFloor = 0; // the feed forgot every change at or below this sequence
+  /** Share of changes (by a hash of id and sequence) the feed never shows. @default 0 */
+  feedHideRate = 0;
+  #hiddenSeqs = new Set<number>();
 
   /** Wraps sorted, distinct keys (the array is kept, not copied). */
   constructor(sortedKeys: string[], docOptions: DocOptions = {}) {
@@ -104,7 +109,47 @@ export class RegistryData {
     this.#log = [];
     this.#latest = new Map();
     this.#before = new Map();
+    this.#hiddenSeqs = new Set();
+    this.#feedFloor = 0;
     this.#salt = revSalt;
+  }
+
+  /**
+   * Numbers the sequences anew, the data unchanged (as npm's replica did in May 2025): from now on
+   * every sequence is shown `by` higher than before (lower when negative), so that a follower's
+   * cursor from the old numbering names another state, or none (above the head: the feed answers
+   * it nothing, as npm's does).
+   */
+  renumber(by: number): void {
+    this.#seqShift += by;
+  }
+
+  /** How much higher than the state it stands for a sequence is shown (see {@linkcode renumber}). */
+  get seqShift(): number {
+    return this.#seqShift;
+  }
+
+  /**
+   * The feed forgets every change up to the current sequence (a feed whose history was cut): a
+   * follower asking from before then never hears of them.
+   */
+  forgetFeed(): void {
+    this.#feedFloor = this.updateSeq;
+  }
+
+  /** The latest change made (whether the feed shows it or not), or null before any. */
+  get lastChange(): Change | null {
+    return this.#log.at(-1) ?? null;
+  }
+
+  /** The number of changes made so far that the feed never shows. */
+  get hiddenChanges(): number {
+    return this.#hiddenSeqs.size;
+  }
+
+  /** True when the feed shows the change at `seq` (not hidden, not forgotten). */
+  #shown(seq: number): boolean {
+    return seq > this.#feedFloor && !this.#hiddenSeqs.has(seq);
   }
 
   /** Number of live documents (`total_rows`). */
@@ -207,6 +252,9 @@ export class RegistryData {
     const seq = this.updateSeq + 1;
     this.#log.push({ seq, id, rev, deleted });
     this.#latest.set(id, seq);
+    if (this.feedHideRate > 0 && hash32(`feed:${id}:${seq}`) / 4294967296 < this.feedHideRate) {
+      this.#hiddenSeqs.add(seq);
+    }
   }
 
   /**
@@ -218,16 +266,34 @@ export class RegistryData {
     let seq = Math.max(0, Math.floor(since));
     while (results.length < limit && seq < this.updateSeq) {
       seq++;
-      if (seq <= this.#initialSeq) {
-        const id = this.#initial[seq - 1];
-        if (this.#latest.has(id)) continue;
-        results.push({ seq, id, rev: revOf(id, 1, this.#salt), deleted: false });
-      } else {
-        const c = this.#log[seq - this.#initialSeq - 1];
-        if (c) results.push(c);
-      }
+      const c = this.#at(seq);
+      if (c) results.push(c);
     }
     return { results, lastSeq: seq };
+  }
+
+  /** The feed's row at `seq` (the latest change of its id, shown by the feed), or null. */
+  #at(seq: number): Change | null {
+    if (!this.#shown(seq)) return null;
+    if (seq <= this.#initialSeq) {
+      const id = this.#initial[seq - 1];
+      if (this.#latest.has(id)) return null;
+      return { seq, id, rev: revOf(id, 1, this.#salt), deleted: false };
+    }
+    return this.#log[seq - this.#initialSeq - 1];
+  }
+
+  /**
+   * The feed read backwards (`_changes?descending=true`): its latest rows first, at most `limit`;
+   * `lastSeq` is the sequence of the last row given (0 for an empty feed).
+   */
+  changesDescending(limit: number): { results: Change[]; lastSeq: number } {
+    const results: Change[] = [];
+    for (let seq = this.updateSeq; seq > this.#feedFloor && results.length < limit; seq--) {
+      const c = this.#at(seq);
+      if (c) results.push(c);
+    }
+    return { results, lastSeq: results.at(-1)?.seq ?? 0 };
   }
 
   /**

@@ -107,7 +107,7 @@ export function refusedParam(
   return null;
 }
 
-const OPAQUE = /^(\d+)-g1AAAA([A-Za-z0-9_-]+)$/;
+const OPAQUE = /^(\d+)-g1AAA[AB]([A-Za-z0-9_-]+)$/;
 
 /**
  * Sequences as the registry spells them and reads them back. Plain ones are JSON numbers; opaque
@@ -118,20 +118,29 @@ export class SeqCodec {
   #opaque: boolean;
   #jitter: number;
   #rand: () => number;
+  #shift: () => number;
 
-  /** A codec for `o` (`seed` makes the jitter repeatable). */
-  constructor(o: ProfileOptions & { seed?: number } = {}) {
+  /**
+   * A codec for `o` (`seed` makes the jitter repeatable); `shift` tells how far above its state
+   * a sequence is shown now (a renumbered registry's, `RegistryData.seqShift`). @default none
+   */
+  constructor(o: ProfileOptions & { seed?: number; shift?: () => number } = {}) {
     this.#opaque = o.opaqueSeq ?? false;
     this.#jitter = o.seqJitter ?? 0;
     this.#rand = prng((o.seed ?? 42) + 77);
+    this.#shift = o.shift ?? (() => 0);
   }
 
-  /** The JSON value that stands for state `n`. */
-  show(n: number): number | string {
-    if (!this.#opaque) return n;
-    const lower = n > 0 && this.#rand() < this.#jitter ? 1 + Math.floor(this.#rand() * 3) : 0;
-    const tail = btoa(`rc:${n}`).replace(/=+$/, "").replace(/\+/g, "-").replace(/\//g, "_");
-    return `${Math.max(0, n - lower)}-g1AAAA${tail}`;
+  /**
+   * The JSON value that stands for state `n`; `other`: spelled another way than the feed's rows
+   * spell it (a cluster's database info behind a proxy), read back as the same state.
+   */
+  show(n: number, o: { other?: boolean } = {}): number | string {
+    const shown = n + this.#shift();
+    if (!this.#opaque) return shown;
+    const lower = shown > 0 && this.#rand() < this.#jitter ? 1 + Math.floor(this.#rand() * 3) : 0;
+    const tail = btoa(`rc:${shown}`).replace(/=+$/, "").replace(/\+/g, "-").replace(/\//g, "_");
+    return `${Math.max(0, shown - lower)}-g1AAA${o.other ? "B" : "A"}${tail}`;
   }
 
   /** The JSON text of {@linkcode show}, for answers built by hand. */
@@ -143,12 +152,12 @@ export class SeqCodec {
   parse(raw: string | undefined, now: number): number | Error {
     if (raw === undefined) return 0;
     if (raw === "now") return now;
-    if (/^\d+$/.test(raw)) return Number(raw);
+    if (/^\d+$/.test(raw)) return Number(raw) - this.#shift();
     const m = OPAQUE.exec(raw);
     if (m) {
       try {
         const inner = atob(m[2].replace(/-/g, "+").replace(/_/g, "/"));
-        if (/^rc:\d+$/.test(inner)) return Number(inner.slice(3));
+        if (/^rc:\d+$/.test(inner)) return Number(inner.slice(3)) - this.#shift();
       } catch {
         // not ours: refused below
       }

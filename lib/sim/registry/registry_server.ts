@@ -31,6 +31,7 @@ import {
 import { type ProfileOptions, refusedParam, SeqCodec } from "./registry_profile.ts";
 import { paddingStream } from "./registry_hostile.ts";
 import { addViewRoute } from "./registry_view.ts";
+import { DbInfoSeq, type FeedControls } from "./registry_feed.ts";
 import type { Collation } from "../../plan/view/mod.ts";
 
 /** How the registry behaves. */
@@ -65,6 +66,11 @@ export interface RegistryOptions extends FaultOptions, DocServeOptions, ProfileO
    * a server whose views default to ICU collation. @default false
    */
   asCouchdb?: boolean;
+  /**
+   * How the database info and the feed misbehave now; the object is read at every request, so
+   * changing it changes the running registry (`registry_feed.ts`). @default none
+   */
+  feed?: FeedControls;
 }
 
 /** True when `id` is one of the rows a registry with `hideRate` leaves out of its listings. */
@@ -101,7 +107,9 @@ export function createRegistryApp(
   const db = options.db ?? "registry";
   const stats = options.stats ??
     { requests: 0, allDocs: 0, docs: 0, bulkGets: 0, changes: 0, faults: 0 };
-  const seq = new SeqCodec(options);
+  const seq = new SeqCodec({ ...options, shift: () => data.seqShift });
+  const info = new DbInfoSeq(data, options.feed);
+  const infoSeq = () => seq.show(info.state(), { other: options.feed?.infoOtherSpelling });
   const ctx: RouteContext = {
     db,
     data,
@@ -125,7 +133,7 @@ export function createRegistryApp(
     db_name: db,
     engine: "npm-replicate",
     doc_count: data.size,
-    update_seq: seq.show(data.updateSeq),
+    update_seq: infoSeq(),
   });
   app.get(
     "/",
@@ -149,7 +157,7 @@ export function createRegistryApp(
         db_name: db,
         doc_count: data.size,
         doc_del_count: 0,
-        update_seq: seq.show(data.updateSeq),
+        update_seq: infoSeq(),
         instance_start_time: "0",
         ...(options.asCouchdb ? { cluster: { q: 2, n: 1, w: 1, r: 1 } } : {}),
       },
@@ -174,6 +182,12 @@ interface RouteContext {
 /** `_all_docs` and `_changes`. */
 function addListingRoutes(app: Hono, ctx: RouteContext): void {
   const { db, data, stats, seq: codec } = ctx;
+  const changeJson = (r: { seq: number; id: string; rev: string; deleted: boolean }) => ({
+    seq: codec.show(r.seq),
+    id: r.id,
+    changes: [{ rev: r.rev }],
+    ...(r.deleted ? { deleted: true } : {}),
+  });
   // A registry that refuses what it does not serve names the parameter, with a 400.
   const refusal = (c: Context, route: "listing" | "changes", q: Record<string, string>) => {
     const name = refusedParam(route, q, ctx.options);
@@ -265,6 +279,17 @@ function addListingRoutes(app: Hono, ctx: RouteContext): void {
     const q = c.req.query();
     const refused = refusal(c, "changes", q);
     if (refused) return refused;
+    const failing = ctx.options.feed?.feedStatus;
+    if (failing) {
+      const error = failing < 500 ? "bad_request" : "internal_server_error";
+      return c.json({ error, reason: "injected: the feed is unavailable" }, failing as 400);
+    }
+    if (q.descending === "true") {
+      const limit = intParam(q.limit, 1000);
+      if (limit instanceof Error) return couchError(c, 400, "bad_request", limit.message);
+      const { results, lastSeq } = data.changesDescending(Math.min(limit, ctx.maxLimit));
+      return c.json({ results: results.map(changeJson), last_seq: codec.show(lastSeq) });
+    }
     const since = codec.parse(q.since, data.updateSeq);
     const limit = intParam(q.limit, 1000);
     if (since instanceof Error) return couchError(c, 400, "bad_request", since.message);
@@ -275,12 +300,7 @@ function addListingRoutes(app: Hono, ctx: RouteContext): void {
     const cap = Math.min(limit, ctx.maxLimit, ctx.options.changesCap ?? Infinity);
     const { results, lastSeq } = data.changes(since, cap);
     return c.json({
-      results: results.map((r) => ({
-        seq: codec.show(r.seq),
-        id: r.id,
-        changes: [{ rev: r.rev }],
-        ...(r.deleted ? { deleted: true } : {}),
-      })),
+      results: results.map(changeJson),
       last_seq: codec.show(lastSeq),
       ...(ctx.options.pending === false ? {} : { pending: Math.max(0, data.updateSeq - lastSeq) }),
     });
@@ -315,6 +335,13 @@ export interface RunningRegistry {
   stats: RegistryStats;
   /** The database (mutable: tests move it under a crawl). */
   data: RegistryData;
+  /**
+   * Takes the registry off the network (its ports refuse connections, as a registry that is down)
+   * until {@linkcode up}; nothing it holds changes.
+   */
+  down(): Promise<void>;
+  /** Serves again on the same ports after {@linkcode down}. */
+  up(): void;
   /** Stops the server and waits for it. */
   close(): Promise<void>;
 }
@@ -336,19 +363,27 @@ export function startRegistry(
     faults: 0,
   };
   const app = createRegistryApp(data, { ...options, stats });
+  const docApp = options.docsElsewhere ? createDocHostApp(data, { ...options, stats }) : null;
   const db = options.db ?? "registry";
-  const server = serve(app, options.port ?? 0);
-  const docHost = options.docsElsewhere
-    ? serve(createDocHostApp(data, { ...options, stats }), options.docsPort ?? 0)
-    : null;
+  let server: Deno.HttpServer<Deno.NetAddr> | null = serve(app, options.port ?? 0);
+  let docHost = docApp ? serve(docApp, options.docsPort ?? 0) : null;
+  const port = server.addr.port;
+  const docsPort = docHost?.addr.port;
+  const down = async () => {
+    await Promise.all([server?.shutdown(), docHost?.shutdown()]);
+    server = docHost = null;
+  };
   return Promise.resolve({
-    url: `http://127.0.0.1:${(server.addr as Deno.NetAddr).port}/${db}`,
-    ...(docHost ? { docsUrl: `http://127.0.0.1:${(docHost.addr as Deno.NetAddr).port}` } : {}),
+    url: `http://127.0.0.1:${port}/${db}`,
+    ...(docsPort ? { docsUrl: `http://127.0.0.1:${docsPort}` } : {}),
     stats,
     data,
-    close: async () => {
-      await Promise.all([server.shutdown(), docHost?.shutdown()]);
+    down,
+    up: () => {
+      server ??= serve(app, port);
+      if (docApp) docHost ??= serve(docApp, docsPort!);
     },
+    close: down,
   });
 }
 

@@ -160,20 +160,22 @@ export class CouchExchange {
    */
   json<T>(
     path: string,
-    o: { query?: string; body?: unknown; maxBytes: number },
+    o: { query?: string; body?: unknown; maxBytes: number; maxAttempts?: number },
     check: (body: unknown) => T,
   ): Promise<T> {
     const url = `${this.#o.db}/${path}${o.query ? `?${o.query}` : ""}`;
     const post = o.body === undefined ? {} : { method: "POST", body: JSON.stringify(o.body) };
-    return this.#o.http.request({ url, ...post, maxBytes: o.maxBytes }, (a) => {
+    const tries = o.maxAttempts === undefined ? {} : { maxAttempts: o.maxAttempts };
+    return this.#o.http.request({ url, ...post, maxBytes: o.maxBytes, ...tries }, (a) => {
       this.refuseErrors(a, path);
       return check(parseJsonAnswer(a.body, a.headers.get("content-type"), this.what(path)));
     });
   }
 
-  /** The database's `update_seq` from its info (null: it has none). */
-  updateSeq(): Promise<string | null> {
-    return this.#o.http.request({ url: this.#o.db, maxBytes: PAGE_BYTES }, (a) => {
+  /** The database's `update_seq` from its info (null: it has none), tried `maxAttempts` times. */
+  updateSeq(o: { maxAttempts?: number } = {}): Promise<string | null> {
+    const tries = o.maxAttempts === undefined ? {} : { maxAttempts: o.maxAttempts };
+    return this.#o.http.request({ url: this.#o.db, maxBytes: PAGE_BYTES, ...tries }, (a) => {
       this.refuseErrors(a, "");
       const v = refuseErrorBody(
         parseJsonAnswer(a.body, a.headers.get("content-type"), this.#o.description),

@@ -21,6 +21,7 @@ import type {
   DocMode,
   DocOptions,
   DocResult,
+  FeedAsk,
   LearnedCaps,
   ListOptions,
   Page,
@@ -89,6 +90,7 @@ export class CouchSource implements Source {
   #docMode: Promise<DocMode> | null = null;
   #listing: ListingDialect;
   #learned: LearnedCaps;
+  #noFeedHead = false;
   #fields: readonly string[] | null;
 
   /**
@@ -371,15 +373,42 @@ export class CouchSource implements Source {
    * See {@linkcode Source.updateSeq}: `update_seq` from the database info. A view has none: its
    * rows change with documents in ways `_changes` does not say, so a view crawl is not caught up.
    */
-  updateSeq(): Promise<string | null> {
+  updateSeq(o: FeedAsk = {}): Promise<string | null> {
     if (this.#listing.kind !== "all_docs") return Promise.resolve(null);
-    return this.#x.updateSeq();
+    return this.#x.updateSeq({ maxAttempts: o.attempts });
+  }
+
+  /**
+   * See {@linkcode Source.feedHead}: the newest row of `_changes?descending=true&limit=1`. Null
+   * for a view, an empty feed, or a registry that refuses it (asked once: a refusal is
+   * remembered).
+   */
+  async feedHead(o: FeedAsk = {}): Promise<string | null> {
+    if (this.#listing.kind !== "all_docs" || this.#noFeedHead) return null;
+    await this.#prepare();
+    try {
+      const feed = await this.#x.json(
+        "_changes",
+        {
+          query: "descending=true&limit=1",
+          maxBytes: PAGE_BYTES + ROW_BYTES,
+          maxAttempts: o.attempts,
+        },
+        (body) => checkChanges(body, this.description),
+      );
+      return feed.rows[0]?.seq ?? null;
+    } catch (err) {
+      if (!(err instanceof PermanentError)) throw err;
+      this.#noFeedHead = true;
+      return null;
+    }
   }
 
   /** See {@linkcode Source.changes}: each row's `id` is its key (see {@linkcode idOrder}). */
   async changes(
     since: string,
     limit: number,
+    o: FeedAsk = {},
   ): Promise<{ rows: ChangeRow[]; lastSeq: string; pending?: number }> {
     await this.#prepare();
     const feed = await this.#x.json(
@@ -387,6 +416,7 @@ export class CouchSource implements Source {
       {
         query: `since=${encodeURIComponent(since)}&limit=${limit}`,
         maxBytes: PAGE_BYTES + limit * ROW_BYTES,
+        maxAttempts: o.attempts,
       },
       (body) => checkChanges(body, this.description),
     );
