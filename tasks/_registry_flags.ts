@@ -216,6 +216,13 @@ export const FLAGS = {
     help: "share of changes the feed never shows",
     default: "0",
   },
+  "feed-late-rate": {
+    type: "string",
+    value: "R",
+    help: "share of changes that reach the feed --feed-late-ms late, under their own sequence",
+    default: "0",
+  },
+  "feed-late-ms": { type: "string", value: "X", help: "how late they are", default: "5000" },
   "forget-feed-after-s": {
     type: "string",
     value: "S",

@@ -112,6 +112,12 @@ runMain(async () => {
     min: 0,
     max: 1,
   });
+  data.feedLateRate = numberFlag("feed-late-rate", f["feed-late-rate"], {
+    fallback: 0,
+    min: 0,
+    max: 1,
+  });
+  data.feedLateMs = numberFlag("feed-late-ms", f["feed-late-ms"], { fallback: 5000, min: 0 });
   const feed = feedFlags(f);
   const reg = await startRegistry(data, {
     feed,

@@ -436,3 +436,26 @@ Deno.test("truth: 226,995 real names in 16 ranges, 3% of changes hidden from the
   assert.ok(rows.comparedAt, "the status says when rows were last compared");
   assert.equal((await getCrawl(kv, id)).value!.status, "done");
 });
+
+Deno.test("truth: changes that reach the feed late, under a sequence the follower passed, are applied within seconds", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const { data, source, id, finishedAt } = await doneFollowed(kv, 500, 2, 101);
+  const { c, clock } = settable(finishedAt + 1000);
+  const o = { clock, verifyEveryMs: 0, verifyRowsEveryMs: 0 };
+  // Every other change reaches the feed 300 ms late (by the registry's own clock), under its own
+  // sequence: by then the follower read past it.
+  data.feedLateRate = 0.5;
+  data.feedLateMs = 300;
+  for (let i = 0; i < 20; i++) data.put(`late-${i}`);
+  const late = data.lateChanges;
+  assert.ok(late > 0 && late < 20);
+  const first = (await followTick({ kv, source }, id, o))!;
+  assert.equal(first.applied, 20 - late, "the ones on time");
+  await new Promise((r) => setTimeout(r, 350)); // the late ones show now, behind the cursor
+  data.feedLateRate = 0;
+  c.t += 5000;
+  const next = (await followTick({ kv, source }, id, o))!;
+  assert.equal(next.state.lateApplied, late);
+  await exactly(kv, id, data);
+  assert.equal((await crawlStatus(kv, id, { clock })).follow!.lateApplied, late);
+});

@@ -172,6 +172,7 @@ Deno.test("progress: a followed crawl's line says where it stands, how far behin
     roundChecked: 3,
     repaired: 2,
     lastRepair: null,
+    lateApplied: 0,
     lastGoodAt: new Date(99_000).toISOString(),
     failing: null,
     rows: {

@@ -212,6 +212,12 @@ export async function renderMetrics(kv: Deno.Kv, metrics: Metrics): Promise<stri
       (f) => f.rows?.lastRepaired ?? 0,
     ],
     [
+      "rankcrawl_follow_late_changes_total",
+      "counter",
+      "Changes that reached the feed late, under a sequence already passed, applied so.",
+      (f) => f.lateApplied,
+    ],
+    [
       "rankcrawl_follow_ranges_repaired_total",
       "counter",
       "Ranges of a followed crawl found wrong while following and listed again.",

@@ -102,6 +102,8 @@ export interface FollowReport {
   /** Ranges found wrong while following and listed again, and the last such finding. */
   repaired: number;
   lastRepair: string | null;
+  /** Changes that reached the feed late, under a sequence already passed, applied so. */
+  lateApplied: number;
   /** The row sweep: every row compared with the registry's (`row_sweep.ts`). */
   rows: {
     /** When the last whole sweep ended (ISO 8601), and what it repaired. */
@@ -300,6 +302,7 @@ function followReport(
       roundChecked: 0,
       repaired: 0,
       lastRepair: null,
+      lateApplied: 0,
       rows: null,
       resync: null,
     };
@@ -317,6 +320,7 @@ function followReport(
     roundChecked: f.verify?.next ?? 0,
     repaired: f.verify?.repaired ?? 0,
     lastRepair: f.verify?.lastRepair ?? null,
+    lateApplied: f.lateApplied ?? 0,
     rows: rows
       ? {
         comparedAt: iso(rows.lastEndedAt),

@@ -184,6 +184,15 @@ export interface FollowState {
   resync?: { at: number; from: string; to: string; why: string } | null;
   /** The copy re-proven while following (`reprove.ts`); absent before the first tick. */
   verify?: FollowVerify;
+  /**
+   * Where the follower stood over the last minute, newest last (`late_changes.ts`): the feed is
+   * read again from there for changes that reached it late, under a sequence already passed.
+   */
+  trail?: { atMs: number; seq: string }[];
+  /** When the feed was last read again behind where the follower stands, epoch ms. */
+  lateCheckedAt?: number | null;
+  /** Changes that reached the feed late and were applied so. */
+  lateApplied?: number;
 }
 
 /**

@@ -40,6 +40,7 @@ import {
 import type { Source } from "../../plan/source.ts";
 import { dueRanges, freshVerify, reproveDue, VERIFY_EVERY_MS } from "./reprove.ts";
 import { freshSweep, sweepDue, sweepRows, VERIFY_ROWS_EVERY_MS } from "./row_sweep.ts";
+import { applyLate, extendTrail, lateDue } from "./late_changes.ts";
 import {
   type CrawlRecord,
   followable,
@@ -178,7 +179,20 @@ async function tick(
   const head = reader.target ?? null;
   const sweeping = { total: crawl.total, everyMs: rowsEveryMs, nowMs: now() };
   const quiet = !(look instanceof SinceUnknownError) && look.rows.length === 0;
-  const good = { lastGoodAt: now(), failing: null, resync: prior?.resync ?? null };
+  const trail = extendTrail(prior?.trail, before, now());
+  const late = lateDue(prior?.trail, {
+    at: before,
+    checkedAt: prior?.lateCheckedAt ?? null,
+    nowMs: now(),
+  });
+  const good = {
+    lastGoodAt: now(),
+    failing: null,
+    resync: prior?.resync ?? null,
+    trail,
+    lateCheckedAt: prior?.lateCheckedAt ?? null,
+    lateApplied: prior?.lateApplied ?? 0,
+  };
   const state = (o: Partial<FollowState>): FollowState => ({
     head,
     behindSince: prior?.behindSince ?? (quiet ? null : now()),
@@ -203,7 +217,8 @@ async function tick(
     roundEnded: false,
     sweepEnded: false,
   };
-  const due = reproofDue(verify0, crawl, everyMs, now()) || sweepDue(verify0.rows, sweeping);
+  const due = reproofDue(verify0, crawl, everyMs, now()) || sweepDue(verify0.rows, sweeping) ||
+    late;
   if (quiet && !due) {
     // The feed's end, confirmed by the feed itself.
     const s = state({ head: before, behindSince: null, behind: 0 });
@@ -229,6 +244,8 @@ async function tick(
       verify = { ...verify, rows: freshSweep(now(), verify.rows, why) };
     }
     if (!res) return { ...idle, atEnd: false, ran: false, state: state({}) };
+    // Changes that reached the feed late, behind where the follower stood a while ago.
+    const lateRows = late && res.atEnd ? await applyLate(deps, claim, trail) : null;
     const seq = claim.entry.value.seq;
     const applied = (prior?.applied ?? 0) + res.applied;
     const proof = res.atEnd && everyMs > 0
@@ -242,6 +259,13 @@ async function tick(
       ? await sweepRows(deps, claim, verify.rows!, { total: crawl.total, everyMs: rowsEveryMs })
       : null;
     if (rows) verify = { ...verify, rows: rows.rows };
+    const lateState = () =>
+      lateRows
+        ? {
+          lateCheckedAt: now(),
+          lateApplied: (prior?.lateApplied ?? 0) + lateRows.applied,
+        }
+        : {};
     // While a forced sweep runs, how far behind the copy is is not known: it is being compared.
     const forced = verify.rows!.forced !== null;
     const s = res.atEnd
@@ -256,8 +280,9 @@ async function tick(
         applied,
         verify,
         resync,
+        ...lateState(),
       })
-      : state({ behind: behindShort(seq, head), applied, verify, resync });
+      : state({ behind: behindShort(seq, head), applied, verify, resync, ...lateState() });
     await setFollow(deps.kv, crawlId, s);
     return {
       applied: res.applied,

@@ -86,6 +86,15 @@ export class RegistryData {
   /** Share of changes (by a hash of id and sequence) the feed never shows. @default 0 */
   feedHideRate = 0;
   #hiddenSeqs = new Set<number>();
+  /**
+   * Share of changes (by a hash of id and sequence) that reach the feed `feedLateMs` late, under
+   * their own sequence: a follower that read past it meanwhile never hears of them from there on.
+   * @default 0
+   */
+  feedLateRate = 0;
+  /** How late those changes reach the feed, in milliseconds. @default 5000 */
+  feedLateMs = 5000;
+  #lateUntil = new Map<number, number>(); // seq -> when it shows, epoch ms
 
   /** Wraps sorted, distinct keys (the array is kept, not copied). */
   constructor(sortedKeys: string[], docOptions: DocOptions = {}) {
@@ -147,9 +156,16 @@ export class RegistryData {
     return this.#hiddenSeqs.size;
   }
 
-  /** True when the feed shows the change at `seq` (not hidden, not forgotten). */
+  /** The number of changes made so far that reached (or will reach) the feed late. */
+  get lateChanges(): number {
+    return this.#lateUntil.size;
+  }
+
+  /** True when the feed shows the change at `seq` now (not hidden, forgotten, or late yet). */
   #shown(seq: number): boolean {
-    return seq > this.#feedFloor && !this.#hiddenSeqs.has(seq);
+    if (seq <= this.#feedFloor || this.#hiddenSeqs.has(seq)) return false;
+    const late = this.#lateUntil.get(seq);
+    return late === undefined || Date.now() >= late;
   }
 
   /** Number of live documents (`total_rows`). */
@@ -252,8 +268,10 @@ export class RegistryData {
     const seq = this.updateSeq + 1;
     this.#log.push({ seq, id, rev, deleted });
     this.#latest.set(id, seq);
-    if (this.feedHideRate > 0 && hash32(`feed:${id}:${seq}`) / 4294967296 < this.feedHideRate) {
-      this.#hiddenSeqs.add(seq);
+    const u = hash32(`feed:${id}:${seq}`) / 4294967296;
+    if (u < this.feedHideRate) this.#hiddenSeqs.add(seq);
+    else if (u < this.feedHideRate + this.feedLateRate) {
+      this.#lateUntil.set(seq, Date.now() + this.feedLateMs);
     }
   }
 
