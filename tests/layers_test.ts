@@ -46,7 +46,7 @@ function layer(file: string): string {
   return file.startsWith("tasks/") ? "tasks" : file;
 }
 
-const ROOMS = ["store", "items", "page", "crawl", "verify", "dispatch"];
+const ROOMS = ["store", "items", "sinks", "page", "crawl", "verify", "dispatch"];
 
 /** May a file of layer `from` import a file of layer `to`? */
 function allowed(from: string, to: string, target: string): boolean {

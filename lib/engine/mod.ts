@@ -4,6 +4,8 @@
  *
  *     store/     KV layout, records, leases and their owners, KV's limits
  *     items/     item blocks and records, reading them back, applying the change feed
+ *     sinks/     the seam: what is kept equal to a crawl's store is told what changed, from the
+ *                ledger's notes
  *     page/      one page of one shard: listing, documents, the guarded write
  *     crawl/     planning, lifecycle, the change feed, rebalancing, status, sources
  *     verify/    the one room that says done: a shard's end, the final check, following
@@ -56,7 +58,10 @@ export {
   MAX_WORKERS,
   type Runtime,
   type RuntimeOptions,
+  SINK_POLL_MS,
+  type SinkLoopOptions,
   type WorkEvent,
 } from "./dispatch/mod.ts";
+export { deliver, type Delivered, type Sink, type SinkBatch } from "./sinks/mod.ts";
 export type { ExportedItem } from "./items/mod.ts";
 export { type CrawlRecord, feedUsable, kvOp } from "./store/mod.ts";

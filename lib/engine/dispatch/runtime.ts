@@ -10,6 +10,7 @@
 import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
 import { followLoop, type FollowLoopOptions } from "./_follow_loop.ts";
 import { watchdog } from "./_watchdog.ts";
+import { sinkLoop, type SinkLoopOptions } from "./_sink_loop.ts";
 import type { Dispatcher } from "../crawl/mod.ts";
 import {
   LeaseDispatcher,
@@ -77,6 +78,11 @@ export interface RuntimeOptions extends
    * `verifyEveryMs`. @default null
    */
   follow?: FollowLoopOptions | null;
+  /**
+   * Keeps crawls' sinks fed from this process (`_sink_loop.ts`: the ledger's notes delivered to
+   * the sinks each crawl has, from positions kept in KV). @default none
+   */
+  sinks?: SinkLoopOptions | null;
 }
 
 /** A running engine: its dispatcher and the hooks entry points call. */
@@ -172,6 +178,8 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     ? follow(stop.signal, options.follow)
     : null;
   if (following) background.push(following);
+  // Sinks are fed beside the crawl, never inside its commits: a slow or failing one holds nothing.
+  if (options.sinks) background.push(sinkLoop({ kv, clock }, stop.signal, options.sinks));
   if (options.dispatch === "queue") {
     background.push(listenQueue(deps, options, { beat, stopping: () => stop.signal.aborted }));
   } else {

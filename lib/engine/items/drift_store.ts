@@ -20,9 +20,12 @@ import { chunkKeys, itemPresence } from "./item_read.ts";
 import { type ItemInput, prepareWrites, setInBatches } from "./item_store.ts";
 import { compareKeys } from "../../plan/keys.ts";
 import {
+  addNote,
   commitPlan,
   crawlOfKey,
   type DriftState,
+  FEED_STREAM,
+  idsNote,
   keys,
   MAX_CHECKS,
   OpPlan,
@@ -198,7 +201,12 @@ async function applyGroup(
     const [shard, dir] = k.split("\0");
     plan.sum(keys.rangeDrift(crawl, Number(shard), dir as "in" | "out"), BigInt(n));
   }
-  const value = moved(claimed.value, counts, next);
+  // What this group made true in the store, noted for sinks in the same op (`notes.ts`).
+  const notes = (claimed.value.notes ?? 0) + (ids.length > 0 ? 1 : 0);
+  if (ids.length > 0) {
+    addNote(plan, crawl, { stream: FEED_STREAM, n: notes, note: idsNote(ids, compareKeys) });
+  }
+  const value = { ...moved(claimed.value, counts, next), notes };
   if (!plan.fitsSet(claimed.key, value)) {
     // Deleting many chunked documents at once: halve the group (each half counted on its own).
     if (changes.length === 1) throw new Error(`change of ${ids[0]} does not fit one atomic op`);

@@ -313,6 +313,33 @@ export async function pageItems(
   return { items: await finish(kv, crawlId, items), cursor: more ? encodePartCursor(last!) : null };
 }
 
+/**
+ * The items the crawl stores in `[from, to)` (null: open), in key order, in batches of at most
+ * 1,000 (documents read back). Ids KV cannot hold as string keys (ill-formed UTF-16) are only read
+ * with an open start, where they sort.
+ */
+export async function* itemsBetween(
+  kv: Deno.Kv,
+  crawlId: string,
+  range: { from: string | null; to: string | null },
+): AsyncGenerator<ExportedItem[]> {
+  const { from, to } = range;
+  const inRange = (id: string) =>
+    (from === null || compareKeys(id, from) >= 0) && (to === null || compareKeys(id, to) < 0);
+  const plain = (k: string | null) => k !== null && plainPartSize(k) > 0 ? k : undefined;
+  // Blocks from the one holding `from` (its first row may sort below it).
+  const holding = plain(from) === undefined ? null : await blockHolding(kv, crawlId, from!);
+  const blockFrom = holding ? partOfKey(holding.entry.key) as string : plain(from);
+  const gen = merge(
+    recordRuns(kv, crawlId, { from: plain(from), to: plain(to) }),
+    blockRuns(kv, crawlId, { from: blockFrom, to: plain(to) }),
+  );
+  for await (const run of gen) {
+    const items = run.items.filter((it) => inRange(it.id));
+    if (items.length > 0) yield await finish(kv, crawlId, items);
+  }
+}
+
 /** Number of stored items of a crawl (a full scan; for tests and verification). */
 export async function countItems(kv: Deno.Kv, crawlId: string): Promise<number> {
   let n = 0;

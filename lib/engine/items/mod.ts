@@ -31,6 +31,7 @@ export {
   chunkKeys,
   hasRecords,
   itemBatches,
+  itemsBetween,
   iterateItems,
   pageItems,
   sampleStored,

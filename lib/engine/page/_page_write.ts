@@ -26,15 +26,18 @@ import {
   tallyItems,
 } from "../items/mod.ts";
 import {
+  addNote,
   AtomicBudget,
   commitRelist,
   commitShard,
   type CrawlRecord,
   keys,
   keySize,
+  type Note,
   parseKey,
   relisted,
   type ShardRecord,
+  shardStream,
   valueSizeBound,
 } from "../store/mod.ts";
 import { cursorAt, type ListedPage, type NextCursor } from "./page_listing.ts";
@@ -59,6 +62,9 @@ function trim(items: ItemInput[], end: string | null): { kept: ItemInput[]; cut:
   const at = items.findIndex((r) => compareKeys(r.id, end) >= 0);
   return at < 0 ? { kept: items, cut: false } : { kept: items.slice(0, at), cut: true };
 }
+
+/** A page's note at most: two keys of the key space, in bytes as KV counts a record. */
+const NOTE_VALUE_BYTES = 16_384;
 
 /** Stale blocks and records deleted by one part at most (a relisted range rarely has a few). */
 const MAX_STALE_DELETES = 300;
@@ -101,10 +107,16 @@ export async function writePage(
       });
     // A range listed again starts its count afresh: the changes counted there go with it.
     const commit = (next.relists ?? 0) > (cur.relists ?? 0) ? commitRelist : commitShard;
+    // What this part made true in the store, noted for sinks in the same op (`notes.ts`): the
+    // keys from the cursor to where the part ends hold exactly what the store holds there.
+    const noted = { ...next, notes: (cur.notes ?? 0) + 1 };
+    const to = partial ? kept[fit.rows].id : endKey(pageEnd(cur, page.listed, cut));
+    const note: Note = { kind: "range", from: cur.cursor, to };
     const done = await guard.serial(() =>
-      commit(ctx.kv, crawl.id, guard.entry, next, (op) => {
+      commit(ctx.kv, crawl.id, guard.entry, noted, (op) => {
         for (const k of fit.deletes) op.delete(k);
         for (const w of fit.writes) op.set(w.key, w.value);
+        addNote(op, crawl.id, { stream: shardStream(cur.id), n: noted.notes, note });
       })
     );
     if (done && !partial) return { kind: "committed", entry: done, rows: rows + fit.rows };
@@ -117,6 +129,11 @@ export async function writePage(
     } else if (!await guard.refresh()) return { kind: "lost", reason: guard.lost! };
   }
   return { kind: "lost", reason: "commits kept conflicting" };
+}
+
+/** The first key past a position (its row is in when `after`); null: open. */
+function endKey(p: Position | null): string | null {
+  return p === null ? null : p.after ? p.cursor + "\0" : p.cursor;
 }
 
 /** Where the key range a page covers ends: its next cursor, or the shard's end. */
@@ -155,8 +172,11 @@ async function fitPart(
 ): Promise<Part> {
   const { cur, kept } = page;
   const shardKey = keys.shard(crawl.id, cur.id);
+  // The shard's own check and set, and its note (two keys at most), with the old note's delete.
+  const noteKey = keys.note(crawl.id, shardStream(cur.id), Number.MAX_SAFE_INTEGER);
   const budget = new AtomicBudget().check(keySize(shardKey))
-    .set(keySize(shardKey), valueSizeBound(cur) + 8192);
+    .set(keySize(shardKey), valueSizeBound(cur) + 8192)
+    .set(keySize(noteKey), NOTE_VALUE_BYTES).delete(keySize(noteKey));
   const { stale, chunks, stop } = await staleKeys(ctx, crawl, page);
   for (const k of [...stale, ...[...chunks.values()].flat()]) budget.delete(keySize(k));
   const limit = stop === null ? -1 : kept.findIndex((r) => compareKeys(r.id, stop) >= 0);

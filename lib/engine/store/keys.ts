@@ -20,6 +20,10 @@
  *     ["beat", processId]                 Beat: a working process's heartbeat (see leases.ts)
  *     ["rdrift", crawlId, shardId, dir]   Deno.KvU64: changes applied in a shard's range since it
  *                                         was listed, `in` (items added) or `out` (items removed)
+ *     ["note", crawlId, stream, n]        Note: what the n-th commit of a stream made true in the
+ *                                         store (`s<shardId>`: a shard's pages; `feed`: the feed's
+ *                                         batches and repairs), for sinks (see `notes.ts`)
+ *     ["sinkat", crawlId, sink, stream]   number: the notes of a stream a sink has been given
  *
  * @module
  */
@@ -58,6 +62,17 @@ export const keys = {
   rangeDrifts: (crawlId: string): Deno.KvKey => ["rdrift", crawlId],
   pending: (crawlId: string, shard: number): Deno.KvKey => ["pending", crawlId, shard],
   pendings: (crawlId: string): Deno.KvKey => ["pending", crawlId],
+  note: (crawlId: string, stream: string, n: number): Deno.KvKey => ["note", crawlId, stream, n],
+  notes: (crawlId: string, stream?: string): Deno.KvKey =>
+    stream === undefined ? ["note", crawlId] : ["note", crawlId, stream],
+  sinkAt: (crawlId: string, sink: string, stream: string): Deno.KvKey => [
+    "sinkat",
+    crawlId,
+    sink,
+    stream,
+  ],
+  sinksAt: (crawlId: string, sink?: string): Deno.KvKey =>
+    sink === undefined ? ["sinkat", crawlId] : ["sinkat", crawlId, sink],
   beat: (processId: string): Deno.KvKey => ["beat", processId],
   beats: (): Deno.KvKey => ["beat"],
 };

@@ -80,3 +80,12 @@ export {
 } from "./leases.ts";
 export type { Liveness } from "./leases.ts";
 export { ShardNotices } from "./shard_notices.ts";
+export {
+  addNote,
+  FEED_STREAM,
+  idsNote,
+  MAX_NOTE_ID_UNITS,
+  MAX_NOTES,
+  shardStream,
+} from "./notes.ts";
+export type { Note } from "./notes.ts";

@@ -144,6 +144,8 @@ export interface DriftState {
   lease: Lease | null;
   /** When catch-up last reached the end of the feed. */
   caughtUpAt: number | null;
+  /** Notes written to the `feed` stream so far (`notes.ts`). @default 0 */
+  notes?: number;
 }
 
 /**
@@ -367,6 +369,8 @@ export interface ShardRecord {
   shortOf?: number | null;
   /** The shard this one was split from, if any. */
   parent: number | null;
+  /** Notes written to this shard's stream so far (`notes.ts`), one a commit of items. @default 0 */
+  notes?: number;
 }
 
 /** One dynamic split, for status. */

@@ -319,6 +319,8 @@ export async function deleteCrawlData(
     keys.pendings(id),
     keys.shards(id),
     keys.splits(id),
+    keys.notes(id),
+    keys.sinksAt(id),
   ];
   for (const prefix of prefixes) {
     for (;;) {

@@ -244,8 +244,11 @@ async function tick(
       verify = { ...verify, rows: freshSweep(now(), verify.rows, why) };
     }
     if (!res) return { ...idle, atEnd: false, ran: false, state: state({}) };
-    // Changes that reached the feed late, behind where the follower stood a while ago.
-    const lateRows = late && res.atEnd ? await applyLate(deps, claim, trail) : null;
+    // Changes that reached the feed late, behind where the follower stood a while ago: looked for
+    // once the feed holds nothing new, so that a busy feed's own changes are never held up.
+    const lateRows = late && res.atEnd && res.applied === 0
+      ? await applyLate(deps, claim, trail)
+      : null;
     const seq = claim.entry.value.seq;
     const applied = (prior?.applied ?? 0) + res.applied;
     const proof = res.atEnd && everyMs > 0

@@ -3,7 +3,8 @@
  * seen to add rows behind the head): a follower reading on from its cursor never hears of them, and
  * only a proof would find them, minutes later. So a follower keeps where it stood over the last
  * minute (a trail of sequences, {@linkcode LATE_WINDOW_MS}) and, every few seconds while the trail
- * holds any, reads the feed again from the oldest of them up to where it stands, applying the rows
+ * holds any and the feed holds nothing new (a busy feed's own changes come first), reads the feed
+ * again from the oldest of them up to where it stands, applying the rows
  * the store does not hold as the feed says (the feed lists an id once, at its latest change, so a
  * row that differs from the store is newer). Bounded: at most {@linkcode LATE_MAX_ROWS} rows a look.
  *
@@ -21,7 +22,7 @@ export const LATE_WINDOW_MS = 60_000;
 export const LATE_EVERY_MS = 5_000;
 
 /** Rows one look behind the cursor reads at most. */
-export const LATE_MAX_ROWS = 2_000;
+export const LATE_MAX_ROWS = 1_000;
 
 /** Where a follower stood, and when (a trail of them, newest last). */
 export type Trail = { atMs: number; seq: string }[];
