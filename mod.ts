@@ -76,6 +76,7 @@ export {
 export { ByteBudget } from "./lib/base/byte_budget.ts";
 export { type Clock, SYSTEM_CLOCK } from "./lib/base/clock.ts";
 export { MemorySource, type MemorySourceOptions } from "./lib/sources/memory_source.ts";
+export { SqliteSource } from "./lib/sources/sql/mod.ts";
 export { mapPool, Semaphore } from "./lib/base/pool.ts";
 export {
   CrawlerError,

@@ -33,7 +33,8 @@ const FLAGS = {
   source: {
     type: "string",
     value: "URL",
-    help: "database URL of the registry (its _all_docs is listed)",
+    help: "database URL of the registry (its _all_docs is listed), or sqlite:FILE#table (a " +
+      "table with an id column, and rev and doc if it has them)",
     default: "the bundled demo registry, served in-process",
   },
   ...SPEC_FLAGS,

@@ -8,10 +8,15 @@ import { helpText, intFlag, parseFlags, runMain, urlFlag, viewFlag } from "../li
 import { compareJson, decodeViewRow, encodeViewRow, type Json } from "../lib/plan/view/mod.ts";
 import { locateKeys, locateRanks, parseRankQuery, SEARCH_PAGE } from "../lib/plan/locate.ts";
 import { VIEW_FLAG } from "../lib/cli/spec_flags.ts";
-import { CouchSource } from "../lib/sources/couch/mod.ts";
+import { openSourceRef } from "../lib/sources/open_source.ts";
+import type { Source } from "../lib/plan/source.ts";
 
 const FLAGS = {
-  source: { type: "string", value: "URL", help: "database URL of the registry (required)" },
+  source: {
+    type: "string",
+    value: "URL",
+    help: "database URL of the registry, or sqlite:FILE#table (required)",
+  },
   rank: { type: "string", value: "R[,R...]", help: "the key with exactly R keys before it" },
   percentile: {
     type: "string",
@@ -49,7 +54,7 @@ function jsonFlag(raw: string): Json {
 }
 
 /** Where `--key` sits. Over a view the key is JSON; its rank is that of its first row. */
-async function locateKey(source: CouchSource, raw: string, view: string | undefined) {
+async function locateKey(source: Source, raw: string, view: string | undefined) {
   if (view === undefined) return (await locateKeys(source, [raw]))[0];
   const key = jsonFlag(raw);
   const [found] = await locateKeys(source, [encodeViewRow({ key, docid: "" })]);
@@ -67,7 +72,7 @@ runMain(async () => {
   const asked = [f.rank, f.percentile, f.key].filter((v) => v !== undefined).length;
   if (asked !== 1) throw new UsageError("give exactly one of --rank, --percentile or --key");
   const view = viewFlag(f.view);
-  const source = new CouchSource(urlFlag("source", f.source), {
+  const source = openSourceRef(urlFlag("source", f.source), {
     view,
     maxPage: intFlag("max-page", f["max-page"], { fallback: SEARCH_PAGE, min: 2, max: 10_000 }),
   });

@@ -7,7 +7,7 @@ import { SPEC_LIMITS } from "../lib/base/spec.ts";
 import { helpText, intFlag, parseFlags, runMain, urlFlag, viewFlag } from "../lib/cli/flags.ts";
 import { VIEW_FLAG } from "../lib/cli/spec_flags.ts";
 import { UsageError } from "../lib/base/errors.ts";
-import { CouchSource } from "../lib/sources/couch/mod.ts";
+import { openSourceRef } from "../lib/sources/open_source.ts";
 import { type Plan, PLAN_PAGE, planShards } from "../lib/plan/planner.ts";
 import { idOfKey, type IdOrder } from "../lib/plan/id_order.ts";
 import { evenSplitPieces, evenSplitRanks, maxShare } from "../lib/plan/baselines.ts";
@@ -16,7 +16,11 @@ import { decodeViewRow } from "../lib/plan/view/mod.ts";
 import { formatPlanTable } from "../lib/plan/plan_table.ts";
 
 const FLAGS = {
-  source: { type: "string", value: "URL", help: "database URL of the registry (required)" },
+  source: {
+    type: "string",
+    value: "URL",
+    help: "database URL of the registry, or sqlite:FILE#table (required)",
+  },
   shards: { type: "string", value: "N", help: "shards to cut the key space into (required)" },
   json: { type: "boolean", help: "print the plan as one JSON object" },
   out: { type: "string", value: "FILE", help: "also write the plan for `crawl --plan FILE`" },
@@ -68,7 +72,7 @@ runMain(async () => {
     ...SPEC_LIMITS.maxPage,
   });
   const view = viewFlag(f.view);
-  const source = new CouchSource(url, {
+  const source = openSourceRef(url, {
     view,
     maxPage,
     maxAttempts: intFlag("max-attempts", f["max-attempts"], { fallback: 5, min: 1, max: 100 }),
@@ -81,7 +85,7 @@ runMain(async () => {
   // A view's shard bounds are encoded rows (what `crawl --plan` needs); `rows` says what they are.
   const row = (k: string | null) => k === null ? null : decodeViewRow(k);
   // Bounds are shown as the registry's own ids (its id order is recorded for `crawl --plan`).
-  const order = source.idOrder;
+  const order = source.idOrder ?? "codepoint";
   const shown = shownPlan(plan, order);
   const out = {
     ...shown,

@@ -11,13 +11,8 @@ import { helpText, intFlag, onInterrupt, parseFlags, runMain, urlFlag } from "..
 import { openKvFile } from "../lib/cli/local_crawl.ts";
 import { RATE_FLAG, rateFromFlag, SPEC_FLAGS, specFromFlags } from "../lib/cli/spec_flags.ts";
 import { Pacer } from "../lib/sources/http/mod.ts";
-import {
-  createCrawl,
-  createRuntime,
-  DEFAULT_WORKERS,
-  MAX_WORKERS,
-  sourceOpener,
-} from "../lib/engine/mod.ts";
+import { createCrawl, createRuntime, DEFAULT_WORKERS, MAX_WORKERS } from "../lib/engine/mod.ts";
+import { sourceOpener } from "../lib/sources/open_source.ts";
 
 const FLAGS = {
   kv: { type: "string", value: "PATH", help: "KV file or KV Connect URL (required)" },

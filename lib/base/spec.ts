@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { resolve } from "node:path";
 import { InputError } from "./errors.ts";
 
 /** What a crawl was asked to do; identical specs give identical crawl ids. */
@@ -103,11 +104,15 @@ export type SpecInput = Pick<CrawlSpec, "source"> & Partial<Omit<CrawlSpec, "sou
  * const spec = buildSpec({ source: "http://127.0.0.1:5984/registry/", shards: 56 });
  * // spec.source === "http://127.0.0.1:5984/registry", spec.maxPage === 10000
  * ```
+ * `files`: the source may name an SQL table (`sqlite:FILE#table`): the command line only, never a
+ * request (a server must not be made to read its own files).
  * @throws InputError naming the first field out of bounds.
  */
-export function buildSpec(input: SpecInput): CrawlSpec {
+export function buildSpec(input: SpecInput, options: { files?: boolean } = {}): CrawlSpec {
   const url = (raw: string, field: string) =>
-    raw.startsWith("demo:") ? raw : normalizeSourceUrl(raw, field, { credentials: true });
+    raw.startsWith("demo:")
+      ? raw
+      : normalizeSourceUrl(raw, field, { credentials: true, files: options.files });
   const spec: CrawlSpec = {
     source: url(input.source, "source"),
     docsUrl: input.docsUrl ? url(input.docsUrl, "docsUrl") : null,
@@ -181,8 +186,9 @@ function checkDocFields(fields: readonly unknown[]): string[] {
 export function normalizeSourceUrl(
   raw: string,
   field: string,
-  options: { credentials?: boolean } = {},
+  options: { credentials?: boolean; files?: boolean } = {},
 ): string {
+  if (options.files && raw.trim().startsWith("sqlite:")) return normalizeSqliteRef(raw, field);
   let u: URL;
   try {
     u = new URL(raw.trim());
@@ -203,6 +209,22 @@ export function normalizeSourceUrl(
     throw new InputError(`${field} must not have an encoded '/', '\\' or '.' in its path`);
   }
   return u.href.replace(/\/+$/, "");
+}
+
+/**
+ * An SQL table as a source: `sqlite:PATH#table` (table `items` when `#` is left out), its path made
+ * absolute, so that the same file named otherwise is one crawl.
+ */
+function normalizeSqliteRef(raw: string, field: string): string {
+  const m = /^sqlite:([^#]*)(?:#(.*))?$/.exec(raw.trim());
+  const table = m?.[2] ?? "items";
+  if (!m || m[1] === "") throw new InputError(`${field} must be sqlite:FILE#table`);
+  if (!/^[A-Za-z_][A-Za-z0-9_]{0,63}$/.test(table)) {
+    throw new InputError(
+      `${field}: the table must be letters, digits and _ (up to 64), got ${table}`,
+    );
+  }
+  return `sqlite:${resolve(m[1])}#${table}`;
 }
 
 /** A stable crawl id for a spec: the same command resumes the same crawl. */

@@ -179,8 +179,9 @@ export function numberFlag(
 /** Parses an http(s) URL flag into canonical form (`normalizeSourceUrl`), or throws a {@linkcode UsageError} naming the flag. */
 export function urlFlag(name: string, raw: string): string {
   try {
-    // Credentials stay the user's: kept in their own KV file, shown redacted everywhere.
-    return normalizeSourceUrl(raw, `--${name}`, { credentials: true });
+    // Credentials stay the user's: kept in their own KV file, shown redacted everywhere. A file
+    // (an SQL table) is the user's own too: only the command line may name one.
+    return normalizeSourceUrl(raw, `--${name}`, { credentials: true, files: true });
   } catch (err) {
     throw new UsageError(`${errorLine(err)}: "${redactUrl(raw.trim())}"`);
   }

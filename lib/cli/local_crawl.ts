@@ -35,12 +35,11 @@ import {
   openCrawl,
   type RebalanceOptions,
   type Runtime,
-  type SourceOpener,
-  sourceOpener,
   type WorkEvent,
 } from "../engine/mod.ts";
 import type { Progress } from "./progress.ts";
 import { followRun, refreshDone, type Refreshed } from "./follow_run.ts";
+import { type SourceOpener, sourceOpener } from "../sources/open_source.ts";
 
 /** Options of {@linkcode runLocalCrawl}. */
 export interface LocalCrawlOptions {
@@ -228,7 +227,7 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
       refreshed,
       report,
       elapsedMs: performance.now() - started,
-      retries: source.retries,
+      retries: source.retries ?? 0,
       created: action === "created",
       itemsThisRun: report.itemsStored - (action === "created" ? 0 : end.itemsBefore),
     };

@@ -104,5 +104,5 @@ export function specFromFlags(
     view: viewFlag(f.view),
     ...(f["doc-fields"] === undefined ? {} : { docFields: f["doc-fields"].split(",") }),
     ...(f.abbreviated ? { abbreviated: true } : {}),
-  });
+  }, { files: true });
 }

@@ -41,8 +41,6 @@ export {
   type RebalanceOptions,
   resumeCrawl,
   type ShardStatus,
-  type SourceOpener,
-  sourceOpener,
 } from "./crawl/mod.ts";
 export {
   type FollowTick,

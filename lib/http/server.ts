@@ -28,11 +28,11 @@ import {
   type Dispatcher,
   kvOp,
   listCrawlSummaries,
-  sourceOpener,
 } from "../engine/mod.ts";
 import { Metrics } from "./metrics.ts";
 import { Pacer } from "../sources/http/mod.ts";
 import { StatusFeed } from "./events.ts";
+import { sourceOpener } from "../sources/open_source.ts";
 
 /** A running server and the hooks its cron jobs call. */
 export interface ServerRuntime {

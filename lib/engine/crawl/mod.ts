@@ -2,8 +2,8 @@
  * The crawl room: a crawl's life as a whole. Creation and planning (`planning.ts`), resuming,
  * pausing, cancelling, failing and deleting (`lifecycle.ts`), the registry's change feed claimed,
  * read and applied (`catch_up.ts`), splitting stragglers (`rebalance.ts`), what readers see
- * (`status.ts`, `crawl_reads.ts`), the source a crawl reads (`open_source.ts`) and pages listed
- * ahead while a crawl is planned (`_prefetch.ts`). Whether a crawl is done is the
+ * (`status.ts`, `crawl_reads.ts`) and pages listed ahead while a crawl is planned (`_prefetch.ts`).
+ * The sources a crawl reads are opened outside the engine (`lib/sources/open_source.ts`). Whether a crawl is done is the
  * verify room's to say.
  *
  * @module
@@ -59,5 +59,3 @@ export {
   listCrawlVersions,
 } from "./crawl_reads.ts";
 export type { CrawlSummary } from "./crawl_reads.ts";
-export { sourceOpener } from "./open_source.ts";
-export type { SourceOpener } from "./open_source.ts";

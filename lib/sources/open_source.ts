@@ -1,22 +1,20 @@
 /**
- * The one way a source is opened, for the CLI, the server (its crawls and `/locate`), scheduled
- * crawls and workers: the registry a crawl reads, with the HTTP policy of the process (timeouts,
- * redirects, an injected fetch, metrics), kept once opened (a source counts its retries and learns
- * the registry's limit).
+ * The one way a source is opened, for the engine (through its environment's `openSource`), the
+ * CLI, the server (its crawls and `/locate`) and workers: by the kind its reference names, a
+ * CouchDB-style registry over HTTP (`http(s)://…`, with the HTTP policy of the process: timeouts,
+ * redirects, an injected fetch, metrics, one pacer) or an SQL table (`sqlite:PATH#table`), kept
+ * once opened (a source counts its retries and learns the registry's limits). The engine knows only
+ * `Source`: a new kind of source is a module under `lib/sources/` and a line here.
  *
  * @module
  */
-import { FatalError } from "../../base/errors.ts";
-import type { CrawlSpec } from "../../base/spec.ts";
-import { CouchSource, type CouchSourceOptions } from "../../sources/couch/mod.ts";
-import {
-  BODY_BYTES_IN_FLIGHT,
-  largeAnswers,
-  Pacer,
-  type RequestHeader,
-} from "../../sources/http/mod.ts";
-import { ByteBudget } from "../../base/byte_budget.ts";
-import type { LearnedCaps } from "../../plan/source.ts";
+import { FatalError } from "../base/errors.ts";
+import type { CrawlSpec } from "../base/spec.ts";
+import { CouchSource, type CouchSourceOptions } from "./couch/mod.ts";
+import { SqliteSource } from "./sql/mod.ts";
+import { BODY_BYTES_IN_FLIGHT, largeAnswers, Pacer, type RequestHeader } from "./http/mod.ts";
+import { ByteBudget } from "../base/byte_budget.ts";
+import type { LearnedCaps, Source } from "../plan/source.ts";
 
 /** What a source is opened for: a crawl's spec, with what its registry was seen to serve. */
 type Opened =
@@ -40,11 +38,41 @@ export interface SourceOpener {
    * The source a crawl (or a spec about to become one) reads from, opened once and kept; asked in
    * the forms its registry was seen to take (`learned`) from the start.
    */
-  (crawl: Opened): CouchSource;
-  /** A source for a URL outside any crawl (`/locate`), with the same HTTP options. */
-  url(url: string, options?: { view?: string }): CouchSource;
+  (crawl: Opened): Source;
+  /** A source for a reference outside any crawl (`/locate`), with the same HTTP options. */
+  url(url: string, options?: { view?: string }): Source;
   /** The process's pacer: its `--rate` and what it learned of each host's pace. */
   readonly pacer: Pacer;
+}
+
+/** The kinds of source a reference may name. */
+export type SourceKind = "couch" | "sqlite";
+
+/** The kind of source `ref` names, or null when it names none this project opens. */
+export function sourceKind(ref: string): SourceKind | null {
+  if (/^https?:\/\//.test(ref)) return "couch";
+  if (ref.startsWith("sqlite:")) return "sqlite";
+  return null;
+}
+
+/**
+ * Opens the source `ref` names (see the module comment): a CouchDB-style registry with `options`,
+ * or an SQL table (which takes none).
+ * @throws FatalError for a reference of no kind this project opens.
+ */
+export function openSourceRef(
+  ref: string,
+  options: CouchSourceOptions & { view?: string } = {},
+): Source {
+  switch (sourceKind(ref)) {
+    case "couch":
+      return new CouchSource(ref, options);
+    case "sqlite":
+      if (options.view) throw new FatalError("--view is for CouchDB views, not SQL tables");
+      return new SqliteSource(ref);
+    default:
+      throw new FatalError(`${ref} is a registry only the process that started it serves`);
+  }
 }
 
 /**
@@ -55,7 +83,7 @@ export interface SourceOpener {
 export function sourceOpener(
   options: CouchSourceOptions & { overrides?: Record<string, string> } = {},
 ): SourceOpener {
-  const cache = new Map<string, CouchSource>();
+  const cache = new Map<string, Source>();
   // One gate for the large answers of every source of the process: their memory is bounded
   // together, however many crawls it runs.
   const { overrides, ...rest } = options;
@@ -80,12 +108,7 @@ export function sourceOpener(
     let s = cache.get(key);
     if (!s) {
       const url = overrides?.[crawl.source] ?? crawl.source;
-      if (!/^https?:\/\//.test(url)) {
-        throw new FatalError(
-          `${crawl.source} is a registry only the process that started it serves`,
-        );
-      }
-      s = new CouchSource(url, {
+      s = openSourceRef(url, {
         ...http,
         docsUrl: crawl.docsUrl ?? undefined,
         view: crawl.view,
@@ -102,8 +125,7 @@ export function sourceOpener(
     return s;
   };
   return Object.assign(open, {
-    url: (url: string, o: { view?: string } = {}) =>
-      new CouchSource(url, { ...http, view: o.view }),
+    url: (url: string, o: { view?: string } = {}) => openSourceRef(url, { ...http, view: o.view }),
     pacer,
   });
 }
