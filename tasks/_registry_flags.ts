@@ -7,6 +7,7 @@
  */
 import { type FlagValues, intFlag, listFlag, numberFlag, urlFlag } from "../lib/cli/flags.ts";
 import {
+  ALL_BAD_DOC_KINDS,
   ALL_FAULT_KINDS,
   BAD_DOC_KINDS,
   CHURN_KINDS,
@@ -358,7 +359,7 @@ export function hostileFlags(f: Flags): HostileOptions {
     badDocRate: numberFlag("bad-doc-rate", f["bad-doc-rate"], { fallback: 0, min: 0, max: 1 }),
     badDocs: f["bad-docs"] === undefined
       ? BAD_DOC_KINDS
-      : listFlag("bad-docs", f["bad-docs"], { known: BAD_DOC_KINDS }),
+      : listFlag("bad-docs", f["bad-docs"], { known: ALL_BAD_DOC_KINDS }),
     slowDocMs: intFlag("slow-doc-ms", f["slow-doc-ms"], { fallback: 40_000, min: 0 }),
     redirectTo: f["redirect-to"] === undefined
       ? undefined

@@ -3,6 +3,7 @@
  * bundled demo registry (226,995 real npm names) in-process and crawls that. The identical command
  * after a kill resumes. `--help` lists every flag.
  */
+import { shownText } from "../lib/base/shown_text.ts";
 import { UsageError } from "../lib/base/errors.ts";
 import { redactUrl } from "../lib/base/redact.ts";
 import { CRAWL_ID_RULE, isCrawlId } from "../lib/base/spec.ts";
@@ -128,7 +129,8 @@ runMain(async () => {
     console.log(helpText(HELP, FLAGS));
     return 0;
   }
-  const log = (line: string) => console.error(line);
+  // Every line may hold what a registry said: shown as text, never run by the terminal.
+  const log = (line: string) => console.error(shownText(line));
   const plan = f.plan ? await readPlanFile(f.plan) : undefined;
   if (plan && f.shards !== undefined && Number(f.shards) !== plan.shards.length) {
     throw new UsageError(`--shards ${f.shards} disagrees with the plan's ${plan.shards.length}`);
@@ -203,7 +205,7 @@ runMain(async () => {
       },
       workers,
     });
-    console.log(summary(res.report, { ...res, pace: pacer.state() }));
+    console.log(shownText(summary(res.report, { ...res, pace: pacer.state() }), { lines: true }));
     return 0;
   } finally {
     unlisten();

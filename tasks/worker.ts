@@ -6,6 +6,7 @@
  * With `--source`, it first creates that crawl if missing (the id `deno task crawl` would use), so
  * that identical processes started together share one crawl.
  */
+import { shownText } from "../lib/base/shown_text.ts";
 import { UsageError } from "../lib/base/errors.ts";
 import { helpText, intFlag, onInterrupt, parseFlags, runMain, urlFlag } from "../lib/cli/flags.ts";
 import { openKvFile } from "../lib/cli/local_crawl.ts";
@@ -65,7 +66,7 @@ runMain(async () => {
   });
   const kv = await openKvFile(f.kv);
   const owner = f.name ?? `worker-${Deno.pid}`;
-  const log = (line: string) => console.error(`[${owner}] ${line}`);
+  const log = (line: string) => console.error(`[${owner}] ${shownText(line)}`);
   const openSource = sourceOpener({ pacer: new Pacer({ ratePerSecond: rateFromFlag(f.rate) }) });
   const runtime = createRuntime({
     kv,

@@ -61,7 +61,7 @@ Deno.test("headers: 'Name: value' and 'HOST=Name: value' parse; bad ones are one
   }
 });
 
-Deno.test("headers: per host, and credentials for every host kept to the first origin", () => {
+Deno.test("headers: per host, and every header given for every host kept to the first origin, whatever its name", () => {
   const user = [
     parseHeader("Authorization: Bearer t"),
     parseHeader("X-Team: mirror"),
@@ -71,6 +71,7 @@ Deno.test("headers: per host, and credentials for every host kept to the first o
     Object.fromEntries(headersFor(new URL(url), user, { body: false, firstOrigin: first }));
   assert.deepEqual(at("https://reg.example/db/_all_docs", "https://reg.example"), {
     accept: "application/json",
+    "accept-encoding": "identity",
     authorization: "Bearer t",
     "user-agent": USER_AGENT,
     "x-team": "mirror",
@@ -78,7 +79,15 @@ Deno.test("headers: per host, and credentials for every host kept to the first o
   assert.equal(at("https://docs.example/pkg", "https://docs.example").authorization, "Bearer d");
   const redirected = at("https://cdn.example/db/x", "https://reg.example");
   assert.equal(redirected.authorization, undefined, "not to another origin");
-  assert.equal(redirected["x-team"], "mirror");
+  assert.equal(redirected["x-team"], undefined, "an X-Api-Key is as secret: not there either");
+  assert.equal(redirected["user-agent"], USER_AGENT);
+  // A header meant to follow a redirect names that host.
+  const scoped = [...user, parseHeader("cdn.example=X-Team: mirror")];
+  const toCdn = headersFor(new URL("https://cdn.example/db/x"), scoped, {
+    body: false,
+    firstOrigin: "https://reg.example",
+  });
+  assert.equal(toCdn.get("x-team"), "mirror");
   assert.equal(
     headersFor(new URL("https://reg.example/db"), [], { body: true, firstOrigin: "x" })
       .get("content-type"),
@@ -86,16 +95,21 @@ Deno.test("headers: per host, and credentials for every host kept to the first o
   );
 });
 
-Deno.test("headers: the client sends them on every attempt, and a redirect elsewhere loses the token", async () => {
-  const seen: { url: string; auth: string | null; ua: string | null }[] = [];
+Deno.test("headers: the client sends them on every attempt, and a redirect elsewhere loses every one given for every host", async () => {
+  const seen: { url: string; auth: string | null; key: string | null; ua: string | null }[] = [];
   const client = new HttpClient({
-    headers: [parseHeader("Authorization: Bearer t")],
+    headers: [parseHeader("Authorization: Bearer t"), parseHeader("X-Api-Key: k")],
     allowRedirect: () => true,
     clock: new JumpingClock(),
     fetch: (input, init) => {
       const h = new Headers(init?.headers);
       const url = String(input);
-      seen.push({ url, auth: h.get("authorization"), ua: h.get("user-agent") });
+      seen.push({
+        url,
+        auth: h.get("authorization"),
+        key: h.get("x-api-key"),
+        ua: h.get("user-agent"),
+      });
       if (url.includes("/moved")) {
         return Promise.resolve(
           new Response(null, { status: 302, headers: { location: "https://other.example/x" } }),
@@ -108,10 +122,10 @@ Deno.test("headers: the client sends them on every attempt, and a redirect elsew
   await client.request({ url: "https://reg.example/db", maxBytes: 1024 }, () => null);
   await client.request({ url: "https://reg.example/moved", maxBytes: 1024 }, () => null);
   assert.deepEqual(seen, [
-    { url: "https://reg.example/db", auth: "Bearer t", ua: USER_AGENT },
-    { url: "https://reg.example/db", auth: "Bearer t", ua: USER_AGENT },
-    { url: "https://reg.example/moved", auth: "Bearer t", ua: USER_AGENT },
-    { url: "https://other.example/x", auth: null, ua: USER_AGENT },
+    { url: "https://reg.example/db", auth: "Bearer t", key: "k", ua: USER_AGENT },
+    { url: "https://reg.example/db", auth: "Bearer t", key: "k", ua: USER_AGENT },
+    { url: "https://reg.example/moved", auth: "Bearer t", key: "k", ua: USER_AGENT },
+    { url: "https://other.example/x", auth: null, key: null, ua: USER_AGENT },
   ]);
 });
 

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { shownText } from "../base/shown_text.ts";
 import { parseArgs } from "node:util";
 import { errorLine, InputError, InterruptedError, UsageError } from "../base/errors.ts";
 import { normalizeSourceUrl, VIEW_PATTERN } from "../base/spec.ts";
@@ -237,11 +238,12 @@ export async function runMain(main: () => Promise<number | void>): Promise<void>
     Deno.exit(code ?? 0);
   } catch (err) {
     if (err instanceof InterruptedError) {
-      console.error(errorLine(err));
+      console.error(shownText(errorLine(err)));
       Deno.exit(130);
     }
     const msg = err instanceof Error ? err.message : String(err);
-    console.error(`error: ${errorLine(msg)}`);
+    // What a registry said (in an error's reason) is shown as text, never run by the terminal.
+    console.error(`error: ${shownText(errorLine(msg))}`);
     Deno.exit(err instanceof InputError ? 2 : 1);
   }
 }

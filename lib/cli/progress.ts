@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { shownText } from "../base/shown_text.ts";
 import { type Clock, SYSTEM_CLOCK } from "../base/clock.ts";
 import type { CrawlStatusReport } from "../engine/mod.ts";
 import type { PaceState } from "../sources/http/mod.ts";
@@ -100,7 +101,9 @@ export class Progress {
         (r.deadLetters ? ` dead letters ${r.deadLetters}` : "");
     const pace = this.#o.pace ? paceLine(this.#o.pace(), t) : null;
     if (!this.#o.tty) {
-      this.#o.write(`progress: ${head}\n` + (pace ? `progress: ${pace}\n` : ""));
+      this.#o.write(
+        `progress: ${shownText(head)}\n` + (pace ? `progress: ${shownText(pace)}\n` : ""),
+      );
       return;
     }
     const lines = pace ? [head, `  ${pace}`] : [head];
@@ -123,7 +126,8 @@ export class Progress {
       lines.push(`  … ${r.shards.length - shards.length} more shards`);
     }
     const up = this.#lines > 0 ? `\x1b[${this.#lines}A` : "";
-    this.#o.write(up + lines.map((l) => `\x1b[2K${l}\n`).join(""));
+    // What the registry said is shown as text; the only control sequences are our own.
+    this.#o.write(up + lines.map((l) => `\x1b[2K${shownText(l)}\n`).join(""));
     this.#lines = lines.length;
   }
 }
@@ -163,10 +167,10 @@ export function followLine(f: NonNullable<CrawlStatusReport["follow"]>, nowMs: n
   const state = f.failing
     ? `the registry has failed to answer for ${
       duration(Math.max(0, nowMs - Date.parse(f.failing.since)) / 1000)
-    } (${f.failing.reason}), `
+    } (${shownText(f.failing.reason)}), `
     : f.rows?.forced
-    ? `comparing every row again (${f.rows.forced}): ${n(f.rows.compared)} compared, ` +
-      `${n(f.rows.repaired)} repaired, `
+    ? `comparing every row again (${shownText(f.rows.forced)}): ${n(f.rows.compared)} ` +
+      `compared, ${n(f.rows.repaired)} repaired, `
     : "";
   const counts = f.verifiedAt === null
     ? "counts not proven yet"
@@ -175,7 +179,7 @@ export function followLine(f: NonNullable<CrawlStatusReport["follow"]>, nowMs: n
     ? "rows not compared yet"
     : `rows compared ${ago(f.rows.comparedAt)} (` +
       (f.rows.lastRepaired > 0 ? `${n(f.rows.lastRepaired)} repaired)` : "all equal)");
-  return `following: seq ${f.head ?? "?"}, ${state}` +
+  return `following: seq ${f.head === null ? "?" : shownText(f.head, { maxChars: 80 })}, ${state}` +
     `${f.changesBehind === null ? "? changes" : `${n(f.changesBehind)} changes`} behind, ` +
     `lag ${f.lagSeconds.toFixed(1)} s, ${n(f.applied)} changes applied, ${counts}, ${rows}` +
     (f.repaired > 0 ? `, ${n(f.repaired)} ranges repaired` : "");
@@ -206,12 +210,20 @@ export function summary(
     ...(r.drift
       ? [
         `  registry drift applied from _changes: ${n(r.drift.inserted)} inserted, ` +
-        `${n(r.drift.updated)} updated, ${n(r.drift.deleted)} deleted (seq ${r.drift.seq})`,
+        `${n(r.drift.updated)} updated, ${n(r.drift.deleted)} deleted (seq ${
+          shownText(r.drift.seq, { maxChars: 80 })
+        })`,
       ]
       : []),
-    ...(r.driftError ? [`  no drift catch-up: ${r.driftError}`] : []),
-    ...(r.verification ? [`  checked: ${r.verification.status}: ${r.verification.detail}`] : []),
-    ...(r.registry ? [`  ${r.registry}`] : []),
+    ...(r.driftError ? [`  no drift catch-up: ${shownText(r.driftError)}`] : []),
+    ...(r.verification
+      ? [
+        `  checked: ${r.verification.status}: ${
+          shownText(r.verification.detail, { maxChars: 2000 })
+        }`,
+      ]
+      : []),
+    ...(r.registry ? [`  ${shownText(r.registry)}`] : []),
     ...(r.follow ? [`  ${followLine(r.follow, Date.now())}`] : []),
     ...(pace ? [`  ${pace}`] : []),
   ].join("\n");

@@ -51,7 +51,11 @@ const STYLE = `
 const SCRIPT = `
 const $ = (s, el = document) => el.querySelector(s);
 const fmt = (n) => Math.round(n).toLocaleString("en-US");
-const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => "&#" + c.charCodeAt(0) + ";");
+// HTML escaped, and what could reorder or hide text (controls, bidirectional overrides) shown as
+// its escape: a registry's text reads as it is.
+const esc = (s) => String(s ?? "")
+  .replace(/[\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f\\u061c\\u200e\\u200f\\u202a-\\u202e\\u2066-\\u2069\\u2028\\u2029]/g, (c) => "\\\\u{" + c.codePointAt(0).toString(16) + "}")
+  .replace(/[&<>"']/g, (c) => "&#" + c.charCodeAt(0) + ";");
 const dur = (s) => s == null ? "?" : s >= 3600 ? (s / 3600).toFixed(1) + " h" : s >= 60 ? (s / 60).toFixed(1) + " min" : Math.round(s) + " s";
 const time = (iso) => iso ? new Date(iso).toLocaleString() : "–";
 const key = (k) => k === null ? "(open)" : JSON.stringify(k);

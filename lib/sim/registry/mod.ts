@@ -9,7 +9,7 @@
  */
 export { CHURN_KINDS, type ChurnKind, RegistryData } from "./registry_data.ts";
 export { ALL_FAULT_KINDS, FAULT_KINDS, type FaultOptions } from "./registry_faults.ts";
-export { BAD_DOC_KINDS, type HostileOptions } from "./registry_hostile.ts";
+export { ALL_BAD_DOC_KINDS, BAD_DOC_KINDS, type HostileOptions } from "./registry_hostile.ts";
 export { LISTING_SEQ_KINDS, npmReplicaProfile, type ProfileOptions } from "./registry_profile.ts";
 export { type RegistryOptions, type RunningRegistry, startRegistry } from "./registry_server.ts";
 export type { FeedControls } from "./registry_feed.ts";

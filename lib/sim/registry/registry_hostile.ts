@@ -20,9 +20,24 @@ export type BadDocKind =
   | "empty"
   | "slow"
   | "redirect"
-  | "huge";
+  | "huge"
+  | "bomb";
 
-/** Every kind, the default set for `badDocRate`. */
+/** The kinds a test asks for by name only (a bomb takes seconds to build once). */
+export const ALL_BAD_DOC_KINDS: readonly BadDocKind[] = [
+  "401",
+  "403",
+  "410",
+  "html",
+  "array",
+  "empty",
+  "slow",
+  "redirect",
+  "huge",
+  "bomb",
+];
+
+/** The default set for `badDocRate`. */
 export const BAD_DOC_KINDS: readonly BadDocKind[] = [
   "401",
   "403",
@@ -51,6 +66,49 @@ export interface HostileOptions {
   hugeDocBytes?: number;
   /** Every listing declares a body of 2 GB and streams padding. @default false */
   hugeListing?: boolean;
+  /** What a `bomb` document inflates to, in bytes (gzip, declared small). @default 1 GiB */
+  bombBytes?: number;
+}
+
+/** Gzipped bombs built so far, by the size they inflate to (built once a process). */
+const bombs = new Map<number, Promise<Uint8Array<ArrayBuffer>>>();
+
+/**
+ * A gzip body that inflates to `bytes` bytes (a JSON object's start, then spaces without end), a
+ * few hundred KB on the wire: what a hostile host sends as a document.
+ */
+export function gzipBomb(bytes: number): Promise<Uint8Array<ArrayBuffer>> {
+  let built = bombs.get(bytes);
+  if (!built) {
+    const head = new TextEncoder().encode('{"_id":"bomb","pad":"');
+    const body = new Blob([head]).stream();
+    const all = concatStreams(body, paddingStream(Math.max(0, bytes - head.length)));
+    const gzip = new CompressionStream("gzip") as unknown as ReadableWritablePair<
+      Uint8Array,
+      Uint8Array
+    >;
+    built = new Response(all.pipeThrough(gzip)).arrayBuffer().then((b) => new Uint8Array(b));
+    bombs.set(bytes, built);
+  }
+  return built;
+}
+
+/** One stream after the other. */
+function concatStreams(
+  a: ReadableStream<Uint8Array>,
+  b: ReadableStream<Uint8Array>,
+): ReadableStream<Uint8Array> {
+  const readers = [a.getReader(), b.getReader()];
+  return new ReadableStream({
+    async pull(ctl) {
+      while (readers.length > 0) {
+        const { value, done } = await readers[0].read();
+        if (!done) return ctl.enqueue(value);
+        readers.shift();
+      }
+      ctl.close();
+    },
+  });
 }
 
 /** The way the document `id` misbehaves, or null when it behaves. */
@@ -104,5 +162,12 @@ export async function badDocResponse(
       return new Response(paddingStream(o.hugeDocBytes ?? 40 * 1024 * 1024), {
         headers: { "content-type": "application/json" },
       });
+    case "bomb": {
+      // Streamed, as a host that compresses on the fly sends it: no length declared.
+      const gz = await gzipBomb(o.bombBytes ?? 1024 ** 3);
+      return new Response(new Blob([gz]).stream(), {
+        headers: { "content-type": "application/json", "content-encoding": "gzip" },
+      });
+    }
   }
 }

@@ -39,6 +39,11 @@ export interface ProfileOptions {
   pending?: boolean;
   /** The database info (and the root) answer as npm's replica does (`engine: npm-replicate`). */
   npmInfo?: boolean;
+  /**
+   * Text every sequence is spelled with at its end (a hostile registry's: escape sequences, a
+   * forged line), read back without it. @default none
+   */
+  seqDecoration?: string;
 }
 
 /**
@@ -119,6 +124,7 @@ export class SeqCodec {
   #jitter: number;
   #rand: () => number;
   #shift: () => number;
+  #decoration: string;
 
   /**
    * A codec for `o` (`seed` makes the jitter repeatable); `shift` tells how far above its state
@@ -129,6 +135,7 @@ export class SeqCodec {
     this.#jitter = o.seqJitter ?? 0;
     this.#rand = prng((o.seed ?? 42) + 77);
     this.#shift = o.shift ?? (() => 0);
+    this.#decoration = o.seqDecoration ?? "";
   }
 
   /**
@@ -136,6 +143,11 @@ export class SeqCodec {
    * spell it (a cluster's database info behind a proxy), read back as the same state.
    */
   show(n: number, o: { other?: boolean } = {}): number | string {
+    const plain = this.#plain(n, o);
+    return this.#decoration ? `${plain}${this.#decoration}` : plain;
+  }
+
+  #plain(n: number, o: { other?: boolean }): number | string {
     const shown = n + this.#shift();
     if (!this.#opaque) return shown;
     const lower = shown > 0 && this.#rand() < this.#jitter ? 1 + Math.floor(this.#rand() * 3) : 0;
@@ -151,6 +163,9 @@ export class SeqCodec {
   /** The state a `since` names: a plain number, `now` (the caller's), or an opaque spelling. */
   parse(raw: string | undefined, now: number): number | Error {
     if (raw === undefined) return 0;
+    if (this.#decoration && raw.endsWith(this.#decoration)) {
+      raw = raw.slice(0, -this.#decoration.length);
+    }
     if (raw === "now") return now;
     if (/^\d+$/.test(raw)) return Number(raw) - this.#shift();
     const m = OPAQUE.exec(raw);

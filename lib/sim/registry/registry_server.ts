@@ -10,7 +10,7 @@
  * @module
  */
 import { type Context, Hono } from "hono";
-import { hash32, type RegistryData } from "./registry_data.ts";
+import { type Change, hash32, type RegistryData } from "./registry_data.ts";
 import { faultMiddleware, type FaultOptions } from "./registry_faults.ts";
 import {
   couchError,
@@ -51,6 +51,16 @@ export interface RegistryOptions extends FaultOptions, DocServeOptions, ProfileO
   hideRate?: number;
   /** `_changes` answers at most this many rows, whatever `limit` asks. @default no cap */
   changesCap?: number;
+  /**
+   * Each `_changes` row carries this many bytes more (a `doc` of padding, as a feed asked with
+   * `include_docs` would): an answer of many rows goes over a reader's cap. @default 0
+   */
+  changesRowPadBytes?: number;
+  /**
+   * Every answer is gzipped, whatever the request accepts (a server that ignores `identity`).
+   * @default false
+   */
+  gzipAll?: boolean;
   /**
    * The view behaves like pouchdb-server's: `startkey_docid`/`endkey_docid` are ignored (a listing
    * starts at a key's first row) and `offset` is `skip`. @default false
@@ -127,6 +137,7 @@ export function createRegistryApp(
     });
   }
   app.use(`/${db}/*`, faultMiddleware(options, stats));
+  if (options.gzipAll) app.use("*", gzipEverything);
 
   // npm's replica answers its database info at its root too.
   const npmInfo = () => ({
@@ -299,8 +310,11 @@ function addListingRoutes(app: Hono, ctx: RouteContext): void {
     }
     const cap = Math.min(limit, ctx.maxLimit, ctx.options.changesCap ?? Infinity);
     const { results, lastSeq } = data.changes(since, cap);
+    const pad = ctx.options.changesRowPadBytes ?? 0;
+    const rowOf = (r: Change) =>
+      pad > 0 ? { ...changeJson(r), doc: { _id: r.id, pad: " ".repeat(pad) } } : changeJson(r);
     return c.json({
-      results: results.map(changeJson),
+      results: results.map(rowOf),
       last_seq: codec.show(lastSeq),
       ...(ctx.options.pending === false ? {} : { pending: Math.max(0, data.updateSeq - lastSeq) }),
     });
@@ -319,10 +333,26 @@ export function createDocHostApp(
     { requests: 0, allDocs: 0, docs: 0, bulkGets: 0, changes: 0, faults: 0 };
   const app = new Hono();
   app.use("*", faultMiddleware(options, stats));
+  if (options.gzipAll) app.use("*", gzipEverything);
   app.get("/", (c) => c.json({}));
   app.get("/:id", docHandler(data, options, stats));
   app.notFound((c) => couchError(c, 404, "not_found", "missing"));
   return app;
+}
+
+/** A middleware that gzips every answer whatever was asked (see `gzipAll`). */
+async function gzipEverything(c: Context, next: () => Promise<void>): Promise<void> {
+  await next();
+  const res = c.res;
+  if (!res.body || res.headers.has("content-encoding")) return;
+  const headers = new Headers(res.headers);
+  headers.set("content-encoding", "gzip");
+  headers.delete("content-length");
+  const gzip = new CompressionStream("gzip") as unknown as ReadableWritablePair<
+    Uint8Array,
+    Uint8Array
+  >;
+  c.res = new Response(res.body.pipeThrough(gzip), { status: res.status, headers });
 }
 
 /** A running registry server. */

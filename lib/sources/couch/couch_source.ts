@@ -91,6 +91,8 @@ export class CouchSource implements Source {
   #listing: ListingDialect;
   #learned: LearnedCaps;
   #noFeedHead = false;
+  /** Rows of `_changes` one answer was last seen to fit (an answer over its cap halves it). */
+  #changesFit = Infinity;
   #fields: readonly string[] | null;
 
   /**
@@ -411,15 +413,27 @@ export class CouchSource implements Source {
     o: FeedAsk = {},
   ): Promise<{ rows: ChangeRow[]; lastSeq: string; pending?: number }> {
     await this.#prepare();
-    const feed = await this.#x.json(
-      "_changes",
-      {
-        query: `since=${encodeURIComponent(since)}&limit=${limit}`,
-        maxBytes: PAGE_BYTES + limit * ROW_BYTES,
-        maxAttempts: o.attempts,
-      },
-      (body) => checkChanges(body, this.description),
-    );
+    // An answer over its cap (rows carrying whole documents, say) is asked again with half the
+    // rows, down to one: never dropped, never taken for a feed that is not there. What fitted is
+    // where the next batch starts.
+    let feed;
+    for (let asked = Math.min(limit, this.#changesFit);; asked = Math.max(1, asked >> 1)) {
+      try {
+        feed = await this.#x.json(
+          "_changes",
+          {
+            query: `since=${encodeURIComponent(since)}&limit=${asked}`,
+            maxBytes: PAGE_BYTES + asked * ROW_BYTES,
+            maxAttempts: o.attempts,
+          },
+          (body) => checkChanges(body, this.description),
+        );
+        break;
+      } catch (err) {
+        if (!(err instanceof TooLargeError) || asked === 1) throw err;
+        this.#changesFit = Math.max(1, asked >> 1);
+      }
+    }
     this.#learned.pending = feed.pending === undefined ? "no" : "yes";
     if (this.idOrder === "codepoint") return feed;
     return { ...feed, rows: feed.rows.map((r) => ({ ...r, id: this.#listing.keyOf(r.id) })) };

@@ -2,7 +2,9 @@
  * Reading answer bodies within bounds: each body cut off at its `maxBytes` (a declared
  * `content-length` above it refused before anything is read), every body's bytes taken from the
  * process's budget before they are read, and answers past {@linkcode LARGE_ANSWER_BYTES} read a few
- * at a time, so that however many requests are in flight, what their answers hold is bounded.
+ * at a time, so that however many requests are in flight, what their answers hold is bounded. A
+ * compressed body (gzip, deflate: sent although `identity` was asked) is inflated as it is read,
+ * and every bound counts what it inflates to, never its bytes on the wire.
  *
  * @module
  */
@@ -28,6 +30,18 @@ export function largeAnswers(
   permits: number = LARGE_ANSWERS,
 ): { overBytes: number; permits: Semaphore } {
   return { overBytes: LARGE_ANSWER_BYTES, permits: new Semaphore(permits) };
+}
+
+/**
+ * How a body is encoded: as is, compressed in a way this reader inflates, or otherwise (refused).
+ * (Requests ask for `identity`, so fetch never inflates a body itself.)
+ */
+function contentEncoding(headers: Headers): "identity" | "gzip" | "deflate" | "unknown" {
+  const e = (headers.get("content-encoding") ?? "identity").trim().toLowerCase();
+  if (e === "" || e === "identity") return "identity";
+  if (e === "gzip" || e === "x-gzip") return "gzip";
+  if (e === "deflate") return "deflate";
+  return "unknown";
 }
 
 /** A body over `maxBytes`: how much was declared or read before stopping. */
@@ -65,12 +79,27 @@ export interface BodyBounds {
 export async function readCapped(res: Response, o: BodyBounds): Promise<Uint8Array> {
   const { url, maxBytes, large, held } = o;
   const gates = { bytes: o.bytes };
-  const declared = Number(res.headers.get("content-length") ?? NaN);
-  if (declared > maxBytes) {
+  const encoding = contentEncoding(res.headers);
+  const wire = Number(res.headers.get("content-length") ?? NaN);
+  if (wire > maxBytes) {
     await res.body?.cancel();
-    throw new TooLargeError(url, declared, maxBytes);
+    throw new TooLargeError(url, wire, maxBytes);
   }
   if (!res.body) return new Uint8Array(0);
+  if (encoding === "unknown") {
+    await res.body.cancel();
+    throw new PermanentError(
+      `answer of ${redactUrl(url)} is encoded as ${res.headers.get("content-encoding")}, ` +
+        "which was not asked for",
+    );
+  }
+  // A compressed body is inflated here, as it is read: its cap and its budget count the bytes it
+  // inflates to (a small body may inflate without end), and its declared length says nothing of
+  // them.
+  const declared = encoding === "identity" ? wire : NaN;
+  const body = encoding === "identity" ? res.body : res.body.pipeThrough(
+    new DecompressionStream(encoding) as unknown as ReadableWritablePair<Uint8Array, Uint8Array>,
+  );
   // A large answer waits for its permit before anything of it is held; then every body takes
   // its bytes from the budget before any is read (the server waits meanwhile). In that order,
   // so that nothing waits for a permit holding bytes.
@@ -85,7 +114,7 @@ export async function readCapped(res: Response, o: BodyBounds): Promise<Uint8Arr
   const into = Number.isInteger(declared) && declared > 0 ? new Uint8Array(declared) : null;
   const parts: Uint8Array[] = [];
   let size = 0;
-  const reader = res.body.getReader();
+  const reader = body.getReader();
   for (;;) {
     if (!permitted && size > large.overBytes) {
       permitted = true;

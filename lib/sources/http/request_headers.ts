@@ -3,9 +3,11 @@
  * `User-Agent: rankcrawl/<version>` (a registry can tell who asks, as npm asks of followers), and
  * `--header 'Name: value'` adds a header to every request of the crawl, or with
  * `--header 'HOST=Name: value'` only to requests for that host (a token for the document host that
- * the registry must not see). Credentials (`Authorization`, `Cookie`, `Proxy-Authorization`) given
- * for every host are never sent to another origin a redirect leads to. Header values are never
- * logged, stored with a crawl, or echoed in an error.
+ * the registry must not see). A header given for every host goes only to the origins the crawl was
+ * given (its registry, its document host: the origin each request was first made to), never to
+ * another origin a redirect leads to, whatever its name (an `X-Api-Key` is as secret as an
+ * `Authorization`); one meant to follow a redirect there must name that host. Header values are
+ * never logged, stored with a crawl, or echoed in an error.
  *
  * @module
  */
@@ -24,9 +26,6 @@ export interface RequestHeader {
   /** Header value (a secret, for some). */
   value: string;
 }
-
-/** Header names whose values are credentials: kept to the origins they were meant for. */
-const CREDENTIALS = new Set(["authorization", "cookie", "proxy-authorization"]);
 
 /** A header name (RFC 9110 token). */
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
@@ -50,6 +49,12 @@ export function parseHeader(raw: string): RequestHeader {
         `and -; got ${at < 0 ? "no colon" : `the name ${JSON.stringify(name.slice(0, 40))}`})`,
     );
   }
+  if (name.toLowerCase() === "accept-encoding") {
+    throw new UsageError(
+      "--header Accept-Encoding: rankcrawl asks for bodies as they are and inflates a compressed " +
+        "one itself, within its bounds; it cannot be changed",
+    );
+  }
   if (/[\r\n\0]/.test(value) || value === "") {
     throw new UsageError(
       `--header ${name}: the value is ${value === "" ? "empty" : "not one line"} ` +
@@ -62,20 +67,24 @@ export function parseHeader(raw: string): RequestHeader {
 /**
  * The headers of a request to `url`: `accept` (and `content-type` with a body), the user agent,
  * then the user's headers meant for that host. `firstOrigin` is the origin the request was made
- * to before redirects: credentials for every host go only there.
+ * to before redirects: headers for every host go only there.
  */
 export function headersFor(
   url: URL,
   user: readonly RequestHeader[],
   o: { body: boolean; firstOrigin: string },
 ): Headers {
-  const h = new Headers({ accept: "application/json", "user-agent": USER_AGENT });
+  // Bodies come as sent (`identity`): a compressed one is inflated here, within the answer's cap
+  // (`body_read.ts`), where fetch would inflate it whole ahead of any reader (a gzip bomb).
+  const h = new Headers({
+    accept: "application/json",
+    "accept-encoding": "identity",
+    "user-agent": USER_AGENT,
+  });
   if (o.body) h.set("content-type", "application/json");
   for (const u of user) {
     if (u.host !== null && u.host !== url.host) continue;
-    if (u.host === null && CREDENTIALS.has(u.name.toLowerCase()) && url.origin !== o.firstOrigin) {
-      continue;
-    }
+    if (u.host === null && url.origin !== o.firstOrigin) continue;
     h.set(u.name, u.value);
   }
   return h;
