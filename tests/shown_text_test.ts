@@ -18,6 +18,7 @@ const EVIL =
   "\u001b[2J\u001b[H\u001b]0;PWNED-TITLE\u0007\ncrawl FORGED done: 0 items\u202e\u009b31m";
 
 /** Characters that act on a terminal (or reorder text) if printed raw. */
+// deno-lint-ignore no-control-regex -- control characters are what it finds
 const RAW = new RegExp(
   "[\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f\\u202a-\\u202e\\u2066-\\u2069\\u2028\\u2029]",
 );

@@ -13,6 +13,7 @@
  * (CSI, OSC, …), bidirectional marks, embeddings, overrides and isolates, the line and paragraph
  * separators. A line feed too, unless the text is several lines of our own.
  */
+// deno-lint-ignore no-control-regex -- control characters are what it finds
 const UNSAFE = new RegExp(
   "[\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f\\u061c\\u200e\\u200f\\u202a-\\u202e\\u2066-\\u2069\\u2028\\u2029]",
   "g",
