@@ -116,3 +116,31 @@ Deno.test("bounds: a _changes answer over its cap is asked again smaller, down t
     await reg.close();
   }
 });
+
+Deno.test("bounds: 16 documents from a slowloris host (a byte every 3 s) end as those items' errors within 2 minutes, not tens", async () => {
+  const names = (await realNames(200)).slice(0, 16);
+  const data = new RegistryData(names.sort());
+  const reg = await startRegistry(data, {
+    includeDocs: false,
+    bulkGet: false,
+    badDocRate: 1,
+    badDocs: ["drip"],
+  });
+  const dir = await Deno.makeTempDir();
+  try {
+    // A guard, not a measure: before, this crawl took 23.5 minutes to fail.
+    const started = Date.now();
+    const run = await runTask("crawl", [
+      ...["--source", reg.url, "--kv", `${dir}/c.kv`, "--docs", "--shards", "2"],
+    ]);
+    const took = (Date.now() - started) / 1000;
+    assert.ok(took < 120, `ended after ${took.toFixed(0)} s`);
+    const out = run.stdout + run.stderr;
+    assert.match(out, /came too slowly|sent nothing for/, out.slice(-1500));
+    if (run.code === 0) assert.match(run.stdout, /document errors 16/);
+    else assert.match(run.stderr, /^error: .*(slowly|refuse|answer)/m);
+  } finally {
+    await reg.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});

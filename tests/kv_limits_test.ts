@@ -8,6 +8,7 @@ import {
   MAX_PAYLOAD_BYTES,
   MAX_TOTAL_KEY_BYTES,
   MAX_VALUE_BYTES,
+  storageCause,
   utf8Length,
 } from "../lib/engine/store/kv_limits.ts";
 
@@ -87,6 +88,10 @@ Deno.test("kv limits: key and value sizes, NUL escapes and non-ASCII counted as 
   assert.equal(kvFailureKind(new Error("database or disk is full")), "storage");
   assert.equal(kvFailureKind(new Error("disk I/O error")), "storage");
   assert.equal(kvFailureKind(new Error("database is locked")), "locked");
+  assert.equal(kvFailureKind(new Error("database disk image is malformed")), "storage");
+  // A full disk loses nothing; an I/O error may be a full disk or a damaged file: said as both.
+  assert.equal(storageCause(new Error("database or disk is full")), "full");
+  assert.equal(storageCause(new Error("disk I/O error")), "damaged");
 });
 
 Deno.test("utf8Length: the bytes TextEncoder writes, lone surrogates as 3", () => {

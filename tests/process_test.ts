@@ -35,7 +35,7 @@ Deno.test("process: a full disk stops the crawl with one line; the same command 
     assert.equal(lines.length, 1, err);
     assert.match(
       lines[0],
-      /cannot write .*c\.kv: the disk is full or failing .* run the same command/,
+      /cannot write .*c\.kv: the disk is full or failing.* run the same command again to resume/,
     );
     assert.ok(!/\n\s+at /.test(err), "no stack trace");
     const again = await new Deno.Command("sh", {

@@ -1,6 +1,6 @@
 import { clockWithNow } from "../lib/base/clock.ts";
 import assert from "node:assert/strict";
-import { duration, followLine, n, Progress, summary } from "../lib/cli/progress.ts";
+import { duration, followLine, n, paceLine, Progress, summary } from "../lib/cli/progress.ts";
 import type { CrawlStatusReport, ShardStatus } from "../lib/engine/crawl/status.ts";
 
 function shard(id: number, start: string | null, end: string | null, items: number): ShardStatus {
@@ -205,5 +205,27 @@ Deno.test("progress: a followed crawl's line says where it stands, how far behin
   assert.match(
     followLine({ ...follow, rows: forced, changesBehind: null }, 100_000),
     /comparing every row again \(the feed did not know seq 12\): 9,000 compared, 0 repaired, \? changes behind/,
+  );
+});
+
+Deno.test("progress: a host that pushes back nearly every request is said to at once, not only slowed", () => {
+  const host = {
+    host: "registry.example",
+    limitPerSecond: 50,
+    reason: "HTTP 429",
+    cutAt: 1000,
+    heldUntil: null,
+    sentPerSecond: 3,
+    requests: 12,
+    pushbacks: 12,
+  };
+  assert.equal(
+    paceLine({ ratePerSecond: null, hosts: [host] }, 3000),
+    "pace: registry.example refuses nearly every request (429/503/504), slowed to 50/s " +
+      "(HTTP 429 2s ago), 12 pushed back of 12 requests",
+  );
+  assert.doesNotMatch(
+    paceLine({ ratePerSecond: null, hosts: [{ ...host, pushbacks: 3 }] }, 3000)!,
+    /refuses/,
   );
 });

@@ -217,10 +217,10 @@ export async function benchFollow(o: FollowBenchOptions): Promise<void> {
       const r0 = rss0.get(f.pid) ?? 0;
       const { rss1, follow } = ends[i];
       const proven = follow?.verify?.verifiedAt && follow.verify.verifiedAt > followStart
-        ? `proven whole at ${
+        ? `counts proven at ${
           new Date(follow.verify.verifiedAt).toISOString()
         } (re-proof every 1 min)`
-        : "not proven whole since following began";
+        : "counts not proven since following began";
       o.log(
         `${f.label} over ${minutes.toFixed(1)} min of following: RSS ${r0.toFixed(0)} MiB (warm, ` +
           `after ${(o.steadyS / 10).toFixed(0)} s) → ${rss1.toFixed(0)} MiB ` +

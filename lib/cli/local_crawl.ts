@@ -35,6 +35,7 @@ import {
   openCrawl,
   type RebalanceOptions,
   type Runtime,
+  storageCause,
   type WorkEvent,
 } from "../engine/mod.ts";
 import type { Progress } from "./progress.ts";
@@ -335,9 +336,17 @@ class Poll {
 /** The one line a process-level failure ends the run with. */
 function processFailure(err: Error, kvPath: string): Error {
   if (err instanceof StorageError) {
+    // A full disk loses nothing written; a damaged file may have lost anything. An I/O error
+    // may be either (a disk that filled says so too): it promises only what holds for both.
     return new StorageError(
-      `cannot write ${kvPath}: the disk is full or failing (${err.message}); nothing stored is ` +
-        `lost: free some space and run the same command again to resume`,
+      storageCause(err) === "full"
+        ? `cannot write ${kvPath}: the disk is full (${err.message}); nothing stored is lost: ` +
+          "free some space and run the same command again to resume"
+        : `cannot write ${kvPath}: the disk is full or failing, or the file damaged ` +
+          `(${err.message}): if the disk is full, nothing stored is lost: free some space and ` +
+          "run the same command again to resume; if the file was damaged, what it held may " +
+          "not all be readable: copy it aside first, and delete it to crawl again if the same " +
+          "command fails",
       { cause: err },
     );
   }

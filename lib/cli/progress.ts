@@ -142,8 +142,11 @@ export function paceLine(pace: PaceState, nowMs: number): string | null {
   for (const h of pace.hosts) {
     if (h.pushbacks === 0 && h.limitPerSecond === null && h.heldUntil === null) continue;
     const ago = h.cutAt === null ? "" : ` ${duration(Math.max(0, (nowMs - h.cutAt) / 1000))} ago`;
+    // A host that has pushed back every request it was sent is said to, at once: a crawl that
+    // will fail on it should not look like one that is merely slowed.
+    const refusing = h.requests >= 5 && h.pushbacks >= 0.9 * h.requests;
     parts.push(
-      `${h.host} ` +
+      `${h.host} ` + (refusing ? "refuses nearly every request (429/503/504), " : "") +
         (h.limitPerSecond === null
           ? ""
           : `slowed to ${n(h.limitPerSecond)}/s (${h.reason}${ago}), `) +

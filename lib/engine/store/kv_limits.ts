@@ -131,17 +131,31 @@ export class AtomicBudget {
 
 const EMPTY = new AtomicBudget();
 
+/** What a full disk says. */
+const FULL = /disk is full|SQLITE_FULL|No space left|disk quota/i;
+
+/** What a damaged file, or a failing disk, says. */
+const DAMAGED = /disk I\/O error|SQLITE_IOERR|SQLITE_CORRUPT|malformed|not a database/i;
+
+/**
+ * Why the store cannot be written: its disk is `full` (nothing written is lost: free space and
+ * resume), or the file or its disk is `damaged` (what it holds may not all be readable).
+ */
+export function storageCause(err: unknown): "full" | "damaged" {
+  const msg = err instanceof Error ? err.message : String(err);
+  return FULL.test(msg) ? "full" : "damaged";
+}
+
 /**
  * The kind of a KV failure, by what the caller should do: `locked` (another process holds the
- * file; retry), `storage` (the disk is full or failing: stop, nothing is corrupted, resume later),
- * `limit` (an operation over a KV limit: a bug, never retried), or `other`.
+ * file; retry), `storage` (the disk is full, or the file or its disk failing: stop; see
+ * {@linkcode storageCause}), `limit` (an operation over a KV limit: a bug, never retried), or
+ * `other`.
  */
 export function kvFailureKind(err: unknown): "locked" | "storage" | "limit" | "other" {
   const msg = err instanceof Error ? err.message : String(err);
   if (/database is locked|SQLITE_BUSY/i.test(msg)) return "locked";
-  if (/disk is full|SQLITE_FULL|No space left|disk quota|disk I\/O error|SQLITE_IOERR/i.test(msg)) {
-    return "storage";
-  }
+  if (FULL.test(msg) || DAMAGED.test(msg)) return "storage";
   if (/too large|Too many (checks|mutations|keys)|key cannot be empty/i.test(msg)) return "limit";
   return "other";
 }

@@ -65,6 +65,7 @@ export {
   MAX_CHECKS,
   MAX_VALUE_BYTES,
   OpPlan,
+  storageCause,
   utf8Length,
   valueSizeBound,
 } from "./kv_limits.ts";

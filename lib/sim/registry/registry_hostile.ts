@@ -21,7 +21,8 @@ export type BadDocKind =
   | "slow"
   | "redirect"
   | "huge"
-  | "bomb";
+  | "bomb"
+  | "drip";
 
 /** The kinds a test asks for by name only (a bomb takes seconds to build once). */
 export const ALL_BAD_DOC_KINDS: readonly BadDocKind[] = [
@@ -35,6 +36,7 @@ export const ALL_BAD_DOC_KINDS: readonly BadDocKind[] = [
   "redirect",
   "huge",
   "bomb",
+  "drip",
 ];
 
 /** The default set for `badDocRate`. */
@@ -68,6 +70,8 @@ export interface HostileOptions {
   hugeListing?: boolean;
   /** What a `bomb` document inflates to, in bytes (gzip, declared small). @default 1 GiB */
   bombBytes?: number;
+  /** How often a `drip` document sends its next byte, in milliseconds (a slowloris). @default 3000 */
+  dripMs?: number;
 }
 
 /** Gzipped bombs built so far, by the size they inflate to (built once a process). */
@@ -162,6 +166,25 @@ export async function badDocResponse(
       return new Response(paddingStream(o.hugeDocBytes ?? 40 * 1024 * 1024), {
         headers: { "content-type": "application/json" },
       });
+    case "drip": {
+      // Headers at once, then a byte every few seconds, of a body that never ends in time.
+      const every = o.dripMs ?? 3000;
+      let timer: ReturnType<typeof setInterval> | undefined;
+      const body = new ReadableStream<Uint8Array>({
+        start(ctl) {
+          ctl.enqueue(new TextEncoder().encode("{"));
+          timer = setInterval(() => {
+            try {
+              ctl.enqueue(new Uint8Array([0x20]));
+            } catch {
+              clearInterval(timer);
+            }
+          }, every);
+        },
+        cancel: () => clearInterval(timer),
+      });
+      return new Response(body, { headers: { "content-type": "application/json" } });
+    }
     case "bomb": {
       // Streamed, as a host that compresses on the fly sends it: no length declared.
       const gz = await gzipBomb(o.bombBytes ?? 1024 ** 3);

@@ -7,11 +7,11 @@
  * @module
  */
 import { DOCUMENT_RETRY } from "../../base/retry_policy.ts";
-import { PermanentError, TransientError } from "../../base/errors.ts";
+import { errorLine, PermanentError, TransientError } from "../../base/errors.ts";
 import { redactUrl } from "../../base/redact.ts";
 import type { DocMode, DocOptions, DocResult, Page } from "../../plan/source.ts";
 import { docFromBody } from "../answers/mod.ts";
-import { type HttpAnswer, type HttpClient, TooLargeError } from "../http/mod.ts";
+import { type HttpAnswer, type HttpClient, SlowBodyError, TooLargeError } from "../http/mod.ts";
 
 /** Longest document URL asked for (the HTTP stack takes up to 65,534 bytes). */
 const MAX_DOC_URL = 32_000;
@@ -110,6 +110,11 @@ export class CouchDocs {
         return { kind: "error", status: err.status ?? 0, reason: err.message };
       }
       if (!(err instanceof TransientError)) throw err;
+      // A host that answers this document a byte at a time (a slowloris) is this document's
+      // problem, recorded as its error, not its page's to retry for minutes.
+      if (err.cause instanceof SlowBodyError) {
+        return { kind: "error", status: 0, reason: errorLine(err) };
+      }
       if (damaged === this.#o.attempts) {
         return { damaged: err.message.replace(/ \(\d+ attempts\)$/, "") };
       }

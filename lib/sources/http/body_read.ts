@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { PermanentError } from "../../base/errors.ts";
+import { PermanentError, TransientError } from "../../base/errors.ts";
 import { redactUrl } from "../../base/redact.ts";
 import { Semaphore } from "../../base/pool.ts";
 import type { ByteBudget } from "../../base/byte_budget.ts";
@@ -21,6 +21,19 @@ export const LARGE_ANSWERS = 4;
 
 /** Bytes of answer bodies one process reads at once, by default (see `bodyBytes`). */
 export const BODY_BYTES_IN_FLIGHT = 64 * 1024 * 1024;
+
+/**
+ * How slowly a body may come: once it has taken `graceMs` of reading, it must have come at
+ * `minBytesPerSecond` on average, and no read may wait `stallMs` for a byte. A host that sends a
+ * byte every few seconds (a slowloris) is cut within seconds, not at the attempt's timeout.
+ */
+export const SLOW_BODY = { graceMs: 5_000, minBytesPerSecond: 8_192, stallMs: 10_000 } as const;
+
+/** A body that came too slowly (see {@linkcode SLOW_BODY}): asked again like a dropped one. */
+export class SlowBodyError extends TransientError {
+  /** Error name. */
+  override name = "SlowBodyError";
+}
 
 /** What a body without a declared length takes from the budget first, and at least as it grows. */
 const GROWTH_BYTES = 64 * 1024;
@@ -42,6 +55,18 @@ function contentEncoding(headers: Headers): "identity" | "gzip" | "deflate" | "u
   if (e === "gzip" || e === "x-gzip") return "gzip";
   if (e === "deflate") return "deflate";
   return "unknown";
+}
+
+/** The next read of `reader`, or a {@linkcode SlowBodyError} when no byte came within `ms`. */
+function readWithin<T>(
+  reader: ReadableStreamDefaultReader<T>,
+  ms: number,
+): Promise<ReadableStreamReadResult<T>> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const stalled = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new SlowBodyError(`sent nothing for ${ms / 1000} s`)), ms);
+  });
+  return Promise.race([reader.read(), stalled]).finally(() => clearTimeout(timer));
 }
 
 /** A body over `maxBytes`: how much was declared or read before stopping. */
@@ -115,13 +140,29 @@ export async function readCapped(res: Response, o: BodyBounds): Promise<Uint8Arr
   const parts: Uint8Array[] = [];
   let size = 0;
   const reader = body.getReader();
+  // Time spent waiting for the body's bytes (not for a permit or the budget: the server waits then).
+  let readingMs = 0;
   for (;;) {
     if (!permitted && size > large.overBytes) {
       permitted = true;
       held.push(await large.permits.acquire());
     }
-    const { value, done } = await reader.read();
+    const started = performance.now();
+    const { value, done } = await readWithin(reader, SLOW_BODY.stallMs).catch(async (err) => {
+      await reader.cancel().catch(() => {});
+      throw err instanceof SlowBodyError
+        ? new SlowBodyError(`answer of ${redactUrl(url)} ${err.message}`)
+        : err;
+    });
+    readingMs += performance.now() - started;
     if (done) break;
+    if (readingMs > SLOW_BODY.graceMs && (size * 1000) / readingMs < SLOW_BODY.minBytesPerSecond) {
+      await reader.cancel().catch(() => {});
+      throw new SlowBodyError(
+        `answer of ${redactUrl(url)} came too slowly: ${size} bytes in ` +
+          `${(readingMs / 1000).toFixed(1)} s`,
+      );
+    }
     if (!into && size + value.length > taken) {
       // No declared length, past what it took: it holds a permit (above), so it takes more as it
       // grows (twice as much each time) without waiting.

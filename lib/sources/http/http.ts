@@ -21,7 +21,13 @@ import { PermanentError, TransientError } from "../../base/errors.ts";
 import { redactUrl } from "../../base/redact.ts";
 import type { Semaphore } from "../../base/pool.ts";
 import { ByteBudget } from "../../base/byte_budget.ts";
-import { BODY_BYTES_IN_FLIGHT, largeAnswers, readCapped, TooLargeError } from "./body_read.ts";
+import {
+  BODY_BYTES_IN_FLIGHT,
+  largeAnswers,
+  readCapped,
+  SlowBodyError,
+  TooLargeError,
+} from "./body_read.ts";
 import type { Pacer } from "./host_pacer.ts";
 
 /** Options shared by every request of a source. */
@@ -297,7 +303,7 @@ export class HttpClient {
         if (err instanceof TooLargeError && req.oversizeIsTransient) {
           throw new TransientError(err.message, { cause: err });
         }
-        if (err instanceof TooLargeError) throw err;
+        if (err instanceof TooLargeError || err instanceof SlowBodyError) throw err;
         throw new TransientError(
           `${networkCause(err, timeoutMs)} while reading ${redactUrl(url.href)}`,
           { cause: err },

@@ -7,7 +7,13 @@
  * @module
  */
 export { type HttpAnswer, HttpClient, type HttpOptions, networkCause } from "./http.ts";
-export { BODY_BYTES_IN_FLIGHT, largeAnswers, TooLargeError } from "./body_read.ts";
+export {
+  BODY_BYTES_IN_FLIGHT,
+  largeAnswers,
+  SLOW_BODY,
+  SlowBodyError,
+  TooLargeError,
+} from "./body_read.ts";
 export {
   type HostPace,
   type PaceOutcome,
