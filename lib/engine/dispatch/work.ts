@@ -66,9 +66,14 @@ export async function workShard(
   return res;
 }
 
-/** How a worker of `deps` finishes a crawl: telling `crawl-done` when it is the one that did. */
+/**
+ * How a worker of `deps` finishes a crawl: telling `crawl-done` when it is the one that did. The
+ * finishing lease (and the feed it holds while finishing) is in this process's name, so a process
+ * killed mid-check frees them within the heartbeat bound, not after `LEASE_MS`.
+ */
 export function finishingOptions(deps: Env, crawlId: string): CompletionOptions {
   return {
+    owner: deps.ownerName("finish"),
     clock: deps.clock,
     openSource: deps.openSource,
     dispatcher: deps.dispatcher,
