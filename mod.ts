@@ -63,7 +63,12 @@ export {
 export { type PlanPicture, planSvg } from "./lib/plan/plan_svg.ts";
 export { CouchSource, type CouchSourceOptions } from "./lib/sources/couch/mod.ts";
 export {
+  type BreakerOutcome,
+  HostBreaker,
+  type HostBreakerOptions,
   type HostPace,
+  type HostPause,
+  HostPausedError,
   type HttpOptions,
   type PaceOutcome,
   Pacer,

@@ -25,7 +25,7 @@ import {
 } from "../lib/engine/mod.ts";
 import { FOLLOW_POLL } from "../lib/base/retry_policy.ts";
 import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
-import { Pacer, parseHeader } from "../lib/sources/http/mod.ts";
+import { Pacer, parseHeader, pauseLine } from "../lib/sources/http/mod.ts";
 import { Progress, summary } from "../lib/cli/progress.ts";
 import { RATE_FLAG, rateFromFlag, SPEC_FLAGS, specFromFlags } from "../lib/cli/spec_flags.ts";
 import { checkPlanOrigin, readPlanFile } from "../lib/plan/plan_file.ts";
@@ -165,7 +165,10 @@ runMain(async () => {
     maxMs: 365 * 86_400_000,
   });
   // One pacer for the whole process: --rate, and each host's pace learned from its answers.
-  const pacer = new Pacer({ ratePerSecond: rateFromFlag(f.rate) });
+  const pacer = new Pacer({
+    ratePerSecond: rateFromFlag(f.rate),
+    breaker: { onPause: (p) => log(pauseLine(p)) },
+  });
   const redirects = choiceFlag("redirects", f.redirects, ["same-origin", "any"], "same-origin");
   const given = f.source === undefined ? undefined : urlFlag("source", f.source);
   const spec = specFromFlags(f, given ?? "demo:npm-names", { shards: plan?.shards.length });

@@ -11,7 +11,7 @@ import { UsageError } from "../lib/base/errors.ts";
 import { helpText, intFlag, onInterrupt, parseFlags, runMain, urlFlag } from "../lib/cli/flags.ts";
 import { openKvFile } from "../lib/cli/local_crawl.ts";
 import { RATE_FLAG, rateFromFlag, SPEC_FLAGS, specFromFlags } from "../lib/cli/spec_flags.ts";
-import { Pacer } from "../lib/sources/http/mod.ts";
+import { Pacer, pauseLine } from "../lib/sources/http/mod.ts";
 import { createCrawl, createRuntime, DEFAULT_WORKERS, MAX_WORKERS } from "../lib/engine/mod.ts";
 import { sourceOpener } from "../lib/sources/open_source.ts";
 
@@ -67,7 +67,11 @@ runMain(async () => {
   const kv = await openKvFile(f.kv);
   const owner = f.name ?? `worker-${Deno.pid}`;
   const log = (line: string) => console.error(`[${owner}] ${shownText(line)}`);
-  const openSource = sourceOpener({ pacer: new Pacer({ ratePerSecond: rateFromFlag(f.rate) }) });
+  const pacer = new Pacer({
+    ratePerSecond: rateFromFlag(f.rate),
+    breaker: { onPause: (p) => log(pauseLine(p)) },
+  });
+  const openSource = sourceOpener({ pacer });
   const runtime = createRuntime({
     kv,
     openSource,

@@ -76,6 +76,19 @@ Deno.test("api: a crawl's rate is kept and checked; its status shows the pace of
       await (await call("GET", "/metrics")).text(),
       /^rankcrawl_host_held_until_timestamp_seconds\{host="127.0.0.1:5999"\} 0$/m,
     );
+    assert.match(metrics, /^rankcrawl_host_paused\{host="127.0.0.1:5999"\} 0$/m);
+    // A minute of nothing but failures from the crawl's host pauses it; status and metrics say so.
+    for (let i = 0; i <= 6; i++) {
+      pacer.breaker.report(mine, { failed: "connection refused" });
+      t += 10_000;
+    }
+    const paused = (await (await call("GET", `/crawls/${id}`)).json()).pace.hosts[0];
+    assert.equal(paused.pausedAt, t - 10_000);
+    assert.equal(paused.pauseReason, "connection refused ×7");
+    assert.match(
+      await (await call("GET", "/metrics")).text(),
+      /^rankcrawl_host_paused\{host="127.0.0.1:5999"\} 1$/m,
+    );
   } finally {
     kv.close();
   }

@@ -218,6 +218,8 @@ Deno.test("progress: a host that pushes back nearly every request is said to at 
     sentPerSecond: 3,
     requests: 12,
     pushbacks: 12,
+    pausedAt: null,
+    pauseReason: null,
   };
   assert.equal(
     paceLine({ ratePerSecond: null, hosts: [host] }, 3000),
@@ -227,5 +229,25 @@ Deno.test("progress: a host that pushes back nearly every request is said to at 
   assert.doesNotMatch(
     paceLine({ ratePerSecond: null, hosts: [{ ...host, pushbacks: 3 }] }, 3000)!,
     /refuses/,
+  );
+});
+
+Deno.test("progress: a host paused by its breaker is said first, with how it failed", () => {
+  const host = {
+    host: "docs.example",
+    limitPerSecond: null,
+    reason: null,
+    cutAt: null,
+    heldUntil: null,
+    sentPerSecond: 0,
+    requests: 240,
+    pushbacks: 0,
+    pausedAt: 1000,
+    pauseReason: "timed out after 20 s ×240",
+  };
+  assert.equal(
+    paceLine({ ratePerSecond: null, hosts: [host] }, 6000),
+    "pace: docs.example answers nothing (timed out after 20 s ×240): paused 5s ago, " +
+      "tried again every few s",
   );
 });

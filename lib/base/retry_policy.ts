@@ -21,6 +21,10 @@
  * 7. {@linkcode FINAL_CHECK_RETRY} and {@linkcode IDLE_BACKOFF}: rounds of the final check that
  *    wait for ranges to hold still, and lease workers that found nothing to do.
  *
+ * Beside the levels, {@linkcode HOST_BREAKER} pauses a host that answered nothing for a minute:
+ * its requests fail at once instead of each waiting out its timeouts, so level 3 reaches its bound
+ * in minutes whatever the host does (silence, a byte every few seconds, refusals).
+ *
  * @module
  */
 
@@ -174,6 +178,21 @@ export function backoff(
   if (policy.jitter === "half") return Math.round(delay * (0.5 + random()));
   return delay;
 }
+
+/**
+ * The per-host breaker (`sources/http/host_breaker.ts`): a host whose every attempt over
+ * `windowMs` failed is paused (its requests fail at once, and the work that needed them retries on
+ * its own schedule, which decides when a crawl gives up); one request every `probeEveryMs` tries
+ * it, and its first answer ends the pause.
+ */
+export const HOST_BREAKER = {
+  /** A host whose attempts all failed for this long is paused, in milliseconds... */
+  windowMs: 60_000,
+  /** ...once at least this many failed in that time. */
+  minFailures: 5,
+  /** While paused, one request tries the host this often, in milliseconds. */
+  probeEveryMs: 5_000,
+} as const;
 
 /**
  * Pacing of requests per host (`sources/http/host_pacer.ts`): how a host's pushback (429, 503, 504)

@@ -21,7 +21,6 @@ import {
 import type { CrawlSpec } from "../base/spec.ts";
 import type { Plan } from "../plan/planner.ts";
 import type { CouchSourceOptions } from "../sources/couch/mod.ts";
-import { networkCause } from "../sources/http/mod.ts";
 import {
   type CrawlRecord,
   crawlStatus,
@@ -254,8 +253,8 @@ function localSources(options: LocalCrawlOptions, log: (line: string) => void): 
       options.sourceOptions?.onRetry?.(info);
       if (performance.now() - lastLog < 5000) return;
       lastLog = performance.now();
-      const why = networkCause(info.error, options.sourceOptions?.timeoutMs ?? 30_000);
-      log(`registry: ${why}; retrying (attempt ${info.attempt + 1})`);
+      // The error says what failed where (the request's own timeout, its host).
+      log(`registry: ${errorLine(info.error)}; retrying (attempt ${info.attempt + 1})`);
     },
   });
 }

@@ -134,12 +134,21 @@ export class Progress {
 
 /**
  * The pace of a crawl's requests in one line, or null when nothing slowed them: the cap in force
- * (`--rate`), and each host that pushed back: the rate it was slowed to and why, its pushbacks of
- * its requests, and a `Retry-After` holding it.
+ * (`--rate`), each host paused by its breaker (every attempt failed for a minute) and how it
+ * failed, and each host that pushed back: the rate it was slowed to and why, its pushbacks of its
+ * requests, and a `Retry-After` holding it.
  */
 export function paceLine(pace: PaceState, nowMs: number): string | null {
   const parts = pace.ratePerSecond === null ? [] : [`rate cap ${n(pace.ratePerSecond)}/s`];
   for (const h of pace.hosts) {
+    // A paused host comes first: nothing is asked of it but a try every few seconds.
+    if (h.pausedAt !== null) {
+      const since = duration(Math.max(0, (nowMs - h.pausedAt) / 1000));
+      parts.push(
+        `${h.host} answers nothing (${h.pauseReason}): paused ${since} ago, tried again every few s`,
+      );
+      continue;
+    }
     if (h.pushbacks === 0 && h.limitPerSecond === null && h.heldUntil === null) continue;
     const ago = h.cutAt === null ? "" : ` ${duration(Math.max(0, (nowMs - h.cutAt) / 1000))} ago`;
     // A host that has pushed back every request it was sent is said to, at once: a crawl that

@@ -95,6 +95,12 @@ function paceLines(pace: PaceState): string[] {
       "Until when a host's Retry-After holds its requests (Unix seconds; 0: not held).",
       (h) => h.heldUntil === null ? 0 : h.heldUntil / 1000,
     ],
+    [
+      "rankcrawl_host_paused",
+      "gauge",
+      "1 while a host is paused: every attempt at it failed for a minute (tried every few seconds).",
+      (h) => h.pausedAt === null ? 0 : 1,
+    ],
   ];
   return [...out, ...families(per, pace.hosts.map((h) => [h.host, h]), "host")];
 }

@@ -30,7 +30,7 @@ import {
   listCrawlSummaries,
 } from "../engine/mod.ts";
 import { Metrics } from "./metrics.ts";
-import { Pacer } from "../sources/http/mod.ts";
+import { Pacer, pauseLine } from "../sources/http/mod.ts";
 import { StatusFeed } from "./events.ts";
 import { sourceOpener } from "../sources/open_source.ts";
 
@@ -149,7 +149,10 @@ function startEngine(
   config: ServerConfig,
   o: { log: (line: string) => void; clock: Clock },
 ) {
-  const pacer = new Pacer({ ratePerSecond: config.ratePerSecond ?? null });
+  const pacer = new Pacer({
+    ratePerSecond: config.ratePerSecond ?? null,
+    breaker: { onPause: (p) => o.log(pauseLine(p)) },
+  });
   const metrics = new Metrics({ pace: () => pacer.state() });
   // A registry may redirect only inside ALLOWED_SOURCES: no hop can leave the allowlist.
   const openSource = sourceOpener({

@@ -83,9 +83,10 @@ function actions(c) {
 const paces = {};
 function paceText(p) {
   const caps = [p.crawlRatePerSecond, p.ratePerSecond].filter((r) => r !== null);
-  const slowed = p.hosts.filter((h) => h.limitPerSecond !== null || h.heldUntil !== null);
-  const parts = slowed.map((h) => esc(h.host) + " " + (h.limitPerSecond !== null ? fmt(h.limitPerSecond) + "/s (" + esc(h.reason || "") + ")" : "") +
-    (h.heldUntil !== null ? " held by Retry-After" : ""));
+  const slowed = p.hosts.filter((h) => h.limitPerSecond !== null || h.heldUntil !== null || h.pausedAt);
+  const parts = slowed.map((h) => esc(h.host) + " " + (h.pausedAt ? "answers nothing (" + esc(h.pauseReason || "") + "): paused" :
+    (h.limitPerSecond !== null ? fmt(h.limitPerSecond) + "/s (" + esc(h.reason || "") + ")" : "") +
+    (h.heldUntil !== null ? " held by Retry-After" : "")));
   if (caps.length) parts.unshift("cap " + fmt(Math.min(...caps)) + "/s");
   return parts.length ? parts.join("; ") : "not slowed";
 }

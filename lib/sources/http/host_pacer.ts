@@ -24,6 +24,7 @@
 import { HOST_PACE } from "../../base/retry_policy.ts";
 import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
 import { HostState, LATENCY_WINDOW, median, Spacing, type Trial } from "./_host_state.ts";
+import { HostBreaker, type HostBreakerOptions } from "./host_breaker.ts";
 
 /** What a host's pace is now, for status pages and metrics (no URL, no credentials). */
 export interface HostPace {
@@ -43,6 +44,10 @@ export interface HostPace {
   requests: number;
   /** Answers that pushed back (429, 503, 504) so far. */
   pushbacks: number;
+  /** Since when its breaker pauses it (every attempt failed for a minute), epoch ms, or null. */
+  pausedAt: number | null;
+  /** How its attempts failed, while paused (`timed out after 20 s ×12`), or null. */
+  pauseReason: string | null;
 }
 
 /** A pacer's state: its own cap and every host's pace. */
@@ -73,6 +78,11 @@ export interface PacerOptions {
   adapt?: boolean;
   /** What paces are timed by and requests wait on. @default SYSTEM_CLOCK */
   clock?: Clock;
+  /**
+   * The process's breaker (`host_breaker.ts`), its clock this pacer's unless given.
+   * @default HOST_BREAKER's numbers, told to no one
+   */
+  breaker?: HostBreakerOptions;
 }
 
 /**
@@ -86,6 +96,7 @@ export class Pacer {
   #spacing = new Spacing();
   #hosts = new Map<string, HostState>();
   #parent: Pacer | null;
+  #breaker: HostBreaker;
 
   /** A pacer with `options`; `parent` paces everything this one lets go as well. */
   constructor(options: PacerOptions = {}, parent: Pacer | null = null) {
@@ -97,6 +108,16 @@ export class Pacer {
     this.#adapt = options.adapt ?? true;
     this.#clock = options.clock ?? SYSTEM_CLOCK;
     this.#parent = parent;
+    this.#breaker = parent?.breaker ??
+      new HostBreaker({ clock: this.#clock, ...options.breaker });
+  }
+
+  /**
+   * The breaker of every host this pacer's requests go to (its parent's, for a crawl's own
+   * pacer): one per process, as the pacer is.
+   */
+  get breaker(): HostBreaker {
+    return this.#breaker;
   }
 
   /** The cap of this pacer, in requests a second, or null. */
@@ -232,6 +253,7 @@ export class Pacer {
   hosts(): HostPace[] {
     if (this.#parent) return this.#parent.hosts();
     const now = this.#clock.now();
+    const paused = new Map(this.#breaker.paused().map((p) => [p.host, p]));
     return [...this.#hosts].map(([host, h]) => ({
       host,
       limitPerSecond: h.limit === null ? null : Math.round(h.limit * 10) / 10,
@@ -241,6 +263,8 @@ export class Pacer {
       sentPerSecond: h.sent.perSecond(now),
       requests: h.requests,
       pushbacks: h.pushbacks,
+      pausedAt: paused.get(host)?.pausedAt ?? null,
+      pauseReason: paused.get(host)?.reason ?? null,
     }));
   }
 

@@ -29,6 +29,7 @@ import {
   TooLargeError,
 } from "./body_read.ts";
 import type { Pacer } from "./host_pacer.ts";
+import { HostPausedError } from "./host_breaker.ts";
 
 /** Options shared by every request of a source. */
 export interface HttpOptions {
@@ -196,6 +197,11 @@ export class HttpClient {
       } catch (err) {
         letGo();
         if (!(err instanceof TransientError)) throw err;
+        // Its host answered nothing for a minute: the caller's schedule decides when to ask
+        // again, not a backoff of seconds here that would meet the same pause.
+        if (err instanceof HostPausedError) throw err;
+        const paused = this.#o.pacer?.breaker.pausedError(new URL(req.url), err);
+        if (paused) throw paused;
         last = err;
         if (attempt === max) break;
         let delayMs = backoff(
@@ -248,11 +254,17 @@ export class HttpClient {
     let url = new URL(req.url);
     const timeoutMs = req.timeoutMs ?? this.#o.timeoutMs;
     const pacer = this.#o.pacer;
+    const breaker = pacer?.breaker;
+    // A paused host is not waited for (nor paced): the request fails at once.
+    breaker?.admit(url);
     // Waiting for its turn is not part of an attempt's time.
     await pacer?.pace(url);
     const signal = AbortSignal.timeout(timeoutMs);
     for (let hop = 0;; hop++) {
-      if (hop > 0) await pacer?.pace(url);
+      if (hop > 0) {
+        breaker?.admit(url);
+        await pacer?.pace(url);
+      }
       let res: Response;
       const sentAt = performance.now();
       try {
@@ -267,9 +279,9 @@ export class HttpClient {
           }),
         });
       } catch (err) {
-        throw new TransientError(`${networkCause(err, timeoutMs)} at ${redactUrl(url.href)}`, {
-          cause: err,
-        });
+        const cause = networkCause(err, timeoutMs);
+        breaker?.report(url, { failed: cause });
+        throw new TransientError(`${cause} at ${redactUrl(url.href)}`, { cause: err });
       }
       const retryAfterMs = parseRetryAfter(res.headers.get("retry-after"));
       pacer?.report(url, {
@@ -279,11 +291,13 @@ export class HttpClient {
         retryAfterMs,
       });
       if (res.status >= 300 && res.status < 400 && res.headers.has("location")) {
+        breaker?.report(url, { answered: true });
         await res.body?.cancel();
         url = this.#redirectTarget(url, res.headers.get("location")!, { hop, status: res.status });
         continue;
       }
       if (res.status >= 500 || res.status === 429 || res.status === 408) {
+        breaker?.report(url, { failed: `HTTP ${res.status}` });
         await res.body?.cancel();
         throw new TransientError(`HTTP ${res.status} at ${redactUrl(url.href)}`, {
           status: res.status,
@@ -300,15 +314,21 @@ export class HttpClient {
           held,
         });
       } catch (err) {
+        // A body too large was answered; one sent a byte at a time, or cut, was not.
+        if (err instanceof TooLargeError) breaker?.report(url, { answered: true });
         if (err instanceof TooLargeError && req.oversizeIsTransient) {
           throw new TransientError(err.message, { cause: err });
         }
-        if (err instanceof TooLargeError || err instanceof SlowBodyError) throw err;
-        throw new TransientError(
-          `${networkCause(err, timeoutMs)} while reading ${redactUrl(url.href)}`,
-          { cause: err },
-        );
+        if (err instanceof TooLargeError) throw err;
+        if (err instanceof SlowBodyError) {
+          breaker?.report(url, { failed: "a body sent a byte at a time" });
+          throw err;
+        }
+        const cause = networkCause(err, timeoutMs);
+        breaker?.report(url, { failed: `${cause} while reading` });
+        throw new TransientError(`${cause} while reading ${redactUrl(url.href)}`, { cause: err });
       }
+      breaker?.report(url, { answered: true });
       return { status: res.status, headers: res.headers, body, url: url.href };
     }
   }
