@@ -5,11 +5,11 @@
  * the token in `DENO_KV_ACCESS_TOKEN`; the task may read that variable and reach the network, and
  * nothing else of the environment.
  */
-import { UsageError } from "../lib/base/errors.ts";
+import { StorageError, UsageError } from "../lib/base/errors.ts";
 import { helpText, parseFlags, runMain } from "../lib/cli/flags.ts";
 import { exportNdjson } from "../lib/cli/export.ts";
-import { openKvFile } from "../lib/cli/local_crawl.ts";
-import { findCrawl, listCrawlSummaries } from "../lib/engine/mod.ts";
+import { openKvFile, storageLine } from "../lib/cli/local_crawl.ts";
+import { findCrawl, kvFailureKind, listCrawlSummaries } from "../lib/engine/mod.ts";
 
 const FLAGS = {
   kv: {
@@ -90,6 +90,9 @@ runMain(async () => {
       if (err instanceof Deno.errors.BrokenPipe) return 0;
       throw err;
     }
+  } catch (err) {
+    if (kvFailureKind(err) !== "storage") throw err;
+    throw new StorageError(storageLine(err as Error, f.kv, { reading: true }), { cause: err });
   } finally {
     kv.close();
   }

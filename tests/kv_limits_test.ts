@@ -89,9 +89,11 @@ Deno.test("kv limits: key and value sizes, NUL escapes and non-ASCII counted as 
   assert.equal(kvFailureKind(new Error("disk I/O error")), "storage");
   assert.equal(kvFailureKind(new Error("database is locked")), "locked");
   assert.equal(kvFailureKind(new Error("database disk image is malformed")), "storage");
-  // A full disk loses nothing; an I/O error may be a full disk or a damaged file: said as both.
+  // A full disk loses nothing; an I/O error may be a full disk or a damaged file: said as both;
+  // a malformed file is damaged.
   assert.equal(storageCause(new Error("database or disk is full")), "full");
-  assert.equal(storageCause(new Error("disk I/O error")), "damaged");
+  assert.equal(storageCause(new Error("disk I/O error")), "failed");
+  assert.equal(storageCause(new Error("KV: database disk image is malformed")), "damaged");
 });
 
 Deno.test("utf8Length: the bytes TextEncoder writes, lone surrogates as 3", () => {

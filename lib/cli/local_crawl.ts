@@ -119,6 +119,7 @@ export async function openKvFile(path: string): Promise<Deno.Kv> {
     // Another process on the same file may hold its lock for a moment: waited out, bounded.
     return await kvOp(() => Deno.openKv(path));
   } catch (err) {
+    if (err instanceof StorageError) throw new StorageError(storageLine(err, path), { cause: err });
     const why = errorLine(err);
     throw new FatalError(`cannot open KV at ${path}: ${why}`, { cause: err });
   }
@@ -181,8 +182,10 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
     onProcessError: (err) => broken.push(err),
     log,
   });
-  const release = await runtime.acquire();
+  // Its first write (the heartbeat) is the first to find a damaged file: inside the try.
+  let release = () => Promise.resolve();
   try {
+    release = await runtime.acquire();
     const { crawl, action } = await openCrawl(
       { kv, source, dispatcher: runtime.dispatcher, listings: runtime.deps.listings },
       options.spec,
@@ -236,8 +239,10 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
       ? processFailure(err as Error, options.kvPath)
       : err;
   } finally {
-    await release();
-    await runtime.close();
+    // Letting go writes to KV (the heartbeat): on a file that failed, that fails too, and must
+    // not take the place of the line that says why the run ended.
+    await release().catch(() => {});
+    await runtime.close().catch(() => {});
     kv.close();
     await runtime.finished;
   }
@@ -335,19 +340,34 @@ class Poll {
 /** The one line a process-level failure ends the run with. */
 function processFailure(err: Error, kvPath: string): Error {
   if (err instanceof StorageError) {
-    // A full disk loses nothing written; a damaged file may have lost anything. An I/O error
-    // may be either (a disk that filled says so too): it promises only what holds for both.
-    return new StorageError(
-      storageCause(err) === "full"
-        ? `cannot write ${kvPath}: the disk is full (${err.message}); nothing stored is lost: ` +
-          "free some space and run the same command again to resume"
-        : `cannot write ${kvPath}: the disk is full or failing, or the file damaged ` +
-          `(${err.message}): if the disk is full, nothing stored is lost: free some space and ` +
-          "run the same command again to resume; if the file was damaged, what it held may " +
-          "not all be readable: copy it aside first, and delete it to crawl again if the same " +
-          "command fails",
-      { cause: err },
-    );
+    return new StorageError(storageLine(err, kvPath), { cause: err });
   }
   return new FatalError(`a worker stopped: ${errorLine(err)}`, { cause: err });
+}
+
+/**
+ * What a KV file that cannot be written or read means for the user, in one line: a full disk
+ * loses nothing written; a damaged file may have lost anything; an I/O error may be either (a disk
+ * that filled says so too), so it promises only what holds for both.
+ */
+export function storageLine(
+  err: Error,
+  kvPath: string,
+  options: { reading?: boolean } = {},
+): string {
+  const what = options.reading ? "read" : "write";
+  switch (storageCause(err)) {
+    case "full":
+      return `cannot ${what} ${kvPath}: the disk is full (${err.message}); nothing stored is ` +
+        "lost: free some space and run the same command again to resume";
+    case "damaged":
+      return `${kvPath} is damaged (${err.message}): what it held may not all be readable; ` +
+        "copy it aside if you need what can be read, and delete it to crawl again";
+    default:
+      return `cannot ${what} ${kvPath}: the disk is full or failing, or the file damaged ` +
+        `(${err.message}): if the disk is full, nothing stored is lost: free some space and ` +
+        "run the same command again to resume; if the file was damaged, what it held may " +
+        "not all be readable: copy it aside first, and delete it to crawl again if the same " +
+        "command fails";
+  }
 }

@@ -134,16 +134,21 @@ const EMPTY = new AtomicBudget();
 /** What a full disk says. */
 const FULL = /disk is full|SQLITE_FULL|No space left|disk quota/i;
 
+/** What a file found damaged says. */
+const CORRUPT = /SQLITE_CORRUPT|malformed|not a database/i;
+
 /** What a damaged file, or a failing disk, says. */
-const DAMAGED = /disk I\/O error|SQLITE_IOERR|SQLITE_CORRUPT|malformed|not a database/i;
+const DAMAGED = new RegExp(`disk I/O error|SQLITE_IOERR|${CORRUPT.source}`, "i");
 
 /**
  * Why the store cannot be written: its disk is `full` (nothing written is lost: free space and
- * resume), or the file or its disk is `damaged` (what it holds may not all be readable).
+ * resume), the file is `damaged` (SQLite found it malformed: what it holds may not all be
+ * readable), or it `failed` on I/O, which a disk that filled, a failing disk and a file cut
+ * short under the process all say alike.
  */
-export function storageCause(err: unknown): "full" | "damaged" {
+export function storageCause(err: unknown): "full" | "damaged" | "failed" {
   const msg = err instanceof Error ? err.message : String(err);
-  return FULL.test(msg) ? "full" : "damaged";
+  return FULL.test(msg) ? "full" : CORRUPT.test(msg) ? "damaged" : "failed";
 }
 
 /**
