@@ -10,7 +10,7 @@ import { followLine } from "../lib/cli/progress.ts";
 import { RegistryData } from "../lib/sim/registry/registry_data.ts";
 import { startRegistry } from "../lib/sim/registry/registry_server.ts";
 import { sortKeys } from "../lib/plan/keys.ts";
-import { runTask } from "./helpers.ts";
+import { runTask, taskArgs } from "./helpers.ts";
 import { realNames } from "./registry_timeline.ts";
 
 /** A terminal's worst: clear the screen, home, retitle, a forged summary line, an override. */
@@ -79,6 +79,41 @@ Deno.test("shown text: a crawl of a registry whose sequences and ids carry escap
     for (const id of hostile) {
       assert.ok(ids.includes(id), `${JSON.stringify(id)} exported as it is`);
     }
+  } finally {
+    await reg.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("shown text: in a terminal (a pseudo-terminal), the progress a hostile registry's crawl draws holds only our own escapes", async () => {
+  const names = await realNames(3_000);
+  const hostile = ["evil\u001b[31mred", "bidi\u202eevil", "c1\u009bstuff", "nl\nforged"];
+  const data = new RegistryData(sortKeys([...names, ...hostile]));
+  const reg = await startRegistry(data, { seqDecoration: EVIL, latencyMs: 5 });
+  const dir = await Deno.makeTempDir();
+  try {
+    const crawl = [Deno.execPath(), ...taskArgs("crawl")]
+      .concat(["--source", reg.url, "--kv", `${dir}/c.kv`, "--shards", "4", "--follow"])
+      .map((a) => `'${a}'`).join(" ");
+    // `script` gives the crawl a terminal (its progress draws bars and moves the cursor) and
+    // writes what the terminal received; the crawl follows for a few seconds, then is stopped.
+    const out = await new Deno.Command("script", {
+      args: ["-qefc", `timeout -s INT 8 ${crawl}`, "/dev/null"],
+      env: { NO_COLOR: "1", COLUMNS: "100", LINES: "40" },
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const screen = new TextDecoder().decode(out.stdout);
+    assert.match(screen, /following/, screen);
+    assert.ok(screen.includes("\u001b[2K"), "drawn as a terminal's progress (not plain lines)");
+    // Ours: cursor up, clear the line, the terminal's own line ends.
+    // deno-lint-ignore no-control-regex -- the escapes the progress draws with
+    const ours = /\u001b\[\d+A|\u001b\[2K|\r/g;
+    const rest = screen.replace(ours, "");
+    assert.doesNotMatch(rest, RAW, "no escape but ours reached the terminal");
+    assert.ok(!screen.includes("\u001b[2J") && !screen.includes("\u001b]0;"), "no clear, no title");
+    assert.ok(!/^crawl FORGED/m.test(rest), "no forged line");
+    assert.match(rest, /\\u\{1b\}\[2J/, "the sequence is shown, escaped");
   } finally {
     await reg.close();
     await Deno.remove(dir, { recursive: true });

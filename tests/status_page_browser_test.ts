@@ -11,6 +11,9 @@ import { chromium, type Page } from "playwright-core";
 import { bundledNames, prefixNear, syntheticNames } from "../lib/sim/names.ts";
 import { spawnRegistry, spawnServer, waitHealthy } from "./helpers.ts";
 import { CHROMIUM, haveChromium } from "./optional_tools.ts";
+import { RegistryData } from "../lib/sim/registry/registry_data.ts";
+import { startRegistry } from "../lib/sim/registry/registry_server.ts";
+import { sortKeys } from "../lib/plan/keys.ts";
 
 const ITEMS = 6000;
 const SHARDS = 56;
@@ -217,6 +220,68 @@ Deno.test({
       assert.equal(icon.status, 200);
       assert.match(icon.headers.get("content-type") ?? "", /image\/svg\+xml/);
       await icon.body?.cancel();
+    } finally {
+      await browser.close();
+      await server.stop();
+      await reg.close();
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "status page: ids and sequences a registry controls (HTML, ANSI, C1, bidi) show as text; nothing runs (chromium)",
+  ignore: !haveChromium,
+  fn: async () => {
+    // Every id a shard boundary (one item a shard), so that each is drawn as a key range.
+    const hostile = [
+      '<img src=x onerror="window.__pwned=1">',
+      "ansi\u001b[2J\u001b]0;PWNED-TITLE\u0007",
+      "c1\u009b31m",
+      "bidi\u202eevil",
+      "sep\u2028line",
+    ];
+    const data = new RegistryData(sortKeys([...hostile, "!first", "alpha", "beta", "gamma"]));
+    const reg = await startRegistry(data, { seqDecoration: "\u001b[2J<b>seq</b>\u202e" });
+    const dir = await Deno.makeTempDir();
+    const token = "browser-token-789";
+    const server = spawnServer({
+      CRAWL_TOKEN: token,
+      KV_PATH: `${dir}/h.kv`,
+      ALLOWED_SOURCES: reg.url,
+    });
+    const browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ["--no-sandbox", "--disable-gpu", "--no-first-run"],
+    });
+    try {
+      await waitHealthy(`${server.base}/healthz`);
+      const created = await fetch(`${server.base}/crawls`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}` },
+        body: JSON.stringify({ source: reg.url, shards: data.size }),
+      });
+      assert.equal(created.status, 202);
+      const { id } = await created.json();
+      const page = await browser.newPage();
+      await page.goto(server.base);
+      await page.fill("#token", token);
+      await page.click("#auth button");
+      const crawl = page.locator(`.crawl[data-crawl="${id}"]`);
+      await crawl.waitFor({ timeout: 15_000 });
+      await until("done", async () => (await crawl.getAttribute("data-status")) === "done");
+      const text = await crawl.innerText();
+      const ranges = await crawl.locator("td.range").allInnerTexts();
+      assert.equal(ranges.length, data.size, ranges.join("\n"));
+      // Shown as text, each control and override as its escape.
+      assert.ok(text.includes('<img src=x onerror=\\"window.__pwned=1\\">'), text);
+      assert.ok(text.includes("bidi\\u{202e}evil") && text.includes("sep\\u{2028}line"), text);
+      // deno-lint-ignore no-control-regex -- what must not reach the page raw
+      assert.doesNotMatch(text, /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2028]/);
+      assert.equal(await page.evaluate("window.__pwned"), undefined, "nothing ran");
+      assert.equal(await page.title(), "rankcrawl status");
+      assert.equal(await page.locator("img").count(), 0, "no element made of a registry's text");
     } finally {
       await browser.close();
       await server.stop();
