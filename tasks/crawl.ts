@@ -26,7 +26,7 @@ import {
 import { FOLLOW_POLL } from "../lib/base/retry_policy.ts";
 import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
 import { Pacer, parseHeader, pauseLine } from "../lib/sources/http/mod.ts";
-import { Progress, summary } from "../lib/cli/progress.ts";
+import { Progress, summary, writeAll } from "../lib/cli/progress.ts";
 import { RATE_FLAG, rateFromFlag, SPEC_FLAGS, specFromFlags } from "../lib/cli/spec_flags.ts";
 import { checkPlanOrigin, readPlanFile } from "../lib/plan/plan_file.ts";
 
@@ -129,8 +129,25 @@ runMain(async () => {
     console.log(helpText(HELP, FLAGS));
     return 0;
   }
+  // Progress is drawn in place on a terminal; log lines then go above the drawing (through it)
+  // when they would reach the same terminal, so that neither draws over the other.
+  const tty = Deno.stdout.isTerminal();
+  const progress = new Progress({
+    tty,
+    write: (t) => writeAll(Deno.stdout, new TextEncoder().encode(t)),
+    pace: () => pacer.state(),
+    size: () => {
+      try {
+        return Deno.consoleSize();
+      } catch {
+        return null; // not a terminal after all (a pipe): the default size
+      }
+    },
+  });
+  const logOver = tty && Deno.stderr.isTerminal();
   // Every line may hold what a registry said: shown as text, never run by the terminal.
-  const log = (line: string) => console.error(shownText(line));
+  const log = (line: string) =>
+    logOver ? progress.log(shownText(line)) : console.error(shownText(line));
   const plan = f.plan ? await readPlanFile(f.plan) : undefined;
   if (plan && f.shards !== undefined && Number(f.shards) !== plan.shards.length) {
     throw new UsageError(`--shards ${f.shards} disagrees with the plan's ${plan.shards.length}`);
@@ -188,11 +205,7 @@ runMain(async () => {
       id: crawlId,
       plan,
       log,
-      progress: new Progress({
-        tty: Deno.stdout.isTerminal(),
-        write: (t) => Deno.stdout.writeSync(new TextEncoder().encode(t)),
-        pace: () => pacer.state(),
-      }),
+      progress,
       dispatch: dispatch === "auto" ? undefined : dispatch,
       follow: f.follow ?? false,
       followPollMs,
@@ -208,9 +221,12 @@ runMain(async () => {
       },
       workers,
     });
+    progress.end();
     console.log(shownText(summary(res.report, { ...res, pace: pacer.state() }), { lines: true }));
     return 0;
   } finally {
+    // What ends the run (the summary, why it stopped) is printed below the last drawing.
+    progress.end();
     unlisten();
     await demo?.close();
   }

@@ -60,6 +60,7 @@ Deno.test("bounds: a 1 GiB-inflating gzip document among 2,000 is one tooLarge i
     assert.ok(bombs && Number(bombs[1]) > 0, run.stdout);
     assert.match(run.stdout, /checked: exact/);
     assert.ok(run.peakMiB <= 512, `peak RSS ${run.peakMiB.toFixed(0)} MiB`);
+    console.log(`  peak RSS ${run.peakMiB.toFixed(0)} MiB`);
     const exported = await runTask("export", ["--kv", `${dir}/c.kv`]);
     const items = exported.stdout.trim().split("\n").map((l) => JSON.parse(l));
     assert.equal(items.length, data.size);

@@ -2,6 +2,7 @@ import { clockWithNow } from "../lib/base/clock.ts";
 import assert from "node:assert/strict";
 import { duration, followLine, n, paceLine, Progress, summary } from "../lib/cli/progress.ts";
 import type { CrawlStatusReport, ShardStatus } from "../lib/engine/crawl/status.ts";
+import { TerminalScreen } from "./terminal_screen.ts";
 
 function shard(id: number, start: string | null, end: string | null, items: number): ShardStatus {
   return {
@@ -251,3 +252,68 @@ Deno.test("progress: a host paused by its breaker is said first, with how it fai
       "tried again every few s",
   );
 });
+
+/** A report of `count` shards of 500 each, the first `done` of them done, `items` stored. */
+function manyShards(count: number, done: number, items: number): CrawlStatusReport {
+  const shards = Array.from({ length: count }, (_, i) => ({
+    ...shard(i, i === 0 ? null : `k${i}`, i === count - 1 ? null : `k${i + 1}`, 0),
+    items: i < done ? 500 : Math.floor((items - done * 500) / (count - done)),
+    done: i < done,
+  }));
+  return report(items, {
+    total: count * 500,
+    shardCount: count,
+    shardsDone: done,
+    shards,
+    id: "a-crawl-with-a-long-name",
+  });
+}
+
+for (const [columns, rows] of [[80, 24], [160, 40], [40, 10]] as const) {
+  Deno.test(`progress: in a ${columns}x${rows} terminal, 56 shards and log lines between drawings leave one drawing, every log line once, in order`, () => {
+    let t = 0;
+    const term = new TerminalScreen(columns, rows);
+    const p = new Progress({
+      tty: true,
+      write: (s) => term.write(s),
+      clock: clockWithNow(() => t),
+      size: () => ({ columns, rows }),
+    });
+    term.write("$ deno task crawl\n");
+    const logged: string[] = [];
+    for (let step = 0; step < 60; step++) {
+      t += 500;
+      p.update(manyShards(56, Math.min(56, step), Math.min(28_000, step * 480)), true);
+      if (step % 3 === 1) {
+        // Some lines wrap (a registry's long error reason), most do not.
+        const line = step % 9 === 1
+          ? `retry ${step}: ${"x".repeat(columns + 17)} (attempt 2)`
+          : `retry ${step}: shard ${step} answered 503; again in 1 s`;
+        logged.push(line);
+        p.log(line);
+      }
+    }
+    p.end();
+    term.write("crawl done: 28,000 items\n");
+    const lines = term.transcript();
+    assert.equal(lines[0], "$ deno task crawl");
+    const heads = lines.filter((l) => l.startsWith("a-crawl-with-a-long-name "));
+    assert.equal(heads.length, 1, `one drawing stays, not ${heads.length}:\n${lines.join("\n")}`);
+    // Each log line, joined again where it wrapped, comes once and in the order it was logged.
+    const text = lines.join("\n");
+    let at = 0;
+    for (const line of logged) {
+      const rowsOf = line.match(new RegExp(`.{1,${columns}}`, "g"))!.map((r) => r.trimEnd());
+      const found = text.indexOf(rowsOf.join("\n"), at);
+      assert.ok(found >= 0, `${line} after ${at}:\n${text}`);
+      assert.equal(text.indexOf(rowsOf.join("\n"), found + 1), -1, `${line} once`);
+      at = found;
+    }
+    assert.ok(text.indexOf(logged.at(-1)!.slice(0, 20)) < text.indexOf(heads[0]), "logs above");
+    assert.equal(lines.at(-1), "crawl done: 28,000 items", "what ends the run comes below");
+    const drawing = lines.slice(lines.indexOf(heads[0]), -1);
+    assert.ok(drawing.length <= rows - 1, `${drawing.length} rows fit in ${rows}`);
+    assert.ok(drawing.every((l) => [...l].length < columns), "no drawn row wraps");
+    if (drawing.length < 57) assert.match(drawing.at(-1)!, /more shards: \d+ done, \d+ to go/);
+  });
+}

@@ -248,17 +248,27 @@ export async function runMain(main: () => Promise<number | void>): Promise<void>
   }
 }
 
+/** A second interrupt within this long is the first one again (forwarded), in milliseconds. */
+const DOUBLE_SIGNAL_MS = 1_000;
+
 /**
  * Calls `stop` on the first SIGINT or SIGTERM (where the platform has them), so that a task lets
- * its leases go at once instead of leaving them to go stale; a second signal exits at once (130).
+ * its leases go at once instead of leaving them to go stale; a second signal a second or more later
+ * exits at once (130).
  * Returns a function that removes the listeners.
  */
 export function onInterrupt(stop: () => void): () => void {
-  let stopping = false;
+  let stoppingAt: number | null = null;
   const handler = () => {
-    if (stopping) Deno.exit(130);
-    stopping = true;
-    stop();
+    if (stoppingAt === null) {
+      stoppingAt = performance.now();
+      return stop();
+    }
+    // Ctrl-C at a terminal reaches every process of its group: `deno task` passes its own copy on
+    // to the task, so one press often arrives twice. Only a second press is the user's.
+    if (performance.now() - stoppingAt < DOUBLE_SIGNAL_MS) return;
+    console.error("stopped at once (a second Ctrl-C): the same command resumes where it was");
+    Deno.exit(130);
   };
   const signals: Deno.Signal[] = Deno.build.os === "windows" ? ["SIGINT"] : ["SIGINT", "SIGTERM"];
   for (const s of signals) Deno.addSignalListener(s, handler);

@@ -2,6 +2,12 @@
  * Terminal progress: per-shard bars with items/s and ETA redrawn in place on a TTY (at most a few
  * times a second), one plain line every few seconds otherwise, and the end-of-crawl summary.
  *
+ * On a TTY the drawing is fitted to the terminal each time: no line wider than it (a wrapped line
+ * is a row the next redraw does not go back over, which leaves stale lines), no more lines than its
+ * height (the cursor cannot go back above the top row), the shards that do not fit summed up in
+ * one line. Log lines go through {@linkcode Progress.log}, which prints them above the drawing, and
+ * {@linkcode Progress.end} leaves the last drawing in place for what is printed after it.
+ *
  * @module
  */
 import { shownText } from "../base/shown_text.ts";
@@ -25,6 +31,28 @@ export interface ProgressOptions {
   pace?: () => PaceState;
   /** Most shards drawn as bars. @default 32 */
   maxBars?: number;
+  /**
+   * The terminal's size now (`Deno.consoleSize`), or null when unknown; read at each redraw, so a
+   * resized terminal is drawn to its new size. @default 80 columns, 24 rows
+   */
+  size?: () => { columns: number; rows: number } | null;
+}
+
+/**
+ * Writes every byte of `bytes` to `to`: one `writeSync` may write only some (a terminal takes a
+ * few KiB at a time), and a drawing cut short leaves the cursor where the next one does not expect.
+ */
+export function writeAll(to: { writeSync(p: Uint8Array): number }, bytes: Uint8Array): void {
+  for (let at = 0; at < bytes.length;) at += to.writeSync(bytes.subarray(at));
+}
+
+/** A terminal's size when it does not say. */
+const DEFAULT_SIZE = { columns: 80, rows: 24 };
+
+/** `line` cut to `columns` characters (code points), with `…` where it was cut. */
+export function fitted(line: string, columns: number): string {
+  const chars = [...line];
+  return chars.length <= columns ? line : chars.slice(0, Math.max(0, columns - 1)).join("") + "…";
 }
 
 /**
@@ -55,9 +83,11 @@ function bar(fraction: number, width: number): string {
 
 /** Renders status reports as they come, rate-limited. */
 export class Progress {
-  #o: Required<Omit<ProgressOptions, "pace">> & Pick<ProgressOptions, "pace">;
+  #o: Required<Omit<ProgressOptions, "pace" | "size">> & Pick<ProgressOptions, "pace" | "size">;
   #lastDraw = -Infinity;
   #lines = 0;
+  #drawn: string[] = [];
+  #ended = false;
   #samples: { t: number; items: number }[] = [];
   #shardPrev = new Map<number, { t: number; items: number; rate: number }>();
 
@@ -81,8 +111,26 @@ export class Progress {
     return dt > 0 ? (items - first.items) / dt : 0;
   }
 
+  /**
+   * Prints `line` (one line, already shown as text): on a TTY above the drawing, which is drawn
+   * again below it; otherwise through `write` as it is.
+   */
+  log(line: string): void {
+    if (!this.#o.tty || this.#ended) return this.#o.write(`${line}\n`);
+    this.#paint(this.#drawn, line);
+  }
+
+  /**
+   * Stops drawing: the last drawing stays where it is, and what is printed next (the summary, why
+   * the run stopped) comes below it, never drawn over. Later updates draw nothing.
+   */
+  end(): void {
+    this.#ended = true;
+  }
+
   /** Takes a fresh report; draws when the interval has passed (or `force`). */
   update(r: CrawlStatusReport, force = false): void {
+    if (this.#ended) return;
     const t = this.#o.clock.now();
     const rate = this.#recentRate(t, r.itemsStored);
     const interval = this.#o.tty ? this.#o.ttyIntervalMs : this.#o.plainIntervalMs;
@@ -106,9 +154,16 @@ export class Progress {
       );
       return;
     }
+    const size = this.#o.size?.() ?? DEFAULT_SIZE;
+    // Rows for bars: the terminal's, less the head, the pace, a summary line and the cursor's.
+    const room = Math.max(0, size.rows - (pace ? 2 : 1) - 2);
     const lines = pace ? [head, `  ${pace}`] : [head];
-    const shards = r.shards.slice(0, this.#o.maxBars);
-    for (const s of shards) {
+    // Unfinished shards first: they are what is worth watching when not all fit.
+    const order = [...r.shards.filter((s) => !s.done), ...r.shards.filter((s) => s.done)];
+    const shards = order.slice(0, Math.min(this.#o.maxBars, room));
+    // The bar gives way on a narrow terminal (the numbers beside it take about 40 columns).
+    const barWidth = Math.max(5, Math.min(24, size.columns - 45));
+    for (const s of shards.sort((a, b) => a.id - b.id)) {
       const prev = this.#shardPrev.get(s.id);
       let srate = prev?.rate ?? 0;
       if (prev && t > prev.t) {
@@ -117,18 +172,47 @@ export class Progress {
       this.#shardPrev.set(s.id, { t, items: s.items, rate: srate });
       const frac = s.done ? 1 : s.expected > 0 ? s.items / s.expected : 0;
       lines.push(
-        `  ${String(s.id).padStart(3)} ${bar(frac, 24)} ${n(s.items).padStart(9)}/${
+        `  ${String(s.id).padStart(3)} ${bar(frac, barWidth)} ${n(s.items).padStart(9)}/${
           n(s.expected).padEnd(9)
         } ${s.done ? "done" : `${n(srate)}/s`.padStart(8)}`,
       );
     }
     if (r.shards.length > shards.length) {
-      lines.push(`  … ${r.shards.length - shards.length} more shards`);
+      const rest = r.shards.filter((s) => !shards.includes(s));
+      const done = rest.filter((s) => s.done).length;
+      lines.push(
+        `  … ${n(rest.length)} more shards: ${n(done)} done, ${n(rest.length - done)} to go`,
+      );
     }
-    const up = this.#lines > 0 ? `\x1b[${this.#lines}A` : "";
     // What the registry said is shown as text; the only control sequences are our own.
-    this.#o.write(up + lines.map((l) => `\x1b[2K${shownText(l)}\n`).join(""));
+    this.#paint(lines.map((l) => fitted(shownText(l), size.columns - 1)));
+  }
+
+  /**
+   * Draws `lines` (each fitted to the terminal: one row each) over the last drawing, after `log`
+   * (which stays, above it, however many rows it wraps to). Each row is cleared as it is written
+   * (`ESC[2K`), never the screen from the cursor down (`ESC[J`), which tmux takes for a clear
+   * screen and saves into its history: every drawing would stay in the scrollback.
+   */
+  #paint(lines: string[], log?: string): void {
+    const columns = Math.max(1, (this.#o.size?.() ?? DEFAULT_SIZE).columns);
+    let out = this.#lines > 0 ? `\x1b[${this.#lines}A` : "";
+    let rows = 0;
+    if (log !== undefined) {
+      // The rows the line wraps to are cleared first (the first one alone would leave the old
+      // drawing's text beside its tail).
+      const k = Math.max(1, Math.ceil([...log].length / columns));
+      out += "\x1b[2K\n".repeat(k) + `\x1b[${k}A` + log + "\n";
+      rows += k;
+    }
+    out += lines.map((l) => `\x1b[2K${l}\n`).join("");
+    rows += lines.length;
+    // A drawing shorter than the last one: its leftover rows are cleared, and the cursor comes back.
+    const extra = this.#lines - rows;
+    if (extra > 0) out += "\x1b[2K\n".repeat(extra) + `\x1b[${extra}A`;
+    this.#o.write(out);
     this.#lines = lines.length;
+    this.#drawn = lines;
   }
 }
 

@@ -38,6 +38,24 @@ export class SlowBodyError extends TransientError {
 /** What a body without a declared length takes from the budget first, and at least as it grows. */
 const GROWTH_BYTES = 64 * 1024;
 
+/**
+ * Compressed bytes handed to the inflater at a time. Deflate inflates at most ~1,032 times, so one
+ * step makes at most ~4 MiB; fed a whole wire chunk (under load the socket hands over a megabyte
+ * at once), one step of a gzip bomb made 1 GiB before its cap was ever looked at.
+ */
+const INFLATE_STEP_BYTES = 4096;
+
+/** Cuts a stream's chunks into views of at most {@linkcode INFLATE_STEP_BYTES} (no copy). */
+function sliced(): TransformStream<Uint8Array, Uint8Array> {
+  return new TransformStream({
+    transform(chunk, ctl) {
+      for (let at = 0; at < chunk.length; at += INFLATE_STEP_BYTES) {
+        ctl.enqueue(chunk.subarray(at, at + INFLATE_STEP_BYTES));
+      }
+    },
+  });
+}
+
 /** A gate for large answers, to share among the sources of a process (see `largeAnswers`). */
 export function largeAnswers(
   permits: number = LARGE_ANSWERS,
@@ -122,7 +140,7 @@ export async function readCapped(res: Response, o: BodyBounds): Promise<Uint8Arr
   // inflates to (a small body may inflate without end), and its declared length says nothing of
   // them.
   const declared = encoding === "identity" ? wire : NaN;
-  const body = encoding === "identity" ? res.body : res.body.pipeThrough(
+  const body = encoding === "identity" ? res.body : res.body.pipeThrough(sliced()).pipeThrough(
     new DecompressionStream(encoding) as unknown as ReadableWritablePair<Uint8Array, Uint8Array>,
   );
   // A large answer waits for its permit before anything of it is held; then every body takes
