@@ -240,10 +240,11 @@ Deno.test("e2e: a --docs crawl killed with SIGKILL resumes within seconds with t
     const started = performance.now();
     const second = crawl();
     // Work resumes as soon as the killed process's heartbeat is stale (3 s), long before its
-    // shards' 30 s leases would expire.
+    // shards' 30 s leases would expire: the bound tells the two apart with room for a loaded
+    // machine (about 4 s on a quiet one).
     await waitForItems(kvPath, before + 100);
     const resumedMs = performance.now() - started;
-    assert.ok(resumedMs < 8_000, `work resumed after ${Math.round(resumedMs)} ms`);
+    assert.ok(resumedMs < 20_000, `work resumed after ${Math.round(resumedMs)} ms`);
     const st = await second.status;
     const err = await new Response(second.stderr).text();
     assert.equal(st.code, 0, err);
