@@ -86,7 +86,9 @@ Deno.test("api: validation of bodies and parameters answers 4xx with a JSON reas
       [{ source: SRC, shards: 4, view: "no-slash" }, 400, /view must be ddoc\/view/],
       [{ source: "http://169.254.169.254/latest", shards: 4 }, 403, /not allowed/],
       [{ source: "http://10.0.0.1/registry", shards: 4 }, 403, /not allowed/],
-      [{ source: SRC, docsUrl: "http://evil.example/", shards: 4 }, 403, /not allowed/],
+      [{ source: SRC, docs: true, docsUrl: "http://evil.example/", shards: 4 }, 403, /not allowed/],
+      [{ source: SRC, docsUrl: `${SRC}/docs`, shards: 4 }, 400, /docsUrl is about documents/],
+      [{ source: SRC, docFields: ["name"], shards: 4 }, 400, /give docs too/],
       [[1, 2, 3], 400, /body|Expected object/],
       [{ source: SRC, shards: 4, pad: "x".repeat(40_000) }, 413, /too large/],
     ];

@@ -92,6 +92,10 @@ Deno.test("cli: bad flags, URLs and registries give one-line errors", async () =
       [crawl, ["--follow", "--follow-idle", "2d"], /--follow-idle must be at most 3600s, got 2d/],
       [crawl, ["--max-page", "1"], /--max-page must be at least 2/],
       [crawl, ["--dispatch", "carrier-pigeon"], /--dispatch must be/],
+      [crawl, ["--doc-fields", "name"], /--doc-fields is about documents, .*give --docs too/],
+      [crawl, ["--docs-url", reg.url], /--docs-url is about documents/],
+      [crawl, ["--docs", "--abbreviated"], /give --docs-url too/],
+      [crawl, ["--docs", "--doc-fields", "_id"], /--doc-fields must name a field besides/],
       [crawl, ["--crawl-id", "bad id!"], /--crawl-id must be/],
       [crawl, ["--plan", `${dir}/missing.json`], /cannot read plan file/],
       [
@@ -104,6 +108,7 @@ Deno.test("cli: bad flags, URLs and registries give one-line errors", async () =
         ["--source", reg.url, "--shards", "2", "--kv", `${dir}/no/such/dir/c.kv`],
         /cannot open KV/,
       ],
+      [crawl, ["--kv", "/proc/x.kv"], /cannot open KV at \/proc\/x.kv: .*an ordinary folder$/],
       [
         crawl,
         ["--source", htmlUrl, "--shards", "2", "--kv", `${dir}/d.kv`],

@@ -54,6 +54,19 @@ Deno.test("doc fields: what a document keeps, and what a spec takes", async () =
     assert.throws(() => buildSpec({ ...base, docFields: bad }), /^InputError: docFields/);
   }
   assert.throws(() => buildSpec({ ...base, abbreviated: true }), /give docsUrl too/);
+  // Options about documents on a crawl without them would do nothing: refused, in the caller's
+  // words.
+  const bare = { source: base.source };
+  assert.throws(() => buildSpec({ ...bare, docFields: ["name"] }), /docFields is about documents/);
+  assert.throws(() => buildSpec({ ...bare, docsUrl: "http://127.0.0.1:2/" }), /give docs too/);
+  assert.throws(
+    () =>
+      buildSpec({ ...bare, abbreviated: true }, {
+        names: { abbreviated: "--abbreviated", docs: "--docs" },
+      }),
+    /^InputError: --abbreviated is about documents, .* give --docs too/,
+  );
+  assert.equal(buildSpec({ ...bare, docsUrl: null, abbreviated: false }).docs, false);
 });
 
 for (const how of ["include_docs", "one GET each"] as const) {

@@ -104,15 +104,16 @@ export type SpecInput = Pick<CrawlSpec, "source"> & Partial<Omit<CrawlSpec, "sou
  * const spec = buildSpec({ source: "http://127.0.0.1:5984/registry/", shards: 56 });
  * // spec.source === "http://127.0.0.1:5984/registry", spec.maxPage === 10000
  * ```
- * `files`: the source may name an SQL table (`sqlite:FILE#table`): the command line only, never a
- * request (a server must not be made to read its own files).
- * @throws InputError naming the first field out of bounds.
+ * Options about documents (`docsUrl`, `docFields`, `abbreviated`) without `docs` are refused:
+ * kept, they would do nothing.
+ * @throws InputError naming the first field out of bounds (as `options.names` calls it).
  */
-export function buildSpec(input: SpecInput, options: { files?: boolean } = {}): CrawlSpec {
-  const url = (raw: string, field: string) =>
+export function buildSpec(input: SpecInput, options: BuildSpecOptions = {}): CrawlSpec {
+  const named = (field: keyof SpecInput) => options.names?.[field] ?? field;
+  const url = (raw: string, field: keyof SpecInput) =>
     raw.startsWith("demo:")
       ? raw
-      : normalizeSourceUrl(raw, field, { credentials: true, files: options.files });
+      : normalizeSourceUrl(raw, named(field), { credentials: true, files: options.files });
   const spec: CrawlSpec = {
     source: url(input.source, "source"),
     docsUrl: input.docsUrl ? url(input.docsUrl, "docsUrl") : null,
@@ -129,17 +130,32 @@ export function buildSpec(input: SpecInput, options: { files?: boolean } = {}): 
     }
     spec.view = input.view;
   }
-  if (input.docFields !== undefined) spec.docFields = checkDocFields(input.docFields);
+  // Options about documents on a crawl without them would be kept and do nothing: refused.
+  const aboutDocs = (["docsUrl", "docFields", "abbreviated"] as const)
+    .find((f) => input[f] !== undefined && input[f] !== null && input[f] !== false);
+  if (aboutDocs && !spec.docs) {
+    throw new InputError(
+      `${named(aboutDocs)} is about documents, which this crawl does not fetch: ` +
+        `give ${named("docs")} too, or leave ${named(aboutDocs)} out`,
+    );
+  }
+  if (input.docFields !== undefined) {
+    spec.docFields = checkDocFields(input.docFields, named("docFields"));
+  }
   if (input.abbreviated) {
     if (!spec.docsUrl) {
-      throw new InputError("abbreviated metadata is npm's document host's: give docsUrl too");
+      throw new InputError(
+        `abbreviated metadata is npm's document host's: give ${named("docsUrl")} too`,
+      );
     }
     spec.abbreviated = true;
   }
   if (input.rate !== undefined) {
     const { min, max } = SPEC_LIMITS.rate;
     if (typeof input.rate !== "number" || !(input.rate >= min && input.rate <= max)) {
-      throw new InputError(`rate must be a number of requests a second from ${min} to ${max}`);
+      throw new InputError(
+        `${named("rate")} must be a number of requests a second from ${min} to ${max}`,
+      );
     }
     spec.rate = input.rate;
   }
@@ -147,29 +163,45 @@ export function buildSpec(input: SpecInput, options: { files?: boolean } = {}): 
     const { min, max } = SPEC_LIMITS[field];
     const v = spec[field];
     if (!Number.isInteger(v) || v < min || v > max) {
-      throw new InputError(`${field} must be a whole number from ${min} to ${max}, got ${v}`);
+      throw new InputError(
+        `${named(field)} must be a whole number from ${min} to ${max}, got ${v}`,
+      );
     }
   }
   return spec;
+}
+
+/** How {@linkcode buildSpec} reads its input. */
+export interface BuildSpecOptions {
+  /**
+   * The source may name an SQL table (`sqlite:FILE#table`): the command line only, never a request
+   * (a server must not be made to read its own files). @default false
+   */
+  files?: boolean;
+  /**
+   * What the user calls each field, for messages (the command line's `--docs-url` for `docsUrl`).
+   * @default the field's own name (what `POST /crawls` takes)
+   */
+  names?: Partial<Record<keyof SpecInput, string>>;
 }
 
 /**
  * `fields` without repeats or the ones always kept, each 1-100 characters without control
  * characters, 1-100 of them. @throws InputError naming what is wrong.
  */
-function checkDocFields(fields: readonly unknown[]): string[] {
+function checkDocFields(fields: readonly unknown[], name: string): string[] {
   if (!Array.isArray(fields) || fields.some((f) => typeof f !== "string")) {
-    throw new InputError("docFields must be a list of field names");
+    throw new InputError(`${name} must be a list of field names`);
   }
   const kept = [...new Set((fields as string[]).map((f) => f.trim()))]
     .filter((f) => !ALWAYS_KEPT.includes(f));
   const control = (f: string) => [...f].some((ch) => ch.charCodeAt(0) < 0x20);
   if (kept.some((f) => f.length === 0 || f.length > 100 || control(f))) {
-    throw new InputError("docFields are 1-100 characters each, none empty");
+    throw new InputError(`${name}: field names are 1-100 characters each, none empty`);
   }
-  if (kept.length === 0) throw new InputError("docFields must name a field besides _id and _rev");
+  if (kept.length === 0) throw new InputError(`${name} must name a field besides _id and _rev`);
   if (kept.length > MAX_DOC_FIELDS) {
-    throw new InputError(`docFields name at most ${MAX_DOC_FIELDS} fields, got ${kept.length}`);
+    throw new InputError(`${name} names at most ${MAX_DOC_FIELDS} fields, got ${kept.length}`);
   }
   return kept;
 }

@@ -120,7 +120,13 @@ export async function openKvFile(path: string): Promise<Deno.Kv> {
     return await kvOp(() => Deno.openKv(path));
   } catch (err) {
     if (err instanceof StorageError) throw new StorageError(storageLine(err, path), { cause: err });
-    const why = errorLine(err);
+    // Deno's own advice (run again with --allow-all) is not one a `deno task` user can follow:
+    // system paths (/proc, /dev, /sys) need every permission, which the tasks never ask for.
+    const refused = err instanceof Deno.errors.NotCapable ||
+      err instanceof Deno.errors.PermissionDenied;
+    const why = refused
+      ? "Deno lets no task write there (a system path); give --kv a file in an ordinary folder"
+      : errorLine(err);
     throw new FatalError(`cannot open KV at ${path}: ${why}`, { cause: err });
   }
 }

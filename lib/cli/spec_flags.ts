@@ -79,6 +79,20 @@ export const SPEC_FLAGS = {
   view: VIEW_FLAG,
 } as const satisfies FlagTable;
 
+/** What the command line calls each field of a spec, for messages. */
+const FLAG_NAMES = {
+  source: "--source",
+  docsUrl: "--docs-url",
+  shards: "--shards",
+  docs: "--docs",
+  concurrency: "--concurrency",
+  maxPage: "--max-page",
+  view: "--view",
+  docFields: "--doc-fields",
+  abbreviated: "--abbreviated",
+  rate: "--rate",
+} as const;
+
 /** A spec from parsed {@linkcode SPEC_FLAGS} and the source URL (already checked). */
 export function specFromFlags(
   f: FlagValues<typeof SPEC_FLAGS>,
@@ -104,5 +118,5 @@ export function specFromFlags(
     view: viewFlag(f.view),
     ...(f["doc-fields"] === undefined ? {} : { docFields: f["doc-fields"].split(",") }),
     ...(f.abbreviated ? { abbreviated: true } : {}),
-  }, { files: true });
+  }, { files: true, names: FLAG_NAMES });
 }

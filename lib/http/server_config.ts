@@ -68,7 +68,7 @@ flags:
   --help, -h         show this help
 
 example:
-  CRAWL_TOKEN=s3cret ALLOWED_SOURCES=http://127.0.0.1:5984/ deno task serve`;
+  CRAWL_TOKEN=$(openssl rand -hex 16) ALLOWED_SOURCES=http://127.0.0.1:5984/ deno task serve`;
 
 /** Server configuration. */
 export interface ServerConfig {
