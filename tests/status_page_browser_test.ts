@@ -14,6 +14,7 @@ import { CHROMIUM, haveChromium } from "./optional_tools.ts";
 import { RegistryData } from "../lib/sim/registry/registry_data.ts";
 import { startRegistry } from "../lib/sim/registry/registry_server.ts";
 import { sortKeys } from "../lib/plan/keys.ts";
+import { buildSpec, crawlIdFor } from "../lib/base/spec.ts";
 
 const ITEMS = 6000;
 const SHARDS = 56;
@@ -188,17 +189,41 @@ Deno.test({
       const html = await page.content();
       assert.ok(!html.includes(token), "the token is not written into the page");
 
-      // Start a crawl from the page's form.
-      await page.locator("#new summary").click();
+      // Start a crawl from the page's form, with what POST /crawls takes beyond source and shards:
+      // its id is the one of that spec (documents, their fields, rows a request), and it follows.
+      await page.locator("#new > summary").click();
       await page.fill('#start input[name="source"]', reg.url);
       await page.fill('#start input[name="shards"]', "3");
+      await page.check('#start input[name="docs"]');
+      await page.check('#start input[name="follow"]');
+      await page.locator("#more summary").click();
+      await page.fill('#start input[name="docFields"]', "name, versions");
+      await page.fill('#start input[name="maxPage"]', "500");
+      await page.fill('#start input[name="concurrency"]', "2");
       await page.click("#start button");
       await until(
         "started",
         async () => /^started /.test(await page.locator("#started").innerText()),
       );
       const second = (await page.locator("#started").innerText()).slice("started ".length);
+      const spec = { source: reg.url, shards: 3, docs: true, docFields: ["name", "versions"] };
+      assert.equal(second, await crawlIdFor(buildSpec({ ...spec, maxPage: 500 })));
       await page.locator(`.crawl[data-crawl="${second}"]`).waitFor({ timeout: 10_000 });
+      await until("following", async () => {
+        const r = await (await fetch(`${base}/crawls/${second}`, { headers: auth })).json();
+        return r.status === "done" && r.follow !== null;
+      }, 120_000);
+      // Documents URL, fields and the rest without documents: refused with the server's reason.
+      await page.uncheck('#start input[name="docs"]');
+      await page.click("#start button");
+      await until(
+        "refused without documents",
+        async () =>
+          /^not started: .*about documents/.test(await page.locator("#started").innerText()),
+      );
+      await page.check('#start input[name="docs"]');
+      await page.uncheck('#start input[name="follow"]');
+      await page.fill('#start input[name="docFields"]', "");
       // A bad source is refused on the page with the server's reason.
       await page.fill('#start input[name="source"]', "http://elsewhere.test/db");
       await page.click("#start button");
@@ -282,6 +307,49 @@ Deno.test({
       assert.equal(await page.evaluate("window.__pwned"), undefined, "nothing ran");
       assert.equal(await page.title(), "rankcrawl status");
       assert.equal(await page.locator("img").count(), 0, "no element made of a registry's text");
+    } finally {
+      await browser.close();
+      await server.stop();
+      await reg.close();
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "status page: a server started with --insecure-local asks for no token; its form starts a crawl (chromium)",
+  ignore: !haveChromium,
+  fn: async () => {
+    const data = new RegistryData(sortKeys(["alpha", "beta", "gamma", "delta", "epsilon"]));
+    const reg = await startRegistry(data);
+    const dir = await Deno.makeTempDir();
+    const server = spawnServer({ KV_PATH: `${dir}/o.kv`, ALLOWED_SOURCES: reg.url }, [
+      "--insecure-local",
+    ]);
+    const browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ["--no-sandbox", "--disable-gpu", "--no-first-run"],
+    });
+    try {
+      await waitHealthy(`${server.base}/healthz`);
+      const page = await browser.newPage();
+      await page.goto(server.base);
+      assert.equal(await page.locator("#auth").isVisible(), false, "no token asked for");
+      await until("conn live", async () => (await page.locator("#conn").innerText()) === "live");
+      await page.locator("#new > summary").click();
+      await page.fill('#start input[name="source"]', reg.url);
+      await page.fill('#start input[name="shards"]', "2");
+      await page.click("#start button");
+      await until(
+        "started",
+        async () => /^started /.test(await page.locator("#started").innerText()),
+      );
+      const id = (await page.locator("#started").innerText()).slice("started ".length);
+      const crawl = page.locator(`.crawl[data-crawl="${id}"]`);
+      await crawl.waitFor({ timeout: 10_000 });
+      await until("done", async () => (await crawl.getAttribute("data-status")) === "done");
+      assert.equal(Number(await crawl.getAttribute("data-items")), data.size);
     } finally {
       await browser.close();
       await server.stop();

@@ -132,7 +132,7 @@ export function buildSpec(input: SpecInput, options: BuildSpecOptions = {}): Cra
   }
   // Options about documents on a crawl without them would be kept and do nothing: refused.
   const aboutDocs = (["docsUrl", "docFields", "abbreviated"] as const)
-    .find((f) => input[f] !== undefined && input[f] !== null && input[f] !== false);
+    .find((f) => ![undefined, null, false, ""].includes(input[f] as never));
   if (aboutDocs && !spec.docs) {
     throw new InputError(
       `${named(aboutDocs)} is about documents, which this crawl does not fetch: ` +

@@ -47,7 +47,7 @@ import { addEventRoutes, StatusFeed } from "./events.ts";
 import { addLocateRoute } from "./locate_route.ts";
 import { Metrics, renderMetrics } from "./metrics.ts";
 import type { PaceState } from "../sources/http/mod.ts";
-import { FAVICON, STATUS_PAGE } from "./status_page.ts";
+import { FAVICON, statusPage } from "./status_page.ts";
 
 /** What the app needs (all injected). */
 export interface AppDeps {
@@ -134,7 +134,8 @@ export function createApp(deps: AppDeps): Hono {
   if (deps.audit) app.use("*", auditRequests(deps.audit));
 
   app.get("/healthz", (c) => c.json({ ok: true }));
-  app.get("/", (c) => c.html(STATUS_PAGE));
+  const page = statusPage({ tokenRequired: deps.token !== null });
+  app.get("/", (c) => c.html(page));
   // The page's icon: a small mark, so browsers stop asking (and logs stop showing a 404).
   app.get("/favicon.ico", (c) =>
     c.body(FAVICON, 200, {

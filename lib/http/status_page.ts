@@ -42,7 +42,7 @@ const STYLE = `
   .docerrs table { border-collapse: collapse; font-size: .8rem; margin: .4rem 0; }
   .docerrs td, .docerrs th { padding: .15rem .4rem; border-bottom: 1px solid #eef1f5; text-align: left; }
   .docerrs td.id { font-family: ui-monospace, monospace; word-break: break-all; }
-  #new { margin: 0 0 1rem; } #new form { display: flex; flex-wrap: wrap; gap: .5rem 1rem; align-items: center; margin: .5rem 0; }
+  #new { margin: 0 0 1rem; } #new form, #more { display: flex; flex-wrap: wrap; gap: .5rem 1rem; align-items: center; margin: .5rem 0; } #more { flex-basis: 100%; } #more summary { flex-basis: 100%; }
   #new input[name=source] { width: 24rem; max-width: 90vw; }
   .msg { color: #8f1f1f; }
   @media (max-width: 600px) { main, header { padding: .6rem; } .range { max-width: 10rem; } .bar { width: 5rem; } }
@@ -60,10 +60,13 @@ const dur = (s) => s == null ? "?" : s >= 3600 ? (s / 3600).toFixed(1) + " h" : 
 const time = (iso) => iso ? new Date(iso).toLocaleString() : "–";
 const key = (k) => k === null ? "(open)" : JSON.stringify(k);
 const plural = (n, one, many) => fmt(n) + " " + (n === 1 ? one : many || one + "s");
+// A server started with --insecure-local asks for no token (it listens on 127.0.0.1 only).
+const OPEN = document.querySelector('meta[name="rankcrawl-auth"]')?.content === "none";
 let token = sessionStorage.getItem("crawlToken") || "";
 const crawls = new Map();
 const pictures = new Map();
-const auth = () => ({ authorization: "Bearer " + token });
+const auth = () => OPEN ? {} : { authorization: "Bearer " + token };
+if (OPEN) $("#auth").hidden = true;
 
 async function api(method, path) {
   const res = await fetch(path, { method, headers: auth() });
@@ -231,7 +234,7 @@ async function poll() {
 
 let polling = null;
 async function follow() {
-  if (!token) { $("#conn").textContent = "enter the API token"; return; }
+  if (!token && !OPEN) { $("#conn").textContent = "enter the API token"; return; }
   try {
     const res = await fetch("/events", { headers: auth() });
     if (!res.ok) throw new Error((await res.json().catch(() => ({}))).error || res.statusText);
@@ -265,8 +268,14 @@ async function follow() {
 $("#start").addEventListener("submit", async (e) => {
   e.preventDefault();
   const f = new FormData(e.target);
+  // Everything POST /crawls takes; what is left empty is left to the server's defaults.
   const body = { source: f.get("source"), shards: Number(f.get("shards")), docs: f.get("docs") === "on" };
-  if (f.get("view")) body.view = f.get("view");
+  for (const name of ["view", "docsUrl", "id"]) if (f.get(name)) body[name] = f.get(name).trim();
+  if (f.get("docFields")) body.docFields = f.get("docFields").split(",").map((x) => x.trim()).filter(Boolean);
+  for (const name of ["concurrency", "maxPage", "rate"]) if (f.get(name)) body[name] = Number(f.get(name));
+  if (f.get("abbreviated") === "on") body.abbreviated = true;
+  if (f.get("follow") === "on") body.follow = true;
+  if (f.get("rebalance") !== "on") body.rebalance = false;
   try {
     const res = await fetch("/crawls", { method: "POST", headers: { ...auth(), "content-type": "application/json" }, body: JSON.stringify(body) });
     const out = await res.json().catch(() => ({}));
@@ -287,11 +296,22 @@ $("#auth").addEventListener("submit", (e) => {
 follow();
 `;
 
-/** The page. */
-export const STATUS_PAGE = `<!doctype html>
+/**
+ * The page. `tokenRequired: false` (a server started with `--insecure-local`) hides the token
+ * form: the page calls the API without one.
+ */
+export function statusPage(options: { tokenRequired: boolean }): string {
+  return STATUS_PAGE.replace(
+    '<meta name="rankcrawl-auth" content="token">',
+    `<meta name="rankcrawl-auth" content="${options.tokenRequired ? "token" : "none"}">`,
+  );
+}
+
+const STATUS_PAGE = `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
+<meta name="rankcrawl-auth" content="token">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>rankcrawl status</title>
 <link rel="icon" href="/favicon.ico">
@@ -305,7 +325,18 @@ export const STATUS_PAGE = `<!doctype html>
 <form id="start"><label>source <input name="source" type="url" required placeholder="http://127.0.0.1:5984/registry"></label>
 <label>shards <input name="shards" type="number" min="1" value="16" required></label>
 <label><input name="docs" type="checkbox"> documents</label>
+<label><input name="follow" type="checkbox"> follow (keep it current)</label>
+<details id="more"><summary>more options</summary>
+<label>documents from <input name="docsUrl" type="url" placeholder="https://registry.npmjs.org (optional)"></label>
+<label>keep fields <input name="docFields" placeholder="name,versions (optional)"></label>
+<label><input name="abbreviated" type="checkbox"> abbreviated metadata</label>
 <label>view <input name="view" placeholder="ddoc/view (optional)"></label>
+<label>document fetches a shard <input name="concurrency" type="number" min="1"></label>
+<label>rows a request <input name="maxPage" type="number" min="2"></label>
+<label>requests a second at most <input name="rate" type="number" min="0" step="any"></label>
+<label><input name="rebalance" type="checkbox" checked> split slow shards</label>
+<label>id <input name="id" placeholder="derived (optional)"></label>
+</details>
 <button>Start</button> <span id="started"></span></form></details>
 <p id="empty">No crawls yet, or no token: start one above, or with <code>POST /crawls</code>.</p>
 <div id="crawls"></div></main>
