@@ -8,8 +8,10 @@
 import { StorageError, UsageError } from "../lib/base/errors.ts";
 import { helpText, parseFlags, runMain } from "../lib/cli/flags.ts";
 import { exportNdjson } from "../lib/cli/export.ts";
-import { openKvFile, storageLine } from "../lib/cli/local_crawl.ts";
-import { findCrawl, kvFailureKind, listCrawlSummaries } from "../lib/engine/mod.ts";
+import { storageLine } from "../lib/cli/local_crawl.ts";
+import { openStoredKv } from "../lib/cli/kv_file.ts";
+import { findCrawl, kvFailureKind, listCrawlListings } from "../lib/engine/mod.ts";
+import { crawlChoice } from "../lib/cli/crawl_list.ts";
 
 const FLAGS = {
   kv: {
@@ -48,28 +50,16 @@ runMain(async () => {
     return 0;
   }
   if (!f.kv) throw new UsageError("--kv PATH is required");
-  if (/^https?:\/\//i.test(f.kv)) {
-    if (!Deno.env.get("DENO_KV_ACCESS_TOKEN")) {
-      throw new UsageError(`a KV Connect URL needs its token in DENO_KV_ACCESS_TOKEN`);
-    }
-  } else {
-    try {
-      await Deno.stat(f.kv);
-    } catch {
-      throw new UsageError(`no KV file at ${f.kv}`);
-    }
-  }
-  const kv = await openKvFile(f.kv);
+  const kv = await openStoredKv(f.kv);
   try {
     let id = f["crawl-id"];
     if (id === undefined) {
-      const crawls = await listCrawlSummaries(kv);
+      const crawls = await listCrawlListings(kv);
       if (crawls.length === 0) throw new UsageError(`${f.kv} holds no crawl`);
       if (crawls.length > 1) {
         throw new UsageError(
-          `${f.kv} holds ${crawls.length} crawls; pick one with --crawl-id (${
-            crawls.map((c) => c.id).join(", ")
-          })`,
+          `${f.kv} holds ${crawls.length} crawls; pick one with --crawl-id: ` +
+            `${crawls.map(crawlChoice).join("; ")} (deno task crawls --kv ${f.kv} lists them)`,
         );
       }
       id = crawls[0].id;

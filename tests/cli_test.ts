@@ -163,8 +163,37 @@ Deno.test("cli: a KV holding another crawl is refused, and its data is untouched
     assertOneLineError(other, /was started with another docs/, "same id, other options");
     const second = await run("tasks/crawl.ts", ["--source", reg.url, "--shards", "2", "--kv", kv]);
     assert.equal(second.code, 0, second.stderr);
+    // Another option made another crawl: said in one line, with which option and the other crawl.
+    assert.match(
+      second.stderr,
+      /^crawl \S+ is a new crawl: --shards 2 \(it was 3\); this file also holds crawl mine of this registry \(done, 300 items\), which the command that made it resumes \(--shards 3\)$/m,
+    );
     const ambiguous = await run("tasks/export.ts", ["--kv", kv]);
-    assertOneLineError(ambiguous, /holds 2 crawls; pick one with --crawl-id/, "export without id");
+    assertOneLineError(
+      ambiguous,
+      /holds 2 crawls; pick one with --crawl-id: mine \(done, \S+ --shards 3\); \S+ \(done, \S+ --shards 2\) \(deno task crawls --kv .* lists them\)/,
+      "export without id",
+    );
+    // The crawls of the file, each with what made it.
+    const listed = await run("tasks/crawls.ts", ["--kv", kv]);
+    assert.equal(listed.code, 0, listed.stderr);
+    const lines = listed.stdout.trim().split("\n");
+    assert.equal(lines.length, 2, listed.stdout);
+    assert.match(
+      lines[0],
+      /^mine {2}done {2}300\/300 items {2}http:\S+ --shards 3 {2}\(started \d+s ago, ended \d+s ago\)$/,
+    );
+    assert.match(lines[1], /^\S+ {2}done {2}300\/300 items {2}http:\S+ --shards 2 /);
+    const json = (await run("tasks/crawls.ts", ["--kv", kv, "--json"])).stdout.trim().split("\n");
+    assert.deepEqual(
+      json.map((l) => JSON.parse(l)).map((c) => [c.spec.shards, c.itemsStored, c.status]),
+      [[3, 300, "done"], [2, 300, "done"]],
+    );
+    assertOneLineError(
+      await run("tasks/crawls.ts", ["--kv", `${dir}/none.kv`]),
+      /no KV file/,
+      "crawls",
+    );
     const unknown = await run("tasks/export.ts", ["--kv", kv, "--crawl-id", "nope"]);
     assertOneLineError(unknown, /no crawl with id nope/, "export unknown id");
     const exported = await run("tasks/export.ts", ["--kv", kv, "--crawl-id", "mine"]);

@@ -38,6 +38,7 @@ import {
   type WorkEvent,
 } from "../engine/mod.ts";
 import type { Progress } from "./progress.ts";
+import { anotherCrawlLine } from "./crawl_list.ts";
 import { followRun, refreshDone, type Refreshed } from "./follow_run.ts";
 import { type SourceOpener, sourceOpener } from "../sources/open_source.ts";
 
@@ -209,6 +210,9 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
       },
     );
     logOpened(crawl, action, log);
+    // A changed option that changes what is crawled starts another crawl: said, with which.
+    const another = action === "created" ? await anotherCrawlLine(kv, crawl.id) : null;
+    if (another) log(another);
     // A crawl already done is refreshed from its sequence: the same command keeps a copy current.
     const refreshed = action === "already-done"
       ? await refreshDone(kv, source, crawl, {

@@ -7,6 +7,7 @@
  */
 import { redactUrl } from "../../base/redact.ts";
 import { ConflictError, NotFoundError } from "../../base/errors.ts";
+import type { CrawlSpec } from "../../base/spec.ts";
 import { idOfKey } from "../../plan/id_order.ts";
 import { compareKeys } from "../../plan/keys.ts";
 import type { PlanPicture } from "../../plan/plan_svg.ts";
@@ -61,6 +62,59 @@ export async function listCrawlSummaries(kv: Deno.Kv): Promise<CrawlSummary[]> {
     createdAt: new Date(r.createdAt).toISOString(),
     error: r.error,
   }));
+}
+
+/** A crawl as a listing of a KV file shows it (`deno task crawls`): what it is and how far. */
+export interface CrawlListing extends CrawlSummary {
+  /** What it was asked to do; URLs without credentials. */
+  spec: CrawlSpec;
+  /** Items stored so far, over all its shards. */
+  itemsStored: number;
+  /** When it ended (done, failed, cancelled; ISO 8601), or null. */
+  finishedAt: string | null;
+}
+
+/**
+ * Every crawl in the store with its spec and items stored, oldest first. Reads every crawl's
+ * shard records: for a listing of a file, not for a page a browser polls.
+ */
+export async function listCrawlListings(kv: Deno.Kv): Promise<CrawlListing[]> {
+  const records = (await listCrawls(kv)).sort((a, b) => a.createdAt - b.createdAt);
+  const out: CrawlListing[] = [];
+  for (const r of records) {
+    const shards = await listShards(kv, r.id);
+    out.push({
+      id: r.id,
+      status: r.status,
+      source: shownSource(r),
+      total: r.total,
+      createdAt: new Date(r.createdAt).toISOString(),
+      error: r.error,
+      spec: specOf(r),
+      itemsStored: shards.reduce((sum, e) => sum + e.value.items, 0),
+      finishedAt: r.finishedAt === null ? null : new Date(r.finishedAt).toISOString(),
+    });
+  }
+  return out;
+}
+
+/** The spec part of a crawl record, its URLs without credentials. */
+export function specOf(r: CrawlRecord): CrawlSpec {
+  const spec: CrawlSpec = {
+    source: shownSource(r),
+    docsUrl: r.docsUrl === null ? null : redactUrl(r.docsUrl),
+    shards: r.shards,
+    docs: r.docs,
+    concurrency: r.concurrency,
+    maxPage: r.maxPage,
+    rebalance: r.rebalance,
+  };
+  if (r.follow) spec.follow = true;
+  if (r.view) spec.view = r.view;
+  if (r.rate !== undefined) spec.rate = r.rate;
+  if (r.docFields) spec.docFields = r.docFields;
+  if (r.abbreviated) spec.abbreviated = true;
+  return spec;
 }
 
 /** Every crawl's id, state and record versionstamp (what changed since a look, at a glance). */

@@ -55,7 +55,8 @@ export {
   crawlNdjsonBlocks,
   crawlPicture,
   findCrawl,
+  listCrawlListings,
   listCrawlSummaries,
   listCrawlVersions,
 } from "./crawl_reads.ts";
-export type { CrawlSummary } from "./crawl_reads.ts";
+export type { CrawlListing, CrawlSummary } from "./crawl_reads.ts";
