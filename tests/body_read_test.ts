@@ -69,3 +69,26 @@ Deno.test("body read: a gzip and a deflate body handed over in one chunk read ba
     assert.deepEqual(read, plain, encoding);
   }
 });
+
+Deno.test("body read: a body without a length, handed over as 4 KiB views of 64 KiB buffers (as Deno 2.5 does), holds its bytes, not sixteen times them", async () => {
+  let sent = 0;
+  const body = new ReadableStream<Uint8Array>({
+    pull(c) {
+      if (sent >= 40 * 1024 * 1024) return c.close();
+      const big = new Uint8Array(64 * 1024).fill(32);
+      c.enqueue(big.subarray(0, 4096));
+      sent += 4096;
+    },
+  });
+  const before = Deno.memoryUsage().rss;
+  let peak = before;
+  const sampler = setInterval(() => peak = Math.max(peak, Deno.memoryUsage().rss), 2);
+  try {
+    // 32 MiB held before the cap is passed: as views, 512 MiB of buffers.
+    await assert.rejects(readCapped(new Response(body), bounds(32 * 1024 * 1024)), TooLargeError);
+  } finally {
+    clearInterval(sampler);
+  }
+  const grewMiB = (Math.max(peak, Deno.memoryUsage().rss) - before) / 2 ** 20;
+  assert.ok(grewMiB < 256, `resident memory grew ${grewMiB.toFixed(0)} MiB`);
+});
