@@ -137,3 +137,29 @@ Deno.test("page docs: a fatal answer is thrown once the requests in flight have 
   await assert.rejects(fetching, FatalError);
   assert.equal(memory.held, 0, "b arrived before the error was thrown, and went back");
 });
+
+Deno.test("page docs: a page of 50 or more whose every document answers 404 fails the crawl, saying where they were looked for; 49 or one found do not", async () => {
+  const ids = Array.from({ length: 60 }, (_, i) => `p${String(i).padStart(3, "0")}`);
+  const missing: DocResult = { kind: "error", status: 404, reason: "not_found" };
+  const page = async (count: number, found: string | null) => {
+    const inner = new MemorySource(dataOf(ids.slice(0, count)));
+    const source = wrapSource(inner, {
+      doc: (id) => id === found ? inner.doc(id) : Promise.resolve(missing),
+    });
+    const rows = (await inner.list({ start: null, limit: 100 })).rows;
+    return fetchDocs(source, rows, {
+      mode: "get",
+      limit: new AdaptiveLimit(8),
+      currentEnd: () => null,
+    });
+  };
+  await assert.rejects(
+    page(60, null),
+    (err: Error) =>
+      err instanceof FatalError &&
+      /^documents are not at .*\/<id>: 60 ids listed \("p000", "p001", "p002", …\) each answered 404\. This registry serves them elsewhere: give --docs-url \(docsUrl\) their base; for npm's replica, --docs-url https:\/\/registry\.npmjs\.org$/
+        .test(err.message),
+  );
+  assert.equal((await page(49, null)).length, 49, "a short page of deleted documents is not it");
+  assert.equal((await page(60, "p030")).length, 60, "one document there: they are not elsewhere");
+});

@@ -181,6 +181,11 @@ export interface Capabilities {
 export interface Listing {
   /** A human description (never contains credentials). */
   readonly description: string;
+  /**
+   * Where documents come from when that is not the database (`<docsUrl>/<id>`), without
+   * credentials. @default the database itself
+   */
+  readonly docsUrl?: string | null;
   /** Feature flags; `maxPage` may be lowered by the user. */
   readonly capabilities: Capabilities;
   /** Listing requests made so far (each logical request once, retries not counted). */

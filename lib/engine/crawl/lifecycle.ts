@@ -9,6 +9,7 @@ import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
 import { ConflictError, errorLine, NotFoundError } from "../../base/errors.ts";
 import { crawlIdFor, type CrawlSpec } from "../../base/spec.ts";
 import { checkSameRegistry } from "./catch_up.ts";
+import { checkDocsHere } from "./docs_check.ts";
 import {
   createCrawl,
   type Dispatcher,
@@ -41,7 +42,9 @@ export type OpenAction = "created" | "planned" | "resumed" | "joined" | "already
  * leaves a finished one alone.
  *
  * @throws ConflictError when the stored crawl was started with another source, document base,
- * document setting or page size (or shard count, without a baked plan), or was cancelled.
+ * document setting or page size (or shard count, without a baked plan), or was cancelled;
+ * PermanentError, before a crawl with documents is made, when the first ids listed all answer 404
+ * (`docs_check.ts`).
  */
 export async function openCrawl(
   deps: PlanDeps,
@@ -49,6 +52,9 @@ export async function openCrawl(
   options: PlanCrawlOptions & { where?: string } = {},
 ): Promise<{ crawl: CrawlRecord; action: OpenAction }> {
   const id = options.id ?? await crawlIdFor(spec);
+  // Documents that are not where the crawl would ask for them: said before a crawl is made (a
+  // failed crawl left in the file would be one more to pick from; the corrected command makes it).
+  if (spec.docs && !(await getCrawl(deps.kv, id)).value) await checkDocsHere(deps.source, spec);
   const { crawl: existing, created } = await createCrawl(deps.kv, spec, {
     id,
     clock: options.clock,

@@ -239,6 +239,28 @@ async function secondRound(source: Source, rows: Row[], results: Attempt[], o: D
 }
 
 /**
+ * What to say when documents are not where a crawl asks for them (every one asked answered 404):
+ * where it looked, and what to give instead. Shared by the check before a crawl is made and the
+ * page that finds it later.
+ */
+export function docsNotHereLine(
+  where: string,
+  o: { docsUrlGiven: boolean; asked: number; ids: readonly string[] },
+): string {
+  return `documents are not at ${where}/<id>: ${o.asked} ids listed ` +
+    `(${o.ids.slice(0, 3).map((id) => JSON.stringify(id)).join(", ")}${
+      o.asked > 3 ? ", …" : ""
+    }) each answered 404. ` +
+    (o.docsUrlGiven
+      ? "Give --docs-url (docsUrl) the base documents are served under"
+      : "This registry serves them elsewhere: give --docs-url (docsUrl) their base; " +
+        "for npm's replica, --docs-url https://registry.npmjs.org");
+}
+
+/** A page this large whose every document answered 404 says the documents are elsewhere. */
+const ALL_MISSING_ROWS = 50;
+
+/**
  * Fails the page or the crawl when the outcomes say the registry, not a document, is wrong: every
  * document failed (the registry is down), or a few keep failing and the page has not been retried
  * enough to call them bad (`record` false), or nearly all were refused.
@@ -253,6 +275,16 @@ function judge(results: Attempt[], rows: Row[], source: Source, record: boolean)
       `${failed.length} document(s) kept failing, e.g. ${JSON.stringify(failed[0].id)}: ` +
         failed[0].reason,
     );
+  }
+  // Listed ids whose documents are all missing: the crawl asks the wrong host (a registry whose
+  // listing is on one host and documents on another), not a page of deleted documents.
+  const missing = results.filter((r) => r.kind === "error" && r.status === 404).length;
+  if (missing >= ALL_MISSING_ROWS && missing === results.length) {
+    throw new FatalError(docsNotHereLine(source.docsUrl ?? source.description, {
+      docsUrlGiven: Boolean(source.docsUrl),
+      asked: missing,
+      ids: rows.map((r) => r.id),
+    }));
   }
   const refused = results.filter((r) =>
     r.kind === "error" && (r.status === 401 || r.status === 403)
