@@ -25,7 +25,14 @@ import {
 } from "../lib/engine/mod.ts";
 import { FOLLOW_POLL } from "../lib/base/retry_policy.ts";
 import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
-import { Pacer, parseHeader, pauseLine } from "../lib/sources/http/mod.ts";
+import {
+  outageLine,
+  Pacer,
+  type PaceState,
+  parseHeader,
+  pauseLine,
+} from "../lib/sources/http/mod.ts";
+import { quietWhileFailing } from "../lib/cli/outage_log.ts";
 import { Progress, summary, writeAll } from "../lib/cli/progress.ts";
 import { RATE_FLAG, rateFromFlag, SPEC_FLAGS, specFromFlags } from "../lib/cli/spec_flags.ts";
 import { checkPlanOrigin, readPlanFile } from "../lib/plan/plan_file.ts";
@@ -132,10 +139,10 @@ runMain(async () => {
   // Progress is drawn in place on a terminal; log lines then go above the drawing (through it)
   // when they would reach the same terminal, so that neither draws over the other.
   const tty = Deno.stdout.isTerminal();
-  const progress = new Progress({
+  const progress: Progress = new Progress({
     tty,
     write: (t) => writeAll(Deno.stdout, new TextEncoder().encode(t)),
-    pace: () => pacer.state(),
+    pace: (): PaceState => pacer.state(),
     size: () => {
       try {
         return Deno.consoleSize();
@@ -184,8 +191,10 @@ runMain(async () => {
   // One pacer for the whole process: --rate, and each host's pace learned from its answers.
   const pacer = new Pacer({
     ratePerSecond: rateFromFlag(f.rate),
-    breaker: { onPause: (p) => log(pauseLine(p)) },
+    breaker: { onPause: (p) => log(pauseLine(p)), onOutage: (o) => log(outageLine(o)) },
   });
+  // While a host fails every request, its retry lines give way to the outage's own few lines.
+  const quiet = quietWhileFailing(log, pacer.breaker);
   const redirects = choiceFlag("redirects", f.redirects, ["same-origin", "any"], "same-origin");
   const given = f.source === undefined ? undefined : urlFlag("source", f.source);
   const spec = specFromFlags(f, given ?? "demo:npm-names", { shards: plan?.shards.length });
@@ -204,7 +213,7 @@ runMain(async () => {
       sourceUrl: given ?? demo!.url,
       id: crawlId,
       plan,
-      log,
+      log: quiet,
       progress,
       dispatch: dispatch === "auto" ? undefined : dispatch,
       follow: f.follow ?? false,

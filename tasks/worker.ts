@@ -11,7 +11,8 @@ import { UsageError } from "../lib/base/errors.ts";
 import { helpText, intFlag, onInterrupt, parseFlags, runMain, urlFlag } from "../lib/cli/flags.ts";
 import { openKvFile } from "../lib/cli/local_crawl.ts";
 import { RATE_FLAG, rateFromFlag, SPEC_FLAGS, specFromFlags } from "../lib/cli/spec_flags.ts";
-import { Pacer, pauseLine } from "../lib/sources/http/mod.ts";
+import { outageLine, Pacer, pauseLine } from "../lib/sources/http/mod.ts";
+import { quietWhileFailing } from "../lib/cli/outage_log.ts";
 import { createCrawl, createRuntime, DEFAULT_WORKERS, MAX_WORKERS } from "../lib/engine/mod.ts";
 import { sourceOpener } from "../lib/sources/open_source.ts";
 
@@ -69,7 +70,7 @@ runMain(async () => {
   const log = (line: string) => console.error(`[${owner}] ${shownText(line)}`);
   const pacer = new Pacer({
     ratePerSecond: rateFromFlag(f.rate),
-    breaker: { onPause: (p) => log(pauseLine(p)) },
+    breaker: { onPause: (p) => log(pauseLine(p)), onOutage: (o) => log(outageLine(o)) },
   });
   const openSource = sourceOpener({ pacer });
   const runtime = createRuntime({
@@ -78,7 +79,7 @@ runMain(async () => {
     dispatch: "lease",
     leaseMs,
     label: owner,
-    log,
+    log: quietWhileFailing(log, pacer.breaker),
     onEvent: (e) => {
       if (e.kind === "crawl-failed") log(`crawl ${e.crawlId} failed: ${e.error}`);
       if (e.kind === "crawl-done") log(`crawl ${e.crawlId} done`);

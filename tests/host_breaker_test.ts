@@ -5,7 +5,12 @@
  * of the same process is asked as before.
  */
 import assert from "node:assert/strict";
-import { HostBreaker, HostPausedError, pauseLine } from "../lib/sources/http/host_breaker.ts";
+import {
+  HostBreaker,
+  HostPausedError,
+  outageLine,
+  pauseLine,
+} from "../lib/sources/http/host_breaker.ts";
 import { HttpClient } from "../lib/sources/http/http.ts";
 import { Pacer } from "../lib/sources/http/host_pacer.ts";
 import { FakeClock } from "./fake_clock.ts";
@@ -124,4 +129,39 @@ Deno.test("breaker: through HTTP, a host that never answers is paused after its 
     for (const c of held) c.close();
     await alive.shutdown();
   }
+});
+
+Deno.test("breaker: an outage is said when every attempt failed for 2 s (3 at least), every 30 s while it lasts, and when the host answers; a blip is not", () => {
+  const clock = new FakeClock(Date.UTC(2026, 11, 6, 12, 0, 0));
+  const told: string[] = [];
+  const breaker = new HostBreaker({ clock, onOutage: (o) => told.push(outageLine(o)) });
+  const refused = { failed: "connection refused" };
+  // A blip: two failures, then an answer.
+  breaker.report(A, refused);
+  clock.advance(5_000);
+  breaker.report(A, refused);
+  assert.ok(breaker.failing("a.example", 2));
+  breaker.report(A, { answered: true });
+  assert.ok(!breaker.failing("a.example"));
+  assert.deepEqual(told, [], "two failures are not an outage");
+  // Down: 3 failures over 2 s.
+  for (let i = 0; i < 3; i++) {
+    breaker.report(A, refused);
+    clock.advance(1_000);
+  }
+  assert.deepEqual(told, [
+    "a.example has failed every request since 12:00:05 UTC (connection refused ×3): they are " +
+    "retried, and the crawl goes on when it answers",
+  ]);
+  assert.deepEqual(breaker.failingHosts(2), ["a.example"]);
+  for (let s = 0; s < 35; s++) {
+    breaker.report(A, refused);
+    clock.advance(1_000);
+  }
+  breaker.report(A, { answered: true });
+  assert.deepEqual(told.slice(1), [
+    "a.example still fails every request after 32 s (33 attempts: connection refused ×33)",
+    "a.example answers again after 38 s of failures (38 attempts failed)",
+  ]);
+  assert.deepEqual(breaker.failingHosts(), []);
 });

@@ -350,3 +350,30 @@ Deno.test("watchdog: the tick that finishes a crawl says so, once", async () => 
   await watchdog(deps, { stallMs: 0 });
   assert.deepEqual(finished, [id], "told by the tick that finished it, not by the next");
 });
+
+Deno.test("rebalance: no split while a shard waits out a failure (the registry is failing, not a range slow); after it, the split", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const data = dataOf(randomKeys(3000, ASCII, 33, 8));
+  const source = new MemorySource(data, { maxPage: 30 });
+  const { id } = await begin(kv, source, spec({ shards: 4, maxPage: 30, rebalance: true }));
+  const t = Date.now();
+  for (const s of [0, 1]) {
+    assert.equal((await runShard(workDeps(kv, source), id, s, { owner: "w" })).kind, "done");
+  }
+  // Shards 2 and 3 are held by a worker (no idle one has work); shard 3's last page failed: it
+  // waits until t + 5 s.
+  for (const s of [2, 3]) {
+    assert.ok(await claimShard(kv, id, s, { owner: "busy", leaseMs: 60_000, nowMs: t }));
+  }
+  const waiting = (await getShard(kv, id, 3)).value!;
+  await kv.set(keys.shard(id, 3), { ...waiting, failures: 1, retryAt: t + 5_000 });
+  const dispatcher = new RecordingDispatcher();
+  const now = (ms: number) => ({ minItems: 30, clock: clockWithNow(() => ms) });
+  assert.equal(await splitStraggler({ kv, source, dispatcher }, id, now(t)), null);
+  assert.deepEqual(dispatcher.shards, [], "nothing dispatched");
+  const split = await splitStraggler({ kv, source, dispatcher }, id, now(t + 5_001));
+  assert.ok(split !== null, "once no shard waits, the straggler is split");
+  await watchdog({ kv, dispatcher }, { stallMs: 0, clock: clockWithNow(() => t + 61_000) });
+  await finishAll(kv, source, id);
+  await assertCrawledExactly(kv, id, data.keys, { partition: true });
+});

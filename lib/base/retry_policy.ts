@@ -195,6 +195,21 @@ export const HOST_BREAKER = {
 } as const;
 
 /**
+ * When a host is said to be down, and how often that is said again: every attempt failed for
+ * `downAfterMs` (at least `minFailures` of them), then a line every `sayEveryMs` while it lasts
+ * and one when it answers again. Meanwhile the retry lines about it are not shown: a 35 s outage
+ * printed 78 lines of encoded URLs before.
+ */
+export const OUTAGE = {
+  /** Failing this long (every attempt), in milliseconds... */
+  downAfterMs: 2_000,
+  /** ...with at least this many failures, a host is down. */
+  minFailures: 3,
+  /** While it is down, said again this often, in milliseconds. */
+  sayEveryMs: 30_000,
+} as const;
+
+/**
  * Pacing of requests per host (`sources/http/host_pacer.ts`): how a host's pushback (429, 503, 504)
  * or its latency growing slows every request to it, and how the pace grows back (AIMD: a cut
  * multiplies, growth adds).

@@ -30,7 +30,7 @@ import {
   listCrawlSummaries,
 } from "../engine/mod.ts";
 import { Metrics } from "./metrics.ts";
-import { Pacer, pauseLine } from "../sources/http/mod.ts";
+import { outageLine, Pacer, pauseLine } from "../sources/http/mod.ts";
 import { StatusFeed } from "./events.ts";
 import { sourceOpener } from "../sources/open_source.ts";
 
@@ -151,7 +151,7 @@ function startEngine(
 ) {
   const pacer = new Pacer({
     ratePerSecond: config.ratePerSecond ?? null,
-    breaker: { onPause: (p) => o.log(pauseLine(p)) },
+    breaker: { onPause: (p) => o.log(pauseLine(p)), onOutage: (e) => o.log(outageLine(e)) },
   });
   const metrics = new Metrics({ pace: () => pacer.state() });
   // A registry may redirect only inside ALLOWED_SOURCES: no hop can leave the allowlist.

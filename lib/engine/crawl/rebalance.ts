@@ -154,6 +154,10 @@ export async function splitStraggler(
     if (await unclaimedWork(deps.kv, crawl, now)) return null; // an idle worker has work anyway
     const minItems = minItemsOf(crawl, deps.source, options);
     const shards = await listShards(deps.kv, crawlId);
+    // A shard waiting out a failure says the registry is failing now, not that a range is slow:
+    // a split would only add work for a host that answers nothing (an outage split 19 shards
+    // into 27).
+    if (shards.some((e) => !e.value.done && (e.value.retryAt ?? 0) > now)) return null;
     const fallback = median(shards.map((e) => e.value.recentRate ?? 0).filter((r) => r > 0));
     const left = (s: ShardRecord) => s.expected - s.items - (s.inflight?.started ?? 0);
     const victim = shards

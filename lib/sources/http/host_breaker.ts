@@ -14,7 +14,7 @@
  */
 import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
 import { TransientError } from "../../base/errors.ts";
-import { HOST_BREAKER } from "../../base/retry_policy.ts";
+import { HOST_BREAKER, OUTAGE } from "../../base/retry_policy.ts";
 
 /** A request not sent: its host is paused (see the module comment). Retry after `retryAfterMs`. */
 export class HostPausedError extends TransientError {
@@ -46,6 +46,28 @@ export interface HostBreakerOptions {
   probeEveryMs?: number;
   /** Told once at each pause. @default none */
   onPause?: (pause: HostPause) => void;
+  /**
+   * Told when a host is down (every attempt failed for `OUTAGE.downAfterMs`), again every
+   * `OUTAGE.sayEveryMs` while it lasts (on a failure's report), and when it answers again.
+   * @default none
+   */
+  onOutage?: (outage: HostOutage) => void;
+}
+
+/** A host that answers nothing, or answers again (see {@linkcode HostBreakerOptions.onOutage}). */
+export interface HostOutage {
+  /** The host (`name:port`). */
+  host: string;
+  /** `down` when first said, `still` every while after, `up` when it answered again. */
+  state: "down" | "still" | "up";
+  /** Since when every attempt failed, epoch milliseconds. */
+  since: number;
+  /** When this is said, epoch milliseconds. */
+  at: number;
+  /** Attempts that failed since then. */
+  failures: number;
+  /** How they failed (`connection refused ×14`). */
+  reason: string;
 }
 
 /** The outcome of one attempt, as {@linkcode HostBreaker.report} takes it. */
@@ -60,6 +82,8 @@ interface Failing {
   reason: string;
   /** When the last request let through to try it went, or 0. */
   probeAt: number;
+  /** When its outage was last said (`onOutage`), or 0 while it was not. */
+  saidAt: number;
 }
 
 /** Kinds of failure counted per host (a host failing in more ways is told by its commonest). */
@@ -83,6 +107,7 @@ export class HostBreaker {
   #minFailures: number;
   #probeEveryMs: number;
   #onPause: ((pause: HostPause) => void) | undefined;
+  #onOutage: ((outage: HostOutage) => void) | undefined;
   // Only hosts failing now: a host that answers is removed, so the map holds the hosts failing at
   // once, no more.
   #failing = new Map<string, Failing>();
@@ -94,6 +119,20 @@ export class HostBreaker {
     this.#minFailures = options.minFailures ?? HOST_BREAKER.minFailures;
     this.#probeEveryMs = options.probeEveryMs ?? HOST_BREAKER.probeEveryMs;
     this.#onPause = options.onPause;
+    this.#onOutage = options.onOutage;
+  }
+
+  /**
+   * True while every attempt at `host` since its last answer failed, `atLeast` of them (a host
+   * that answers between failures is not failing).
+   */
+  failing(host: string, atLeast = 1): boolean {
+    return (this.#failing.get(host)?.failures ?? 0) >= atLeast;
+  }
+
+  /** The hosts {@linkcode failing} now, `atLeast` failures each. */
+  failingHosts(atLeast = 1): string[] {
+    return [...this.#failing].filter(([, f]) => f.failures >= atLeast).map(([host]) => host);
   }
 
   /**
@@ -137,13 +176,23 @@ export class HostBreaker {
   report(url: URL, outcome: BreakerOutcome): void {
     const host = url.host;
     if ("answered" in outcome) {
+      const f = this.#failing.get(host);
+      if (f && f.saidAt > 0) this.#tell(host, f, "up", this.#clock.now());
       this.#failing.delete(host);
       return;
     }
     const now = this.#clock.now();
     let f = this.#failing.get(host);
     if (!f) {
-      f = { since: now, failures: 0, kinds: new Map(), pausedAt: 0, reason: "", probeAt: 0 };
+      f = {
+        since: now,
+        failures: 0,
+        kinds: new Map(),
+        pausedAt: 0,
+        reason: "",
+        probeAt: 0,
+        saidAt: 0,
+      };
       this.#failing.set(host, f);
     }
     f.failures++;
@@ -152,11 +201,28 @@ export class HostBreaker {
     }
     f.reason = [...f.kinds].sort((a, b) => b[1] - a[1]).slice(0, 2)
       .map(([kind, n]) => `${kind} ×${n}`).join(", ");
+    if (f.saidAt === 0) {
+      if (now - f.since >= OUTAGE.downAfterMs && f.failures >= OUTAGE.minFailures) {
+        this.#tell(host, f, "down", now);
+      }
+    } else if (now - f.saidAt >= OUTAGE.sayEveryMs) this.#tell(host, f, "still", now);
     if (f.pausedAt > 0) return;
     if (now - f.since >= this.#windowMs && f.failures >= this.#minFailures) {
       f.pausedAt = now;
       this.#onPause?.({ host, reason: f.reason, failingSince: f.since, pausedAt: now });
     }
+  }
+
+  #tell(host: string, f: Failing, state: HostOutage["state"], now: number): void {
+    f.saidAt = now;
+    this.#onOutage?.({
+      host,
+      state,
+      since: f.since,
+      at: now,
+      failures: f.failures,
+      reason: f.reason,
+    });
   }
 
   /** The hosts paused now. */
@@ -176,4 +242,24 @@ export function pauseLine(p: HostPause, options: { probeEveryMs?: number } = {})
   const for_ = Math.round((p.pausedAt - p.failingSince) / 1000);
   return `${p.host} answered nothing for ${for_} s (${p.reason}): paused, one request every ` +
     `${every} s tries it; work on other hosts goes on`;
+}
+
+/**
+ * An outage in one line, for logs: `127.0.0.1:5984 has failed every request since 12:00:01 UTC
+ * (connection refused ×14): they are retried, and the crawl goes on when it answers`; then how
+ * long it has lasted, and when it answers again, how long it was.
+ */
+export function outageLine(o: HostOutage): string {
+  const lasted = Math.round((o.at - o.since) / 1000);
+  const since = new Date(o.since).toISOString().slice(11, 19);
+  switch (o.state) {
+    case "down":
+      return `${o.host} has failed every request since ${since} UTC (${o.reason}): they are ` +
+        `retried, and the crawl goes on when it answers`;
+    case "still":
+      return `${o.host} still fails every request after ${lasted} s (${o.failures} attempts: ` +
+        `${o.reason})`;
+    case "up":
+      return `${o.host} answers again after ${lasted} s of failures (${o.failures} attempts failed)`;
+  }
 }

@@ -26,8 +26,10 @@ export {
   type BreakerOutcome,
   HostBreaker,
   type HostBreakerOptions,
+  type HostOutage,
   type HostPause,
   HostPausedError,
+  outageLine,
   pauseLine,
 } from "./host_breaker.ts";
 export { parseHeader, type RequestHeader, USER_AGENT } from "./request_headers.ts";
