@@ -143,6 +143,7 @@ runMain(async () => {
     tty,
     write: (t) => writeAll(Deno.stdout, new TextEncoder().encode(t)),
     pace: (): PaceState => pacer.state(),
+    following: f.follow ?? false,
     size: () => {
       try {
         return Deno.consoleSize();

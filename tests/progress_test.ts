@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { duration, followLine, n, paceLine, Progress, summary } from "../lib/cli/progress.ts";
 import type { CrawlStatusReport, ShardStatus } from "../lib/engine/crawl/status.ts";
 import { TerminalScreen } from "./terminal_screen.ts";
+import type { HostPace } from "../lib/sources/http/mod.ts";
 
 function shard(id: number, start: string | null, end: string | null, items: number): ShardStatus {
   return {
@@ -162,6 +163,7 @@ Deno.test("progress: a followed crawl's line says where it stands, how far behin
     tty: false,
     write: (s) => out.push(s),
     clock: clockWithNow(() => 100_000),
+    following: true,
   });
   const follow = {
     lagSeconds: 1.25,
@@ -191,6 +193,11 @@ Deno.test("progress: a followed crawl's line says where it stands, how far behin
     "progress: c1 following: seq 9001, 12 changes behind, lag 1.3 s, 3,456 changes applied, " +
     "counts proven 2m05s ago, rows compared 1h00m ago (all equal), 2 ranges repaired\n",
   ]);
+  // A run that does not follow (a refresh of a done crawl) draws it as done, not as following.
+  const refresh: string[] = [];
+  new Progress({ tty: false, write: (s) => refresh.push(s), clock: clockWithNow(() => 100_000) })
+    .update(report(1000, { status: "done", follow }), true);
+  assert.match(refresh[0], /^progress: c1 done: 1,000\/1,000 items \(100\.0%\) /);
   assert.equal(
     followLine({ ...follow, changesBehind: null, verifiedAt: null, repaired: 0, rows: null }, 0),
     "following: seq 9001, ? changes behind, lag 1.3 s, 3,456 changes applied, counts not " +
@@ -317,3 +324,60 @@ for (const [columns, rows] of [[80, 24], [160, 40], [40, 10]] as const) {
     if (drawing.length < 57) assert.match(drawing.at(-1)!, /more shards: \d+ done, \d+ to go/);
   });
 }
+
+Deno.test("progress: the ETA follows what is seen smoothly (one slow look does not throw it), counts past the plan and split shards are said", () => {
+  let t = 0;
+  const out: string[] = [];
+  const p = new Progress({ tty: false, write: (s) => out.push(s), clock: clockWithNow(() => t) });
+  const eta = () => /ETA (\S+)/.exec(out.at(-1)!)![1];
+  // 100 items/s, 1,000 left: 10 s.
+  p.update(report(0, { total: 2000, etaSeconds: null }), true);
+  t = 10_000;
+  p.update(report(1000, { total: 2000, etaSeconds: 10 }), true);
+  assert.equal(eta(), "10s");
+  // One look says 600 s (the slowest shard stalled a moment): the ETA moves, but not there.
+  t = 11_000;
+  p.update(report(1100, { total: 2000, etaSeconds: 600 }), true);
+  const jumped = Number(
+    eta().replace(/s$/, "").replace(
+      /^(\d+)m(\d+)$/,
+      (_, m, s) => String(60 * Number(m) + Number(s)),
+    ),
+  );
+  assert.ok(jumped > 9 && jumped < 60, `ETA ${eta()} after one slow look`);
+  // Past the plan: items published since it was made, not 100.2%; splits said beside the shards.
+  const split = { parent: 0, child: 2, key: "g", at: "", items: 100 };
+  p.update(
+    report(2004, { total: 2000, shardCount: 3, shardsDone: 1, splits: [split] as never }),
+    true,
+  );
+  assert.match(
+    out.at(-1)!,
+    /2,004 items \(the plan's 2,000, \+4 since\) .* shards 1\/3 \(2 planned, 1 split off\)/,
+  );
+});
+
+Deno.test("progress: a host's slowdown is shown while it holds (requests near its pace, or cut in the last 30 s), not for minutes after", () => {
+  const now = 1_000_000;
+  const host: HostPace = {
+    host: "registry.example",
+    limitPerSecond: 50,
+    reason: "latency 9.6x its usual",
+    cutAt: now - 10_000,
+    heldUntil: null,
+    sentPerSecond: 12,
+    requests: 10_000,
+    pushbacks: 3,
+    pausedAt: null,
+    pauseReason: null,
+  };
+  const line = (h: HostPace) => paceLine({ ratePerSecond: null, hosts: [h] }, now);
+  assert.match(line(host)!, /slowed to 50\/s \(latency 9\.6x its usual 10s ago\)/);
+  assert.equal(
+    line({ ...host, cutAt: now - 87_000 }),
+    null,
+    "grown past what is asked: not slowed",
+  );
+  assert.match(line({ ...host, cutAt: now - 87_000, sentPerSecond: 49 })!, /slowed to 50\/s/);
+  assert.equal(line({ ...host, limitPerSecond: null, heldUntil: now - 1 }), null, "held no more");
+});

@@ -37,7 +37,7 @@ import {
   storageCause,
   type WorkEvent,
 } from "../engine/mod.ts";
-import type { Progress } from "./progress.ts";
+import { n, type Progress } from "./progress.ts";
 import { anotherCrawlLine } from "./crawl_list.ts";
 import { followRun, refreshDone, type Refreshed } from "./follow_run.ts";
 import { type SourceOpener, sourceOpener } from "../sources/open_source.ts";
@@ -113,6 +113,13 @@ export interface LocalCrawlResult {
   /** What refreshing a crawl that was already done applied (null: it was not refreshed). */
   refreshed: Refreshed | null;
 }
+
+/** How the plan's cuts were found, in words (docs/glossary.md, "plan"). */
+const PLAN_METHOD_WORDS: Record<string, string> = {
+  rank: "each cut where the registry ranks a key",
+  skip: "each cut found by skipping rows: the registry gives no rank",
+  listing: "cuts found by listing every row first: the registry gives no rank",
+};
 
 /** Opens the KV file, or says in one line why it cannot be opened. */
 export async function openKvFile(path: string): Promise<Deno.Kv> {
@@ -204,8 +211,8 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
         maxPlanAttempts: 1,
         onPlanned: (p) =>
           log(
-            `planned ${p.total} items into ${p.shards.length} shards with ${p.requests} listing ` +
-              `requests (method ${p.method})`,
+            `planned ${n(p.total)} items into ${p.shards.length} shards of equal count with ` +
+              `${p.requests} listing requests (${PLAN_METHOD_WORDS[p.method] ?? p.method})`,
           ),
       },
     );

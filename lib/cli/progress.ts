@@ -32,6 +32,11 @@ export interface ProgressOptions {
   /** Most shards drawn as bars. @default 32 */
   maxBars?: number;
   /**
+   * The run follows the crawl once it is done (`--follow`): a done crawl's line then says where
+   * following stands. Otherwise a done crawl (a refresh) is drawn as done. @default false
+   */
+  following?: boolean;
+  /**
    * The terminal's size now (`Deno.consoleSize`), or null when unknown; read at each redraw, so a
    * resized terminal is drawn to its new size. @default 80 columns, 24 rows
    */
@@ -44,6 +49,33 @@ export interface ProgressOptions {
  */
 export function writeAll(to: { writeSync(p: Uint8Array): number }, bytes: Uint8Array): void {
   for (let at = 0; at < bytes.length;) at += to.writeSync(bytes.subarray(at));
+}
+
+/** A host's slowdown is shown this long after its last cut, in milliseconds (or while it holds). */
+const SLOWDOWN_SHOWN_MS = 30_000;
+
+/** How fast the ETA shown follows the one seen, in seconds (see `Progress`). */
+export const ETA_SMOOTHING_S = 20;
+
+/**
+ * Items stored of those planned: `1,000/2,000 items (50.0%)`; past the plan (items published since
+ * it was made), `2,003 items (the plan's 2,000, +3 since)` rather than 100.2%.
+ */
+function itemsPart(r: CrawlStatusReport): string {
+  if (r.itemsStored > r.total) {
+    return `${n(r.itemsStored)} items (the plan's ${n(r.total)}, +${
+      n(r.itemsStored - r.total)
+    } since)`;
+  }
+  const pct = r.total > 0 ? (100 * r.itemsStored) / r.total : 0;
+  return `${n(r.itemsStored)}/${n(r.total)} items (${pct.toFixed(1)}%)`;
+}
+
+/** Shards done of all: `shards 42/57 (19 planned, 38 split off)` when slow ones were split. */
+function shardsPart(r: CrawlStatusReport): string {
+  const split = r.splits.length;
+  return `shards ${r.shardsDone}/${r.shardCount}` +
+    (split > 0 ? ` (${n(r.shardCount - split)} planned, ${n(split)} split off)` : "");
 }
 
 /** A terminal's size when it does not say. */
@@ -89,12 +121,14 @@ export class Progress {
   #drawn: string[] = [];
   #ended = false;
   #samples: { t: number; items: number }[] = [];
+  #eta: { t: number; s: number } | null = null;
   #shardPrev = new Map<number, { t: number; items: number; rate: number }>();
 
   /** A renderer writing through `options.write`. */
   constructor(options: ProgressOptions) {
     this.#o = {
       clock: SYSTEM_CLOCK,
+      following: false,
       ttyIntervalMs: 250,
       plainIntervalMs: 5000,
       maxBars: 32,
@@ -109,6 +143,22 @@ export class Progress {
     const first = this.#samples[0];
     const dt = (t - first.t) / 1000;
     return dt > 0 ? (items - first.items) / dt : 0;
+  }
+
+  /**
+   * The ETA shown: the one seen now, blended with the last one shown less the time since (a
+   * time constant of {@linkcode ETA_SMOOTHING_S}), so that one slow page does not throw it from 2
+   * to 20 minutes and back. Null while none can be had.
+   */
+  #smoothEta(t: number, seen: number | null): number | null {
+    const last = this.#eta;
+    this.#eta = seen === null ? null : { t, s: seen };
+    if (seen === null || last === null) return seen;
+    const dt = Math.max(0, (t - last.t) / 1000);
+    const w = 1 - Math.exp(-dt / ETA_SMOOTHING_S);
+    const s = w * seen + (1 - w) * Math.max(0, last.s - dt);
+    this.#eta = { t, s };
+    return s;
   }
 
   /**
@@ -138,15 +188,13 @@ export class Progress {
     this.#lastDraw = t;
     const left = Math.max(0, r.total - r.itemsStored);
     // Never below the report's own ETA, which waits for the slowest shard.
-    const eta = rate > 0 ? Math.max(left / rate, r.etaSeconds ?? 0) : null;
-    const pct = r.total > 0 ? (100 * r.itemsStored) / r.total : 0;
+    const eta = this.#smoothEta(t, rate > 0 ? Math.max(left / rate, r.etaSeconds ?? 0) : null);
     // An ETA only while there is something left to wait for: never on a finished line.
     const ending = r.status === "running" || r.status === "planning" ? ` ETA ${duration(eta)}` : "";
-    const head = r.status === "done" && r.follow
+    const head = r.status === "done" && r.follow && this.#o.following
       ? `${r.id} ${followLine(r.follow, t)}`
-      : `${r.id} ${r.status}: ${n(r.itemsStored)}/${n(r.total)} items (${pct.toFixed(1)}%) ` +
-        `${n(rate)} items/s${ending} shards ${r.shardsDone}/${r.shardCount}` +
-        (r.deadLetters ? ` dead letters ${r.deadLetters}` : "");
+      : `${r.id} ${r.status}: ${itemsPart(r)} ${n(rate)} items/s${ending} ${shardsPart(r)}` +
+        (r.deadLetters ? `, ${r.deadLetters} shards given up on (dead letters)` : "");
     const pace = this.#o.pace ? paceLine(this.#o.pace(), t) : null;
     if (!this.#o.tty) {
       this.#o.write(
@@ -238,15 +286,20 @@ export function paceLine(pace: PaceState, nowMs: number): string | null {
     // A host that has pushed back every request it was sent is said to, at once: a crawl that
     // will fail on it should not look like one that is merely slowed.
     const refusing = h.requests >= 5 && h.pushbacks >= 0.9 * h.requests;
+    // A slowdown is shown while it holds: requests near its pace, or a cut in the last half
+    // minute. Once the pace has grown past what is asked, the host is not slowed any more.
+    const holding = h.limitPerSecond !== null &&
+      (h.sentPerSecond >= 0.9 * h.limitPerSecond ||
+        (h.cutAt !== null && nowMs - h.cutAt < SLOWDOWN_SHOWN_MS));
+    const held = h.heldUntil !== null && h.heldUntil > nowMs;
+    if (!refusing && !holding && !held) continue;
     parts.push(
       `${h.host} ` + (refusing ? "refuses nearly every request (429/503/504), " : "") +
-        (h.limitPerSecond === null
-          ? ""
-          : `slowed to ${n(h.limitPerSecond)}/s (${h.reason}${ago}), `) +
+        (!holding ? "" : `slowed to ${n(h.limitPerSecond!)}/s (${h.reason}${ago}), `) +
         `${n(h.pushbacks)} pushed back of ${n(h.requests)} requests` +
-        (h.heldUntil === null
+        (!held
           ? ""
-          : `, held by Retry-After for ${duration(Math.ceil((h.heldUntil - nowMs) / 1000))}`),
+          : `, held by Retry-After for ${duration(Math.ceil((h.heldUntil! - nowMs) / 1000))}`),
     );
   }
   return parts.length === 0 ? null : `pace: ${parts.join("; ")}`;
