@@ -353,8 +353,13 @@ export function summary(
     `too large ${n(r.tooLarge)}, retries ${n(extra.retries)}, dead letters ${r.deadLetters}, ` +
     `splits ${r.splits.length}`,
     `  this run: elapsed ${duration(secs)} (${secs.toFixed(1)} s), ` +
-    `${n(done / Math.max(secs, 0.001))} items/s` +
-    (done !== r.itemsStored ? ` (${n(done)} items stored by this run)` : "") +
+    // A run that resumed or followed: what the count moved by, the registry's deletions included
+    // (a negative rate of items means nothing).
+    (done === r.itemsStored
+      ? `${n(done / Math.max(secs, 0.001))} items/s`
+      : done >= 0
+      ? `${n(done / Math.max(secs, 0.001))} items/s (${n(done)} items stored by this run)`
+      : `the count moved by ${n(done)} with the registry's deletions`) +
     `, shard items max ${n(max)} / mean ${n(mean)}`,
     ...(r.drift
       ? [
