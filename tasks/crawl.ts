@@ -18,8 +18,10 @@ import {
   urlFlag,
 } from "../lib/cli/flags.ts";
 import {
+  crawlStatus,
   DEFAULT_WORKERS,
   MAX_WORKERS,
+  rowsPerPage,
   VERIFY_EVERY_MS,
   VERIFY_ROWS_EVERY_MS,
 } from "../lib/engine/mod.ts";
@@ -33,9 +35,20 @@ import {
   pauseLine,
 } from "../lib/sources/http/mod.ts";
 import { quietWhileFailing } from "../lib/cli/outage_log.ts";
+import { estimateCrawl, estimateLine } from "../lib/cli/estimate.ts";
 import { Progress, summary, writeAll } from "../lib/cli/progress.ts";
 import { RATE_FLAG, rateFromFlag, SPEC_FLAGS, specFromFlags } from "../lib/cli/spec_flags.ts";
 import { checkPlanOrigin, readPlanFile } from "../lib/plan/plan_file.ts";
+
+/** What `--npm` fills in: npm's replica, where it serves documents, and a plan's shard count. */
+const NPM = {
+  source: "https://replicate.npmjs.com/registry",
+  docsUrl: "https://registry.npmjs.org",
+  shards: 56,
+} as const;
+
+/** Crawls at least this large say what they will cost without being asked. */
+const ESTIMATE_OVER_ITEMS = 1_000_000;
 
 const FLAGS = {
   source: {
@@ -44,6 +57,16 @@ const FLAGS = {
     help: "database URL of the registry (its _all_docs is listed), or sqlite:FILE#table (a " +
       "table with an id column, and rev and doc if it has them)",
     default: "the bundled demo registry, served in-process",
+  },
+  npm: {
+    type: "boolean",
+    help: `npm's replica: --source ${NPM.source}, --shards ${NPM.shards}, with --docs its ` +
+      `--docs-url ${NPM.docsUrl}; says what the crawl will cost before it starts`,
+  },
+  estimate: {
+    type: "boolean",
+    help: "say what the crawl will cost (requests, time at the pace, bytes) before it starts " +
+      "(always with --npm, or past a million items)",
   },
   ...SPEC_FLAGS,
   kv: { type: "string", value: "PATH", help: "KV file holding the crawl", default: "crawl.kv" },
@@ -127,6 +150,7 @@ const HELP = {
     "deno task crawl --source http://127.0.0.1:5984/registry --shards 56 --kv npm.kv",
     "deno task crawl --source https://replicate.npmjs.com/registry --docs \\\n" +
     "    --docs-url https://registry.npmjs.org --kv npm.kv",
+    "deno task crawl --npm --docs --kv npm.kv      # the same, with an estimate first",
   ],
 };
 
@@ -197,8 +221,20 @@ runMain(async () => {
   // While a host fails every request, its retry lines give way to the outage's own few lines.
   const quiet = quietWhileFailing(log, pacer.breaker);
   const redirects = choiceFlag("redirects", f.redirects, ["same-origin", "any"], "same-origin");
-  const given = f.source === undefined ? undefined : urlFlag("source", f.source);
-  const spec = specFromFlags(f, given ?? "demo:npm-names", { shards: plan?.shards.length });
+  if (f.npm && f.source !== undefined) {
+    throw new UsageError("--npm is npm's replica: give --npm or --source, not both");
+  }
+  // --npm fills in what it names where the command line does not say otherwise.
+  const asked = f.npm
+    ? {
+      ...f,
+      source: NPM.source,
+      shards: f.shards ?? String(NPM.shards),
+      "docs-url": f["docs-url"] ?? (f.docs ? NPM.docsUrl : undefined),
+    }
+    : f;
+  const given = asked.source === undefined ? undefined : urlFlag("source", asked.source);
+  const spec = specFromFlags(asked, given ?? "demo:npm-names", { shards: plan?.shards.length });
   if (plan) checkPlanOrigin(plan.origin, { sourceUrl: spec.source, view: spec.view }, f.plan);
   const kvPath = f.kv ?? "crawl.kv";
   const demo = given === undefined ? await startDemo(log) : undefined;
@@ -230,6 +266,22 @@ runMain(async () => {
         ...(redirects === "any" ? { allowRedirect: (t: URL) => /^https?:$/.test(t.protocol) } : {}),
       },
       workers,
+      onOpened: async (o) => {
+        if (!o.created || !(f.npm || f.estimate || o.crawl.total >= ESTIMATE_OVER_ITEMS)) return;
+        const starts = (await crawlStatus(o.kv, o.crawl.id)).shards.flatMap((s) =>
+          s.start === null ? [] : [s.start]
+        );
+        const inFlight = o.workers * (spec.docs ? spec.concurrency : 1);
+        const e = await estimateCrawl(o.source, {
+          spec,
+          total: o.crawl.total,
+          sampleIds: starts.filter((_, i) => i % Math.ceil(starts.length / 16) === 0),
+          ratePerSecond: pacer.state().ratePerSecond,
+          inFlight,
+          rowsPerPage: rowsPerPage(o.crawl, o.source, { docMode: o.crawl.docMode ?? undefined }),
+        });
+        log(estimateLine(e, { inFlight }));
+      },
     });
     progress.end();
     console.log(shownText(summary(res.report, { ...res, pace: pacer.state() }), { lines: true }));

@@ -7,8 +7,7 @@
 import { StorageError, UsageError } from "../lib/base/errors.ts";
 import { helpText, parseFlags, runMain } from "../lib/cli/flags.ts";
 import { listingLine } from "../lib/cli/crawl_list.ts";
-import { storageLine } from "../lib/cli/local_crawl.ts";
-import { openStoredKv } from "../lib/cli/kv_file.ts";
+import { openStoredKv, storageLine } from "../lib/cli/kv_file.ts";
 import { kvFailureKind, listCrawlListings } from "../lib/engine/mod.ts";
 
 const FLAGS = {

@@ -8,8 +8,7 @@
 import { StorageError, UsageError } from "../lib/base/errors.ts";
 import { helpText, parseFlags, runMain } from "../lib/cli/flags.ts";
 import { exportNdjson } from "../lib/cli/export.ts";
-import { storageLine } from "../lib/cli/local_crawl.ts";
-import { openStoredKv } from "../lib/cli/kv_file.ts";
+import { openStoredKv, storageLine } from "../lib/cli/kv_file.ts";
 import { findCrawl, kvFailureKind, listCrawlListings } from "../lib/engine/mod.ts";
 import { crawlChoice } from "../lib/cli/crawl_list.ts";
 

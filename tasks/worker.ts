@@ -9,7 +9,7 @@
 import { shownText } from "../lib/base/shown_text.ts";
 import { UsageError } from "../lib/base/errors.ts";
 import { helpText, intFlag, onInterrupt, parseFlags, runMain, urlFlag } from "../lib/cli/flags.ts";
-import { openKvFile } from "../lib/cli/local_crawl.ts";
+import { openKvFile } from "../lib/cli/kv_file.ts";
 import { RATE_FLAG, rateFromFlag, SPEC_FLAGS, specFromFlags } from "../lib/cli/spec_flags.ts";
 import { outageLine, Pacer, pauseLine } from "../lib/sources/http/mod.ts";
 import { quietWhileFailing } from "../lib/cli/outage_log.ts";

@@ -29,18 +29,18 @@ import {
   DEFAULT_WORKERS,
   type DispatchMode,
   findCrawl,
-  kvOp,
   type OpenAction,
   openCrawl,
   type RebalanceOptions,
   type Runtime,
-  storageCause,
   type WorkEvent,
 } from "../engine/mod.ts";
 import { n, type Progress } from "./progress.ts";
+import { openKvFile, storageLine } from "./kv_file.ts";
 import { anotherCrawlLine } from "./crawl_list.ts";
 import { followRun, refreshDone, type Refreshed } from "./follow_run.ts";
 import { type SourceOpener, sourceOpener } from "../sources/open_source.ts";
+import type { Source } from "../plan/source.ts";
 
 /** Options of {@linkcode runLocalCrawl}. */
 export interface LocalCrawlOptions {
@@ -92,10 +92,29 @@ export interface LocalCrawlOptions {
   dispatch?: DispatchMode;
   /** In-process lease workers (lease mode). @default the shard count, at most `DEFAULT_WORKERS` */
   workers?: number;
+  /**
+   * Called once the crawl is open (made and planned, or found), before its first progress line:
+   * where a caller says what the crawl will cost (`estimate.ts`). @default none
+   */
+  onOpened?: (opened: OpenedCrawl) => Promise<void> | void;
   /** Tuning of straggler splits (only used when `spec.rebalance`). @default {} */
   rebalance?: RebalanceOptions;
   /** Failed attempts of a shard in a row before the crawl fails. @default 8 */
   maxShardFailures?: number;
+}
+
+/** A crawl just opened, as {@linkcode LocalCrawlOptions.onOpened} is told it. */
+export interface OpenedCrawl {
+  /** The store. */
+  kv: Deno.Kv;
+  /** The crawl's source (its requests go through the run's pacer). */
+  source: Source;
+  /** The crawl's record. */
+  crawl: CrawlRecord;
+  /** This run made (and planned) it. */
+  created: boolean;
+  /** Workers of this run. */
+  workers: number;
 }
 
 /** What a local crawl ended with. */
@@ -120,24 +139,6 @@ const PLAN_METHOD_WORDS: Record<string, string> = {
   skip: "each cut found by skipping rows: the registry gives no rank",
   listing: "cuts found by listing every row first: the registry gives no rank",
 };
-
-/** Opens the KV file, or says in one line why it cannot be opened. */
-export async function openKvFile(path: string): Promise<Deno.Kv> {
-  try {
-    // Another process on the same file may hold its lock for a moment: waited out, bounded.
-    return await kvOp(() => Deno.openKv(path));
-  } catch (err) {
-    if (err instanceof StorageError) throw new StorageError(storageLine(err, path), { cause: err });
-    // Deno's own advice (run again with --allow-all) is not one a `deno task` user can follow:
-    // system paths (/proc, /dev, /sys) need every permission, which the tasks never ask for.
-    const refused = err instanceof Deno.errors.NotCapable ||
-      err instanceof Deno.errors.PermissionDenied;
-    const why = refused
-      ? "Deno lets no task write there (a system path); give --kv a file in an ordinary folder"
-      : errorLine(err);
-    throw new FatalError(`cannot open KV at ${path}: ${why}`, { cause: err });
-  }
-}
 
 /** One log line per work event worth telling a person about. */
 function describe(e: WorkEvent): string | null {
@@ -178,11 +179,12 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
   const poll = new Poll();
   // Ctrl-C is answered at once too, not at the next status read.
   options.signal?.addEventListener("abort", () => poll.wake(), { once: true });
+  const workers = options.workers ?? Math.min(options.spec.shards, DEFAULT_WORKERS);
   const runtime = createRuntime({
     kv,
     openSource,
     dispatch: options.dispatch ?? "lease",
-    workers: options.workers ?? Math.min(options.spec.shards, DEFAULT_WORKERS),
+    workers,
     rebalance: options.rebalance,
     label: "local",
     maxPlanAttempts: 1,
@@ -220,6 +222,7 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
     // A changed option that changes what is crawled starts another crawl: said, with which.
     const another = action === "created" ? await anotherCrawlLine(kv, crawl.id) : null;
     if (another) log(another);
+    await options.onOpened?.({ kv, source, crawl, created: action === "created", workers });
     // A crawl already done is refreshed from its sequence: the same command keeps a copy current.
     const refreshed = action === "already-done"
       ? await refreshDone(kv, source, crawl, {
@@ -360,31 +363,4 @@ function processFailure(err: Error, kvPath: string): Error {
     return new StorageError(storageLine(err, kvPath), { cause: err });
   }
   return new FatalError(`a worker stopped: ${errorLine(err)}`, { cause: err });
-}
-
-/**
- * What a KV file that cannot be written or read means for the user, in one line: a full disk
- * loses nothing written; a damaged file may have lost anything; an I/O error may be either (a disk
- * that filled says so too), so it promises only what holds for both.
- */
-export function storageLine(
-  err: Error,
-  kvPath: string,
-  options: { reading?: boolean } = {},
-): string {
-  const what = options.reading ? "read" : "write";
-  switch (storageCause(err)) {
-    case "full":
-      return `cannot ${what} ${kvPath}: the disk is full (${err.message}); nothing stored is ` +
-        "lost: free some space and run the same command again to resume";
-    case "damaged":
-      return `${kvPath} is damaged (${err.message}): what it held may not all be readable; ` +
-        "copy it aside if you need what can be read, and delete it to crawl again";
-    default:
-      return `cannot ${what} ${kvPath}: the disk is full or failing, or the file damaged ` +
-        `(${err.message}): if the disk is full, nothing stored is lost: free some space and ` +
-        "run the same command again to resume; if the file was damaged, what it held may " +
-        "not all be readable: copy it aside first, and delete it to crawl again if the same " +
-        "command fails";
-  }
 }
