@@ -35,7 +35,13 @@ import {
   pauseLine,
 } from "../lib/sources/http/mod.ts";
 import { quietWhileFailing } from "../lib/cli/outage_log.ts";
-import { estimateCrawl, estimateLine } from "../lib/cli/estimate.ts";
+import {
+  ESTIMATE_SAMPLE,
+  estimateCrawl,
+  estimateLine,
+  fieldsNoneHas,
+  sampleDocs,
+} from "../lib/cli/estimate.ts";
 import { Progress, summary, writeAll } from "../lib/cli/progress.ts";
 import { RATE_FLAG, rateFromFlag, SPEC_FLAGS, specFromFlags } from "../lib/cli/spec_flags.ts";
 import { checkPlanOrigin, readPlanFile } from "../lib/plan/plan_file.ts";
@@ -267,19 +273,33 @@ runMain(async () => {
       },
       workers,
       onOpened: async (o) => {
-        if (!o.created || !(f.npm || f.estimate || o.crawl.total >= ESTIMATE_OVER_ITEMS)) return;
+        const estimate = f.npm || f.estimate || o.crawl.total >= ESTIMATE_OVER_ITEMS;
+        if (!o.created || !(estimate || spec.docFields)) return;
+        // Documents at the plan's cuts, spread over the key space, sampled once for both.
         const starts = (await crawlStatus(o.kv, o.crawl.id)).shards.flatMap((s) =>
           s.start === null ? [] : [s.start]
         );
+        const every = Math.max(1, Math.ceil(starts.length / ESTIMATE_SAMPLE));
+        const samples = spec.docs
+          ? await sampleDocs(o.source, starts.filter((_, i) => i % every === 0))
+          : [];
+        const none = spec.docFields ? fieldsNoneHas(samples, spec.docFields) : [];
+        if (none.length > 0) {
+          log(
+            `--doc-fields: none of the ${samples.length} documents sampled has ` +
+              `${none.map((x) => JSON.stringify(x)).join(", ")}; check the names (the crawl ` +
+              "keeps only _id and _rev of a document without them)",
+          );
+        }
+        if (!estimate) return;
         const inFlight = o.workers * (spec.docs ? spec.concurrency : 1);
-        const e = await estimateCrawl(o.source, {
+        const e = estimateCrawl({
           spec,
           total: o.crawl.total,
-          sampleIds: starts.filter((_, i) => i % Math.ceil(starts.length / 16) === 0),
           ratePerSecond: pacer.state().ratePerSecond,
           inFlight,
           rowsPerPage: rowsPerPage(o.crawl, o.source, { docMode: o.crawl.docMode ?? undefined }),
-        });
+        }, samples);
         log(estimateLine(e, { inFlight }));
       },
     });

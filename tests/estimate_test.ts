@@ -5,7 +5,13 @@
  */
 import assert from "node:assert/strict";
 import { buildSpec } from "../lib/base/spec.ts";
-import { bytesText, estimateCrawl, estimateLine } from "../lib/cli/estimate.ts";
+import {
+  bytesText,
+  estimateCrawl,
+  estimateLine,
+  fieldsNoneHas,
+  sampleDocs,
+} from "../lib/cli/estimate.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import { RegistryData } from "../lib/sim/registry/registry_data.ts";
 import { startRegistry } from "../lib/sim/registry/registry_server.ts";
@@ -28,12 +34,12 @@ Deno.test("estimate: requests, time at the cap or the sampled pace, and bytes, i
   const input = {
     spec,
     total: 1_000_000,
-    sampleIds: ids.slice(0, 5),
     ratePerSecond: 100,
     inFlight: 64,
     rowsPerPage: 200,
   };
-  const capped = await estimateCrawl(source, input);
+  const samples = await sampleDocs(source, ids.slice(0, 5));
+  const capped = estimateCrawl(input, samples);
   assert.equal(capped.listingRequests, 5_000 + 4);
   assert.equal(capped.docRequests, 1_000_000);
   assert.equal(capped.sample.count, 4, "the document that failed is left out");
@@ -45,14 +51,13 @@ Deno.test("estimate: requests, time at the cap or the sampled pace, and bytes, i
     estimateLine(capped, { inFlight: 64 }),
     /^estimate: 1,000,000 items: 5,004 listing and 1,000,000 document requests; about 2h47m at about 100 requests\/s \(--rate; at most: a slower host takes longer\); documents about 2\.0 KiB each \(4 sampled\): about 2\.0 GiB to store$/,
   );
-  const sampled = await estimateCrawl(source, { ...input, ratePerSecond: null });
+  const sampled = estimateCrawl({ ...input, ratePerSecond: null }, samples);
   assert.equal(sampled.paceFrom, "sampled");
   assert.ok(sampled.perSecond! > 0 && sampled.perSecond! <= 64 / 0.02, `${sampled.perSecond}/s`);
-  const keysOnly = await estimateCrawl(source, {
-    ...input,
-    spec: { ...spec, docs: false },
-    ratePerSecond: null,
-  });
+  const keysOnly = estimateCrawl(
+    { ...input, spec: { ...spec, docs: false }, ratePerSecond: null },
+    [],
+  );
   assert.equal(
     estimateLine(keysOnly, { inFlight: 4 }),
     "estimate: 1,000,000 items: 5,004 listing requests: about 114 MiB to store",
@@ -62,6 +67,22 @@ Deno.test("estimate: requests, time at the cap or the sampled pace, and bytes, i
     "1.5 KiB",
     "5.0 TiB",
   ]);
+});
+
+Deno.test("estimate: a --doc-fields name that none of 5 or more sampled documents has is found; fewer tell nothing", () => {
+  const doc = (json: object) => ({
+    id: "x",
+    doc: { kind: "doc" as const, json: JSON.stringify(json) },
+    ms: 1,
+  });
+  const five = Array.from(
+    { length: 5 },
+    (_, i) => doc({ _id: `x${i}`, name: `x${i}`, ...(i === 2 ? { versions: {} } : {}) }),
+  );
+  assert.deepEqual(fieldsNoneHas(five, ["name", "versions", "nme"]), ["nme"]);
+  assert.deepEqual(fieldsNoneHas(five.slice(0, 4), ["nme"]), [], "4 documents tell nothing");
+  const failed = { id: "y", doc: null, ms: 1 };
+  assert.deepEqual(fieldsNoneHas([...five.slice(0, 4), failed], ["nme"]), []);
 });
 
 Deno.test("estimate: `deno task crawl --estimate` says it after the plan, before the crawl's end; --npm with --source is refused", async () => {
@@ -79,6 +100,16 @@ Deno.test("estimate: `deno task crawl --estimate` says it after the plan, before
     assert.match(
       lines[at],
       /3,000 document requests; about \S+ at about [\d,]+ requests\/s \(\d+ in flight, [\d,]+ ms each as sampled\); documents about .* each \(3 sampled\): about .* to store$/,
+    );
+    // A misspelt field: said before the crawl's end, which goes on.
+    const typo = await runTask("crawl", [
+      ...["--source", reg.url, "--kv", `${dir}/t.kv`, "--docs", "--shards", "8"],
+      ...["--doc-fields", "nme,versions"],
+    ]);
+    assert.equal(typo.code, 0, typo.stderr);
+    assert.match(
+      typo.stderr,
+      /^--doc-fields: none of the 7 documents sampled has "nme"; check the names \(the crawl keeps only _id and _rev of a document without them\)$/m,
     );
     const both = await runTask("crawl", ["--npm", "--source", reg.url, "--kv", `${dir}/d.kv`]);
     assert.equal(both.code, 2);

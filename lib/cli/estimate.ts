@@ -22,8 +22,6 @@ export interface EstimateInput {
   spec: CrawlSpec;
   /** Items the plan counted. */
   total: number;
-  /** Ids to sample documents of (spread over the key space: the plan's cuts). */
-  sampleIds: readonly string[];
   /** The cap on requests a second (`--rate`), or null. */
   ratePerSecond: number | null;
   /** Requests the crawl keeps in flight at once (workers × document concurrency). */
@@ -52,6 +50,49 @@ export interface Estimate {
   bytes: number;
 }
 
+/** One sampled document: what came (null: the request failed) and how long it took. */
+export interface DocSample {
+  /** The id asked for. */
+  id: string;
+  /** What came, or null when the request failed. */
+  doc: DocResult | null;
+  /** Time it took, in milliseconds. */
+  ms: number;
+}
+
+/**
+ * The documents of `ids` (at most {@linkcode ESTIMATE_SAMPLE}), asked at once through `source`
+ * (its pacer and breaker): what an estimate and a check of `--doc-fields` read.
+ */
+export function sampleDocs(source: Source, ids: readonly string[]): Promise<DocSample[]> {
+  return Promise.all(
+    ids.slice(0, ESTIMATE_SAMPLE).map(async (id) => {
+      const started = performance.now();
+      const doc = await source.doc(id).catch(() => null);
+      return { id, doc, ms: performance.now() - started };
+    }),
+  );
+}
+
+/**
+ * The fields of `fields` that none of the sampled documents has (after the crawl's cut: a field a
+ * document has is kept), or none when fewer than 5 documents came to tell: a misspelt
+ * `--doc-fields` name keeps nothing of every document.
+ */
+export function fieldsNoneHas(samples: readonly DocSample[], fields: readonly string[]): string[] {
+  const docs = samples.flatMap((s) => {
+    if (s.doc?.kind !== "doc") return [];
+    try {
+      const parsed = JSON.parse(s.doc.json);
+      return parsed && typeof parsed === "object" ? [parsed as Record<string, unknown>] : [];
+    } catch {
+      return [];
+    }
+  });
+  if (docs.length < 5) return [];
+  return fields.filter((f) => docs.every((d) => !Object.hasOwn(d, f)));
+}
+
 /** The bytes of one document as it arrived. */
 function docBytes(d: DocResult): number | null {
   if (d.kind === "doc") return d.json.length;
@@ -61,21 +102,15 @@ function docBytes(d: DocResult): number | null {
 }
 
 /**
- * An estimate of the crawl `input` describes, asking `source` for the documents of a few sampled
- * ids (through the same pacer as the crawl). Documents that fail are left out of the sample.
+ * An estimate of the crawl `input` describes, from `samples` of its documents
+ * ({@linkcode sampleDocs}); documents that failed are left out.
  */
-export async function estimateCrawl(source: Source, input: EstimateInput): Promise<Estimate> {
+export function estimateCrawl(input: EstimateInput, samples: readonly DocSample[]): Estimate {
   const { spec, total } = input;
-  const ids = input.sampleIds.slice(0, ESTIMATE_SAMPLE);
-  const sampled = spec.docs
-    ? await Promise.all(ids.map(async (id) => {
-      const started = performance.now();
-      const d = await source.doc(id).catch(() => null);
-      const bytes = d ? docBytes(d) : null;
-      return bytes === null ? null : { bytes, ms: performance.now() - started };
-    }))
-    : [];
-  const got = sampled.filter((s) => s !== null);
+  const got = (spec.docs ? samples : []).flatMap((s) => {
+    const bytes = s.doc ? docBytes(s.doc) : null;
+    return bytes === null ? [] : [{ bytes, ms: s.ms }];
+  });
   const mean = (xs: number[]) => xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null;
   const meanBytes = mean(got.map((s) => s.bytes));
   const meanMs = mean(got.map((s) => s.ms));
