@@ -1,7 +1,7 @@
 /**
- * The tools some tests need beyond Deno: Debian's chromium (the status page in a real browser) and
- * pouchdb-server from npm (a CouchDB-compatible server no one here wrote). `bash .ci/run` installs
- * both; elsewhere, tests that need a missing one are skipped, and `deno task test` ends with one
+ * The tools some tests need beyond Deno: Debian's chromium (the status page in a real browser),
+ * pouchdb-server from npm (a CouchDB-compatible server no one here wrote) and Debian's tmux (the
+ * live display in a real terminal). `bash .ci/run` installs them; elsewhere, tests that need a missing one are skipped, and `deno task test` ends with one
  * line naming what was skipped and why (run this module). In CI (`CI` set) a missing tool is an
  * error, never a skip.
  */
@@ -21,10 +21,15 @@ function isFile(path: string): boolean {
   }
 }
 
+/** Where tmux is looked for (`TMUX_PATH`). */
+export const TMUX = Deno.env.get("TMUX_PATH") ?? "/usr/bin/tmux";
+
 /** True when chromium is there. @throws in CI when it is not */
 export const haveChromium = need(CHROMIUM, "chromium");
 /** True when pouchdb-server is there. @throws in CI when it is not */
 export const havePouchdb = need(POUCHDB_SERVER, "pouchdb-server");
+/** True when tmux is there. @throws in CI when it is not */
+export const haveTmux = need(TMUX, "tmux");
 
 function need(path: string, what: string): boolean {
   const have = isFile(path);
@@ -37,12 +42,13 @@ export function skippedLine(): string {
   const skipped = [
     ...(haveChromium ? [] : [`the status page browser test (no chromium at ${CHROMIUM})`]),
     ...(havePouchdb ? [] : [`the two real-peer tests (no pouchdb-server at ${POUCHDB_SERVER})`]),
+    ...(haveTmux ? [] : [`the live display in tmux (no tmux at ${TMUX})`]),
   ];
   return skipped.length === 0
-    ? "skipped: nothing (chromium and pouchdb-server found)"
+    ? "skipped: nothing (chromium, pouchdb-server and tmux found)"
     : `skipped: ${
       skipped.join("; ")
-    }. bash .ci/run installs both (or set CHROMIUM_PATH, POUCHDB_SERVER)`;
+    }. bash .ci/run installs them (or set CHROMIUM_PATH, POUCHDB_SERVER, TMUX_PATH)`;
 }
 
 if (import.meta.main) console.log(skippedLine());

@@ -154,6 +154,9 @@ Deno.test({
         "the page shows the store's figure",
       );
       assert.ok(report.docErrors > 20 && report.docErrors < 200, `${report.docErrors} errors`);
+      // Done: nothing in the red box (what ends a crawl); pages that failed and were asked again,
+      // if any, are in their own box, apart from the document errors' figure.
+      assert.equal(await crawl.locator("ul.errors").count(), 0, "no red box on a crawl done");
       // Finished: how long it took and how fast.
       assert.match(await fact(page, id, "took"), /^\d+(\.\d)? (s|min)$/);
       assert.match(await fact(page, id, "throughput"), /^[\d,]+ items\/s$/);

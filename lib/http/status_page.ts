@@ -31,6 +31,8 @@ const STYLE = `
   .actions button { margin-right: .4rem; }
   .errors { margin: .5rem 0; padding: .5rem .7rem; background: #fff5f5; border-left: 3px solid #c0392b; }
   .errors li { font-family: ui-monospace, monospace; font-size: .8rem; }
+  .retried { margin: .5rem 0; padding: .5rem .7rem; background: #fffaf0; border-left: 3px solid #d4a017; }
+  .retried li { font-family: ui-monospace, monospace; font-size: .8rem; } .retried li.what { font-family: inherit; color: #666; }
   .shards { width: 100%; border-collapse: collapse; margin-top: .6rem; font-size: .8rem; }
   .shards td, .shards th { padding: .15rem .4rem; border-bottom: 1px solid #eef1f5; text-align: left; }
   .range { font-family: ui-monospace, monospace; max-width: 28rem; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
@@ -120,12 +122,19 @@ function facts(c) {
       f("rows compared", c.follow.rows && c.follow.rows.comparedAt ? time(c.follow.rows.comparedAt) + " (" + (c.follow.rows.lastRepaired ? fmt(c.follow.rows.lastRepaired) + " repaired" : "all equal") + ")" : "not yet", "rows-compared") : "");
 }
 
+// What ended the crawl (red) apart from pages that failed and were asked again (amber): a crawl
+// with 0 document errors showed its retried pages in the red box, as if they were errors.
 function errors(c) {
-  const lines = [];
-  if (c.error) lines.push("crawl: " + c.error);
-  for (const e of c.recentErrors) lines.push("shard " + e.shard + ": " + e.error);
-  if (c.driftError) lines.push(c.driftError);
-  return lines.length ? '<ul class="errors">' + lines.map((l) => "<li>" + esc(l) + "</li>").join("") + "</ul>" : "";
+  const fatal = [];
+  if (c.error) fatal.push("crawl: " + c.error);
+  if (c.driftError) fatal.push(c.driftError);
+  const retried = c.recentErrors.map((e) => "shard " + e.shard + ": " + e.error);
+  const list = (cls, head, lines) => lines.length
+    ? '<ul class="' + cls + '">' + (head ? '<li class="what">' + esc(head) + "</li>" : "") +
+      lines.map((l) => "<li>" + esc(l) + "</li>").join("") + "</ul>"
+    : "";
+  return list("errors", "", fatal) +
+    list("retried", "latest page failures, each page asked again (document errors count only documents kept as errors)", retried);
 }
 
 // What a shard is doing: only a running crawl's shards run, wait or retry.

@@ -13,11 +13,14 @@ import type { CrawlSpec } from "../../base/spec.ts";
 import type { Source } from "../../plan/source.ts";
 import { docsNotHereLine } from "../page/mod.ts";
 
+/** Ids the check asks for, by default: the first ones listed. */
+export const DOCS_CHECK_SAMPLE = 3;
+
 /** How the check asks. */
 export interface DocsCheckOptions {
-  /** Ids asked for: the first ones listed. @default 3 */
+  /** Ids asked for: the first ones listed. @default DOCS_CHECK_SAMPLE (3) */
   sample?: number;
-  /** Longest the check waits for its answers; past it, it says nothing, in milliseconds. @default 20000 */
+  /** Longest the check waits for its answers; past it, it says nothing, in milliseconds. @default 10000 */
   timeoutMs?: number;
 }
 
@@ -34,10 +37,10 @@ export async function checkDocsHere(
   options: DocsCheckOptions = {},
 ): Promise<void> {
   if (!spec.docs) return;
-  const sample = options.sample ?? 3;
+  const sample = options.sample ?? DOCS_CHECK_SAMPLE;
   let timer: ReturnType<typeof setTimeout> | undefined;
   const late = new Promise<null>((r) =>
-    timer = setTimeout(() => r(null), options.timeoutMs ?? 20_000)
+    timer = setTimeout(() => r(null), options.timeoutMs ?? 10_000)
   );
   const asked = (async () => {
     const rows = (await source.list({ limit: sample })).rows;
