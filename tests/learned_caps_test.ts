@@ -83,10 +83,8 @@ Deno.test("learned: `pending` on _changes, the document mode, and the one line",
     await source.revs!([data.keys[0]]);
     assert.equal(
       capabilityLine(source.learned, { maxPage: 10_000, docsUrl: source.docsUrl }),
-      "registry: update_seq on listings refused (rank probes bracketed by database info reads); " +
-        "no POST (revisions by GET _all_docs?keys); _changes without pending (its end by empty " +
-        "batches and update_seq); documents by one GET each from http://127.0.0.1:9; pages of " +
-        "at most 10000",
+      "registry: no seq on listings (refused); GET only (revisions by ?keys=); feed without " +
+        "pending; documents one GET each from http://127.0.0.1:9; pages of up to 10000 rows",
     );
   });
   await withRegistry({}, async (url) => {

@@ -42,37 +42,34 @@ export function capabilityLine(
   facts: { maxPage: number; docsUrl?: string | null; view?: boolean } = { maxPage: 0 },
 ): string {
   const parts: string[] = [];
+  // Short words, each explained in docs/glossary.md ("registry: …").
   const seq = {
-    unknown: "listing sequence not asked",
-    served: "listings carry update_seq (rank probes read as one snapshot)",
-    ignored: "listings ignore update_seq (rank probes bracketed by database info reads)",
-    refused: "update_seq on listings refused (rank probes bracketed by database info reads)",
+    unknown: "listing seq not asked",
+    served: "listings carry the feed's seq",
+    ignored: "no seq on listings (ignored)",
+    refused: "no seq on listings (refused)",
   }[caps.listingSeq];
   parts.push(seq);
-  if (!facts.view) {
+  if (!facts.view && caps.post !== "unknown") {
     parts.push(
       caps.post === "no"
         ? caps.getKeys === "no"
-          ? "no POST, no GET keys (revisions by one listing each)"
-          : "no POST (revisions by GET _all_docs?keys)"
-        : caps.post === "yes"
-        ? "POST taken"
-        : "POST not needed",
+          ? "GET only, no keys= (revisions one listing each)"
+          : "GET only (revisions by ?keys=)"
+        : "POST taken",
     );
   }
   if (caps.pending !== "unknown") {
-    parts.push(
-      caps.pending === "yes"
-        ? "_changes carries pending"
-        : "_changes without pending (its end by empty batches and update_seq)",
-    );
+    parts.push(caps.pending === "yes" ? "feed says what is pending" : "feed without pending");
   }
   if (caps.docs !== "unknown") {
-    const how = { include_docs: "include_docs", bulk_get: "_bulk_get", get: "one GET each" };
-    parts.push(
-      `documents by ${how[caps.docs]}${facts.docsUrl ? ` from ${facts.docsUrl}` : ""}`,
-    );
+    const how = {
+      include_docs: "with the listings",
+      bulk_get: "by _bulk_get",
+      get: "one GET each",
+    };
+    parts.push(`documents ${how[caps.docs]}${facts.docsUrl ? ` from ${facts.docsUrl}` : ""}`);
   }
-  if (facts.maxPage > 0) parts.push(`pages of at most ${facts.maxPage}`);
+  if (facts.maxPage > 0) parts.push(`pages of up to ${facts.maxPage} rows`);
   return `registry: ${parts.join("; ")}`;
 }
