@@ -35,6 +35,7 @@ import {
   pauseLine,
 } from "../lib/sources/http/mod.ts";
 import { quietWhileFailing } from "../lib/cli/outage_log.ts";
+import { sqliteSink } from "../lib/sinks/mod.ts";
 import {
   ESTIMATE_SAMPLE,
   estimateCrawl,
@@ -134,6 +135,13 @@ const FLAGS = {
     type: "string",
     value: "'[HOST=]Name: value'",
     help: "add a header to every request (or to HOST's only); repeatable; values never logged",
+    multiple: true,
+  },
+  sink: {
+    type: "string",
+    value: "sqlite:PATH#table",
+    help: "keep a table equal to the crawl as it runs and follows (id, rev, doc, error, " +
+      "too_large, updated_at); repeatable",
     multiple: true,
   },
   rate: RATE_FLAG,
@@ -247,6 +255,17 @@ runMain(async () => {
   log(`crawling ${given ? redactUrl(given) : spec.source} into ${kvPath}`);
   // Ctrl-C or SIGTERM: stop following, or stop the crawl letting its shards go at once (the
   // same command resumes it).
+  // Sinks are opened before anything is crawled: a path that cannot be written is one line now.
+  const sinks = (f.sink ?? []).map((ref) => {
+    if (!ref.startsWith("sqlite:")) {
+      throw new UsageError(`--sink ${ref}: only sqlite:PATH#table is a sink yet`);
+    }
+    try {
+      return sqliteSink(ref);
+    } catch (err) {
+      throw new UsageError((err as Error).message, { cause: err });
+    }
+  });
   const interrupt = new AbortController();
   const unlisten = onInterrupt(() => interrupt.abort());
   try {
@@ -272,6 +291,7 @@ runMain(async () => {
         ...(redirects === "any" ? { allowRedirect: (t: URL) => /^https?:$/.test(t.protocol) } : {}),
       },
       workers,
+      sinks,
       onOpened: async (o) => {
         const estimate = f.npm || f.estimate || o.crawl.total >= ESTIMATE_OVER_ITEMS;
         if (!o.created || !(estimate || spec.docFields)) return;
@@ -310,6 +330,7 @@ runMain(async () => {
     // What ends the run (the summary, why it stopped) is printed below the last drawing.
     progress.end();
     unlisten();
+    for (const sink of sinks) sink.close();
     await demo?.close();
   }
 });

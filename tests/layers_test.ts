@@ -1,6 +1,6 @@
 /**
  * The house's import rules, checked on every file: layers import only the layers below them
- * (base → plan → sources → engine → http/cli → tasks), the simulator and the bench stand to the
+ * (base → plan → sources → engine → sinks → http/cli → tasks), the simulator and the bench stand to the
  * side, the engine's rooms stand on one another (store ← items ← page ← crawl ← verify ←
  * dispatch) and reach each other only through their `mod.ts`, so do the sub-rooms of the other
  * layers (`lib/sources/http/`, `lib/plan/search/`, …: through their `mod.ts` from outside, and
@@ -57,10 +57,11 @@ function allowed(from: string, to: string, target: string): boolean {
     "sources": ["base", "plan"],
     "sim": ["base", "plan"],
     "engine": ["base", "plan", "sources", ...ROOMS.map((r) => `engine/${r}`)],
-    "http": ["base", "plan", "sources", "engine"],
-    "cli": ["base", "plan", "sources", "engine"],
+    "sinks": ["base", "plan", "sources", "engine"],
+    "http": ["base", "plan", "sources", "engine", "sinks"],
+    "cli": ["base", "plan", "sources", "engine", "sinks"],
     "bench": ["base", "plan", "sources", "sim", "engine", "cli"],
-    "tasks": ["base", "plan", "sources", "sim", "engine", "cli", "bench", "http"],
+    "tasks": ["base", "plan", "sources", "sim", "engine", "sinks", "cli", "bench", "http"],
     "main.ts": ["base", "http"],
     "mod.ts": ["base", "plan", "sources"],
   };

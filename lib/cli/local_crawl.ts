@@ -27,12 +27,14 @@ import {
   type CrawlStatusReport,
   createRuntime,
   DEFAULT_WORKERS,
+  deliver,
   type DispatchMode,
   findCrawl,
   type OpenAction,
   openCrawl,
   type RebalanceOptions,
   type Runtime,
+  type Sink,
   type WorkEvent,
 } from "../engine/mod.ts";
 import { n, type Progress } from "./progress.ts";
@@ -92,6 +94,11 @@ export interface LocalCrawlOptions {
   dispatch?: DispatchMode;
   /** In-process lease workers (lease mode). @default the shard count, at most `DEFAULT_WORKERS` */
   workers?: number;
+  /**
+   * Kept equal to the crawl as it runs (and follows), from the ledger's notes; drained before the
+   * run returns. @default none
+   */
+  sinks?: readonly Sink[];
   /**
    * Called once the crawl is open (made and planned, or found), before its first progress line:
    * where a caller says what the crawl will cost (`estimate.ts`). @default none
@@ -180,6 +187,8 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
   // Ctrl-C is answered at once too, not at the next status read.
   options.signal?.addEventListener("abort", () => poll.wake(), { once: true });
   const workers = options.workers ?? Math.min(options.spec.shards, DEFAULT_WORKERS);
+  // The run's crawl, once open: its sinks are this crawl's, not the file's other crawls'.
+  let opened: string | null = null;
   const runtime = createRuntime({
     kv,
     openSource,
@@ -197,7 +206,9 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
     },
     onProcessError: (err) => broken.push(err),
     log,
+    sinks: sinkOptions(options, log, () => opened),
   });
+
   // Its first write (the heartbeat) is the first to find a damaged file: inside the try.
   let release = () => Promise.resolve();
   try {
@@ -219,6 +230,7 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
       },
     );
     logOpened(crawl, action, log);
+    opened = crawl.id;
     // A changed option that changes what is crawled starts another crawl: said, with which.
     const another = action === "created" ? await anotherCrawlLine(kv, crawl.id) : null;
     if (another) log(another);
@@ -245,6 +257,8 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
         watchdogTick: () => runtime.watchdogTick({ stallMs: options.stallMs ?? 30_000 }),
       });
     }
+    // What the crawl stored is in its sinks before the run says it ended.
+    for (const sink of options.sinks ?? []) await drainSink(kv, crawl.id, sink);
     const report = options.follow || refreshed ? await crawlStatus(kv, crawl.id) : end.report;
     return {
       refreshed,
@@ -355,6 +369,26 @@ class Poll {
     if (this.#wake) this.#wake();
     else this.#early = true;
   }
+}
+
+/** The runtime's sink loop for `options.sinks` (`crawlId`'s only), or null without any. */
+function sinkOptions(
+  options: LocalCrawlOptions,
+  log: (line: string) => void,
+  crawlId: () => string | null,
+) {
+  const sinks = options.sinks ?? [];
+  if (sinks.length === 0) return null;
+  return {
+    sinksFor: (crawl: CrawlRecord) => crawl.id === crawlId() ? sinks : [],
+    onError: (crawlId: string, sink: string, reason: string) =>
+      log(`sink ${sink} of crawl ${crawlId} failed (${reason}); it is given the same again`),
+  };
+}
+
+/** Delivers to `sink` until it holds all the crawl's ledger noted. */
+async function drainSink(kv: Deno.Kv, crawlId: string, sink: Sink): Promise<void> {
+  while ((await deliver({ kv }, crawlId, sink)).behind > 0) { /* the next notes */ }
 }
 
 /** The one line a process-level failure ends the run with. */
