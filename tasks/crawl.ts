@@ -3,6 +3,7 @@
  * bundled demo registry (226,995 real npm names) in-process and crawls that. The identical command
  * after a kill resumes. `--help` lists every flag.
  */
+import { SYSTEM_CLOCK } from "../lib/base/clock.ts";
 import { shownText } from "../lib/base/shown_text.ts";
 import { UsageError } from "../lib/base/errors.ts";
 import { redactUrl } from "../lib/base/redact.ts";
@@ -296,9 +297,8 @@ runMain(async () => {
         const estimate = f.npm || f.estimate || o.crawl.total >= ESTIMATE_OVER_ITEMS;
         if (!o.created || !(estimate || spec.docFields)) return;
         // Documents at the plan's cuts, spread over the key space, sampled once for both.
-        const starts = (await crawlStatus(o.kv, o.crawl.id)).shards.flatMap((s) =>
-          s.start === null ? [] : [s.start]
-        );
+        const starts = (await crawlStatus(o.kv, o.crawl.id, { clock: SYSTEM_CLOCK })).shards
+          .flatMap((s) => s.start === null ? [] : [s.start]);
         const every = Math.max(1, Math.ceil(starts.length / ESTIMATE_SAMPLE));
         const samples = spec.docs
           ? await sampleDocs(o.source, starts.filter((_, i) => i % every === 0))

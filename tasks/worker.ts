@@ -92,7 +92,7 @@ runMain(async () => {
   });
   try {
     if (spec) {
-      const { crawl } = await createCrawl(kv, spec);
+      const { crawl } = await createCrawl(kv, spec, { clock: runtime.deps.clock });
       log(`crawl ${crawl.id} (${crawl.status})`);
     }
     const all = await Promise.all(

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { SYSTEM_CLOCK } from "../lib/base/clock.ts";
 import { catchUp } from "../lib/engine/crawl/catch_up.ts";
 import { FatalError, PermanentError, TransientError } from "../lib/base/errors.ts";
 import { checkCompletion } from "../lib/engine/verify/completion.ts";
@@ -29,9 +30,12 @@ Deno.test("catch-up: inserts, updates and deletions during the crawl end up appl
     data.put("aaaa-short-lived");
     data.delete("aaaa-short-lived");
     await finishAll(kv, source, id);
-    assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
+    assert.equal(
+      await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+      true,
+    );
     await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k) });
-    const st = await crawlStatus(kv, id);
+    const st = await crawlStatus(kv, id, { clock: SYSTEM_CLOCK });
     assert.equal(st.verification?.status, "exact", st.verification?.detail);
     assert.match(st.verification!.detail, /after 6 changes applied/);
     const drift = st.drift!;
@@ -39,7 +43,7 @@ Deno.test("catch-up: inserts, updates and deletions during the crawl end up appl
     // Following later changes (what --follow does) keeps KV equal to the registry.
     data.delete(keys[100]);
     data.put("zzzz-after");
-    const res = await catchUp({ kv, source }, id);
+    const res = await catchUp({ kv, source }, id, { clock: SYSTEM_CLOCK });
     assert.equal(res.applied, 2);
     await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k) });
   }
@@ -59,7 +63,7 @@ Deno.test("catch-up: a crash mid-feed resumes from the committed sequence, count
       ++calls === 2 ? Promise.reject(new Error("feed broke")) : source.changes(s, l),
   });
   await assert.rejects(
-    () => catchUp({ kv, source: flaky }, id, { batch: 15, owner: "me" }),
+    () => catchUp({ kv, source: flaky }, id, { clock: SYSTEM_CLOCK, batch: 15, owner: "me" }),
     /feed broke/,
   );
   const mid = (await getFeed(kv, id)).value!;
@@ -76,16 +80,23 @@ Deno.test("catch-up: a crash mid-feed resumes from the committed sequence, count
       return source.changes(s, l);
     },
   });
-  const running = catchUp({ kv, source: slow }, id, { batch: 15, owner: "next" });
+  const running = catchUp({ kv, source: slow }, id, {
+    clock: SYSTEM_CLOCK,
+    batch: 15,
+    owner: "next",
+  });
   await holding;
   assert.equal(
-    (await catchUp({ kv, source }, id, { owner: "other" })).ran,
+    (await catchUp({ kv, source }, id, { clock: SYSTEM_CLOCK, owner: "other" })).ran,
     false,
     "one runner at a time",
   );
   release();
   assert.ok((await running).ran);
-  assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
+  assert.equal(
+    await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+    true,
+  );
   await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k) });
 });
 
@@ -103,8 +114,11 @@ Deno.test("catch-up: a registry without a usable _changes feed still finishes it
     const noFeed = wrapSource(source, { changes: () => Promise.reject(failure) });
     data.put(data.keys[7]); // the registry moved: its feed is needed, and is found unusable
     await finishAll(kv, noFeed, id);
-    assert.equal(await checkCompletion(kv, id, { openSource: () => noFeed }), true);
-    const st = await crawlStatus(kv, id);
+    assert.equal(
+      await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => noFeed }),
+      true,
+    );
+    const st = await crawlStatus(kv, id, { clock: SYSTEM_CLOCK });
     assert.equal(st.status, "done");
     assert.equal(st.itemsStored, 300);
     assert.match(st.driftError!, /change feed unavailable/);
@@ -117,9 +131,15 @@ Deno.test("catch-up: a registry without a usable _changes feed still finishes it
   const down = wrapSource(source, { changes: () => Promise.reject(new TransientError("503")) });
   data.put("zz-moved");
   await finishAll(kv, down, id);
-  await assert.rejects(() => checkCompletion(kv, id, { openSource: () => down }), TransientError);
-  assert.equal((await crawlStatus(kv, id)).status, "running");
-  assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
+  await assert.rejects(
+    () => checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => down }),
+    TransientError,
+  );
+  assert.equal((await crawlStatus(kv, id, { clock: SYSTEM_CLOCK })).status, "running");
+  assert.equal(
+    await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+    true,
+  );
 });
 
 Deno.test("catch-up: the watchdog keeps a finished crawl created with follow equal to the registry", async () => {
@@ -128,10 +148,13 @@ Deno.test("catch-up: the watchdog keeps a finished crawl created with follow equ
   const source = new MemorySource(data, { maxPage: 100 });
   const { id, dispatcher } = await begin(kv, source, spec({ shards: 2, follow: true }));
   await finishAll(kv, source, id);
-  assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
+  assert.equal(
+    await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+    true,
+  );
   data.put("zzzz-later");
   data.delete(data.keys[3]);
-  await watchdog({ kv, dispatcher, openSource: () => source });
+  await watchdog({ kv, dispatcher, openSource: () => source }, { clock: SYSTEM_CLOCK });
   await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k) });
 });
 
@@ -155,11 +178,18 @@ Deno.test("catch-up: another write to the crawl record mid-feed neither stops it
       return source.changes(s, l);
     },
   });
-  const res = await catchUp({ kv, source: busy }, id, { batch: 8, owner: "me" });
+  const res = await catchUp({ kv, source: busy }, id, {
+    clock: SYSTEM_CLOCK,
+    batch: 8,
+    owner: "me",
+  });
   assert.equal(res.ran, true);
   const drift = (await getFeed(kv, id)).value!;
   assert.equal(drift.inserted, 20, "every change applied once");
   assert.equal(drift.lease, null, "the lease is not left behind");
-  assert.equal((await catchUp({ kv, source }, id, { owner: "next" })).ran, true);
+  assert.equal(
+    (await catchUp({ kv, source }, id, { clock: SYSTEM_CLOCK, owner: "next" })).ran,
+    true,
+  );
   await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k) });
 });

@@ -2,6 +2,7 @@
  * Bad input at the command line: every case answers one line on stderr starting with `error:` and
  * a non-zero exit, and leaves stored data alone.
  */
+import { SYSTEM_CLOCK } from "../lib/base/clock.ts";
 import assert from "node:assert/strict";
 import { createCrawl } from "../lib/engine/mod.ts";
 import { buildSpec } from "../lib/base/spec.ts";
@@ -242,6 +243,7 @@ Deno.test("cli: export refuses a crawl that is not done unless --partial, and sa
     {
       using kv = await Deno.openKv(kvPath);
       await createCrawl(kv, buildSpec({ source: "http://127.0.0.1:1/db", shards: 2 }), {
+        clock: SYSTEM_CLOCK,
         id: "unfinished",
       });
     }

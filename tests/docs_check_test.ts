@@ -4,6 +4,7 @@
  * documents and no documents URL, ends within seconds with the URL to give, leaving no crawl in the
  * file; the same command with it crawls them, exact.
  */
+import { SYSTEM_CLOCK } from "../lib/base/clock.ts";
 import assert from "node:assert/strict";
 import { buildSpec } from "../lib/base/spec.ts";
 import { PermanentError } from "../lib/base/errors.ts";
@@ -59,18 +60,21 @@ Deno.test("docs check: one document there, a listing that fails, an empty regist
   const spec = buildSpec({ source: "http://127.0.0.1:1/db", docs: true });
   const missing = { kind: "error" as const, status: 404, reason: "not_found" };
   const allMissing = wrapSource(inner, { doc: () => Promise.resolve(missing) });
-  await assert.rejects(checkDocsHere(allMissing, spec), /3 ids listed \("a", "b", "c"\)/);
-  await checkDocsHere(allMissing, { ...spec, docs: false });
+  await assert.rejects(
+    checkDocsHere(allMissing, spec, { clock: SYSTEM_CLOCK }),
+    /3 ids listed \("a", "b", "c"\)/,
+  );
+  await checkDocsHere(allMissing, { ...spec, docs: false }, { clock: SYSTEM_CLOCK });
   const oneThere = wrapSource(inner, {
     doc: (id) => id === "b" ? inner.doc(id) : Promise.resolve(missing),
   });
-  await checkDocsHere(oneThere, spec);
+  await checkDocsHere(oneThere, spec, { clock: SYSTEM_CLOCK });
   const gone = wrapSource(inner, { list: () => Promise.reject(new Error("down")) });
-  await checkDocsHere(gone, spec);
-  await checkDocsHere(wrapSource(new MemorySource(dataOf([])), {}), spec);
+  await checkDocsHere(gone, spec, { clock: SYSTEM_CLOCK });
+  await checkDocsHere(wrapSource(new MemorySource(dataOf([])), {}), spec, { clock: SYSTEM_CLOCK });
   // A document host that never answers: the check says nothing after its time.
   const silent = wrapSource(inner, { doc: () => new Promise(() => {}) });
-  await checkDocsHere(silent, spec, { timeoutMs: 50 });
+  await checkDocsHere(silent, spec, { clock: SYSTEM_CLOCK, timeoutMs: 50 });
   // And a source that says where its documents are is named with that host.
   const couch = new CouchSource("http://127.0.0.1:1/db", { docsUrl: "http://127.0.0.1:2/" });
   assert.equal(couch.docsUrl, "http://127.0.0.1:2");

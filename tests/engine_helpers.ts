@@ -1,5 +1,5 @@
 /** Drives the engine in tests without a queue: shard runners called by hand, in-process. */
-import { clockWithNow } from "../lib/base/clock.ts";
+import { clockWithNow, SYSTEM_CLOCK } from "../lib/base/clock.ts";
 import assert from "node:assert/strict";
 import { checkCompletion } from "../lib/engine/verify/completion.ts";
 import { getCrawl, listShards } from "../lib/engine/store/mod.ts";
@@ -46,7 +46,11 @@ export function spec(over: Partial<CrawlSpec> = {}): CrawlSpec {
 /** Starts (creates and plans) a crawl over `source` with the id "t". */
 export async function begin(kv: Deno.Kv, source: Source, s: CrawlSpec, id = "t") {
   const dispatcher = new RecordingDispatcher();
-  const { crawl } = await openCrawl({ kv, source, dispatcher }, s, { id, maxPlanAttempts: 1 });
+  const { crawl } = await openCrawl({ kv, source, dispatcher }, s, {
+    clock: SYSTEM_CLOCK,
+    id,
+    maxPlanAttempts: 1,
+  });
   return { id: crawl.id, crawl, dispatcher };
 }
 
@@ -119,7 +123,10 @@ export async function doneCrawl(
     o.id,
   );
   await finishAll(kv, source, id);
-  assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
+  assert.equal(
+    await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+    true,
+  );
   const crawl = (await getCrawl(kv, id)).value!;
   return { source, id, dispatcher, crawl, finishedAt: crawl.finishedAt! };
 }

@@ -4,6 +4,7 @@
  * documents that 404, killed with SIGKILL five times at random points, then finished; and the same
  * registry moving under a crawl (drift). Every run ends with the exact item set and counters.
  */
+import { SYSTEM_CLOCK } from "../lib/base/clock.ts";
 import assert from "node:assert/strict";
 import { bundledNames, prng, syntheticNames } from "../lib/sim/names.ts";
 import { listCrawls, listShards } from "../lib/engine/store/mod.ts";
@@ -86,7 +87,7 @@ Deno.test("faults: 20% faults, missing documents, 5 SIGKILLs: every item exactly
     const truth = syntheticNames(await bundledNames(), 12000, { seed: 42 });
     assert.equal(ids.length, truth.length);
     assert.deepEqual(new Set(ids), new Set(truth));
-    const report = await crawlStatus(kv, crawl.id);
+    const report = await crawlStatus(kv, crawl.id, { clock: SYSTEM_CLOCK });
     assert.equal(report.itemsStored, truth.length, "counters exact after five kills");
     assert.equal(report.docErrors, errors, "document errors counted exactly");
     assert.ok(errors > 0 && errors < truth.length * 0.05);
@@ -149,7 +150,7 @@ Deno.test("drift: inserts and deletions under a running crawl are caught up from
     for await (const it of iterateItems(kv, crawl.id)) got.set(it.id, it.rev);
     assert.deepEqual([...got.keys()].sort(), [...data.keys].sort());
     for (const k of data.keys) assert.equal(got.get(k), data.rev(k));
-    assert.equal((await crawlStatus(kv, crawl.id)).itemsStored, data.size);
+    assert.equal((await crawlStatus(kv, crawl.id, { clock: SYSTEM_CLOCK })).itemsStored, data.size);
   } finally {
     await reg.close();
     await Deno.remove(dir, { recursive: true });

@@ -8,7 +8,7 @@
  * answer, a feed cut at its target.
  */
 import assert from "node:assert/strict";
-import { clockWithNow } from "../lib/base/clock.ts";
+import { clockWithNow, SYSTEM_CLOCK } from "../lib/base/clock.ts";
 import { PermanentError, TransientError } from "../lib/base/errors.ts";
 import { checkCompletion } from "../lib/engine/verify/completion.ts";
 import { followTick } from "../lib/engine/verify/follow.ts";
@@ -104,12 +104,15 @@ Deno.test("truth: a database info a million ahead of the feed, or stuck, never h
     assert.equal((await getCrawl(kv, id)).value!.startSeq, String(data.updateSeq));
     data.churn(60, prng(4), ["update"]); // counts unchanged: only the feed tells
     await finishAll(kv, source, id);
-    assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
+    assert.equal(
+      await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+      true,
+    );
     const crawl = (await getCrawl(kv, id)).value!;
     assert.equal(crawl.verification!.status, "exact", crawl.verification!.detail);
     await exactly(kv, id, data);
     data.churn(30, prng(5), ["update"]);
-    const tick = (await followTick({ kv, source }, id, { verifyEveryMs: 0 }))!;
+    const tick = (await followTick({ kv, source }, id, { clock: SYSTEM_CLOCK, verifyEveryMs: 0 }))!;
     assert.equal(tick.applied, 30, `${info}: the feed is read however the info reads`);
     await exactly(kv, id, data);
   }
@@ -125,7 +128,10 @@ Deno.test("truth: a registry that numbers its changes anew during the crawl is c
   data.renumber(-1_000_000);
   data.churn(30, prng(7)); // updates among them: no count tells them
   await finishAll(kv, source, id);
-  assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
+  assert.equal(
+    await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+    true,
+  );
   const crawl = (await getCrawl(kv, id)).value!;
   assert.equal(crawl.status, "done");
   assert.equal(crawl.verification!.status, "exact");
@@ -187,7 +193,10 @@ Deno.test("truth: one refused _changes is asked again; refused throughout, a cha
     const { id } = await begin(kv, source, spec({ shards: 3 }));
     data.churn(40, prng(9), ["update"]);
     await finishAll(kv, source, id);
-    assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
+    assert.equal(
+      await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+      true,
+    );
     const crawl = (await getCrawl(kv, id)).value!;
     if (refusals === 1) {
       assert.equal(crawl.verification!.status, "exact", crawl.verification!.detail);
@@ -326,7 +335,10 @@ Deno.test("truth: a refresh after the feed forgot proves before it says current"
   const status = (await getCrawl(kv, id)).value!.status;
   if (status === "running") {
     await finishAll(kv, source, id);
-    assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
+    assert.equal(
+      await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+      true,
+    );
   }
   await exactly(kv, id, data);
   // A second refresh with nothing new says current, and what it proved.
@@ -363,7 +375,10 @@ Deno.test("truth: ids the proof's window excused are applied before the crawl is
       return await inner.changes(s, l);
     },
   });
-  assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
+  assert.equal(
+    await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+    true,
+  );
   await exactly(kv, id, data); // mm-x at its latest revision, not missing nor older
   const crawl = (await getCrawl(kv, id)).value!;
   assert.match(
@@ -405,7 +420,10 @@ Deno.test("truth: 226,995 real names in 16 ranges, 3% of changes hidden from the
   const source = new MemorySource(data, { maxPage: 10_000 });
   const { id } = await begin(kv, source, spec({ shards: 16, maxPage: 10_000, follow: true }));
   await finishAll(kv, source, id);
-  assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
+  assert.equal(
+    await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+    true,
+  );
   const { c, clock } = settable((await getCrawl(kv, id)).value!.finishedAt! + 1000);
   const o = { clock, verifyRowsEveryMs: 120_000 };
   data.feedHideRate = 0.03;

@@ -3,7 +3,7 @@
  * tick applies and records, what an idle tick costs, how the re-proof spreads over its period, and
  * a change the feed never told found and repaired.
  */
-import { clockWithNow } from "../lib/base/clock.ts";
+import { clockWithNow, SYSTEM_CLOCK } from "../lib/base/clock.ts";
 import assert from "node:assert/strict";
 import { checkCompletion } from "../lib/engine/verify/completion.ts";
 import { followPauseMs, followTick, quietTicks } from "../lib/engine/verify/follow.ts";
@@ -99,7 +99,7 @@ Deno.test("follow: every range is re-proven once per period, spread over it, the
   assert.equal(last.state.verify!.next, 0, "the next round begins");
   assert.equal((await tickAt(8500)).checked, 1, "the next round spreads the same way");
   assert.equal(
-    (await crawlStatus(kv, id)).follow?.verifiedAt,
+    (await crawlStatus(kv, id, { clock: SYSTEM_CLOCK })).follow?.verifiedAt,
     new Date(finishedAt + 8000).toISOString(),
   );
 });
@@ -127,18 +127,22 @@ Deno.test("follow: a change the feed never told is found by the re-proof, its ra
   assert.equal(tick.applied, 1);
   assert.equal(tick.checked, 4);
   assert.equal(tick.reopened, 1);
-  const reopened = await crawlStatus(kv, id);
+  const reopened = await crawlStatus(kv, id, { clock: SYSTEM_CLOCK });
   assert.equal(reopened.status, "running");
   assert.match(reopened.verification!.detail, /1 range\(s\) found wrong while following/);
   assert.equal(dispatcher.shards.length - dispatchedBefore, 1, "the wrong range goes to a worker");
   // The engine's own repair: the range listed again, the final check, done.
   await finishAll(kv, source, id);
-  assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
+  assert.equal(
+    await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+    true,
+  );
   await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k) });
-  const again = (await followTick({ kv, source }, id, { verifyEveryMs: 5000 }))!;
+  const again =
+    (await followTick({ kv, source }, id, { clock: SYSTEM_CLOCK, verifyEveryMs: 5000 }))!;
   assert.equal(again.state.verify!.repaired, 1);
   assert.ok(again.state.verify!.verifiedAt! >= (await getCrawl(kv, id)).value!.finishedAt!);
-  assert.equal((await crawlStatus(kv, id)).follow?.repaired, 1);
+  assert.equal((await crawlStatus(kv, id, { clock: SYSTEM_CLOCK })).follow?.repaired, 1);
 });
 
 Deno.test("follow: the pause grows while the registry is idle and drops back when it changes", () => {
@@ -179,6 +183,7 @@ Deno.test("follow: the loop follows only crawls created with follow (or the one 
     { kv, openSource: (c) => c.id === id ? source : otherSource },
     stop.signal,
     {
+      clock: SYSTEM_CLOCK,
       pollMs: 5,
       idleMs: 10,
       verifyEveryMs: 0,

@@ -1,4 +1,5 @@
 /** Item blocks: exact round trips, values under KV's limit, relisted ranges, prefix commits. */
+import { SYSTEM_CLOCK } from "../lib/base/clock.ts";
 import assert from "node:assert/strict";
 import { ConflictError, InputError } from "../lib/base/errors.ts";
 import { compareKeys } from "../lib/plan/keys.ts";
@@ -203,9 +204,13 @@ Deno.test("blocks: a relisted shard split before it is listed again: its child c
       await claimShard(kv, id, e.value.id, { owner: "w", leaseMs: 60_000, nowMs: Date.now() }),
     );
   }
-  const split = await splitStraggler({ kv, source, dispatcher: new RecordingDispatcher() }, id, {
-    minItems: 50,
-  });
+  const split = await splitStraggler(
+    { clock: SYSTEM_CLOCK, kv, source, dispatcher: new RecordingDispatcher() },
+    id,
+    {
+      minItems: 50,
+    },
+  );
   assert.ok(split, "a relisted shard was split");
   const child = (await listShards(kv, id)).find((e) => e.value.id === split.child)!;
   assert.equal(child.value.revisit, true);

@@ -187,3 +187,17 @@ Deno.test("layers: only the store opens an atomic operation", async () => {
   // Every multi-key write is the store's, with its checks and its `{ ok: false }` handled.
   assert.deepEqual(outside, []);
 });
+
+Deno.test("layers: below the engine's environment, no room picks a clock of its own or waits on a raw timer", async () => {
+  const graph = await importGraph();
+  const wrong: string[] = [];
+  for (const file of graph.keys()) {
+    if (!file.startsWith("lib/engine/") || file === "lib/engine/dispatch/env.ts") continue;
+    const text = await Deno.readTextFile(new URL(file, ROOT));
+    const code = text.split("\n").filter((l) => !/^\s*(\*|\/\/|\/\*\*)/.test(l)).join("\n");
+    for (const bad of ["?? SYSTEM_CLOCK", "= SYSTEM_CLOCK", "Date.now()", "setTimeout("]) {
+      if (code.includes(bad)) wrong.push(`${file}: ${bad}`);
+    }
+  }
+  assert.deepEqual(wrong, [], "the clock comes from env.ts (engineEnv, envClock)");
+});

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { SYSTEM_CLOCK } from "../lib/base/clock.ts";
 import { FakeClock, JumpingClock, nextTurn } from "./fake_clock.ts";
 import { TransientError } from "../lib/base/errors.ts";
 import { LeaseDispatcher, runLeaseWorker } from "../lib/engine/dispatch/_lease_workers.ts";
@@ -30,7 +31,7 @@ Deno.test("lease: three in-process lease workers crawl exactly once, rebalancing
   const source = new MemorySource(data, { maxPage: 60 });
   await begin(kv, source, spec({ shards: 5, maxPage: 60, rebalance: true }), "three");
   const deps = workDeps(kv, source, {
-    dispatcher: new LeaseDispatcher(),
+    dispatcher: new LeaseDispatcher({ clock: SYSTEM_CLOCK }),
     rebalance: { minItems: 60 },
   });
   const stats = await Promise.all(
@@ -77,7 +78,7 @@ Deno.test("lease: idle or failing, a worker sleeps (counted with an injected clo
   const idle = idler.slept;
   assert.ok(idle.length <= 20, `${idle.length} idle sleeps in a simulated minute`);
   assert.equal(Math.max(...idle), 5000);
-  assert.equal((await crawlStatus(kv, "down")).status, "failed");
+  assert.equal((await crawlStatus(kv, "down", { clock: SYSTEM_CLOCK })).status, "failed");
 });
 
 Deno.test("lease: dispatching wakes this process's idle workers; a dispatch made while one looked is not slept through", async () => {
@@ -128,7 +129,10 @@ Deno.test("lease: dispatching wakes this process's idle workers; a dispatch made
   );
   for (let i = 0; i < 10_000 && still.pending < 2; i++) await nextTurn();
   assert.equal(still.pending, 2, "both workers are asleep");
-  await openCrawl({ kv, source, dispatcher }, spec({ shards: 4, maxPage: 100 }), { id: "late" });
+  await openCrawl({ kv, source, dispatcher }, spec({ shards: 4, maxPage: 100 }), {
+    clock: SYSTEM_CLOCK,
+    id: "late",
+  });
   // Their clock stands still: the crawl ends only if the dispatch woke them (a guard, not a wait,
   // fails the test should it not).
   let guard: ReturnType<typeof setTimeout> | undefined;

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { SYSTEM_CLOCK } from "../lib/base/clock.ts";
 import { FakeClock } from "./fake_clock.ts";
 import {
   EXPIRY_ONLY,
@@ -13,7 +14,7 @@ import { keys } from "../lib/engine/store/mod.ts";
 
 Deno.test("leases: held until expiry, never against its own owner, and never by a dead process", async () => {
   using kv = await Deno.openKv(":memory:");
-  const beat = new ProcessBeat(kv, { label: "t" });
+  const beat = new ProcessBeat(kv, { clock: SYSTEM_CLOCK, label: "t" });
   const owner = beat.owner("w");
   assert.equal(processOf(owner), beat.id);
   assert.equal(processOf("test-owner"), null, "names of another shape have no process");

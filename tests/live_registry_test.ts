@@ -5,6 +5,7 @@
  * the registry's exact state, or failed with one line naming the gap; never done with rows
  * missing, stale or unreadable.
  */
+import { SYSTEM_CLOCK } from "../lib/base/clock.ts";
 import assert from "node:assert/strict";
 import { buildSpec } from "../lib/base/spec.ts";
 import { FatalError } from "../lib/base/errors.ts";
@@ -109,7 +110,7 @@ Deno.test("live: a registry inserting, updating and deleting 20 times a second e
       const feed = (await getFeed(kv, crawl.id)).value!;
       assert.ok(feed.inserted + feed.deleted > 0, "it did change");
       // What --follow does next: the store stays the registry's state.
-      await catchUp({ kv, source: new CouchSource(run.url) }, crawl.id);
+      await catchUp({ kv, source: new CouchSource(run.url) }, crawl.id, { clock: SYSTEM_CLOCK });
       await assertCrawledExactly(kv, crawl.id, data.keys, { revs: (k) => data.rev(k) });
     } finally {
       await cleanup(run);
@@ -139,7 +140,7 @@ Deno.test("live: one range over a registry changing 200 times a second is proven
     const [crawl] = await listCrawls(kv);
     const feed = (await getFeed(kv, crawl.id)).value!;
     assert.ok(feed.inserted + feed.deleted > 100, "changes were applied");
-    await catchUp({ kv, source: new CouchSource(run.url) }, crawl.id);
+    await catchUp({ kv, source: new CouchSource(run.url) }, crawl.id, { clock: SYSTEM_CLOCK });
     await assertCrawledExactly(kv, crawl.id, data.keys, { revs: (k) => data.rev(k) });
   } finally {
     await cleanup(run);
@@ -215,12 +216,16 @@ Deno.test("live: a change feed capped at 50 rows a request is read to its proven
   const { id } = await begin(kv, source, spec({ shards: 4 }));
   data.churn(400, prng(5));
   await finishAll(kv, source, id);
-  for (let i = 0; i < 20 && !await checkCompletion(kv, id, { openSource: () => source }); i++);
-  const st = await crawlStatus(kv, id);
+  for (
+    let i = 0;
+    i < 20 && !await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source });
+    i++
+  );
+  const st = await crawlStatus(kv, id, { clock: SYSTEM_CLOCK });
   assert.equal(st.status, "done");
   assert.equal(st.verification?.status, "exact", st.verification?.detail);
   // Nothing moved after the last read of the feed but what its last reads applied.
-  await catchUp({ kv, source: mem }, id);
+  await catchUp({ kv, source: mem }, id, { clock: SYSTEM_CLOCK });
   await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k) });
   assert.ok(reads >= 400 / 50, `the feed was read in ${reads} requests`);
 });
@@ -235,7 +240,10 @@ Deno.test("live: a database replaced behind the same URL is never merged into th
     for (const shard of [0, 1]) assert.equal((await runOne(kv, source, id, shard)).kind, "done");
     data.replace(await names(2_000, 14));
     await finishAll(kv, source, id);
-    assert.equal(await checkCompletion(kv, id, { openSource: () => source }), false);
+    assert.equal(
+      await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+      false,
+    );
     const crawl = (await getCrawl(kv, id)).value!;
     assert.equal(crawl.status, "failed");
     assert.match(crawl.error!, /was replaced or rolled back .*update_seq 2000 is below 4000/);
@@ -252,9 +260,15 @@ Deno.test("live: a database replaced behind the same URL is never merged into th
     data.replace(await names(6_000, 16));
     for (let round = 0; round < 6; round++) {
       await finishAll(kv, source, id);
-      if (await checkCompletion(kv, id, { openSource: () => source, dispatcher })) break;
+      if (
+        await checkCompletion(kv, id, {
+          clock: SYSTEM_CLOCK,
+          openSource: () => source,
+          dispatcher,
+        })
+      ) break;
     }
-    const st = await crawlStatus(kv, id);
+    const st = await crawlStatus(kv, id, { clock: SYSTEM_CLOCK });
     assert.equal(st.status, "done", st.error ?? st.verification?.detail);
     assert.equal(st.verification?.status, "exact");
     await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k) });
@@ -302,7 +316,7 @@ Deno.test("live: a document over any answer's size keeps its row; no other page 
     assert.ok(r.pages < 60, `${r.pages} pages for ${r.itemsStored} items`);
     using kv = await Deno.openKv(run.kvPath);
     const [crawl] = await listCrawls(kv);
-    await catchUp({ kv, source: new CouchSource(run.url) }, crawl.id);
+    await catchUp({ kv, source: new CouchSource(run.url) }, crawl.id, { clock: SYSTEM_CLOCK });
     await assertCrawledExactly(kv, crawl.id, data.keys, { revs: (k) => data.rev(k) });
     let tooLarge = 0;
     for await (const it of iterateItems(kv, crawl.id)) if (it.tooLarge) tooLarge++;
@@ -409,7 +423,10 @@ Deno.test("live: a delete killed half-way never leaves a crawl that says done", 
   const source = new MemorySource(data, { maxPage: 500 });
   const { id, dispatcher } = await begin(kv, source, spec({ shards: 2 }));
   await finishAll(kv, source, id);
-  assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
+  assert.equal(
+    await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+    true,
+  );
   // Records, not only blocks: more keys than one delete batch.
   await writeItems(kv, id, data.keys.slice(0, 900).map((k) => ({ id: `${k}~rec`, rev: "1-a" })));
   // The process dies after two delete batches.
@@ -428,8 +445,8 @@ Deno.test("live: a delete killed half-way never leaves a crawl that says done", 
       };
     },
   }) as Deno.Kv;
-  await assert.rejects(() => deleteCrawl(dying, id), /killed/);
-  const st = await crawlStatus(kv, id);
+  await assert.rejects(() => deleteCrawl(dying, id, { clock: SYSTEM_CLOCK }), /killed/);
+  const st = await crawlStatus(kv, id, { clock: SYSTEM_CLOCK });
   assert.equal(st.status, "deleting", "nothing says done");
   await assert.rejects(() => crawlItemsPage(kv, id, { limit: 10 }), /being deleted/);
   await assert.rejects(
@@ -437,7 +454,7 @@ Deno.test("live: a delete killed half-way never leaves a crawl that says done", 
     /being deleted; its items cannot be read/,
   );
   // Any process finishes it: the watchdog here.
-  await watchdog({ kv, dispatcher });
+  await watchdog({ kv, dispatcher }, { clock: SYSTEM_CLOCK });
   assert.equal((await getCrawl(kv, id)).value, null);
   assert.equal((await Array.fromAsync(kv.list({ prefix: [] }))).length, 0, "nothing left");
 });
@@ -477,7 +494,7 @@ Deno.test("live: ids of any length are crawled; one too long to keep is its item
           seen.push(whole[0]);
         }
         assert.deepEqual(sortKeys(seen), keys, `${label}, docs ${docs}: every id once`);
-        for (const s of (await crawlStatus(kv, crawl.id)).shards) {
+        for (const s of (await crawlStatus(kv, crawl.id, { clock: SYSTEM_CLOCK })).shards) {
           assert.ok((s.start?.length ?? 0) <= LONG_KEY_UNITS, "no long id is a shard bound");
         }
       } finally {

@@ -5,6 +5,7 @@
  * `pending: 0`, or a sequence equal to one read before), and a lower sequence number never taken
  * by itself for a replaced database.
  */
+import { SYSTEM_CLOCK } from "../lib/base/clock.ts";
 import assert from "node:assert/strict";
 import { catchUp, checkSameRegistry } from "../lib/engine/crawl/catch_up.ts";
 import { atEnd, reached } from "../lib/engine/crawl/feed_read.ts";
@@ -27,10 +28,10 @@ Deno.test("probe round: without a sequence on listings, the feed quiet after the
   const source = new MemorySource(data, { listingSeq: "ignored" });
   const bounds = [null, data.keys[500], data.keys[1500]];
   const at = String(data.updateSeq);
-  const still = await probeRound(source, bounds, { at });
+  const still = await probeRound(source, bounds, { clock: SYSTEM_CLOCK, at });
   assert.ok([...still.values()].every((p) => p.seq === at), "one state");
   // No sequence the store is caught up to: nothing to hold the probes to.
-  const unknown = await probeRound(source, bounds);
+  const unknown = await probeRound(source, bounds, { clock: SYSTEM_CLOCK });
   assert.ok([...unknown.values()].every((p) => p.seq === undefined), "not known");
   // A change landing between the probes: the feed names it, and no page claims a state.
   let n = 0;
@@ -41,21 +42,21 @@ Deno.test("probe round: without a sequence on listings, the feed quiet after the
       return page;
     },
   });
-  const busy = await probeRound(moving, bounds, { concurrency: 1, at });
+  const busy = await probeRound(moving, bounds, { clock: SYSTEM_CLOCK, concurrency: 1, at });
   assert.ok([...busy.values()].every((p) => p.seq === undefined), "not one state");
   // A database info stuck at the store's sequence (a replica that stopped, a cache) reads the
   // same before and after: it is not asked, the feed is.
   const stuckAt = String(data.updateSeq);
   data.churn(1, prng(4), ["update"]);
   const stuck = wrapSource(source, { updateSeq: () => Promise.resolve(stuckAt) });
-  const fooled = await probeRound(stuck, bounds, { at: stuckAt });
+  const fooled = await probeRound(stuck, bounds, { clock: SYSTEM_CLOCK, at: stuckAt });
   assert.ok([...fooled.values()].every((p) => p.seq === undefined), "a stuck info proves nothing");
   // Listings that carry the sequence need no reads of the database info.
   let infoReads = 0;
   const served = wrapSource(new MemorySource(data), {
     updateSeq: () => (infoReads++, Promise.resolve(String(data.updateSeq))),
   });
-  await probeRound(served, bounds);
+  await probeRound(served, bounds, { clock: SYSTEM_CLOCK });
   assert.equal(infoReads, 0);
 });
 
@@ -147,12 +148,18 @@ Deno.test("feed: a cluster's jittering sequences, going down now and then, are n
   data.churn(30, prng(8));
   for (let round = 0; round < 8; round++) {
     await finishAll(kv, source, id);
-    if (await checkCompletion(kv, id, { openSource: () => source, dispatcher })) break;
+    if (
+      await checkCompletion(kv, id, {
+        clock: SYSTEM_CLOCK,
+        openSource: () => source,
+        dispatcher,
+      })
+    ) break;
     data.churn(3, prng(round));
   }
   const crawl = (await getCrawl(kv, id)).value!;
   assert.equal(crawl.status, "done", crawl.error ?? crawl.verification?.detail);
-  await catchUp({ kv, source }, id);
+  await catchUp({ kv, source }, id, { clock: SYSTEM_CLOCK });
   await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k) });
 });
 
@@ -165,11 +172,20 @@ Deno.test("feed: a lower number is a hint; the stored items decide whether the d
   const crawl = (await getCrawl(kv, id)).value!;
   assert.equal((await listShards(kv, id)).length, 2);
   // The same data, its sequence spelled lower: carried on.
-  await checkSameRegistry({ kv, source }, crawl, { current: "1000", seen: "2000" });
+  await checkSameRegistry({ kv, source }, crawl, {
+    clock: SYSTEM_CLOCK,
+    current: "1000",
+    seen: "2000",
+  });
   // Another database: most stored items differ, and no change explains it.
   data.replace(await names(1_000, 36));
   await assert.rejects(
-    () => checkSameRegistry({ kv, source }, crawl, { current: "1000", seen: "2000" }),
+    () =>
+      checkSameRegistry({ kv, source }, crawl, {
+        clock: SYSTEM_CLOCK,
+        current: "1000",
+        seen: "2000",
+      }),
     /replaced or rolled back .*update_seq 1000 is below 2000, and \d+ of \d+ stored items/,
   );
 });

@@ -2,6 +2,7 @@
  * A page's documents: a document host behind the registry is waited out before a document is
  * recorded, and what the page charged to the process's budget of bytes always goes back.
  */
+import { SYSTEM_CLOCK } from "../lib/base/clock.ts";
 import { JumpingClock } from "./fake_clock.ts";
 import assert from "node:assert/strict";
 import { FatalError, TransientError } from "../lib/base/errors.ts";
@@ -148,6 +149,7 @@ Deno.test("page docs: a page of 50 or more whose every document answers 404 fail
     });
     const rows = (await inner.list({ start: null, limit: 100 })).rows;
     return fetchDocs(source, rows, {
+      clock: SYSTEM_CLOCK,
       mode: "get",
       limit: new AdaptiveLimit(8),
       currentEnd: () => null,

@@ -1,6 +1,6 @@
 /** Pages and shard runners: exactly once under races, crashes, caps and failing sources. */
 import assert from "node:assert/strict";
-import { clockWithNow } from "../lib/base/clock.ts";
+import { clockWithNow, SYSTEM_CLOCK } from "../lib/base/clock.ts";
 import { TransientError } from "../lib/base/errors.ts";
 import { checkCompletion } from "../lib/engine/verify/completion.ts";
 import { openCrawl, pauseCrawl, resumeCrawl } from "../lib/engine/crawl/lifecycle.ts";
@@ -29,9 +29,12 @@ Deno.test("page: every shard exactly once, unicode keys and documents", async ()
   const source = new MemorySource(data, { maxPage: 50 });
   const { id } = await begin(kv, source, spec({ docs: true, shards: 7 }));
   await finishAll(kv, source, id);
-  assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
+  assert.equal(
+    await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+    true,
+  );
   await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k), partition: true });
-  const report = await crawlStatus(kv, id);
+  const report = await crawlStatus(kv, id, { clock: SYSTEM_CLOCK });
   assert.equal(report.documents, 3000);
   assert.equal(report.status, "done");
   assert.equal(report.verification?.status, "exact");
@@ -44,7 +47,10 @@ Deno.test("page: pages cut short without a word are never read as the end; the c
   const source = new MemorySource(data, { maxPage: 1000, silentCap: 30 });
   const { id } = await begin(kv, source, spec({ shards: 3, maxPage: 1000 }));
   await finishAll(kv, source, id);
-  assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
+  assert.equal(
+    await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+    true,
+  );
   await assertCrawledExactly(kv, id, data.keys);
   const crawl = (await getCrawl(kv, id)).value!;
   assert.equal(crawl.pageCap, 30, "the registry's cap is remembered with the crawl");
@@ -78,7 +84,7 @@ Deno.test("page: one runner per shard; a worker whose lease was taken over canno
     docMode: "get" as const,
     docLimit: new AdaptiveLimit(4),
     checkEnd: (shard: ShardRecord, end: { crawl: CrawlRecord; items: number }) =>
-      checkShardEnd(source, shard, { ...end, kv }),
+      checkShardEnd(source, shard, { clock: SYSTEM_CLOCK, ...end, kv }),
   };
   const p1 = await processPage({ ...ctx, owner: "A" }, a);
   assert.equal(p1.kind, "committed");
@@ -149,7 +155,7 @@ Deno.test("page: a failing source is recorded on the shard and retried later; no
   assert.ok(s.retryAt! > Date.now(), "it waits out a backoff");
   await finishAll(kv, failing, id);
   await assertCrawledExactly(kv, id, data.keys);
-  assert.equal((await crawlStatus(kv, id)).retries, 2);
+  assert.equal((await crawlStatus(kv, id, { clock: SYSTEM_CLOCK })).retries, 2);
 });
 
 Deno.test("page: failures are bounded: the crawl fails with the error's message, never retried forever", async () => {
@@ -183,7 +189,7 @@ Deno.test("page: pausing drops a page of slow documents at the next heartbeat, a
   const clock = new FakeClock(Date.now());
   const slow = wrapSource(source, {
     doc: async (docId) => {
-      if (++started === 10) await pauseCrawl(kv, id);
+      if (++started === 10) await pauseCrawl(kv, id, { clock: SYSTEM_CLOCK });
       await clock.sleep(20);
       return await source.doc(docId);
     },
@@ -204,7 +210,7 @@ Deno.test("page: pausing drops a page of slow documents at the next heartbeat, a
   const s = (await getShard(kv, id, 0)).value!;
   assert.deepEqual([s.items, s.cursor, s.lease, s.inflight], [0, null, null, null]);
   // Resumed, the shard is redone from the same cursor and the crawl completes exactly.
-  await resumeCrawl({ kv, dispatcher: new RecordingDispatcher() }, id);
+  await resumeCrawl({ kv, dispatcher: new RecordingDispatcher() }, id, { clock: SYSTEM_CLOCK });
   await finishAll(kv, source, id);
   await assertCrawledExactly(kv, id, data.keys);
 });
@@ -228,6 +234,7 @@ Deno.test("page: a document is recorded as failing only when it fails again in a
   const rows = (await inner.list({ start: null, limit: 10 })).rows;
   const fetch = (pageFailures: number) =>
     fetchDocs(source, rows, {
+      clock: SYSTEM_CLOCK,
       mode: "get",
       limit: new AdaptiveLimit(4),
       currentEnd: () => null,
@@ -288,7 +295,7 @@ Deno.test("sentinel: a shard ends with the page that reaches past its end, no em
   const { crawl } = await openCrawl(
     { kv, source, dispatcher: new RecordingDispatcher() },
     spec({ shards: 5, maxPage: 700 }),
-    { id: "s", maxPlanAttempts: 1 },
+    { clock: SYSTEM_CLOCK, id: "s", maxPlanAttempts: 1 },
   );
   await finishAll(kv, source, crawl.id);
   assert.equal(empty, 0);
@@ -296,7 +303,10 @@ Deno.test("sentinel: a shard ends with the page that reaches past its end, no em
     // 800 items a shard, 698 a page: two pages each, the second proving the end.
     assert.equal(shard.pages, 2, `shard ${shard.id}: ${JSON.stringify(shard)}`);
   }
-  assert.equal(await checkCompletion(kv, crawl.id, { openSource: () => source }), true);
+  assert.equal(
+    await checkCompletion(kv, crawl.id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+    true,
+  );
   await assertCrawledExactly(kv, crawl.id, data.keys);
 });
 
@@ -307,7 +317,7 @@ Deno.test("final check: a registry that held still is proven in one round, witho
   const { crawl } = await openCrawl(
     { kv, source: inner, dispatcher: new RecordingDispatcher() },
     spec({ shards: 4, maxPage: 1000 }),
-    { id: "f", maxPlanAttempts: 1 },
+    { clock: SYSTEM_CLOCK, id: "f", maxPlanAttempts: 1 },
   );
   // Shards run by hand: the final check below is the crawl's first.
   for (const e of await listShards(kv, crawl.id)) {

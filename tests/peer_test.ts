@@ -5,6 +5,7 @@
  * and the crawl must still hold every document exactly once. Skipped locally without the server,
  * never in CI.
  */
+import { SYSTEM_CLOCK } from "../lib/base/clock.ts";
 import assert from "node:assert/strict";
 import { CouchSource } from "../lib/sources/couch/couch_source.ts";
 import { runLocalCrawl } from "../lib/cli/local_crawl.ts";
@@ -177,7 +178,7 @@ Deno.test({
       using kv = await Deno.openKv(`${dir}/c.kv`);
       const [record] = await listCrawls(kv);
       const { crawlStatus } = await import("../lib/engine/crawl/status.ts");
-      const st = await crawlStatus(kv, record.id);
+      const st = await crawlStatus(kv, record.id, { clock: SYSTEM_CLOCK });
       assert.deepEqual(
         st.shards.map((s) => s.start).filter((s) => s !== null).sort(),
         [...bounds].sort(),

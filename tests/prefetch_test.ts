@@ -1,4 +1,5 @@
 /** Listing ahead while a crawl is planned, and the planner's reads kept: the listing cache in use. */
+import { SYSTEM_CLOCK } from "../lib/base/clock.ts";
 import assert from "node:assert/strict";
 import { ListingCache } from "../lib/sources/cache/mod.ts";
 import { listAheadOf } from "../lib/engine/crawl/_prefetch.ts";
@@ -24,7 +25,7 @@ Deno.test("prefetch: pages a chain listed past a start found later are the next 
   const { crawl } = await openCrawl(
     { kv, source, dispatcher: new RecordingDispatcher() },
     spec({ shards: 4, maxPage: 50 }),
-    { id: "p", maxPlanAttempts: 1 },
+    { clock: SYSTEM_CLOCK, id: "p", maxPlanAttempts: 1 },
   );
   const cache = new ListingCache();
   const tell = listAheadOf(cache, source, { crawl });
@@ -75,13 +76,16 @@ async function plannedCrawl(data: ReturnType<typeof dataOf>, cache?: ListingCach
   const { crawl } = await openCrawl(
     { kv, source, dispatcher: new RecordingDispatcher(), listings: cache },
     s,
-    { id: "e", maxPlanAttempts: 1 },
+    { clock: SYSTEM_CLOCK, id: "e", maxPlanAttempts: 1 },
   );
   assert.equal(crawl.status, "running");
   await cache?.settled();
   const planned = requests.length;
   await finishAll(kv, source, crawl.id, { deps: { listings: cache } });
-  assert.equal(await checkCompletion(kv, crawl.id, { openSource: () => source }), true);
+  assert.equal(
+    await checkCompletion(kv, crawl.id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+    true,
+  );
   await assertCrawledExactly(kv, crawl.id, data.keys, { partition: true });
   const limit = rowsPerPage((await getCrawl(kv, crawl.id)).value!, inner) + 1;
   const shards = (await listShards(kv, crawl.id)).map((e) => e.value);
@@ -131,10 +135,13 @@ Deno.test("prefetch: with documents only where the listing carries them", async 
     const { crawl } = await openCrawl(
       { kv, source, dispatcher: new RecordingDispatcher(), listings: cache },
       spec({ shards: 4, maxPage: 10_000, docs: true }),
-      { id: "d", maxPlanAttempts: 1 },
+      { clock: SYSTEM_CLOCK, id: "d", maxPlanAttempts: 1 },
     );
     await finishAll(kv, source, crawl.id, { deps: { listings: cache } });
-    assert.equal(await checkCompletion(kv, crawl.id, { openSource: () => source }), true);
+    assert.equal(
+      await checkCompletion(kv, crawl.id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+      true,
+    );
     await assertCrawledExactly(kv, crawl.id, data.keys, { revs: (k) => data.rev(k) });
     const earlyDocs = requests.filter((r) => r.includeDocs && r.end == null && !r.descending);
     if (docMode === "get") assert.equal(earlyDocs.length, 0, "no pages listed ahead by id");
@@ -163,7 +170,7 @@ Deno.test("prefetch: a registry changing after planning is crawled exactly from 
   const { crawl } = await openCrawl(
     { kv, source, dispatcher: new RecordingDispatcher(), listings: cache },
     spec({ shards: 6, maxPage: 10_000 }),
-    { id: "e", maxPlanAttempts: 1 },
+    { clock: SYSTEM_CLOCK, id: "e", maxPlanAttempts: 1 },
   );
   await cache.settled();
   const held = cache.heldRows;
@@ -176,9 +183,15 @@ Deno.test("prefetch: a registry changing after planning is crawled exactly from 
     else data.put(keys[i]);
   }
   await finishAll(kv, source, crawl.id, { deps: { listings: cache } });
-  assert.equal(await checkCompletion(kv, crawl.id, { openSource: () => source }), true);
+  assert.equal(
+    await checkCompletion(kv, crawl.id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+    true,
+  );
   await assertCrawledExactly(kv, crawl.id, data.keys, { revs: (k) => data.rev(k) });
-  assert.equal((await crawlStatus(kv, crawl.id)).verification?.status, "exact");
+  assert.equal(
+    (await crawlStatus(kv, crawl.id, { clock: SYSTEM_CLOCK })).verification?.status,
+    "exact",
+  );
 });
 
 Deno.test("prefetch: a plan whose offsets are not ranks keeps none of its reads", async () => {
@@ -191,7 +204,7 @@ Deno.test("prefetch: a plan whose offsets are not ranks keeps none of its reads"
   const { crawl } = await openCrawl(
     { kv, source, dispatcher: new RecordingDispatcher(), listings: cache },
     spec({ shards: 4, maxPage: 1000 }),
-    { id: "b", maxPlanAttempts: 1 },
+    { clock: SYSTEM_CLOCK, id: "b", maxPlanAttempts: 1 },
   );
   // Planned by one pass over the listing, whose pages the cache would otherwise have kept.
   assert.equal(crawl.planMethod, "listing");
@@ -217,7 +230,7 @@ Deno.test("prefetch: a runtime lets go of what its cache holds of a crawl once t
   const { crawl } = await openCrawl(
     { kv, source, dispatcher: runtime.dispatcher, listings: cache },
     spec({ shards: 6, maxPage: 10_000 }),
-    { id: "r", maxPlanAttempts: 1 },
+    { clock: SYSTEM_CLOCK, id: "r", maxPlanAttempts: 1 },
   );
   await cache.settled();
   assert.ok(cache.heldRows > 0, "the planner's reads and pages listed ahead are held");

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { SYSTEM_CLOCK } from "../lib/base/clock.ts";
 import { createQueueHandler } from "../lib/engine/dispatch/_queue_dispatch.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import type { ListOptions, Page } from "../lib/plan/source.ts";
@@ -48,7 +49,7 @@ Deno.test("queue handler: at most maxShards shards at once, duplicates of a wait
     await Promise.all(messages.map((m) => handle(m)));
     assert.equal(source.most, 3, "three shards listed at once, never more");
     assert.ok((await listShards(kv, id)).every((e) => e.value.done));
-    const status = await crawlStatus(kv, id);
+    const status = await crawlStatus(kv, id, { clock: SYSTEM_CLOCK });
     assert.equal(status.itemsStored, data.size);
   } finally {
     kv.close();

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { clockWithNow } from "../lib/base/clock.ts";
+import { clockWithNow, SYSTEM_CLOCK } from "../lib/base/clock.ts";
 import { watchdog } from "../lib/engine/dispatch/_watchdog.ts";
 import { remainingSeconds, splitStraggler } from "../lib/engine/crawl/rebalance.ts";
 import { claimShard, runShard } from "../lib/engine/dispatch/_shard_runner.ts";
@@ -32,7 +32,7 @@ Deno.test("rebalance: exact under repeated splits while shards run", async () =>
     },
   });
   await finishAll(kv, slow, id, { parallel: 8, deps: { rebalance: { minItems: 40 } } });
-  const r = await crawlStatus(kv, id);
+  const r = await crawlStatus(kv, id, { clock: SYSTEM_CLOCK });
   assert.ok(r.splits.length >= 1, `${r.splits.length} splits happened`);
   assert.equal(r.shardCount, 3 + r.splits.length);
   await assertCrawledExactly(kv, id, data.keys, { partition: true });
@@ -63,9 +63,11 @@ Deno.test("rebalance: a split racing the victim's in-flight page trims that page
   assert.equal((await runOne(kv, source, id, 1)).kind, "done");
   const run = runShard(workDeps(kv, gated), id, 0, { owner: "victim" });
   await wasListed;
-  const split = await splitStraggler({ kv, source, dispatcher: new RecordingDispatcher() }, id, {
-    minItems: 5,
-  });
+  const split = await splitStraggler(
+    { kv, source, dispatcher: new RecordingDispatcher(), clock: SYSTEM_CLOCK },
+    id,
+    { minItems: 5 },
+  );
   assert.ok(split && split.parent === 0, "shard 0 was split while its page was in flight");
   release();
   assert.equal((await run).kind, "done");
@@ -105,10 +107,11 @@ Deno.test("rebalance: a page of slow documents is split inside; its unstarted ro
     inflight = (await getShard(kv, id, 0)).value!.inflight;
   }
   assert.ok(inflight && inflight.started === 6 && inflight.rows === 50, JSON.stringify(inflight));
-  const split = await splitStraggler({ kv, source, dispatcher: new RecordingDispatcher() }, id, {
-    minItems: 2,
-    clock,
-  });
+  const split = await splitStraggler(
+    { kv, source, dispatcher: new RecordingDispatcher(), clock },
+    id,
+    { minItems: 2 },
+  );
   assert.ok(split, "the shard was split inside its page");
   const at = data.rank(split!.key);
   assert.ok(
@@ -157,9 +160,8 @@ Deno.test("rebalance: a split made in the victim's process stops its page at the
   }
   assert.ok(inflight && inflight.started === 6, JSON.stringify(inflight));
   const dispatcher = new RecordingDispatcher();
-  const split = await splitStraggler({ kv, source, dispatcher, notices }, id, {
+  const split = await splitStraggler({ kv, source, dispatcher, notices, clock }, id, {
     minItems: 2,
-    clock,
   });
   assert.ok(split, "the shard was split inside its page");
   const at = data.rank(split!.key);
@@ -231,7 +233,9 @@ Deno.test("rebalance: a shard whose worker died is split, and the watchdog reviv
     assert.equal(r.kind, "done");
   }
   const dispatcher = new RecordingDispatcher();
-  const split = await splitStraggler({ kv, source, dispatcher }, id, { minItems: 30 });
+  const split = await splitStraggler({ kv, source, dispatcher, clock: SYSTEM_CLOCK }, id, {
+    minItems: 30,
+  });
   assert.equal(split?.parent, 2, "the dead shard is the straggler");
   assert.deepEqual(dispatcher.shards.map((d) => d.shardId), [split!.child]);
   assert.equal(
@@ -246,7 +250,7 @@ Deno.test("rebalance: a shard whose worker died is split, and the watchdog reviv
   );
   await finishAll(kv, source, id);
   await assertCrawledExactly(kv, id, data.keys, { partition: true });
-  const splits = (await crawlStatus(kv, id)).splits.length;
+  const splits = (await crawlStatus(kv, id, { clock: SYSTEM_CLOCK })).splits.length;
   assert.equal((await listShards(kv, id)).length, 4 + splits);
 });
 
@@ -269,11 +273,15 @@ Deno.test("rebalance: ending shards of a process look for a straggler one after 
   for (let i = 0; i < 10_000 && !splitting.get(id)?.waiting; i++) await nextTurn();
   assert.ok(splitting.get(id)?.waiting, "shard 3's look waits its turn");
   assert.equal((await getShard(kv, id, 3)).value!.done, true);
-  assert.equal((await crawlStatus(kv, id)).splits.length, 0, "no look while the other one runs");
+  assert.equal(
+    (await crawlStatus(kv, id, { clock: SYSTEM_CLOCK })).splits.length,
+    0,
+    "no look while the other one runs",
+  );
   assert.equal(ended, false);
   release();
   assert.equal((await run).kind, "done");
-  assert.equal((await crawlStatus(kv, id)).splits.length, 1);
+  assert.equal((await crawlStatus(kv, id, { clock: SYSTEM_CLOCK })).splits.length, 1);
   await new Promise((r) => setTimeout(r, 0));
   assert.equal(splitting.size, 0, "the last look leaves no mark behind");
 });
@@ -327,7 +335,10 @@ Deno.test("rebalance: a shard whose documents come with its pages is split only 
     assert.equal((await runOne(kv, source, id, 0)).kind, "done");
     // Shard 1 is being worked on (its worker holds the lease): the straggler.
     assert.ok(await claimShard(kv, id, 1, { owner: "w", leaseMs: 60_000, nowMs: Date.now() }));
-    const split = await splitStraggler({ kv, source, dispatcher: new RecordingDispatcher() }, id);
+    const split = await splitStraggler(
+      { kv, source, dispatcher: new RecordingDispatcher(), clock: SYSTEM_CLOCK },
+      id,
+    );
     assert.equal(split === null ? 0 : 1, splits, `${per} items left`);
   }
 });
@@ -345,9 +356,9 @@ Deno.test("watchdog: the tick that finishes a crawl says so, once", async () => 
     openSource: () => source,
     onFinished: (c: string) => finished.push(c),
   };
-  await watchdog(deps, { stallMs: 0 });
-  assert.equal((await crawlStatus(kv, id)).status, "done");
-  await watchdog(deps, { stallMs: 0 });
+  await watchdog(deps, { clock: SYSTEM_CLOCK, stallMs: 0 });
+  assert.equal((await crawlStatus(kv, id, { clock: SYSTEM_CLOCK })).status, "done");
+  await watchdog(deps, { clock: SYSTEM_CLOCK, stallMs: 0 });
   assert.deepEqual(finished, [id], "told by the tick that finished it, not by the next");
 });
 
@@ -368,10 +379,10 @@ Deno.test("rebalance: no split while a shard waits out a failure (the registry i
   const waiting = (await getShard(kv, id, 3)).value!;
   await kv.set(keys.shard(id, 3), { ...waiting, failures: 1, retryAt: t + 5_000 });
   const dispatcher = new RecordingDispatcher();
-  const now = (ms: number) => ({ minItems: 30, clock: clockWithNow(() => ms) });
-  assert.equal(await splitStraggler({ kv, source, dispatcher }, id, now(t)), null);
+  const at = (ms: number) => ({ kv, source, dispatcher, clock: clockWithNow(() => ms) });
+  assert.equal(await splitStraggler(at(t), id, { minItems: 30 }), null);
   assert.deepEqual(dispatcher.shards, [], "nothing dispatched");
-  const split = await splitStraggler({ kv, source, dispatcher }, id, now(t + 5_001));
+  const split = await splitStraggler(at(t + 5_001), id, { minItems: 30 });
   assert.ok(split !== null, "once no shard waits, the straggler is split");
   await watchdog({ kv, dispatcher }, { stallMs: 0, clock: clockWithNow(() => t + 61_000) });
   await finishAll(kv, source, id);

@@ -6,7 +6,7 @@
  * the ledger keeps.
  */
 import assert from "node:assert/strict";
-import { clockWithNow } from "../lib/base/clock.ts";
+import { clockWithNow, SYSTEM_CLOCK } from "../lib/base/clock.ts";
 import { deliver, type Sink, type SinkBatch } from "../lib/engine/sinks/mod.ts";
 import { iterateItems } from "../lib/engine/items/mod.ts";
 import { followTick } from "../lib/engine/verify/follow.ts";
@@ -95,7 +95,10 @@ Deno.test("sinks: the followed registry's changes, a row sweep's repairs and a r
   const source = new MemorySource(data, { maxPage: 100 });
   const { id, dispatcher } = await begin(kv, source, spec({ shards: 3, follow: true }));
   await finishAll(kv, source, id);
-  assert.equal(await checkCompletion(kv, id, { openSource: () => source }), true);
+  assert.equal(
+    await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+    true,
+  );
   const sink = new ToySink();
   await drain(kv, id, sink);
   let t = (await getCrawl(kv, id)).value!.finishedAt! + 1000;

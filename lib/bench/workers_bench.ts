@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { SYSTEM_CLOCK } from "../base/clock.ts";
 import { listCrawls } from "../engine/store/mod.ts";
 import { crawlStatus, kvOp } from "../engine/mod.ts";
 import { medianOf, n, registry, s, table, x } from "./harness.ts";
@@ -59,7 +60,7 @@ async function crawlWith(url: string, processes: number, size: number): Promise<
     const kv = await Deno.openKv(kvPath);
     try {
       const [crawl] = await listCrawls(kv);
-      const report = await crawlStatus(kv, crawl.id);
+      const report = await crawlStatus(kv, crawl.id, { clock: SYSTEM_CLOCK });
       if (report.status !== "done" || report.itemsStored !== size) {
         throw new Error(`${processes} processes: ${report.status}, ${report.itemsStored} items`);
       }

@@ -86,7 +86,7 @@ export async function refreshDone(
       } catch (err) {
         // Where it stands: the last tick's, else the feed's record (read only on this rare path).
         const at = fromSeq === null
-          ? (await crawlStatus(kv, crawl.id)).drift?.seq ?? crawl.startSeq
+          ? (await crawlStatus(kv, crawl.id, { clock })).drift?.seq ?? crawl.startSeq
           : toSeq;
         throw new InputError(
           `crawl ${crawl.id} cannot be refreshed from seq ${at}: ${errorLine(err)}; to crawl ` +
@@ -115,7 +115,7 @@ export async function refreshDone(
     return true;
   };
   // The feed first, to its end; then the proofs, with the feed held where that left it.
-  const before = await crawlStatus(kv, crawl.id);
+  const before = await crawlStatus(kv, crawl.id, { clock });
   await ticks({ verifyEveryMs: 0, verifyRowsEveryMs: 0 }, (t) => t.atEnd && !t.busy);
   const lastRows = before.follow?.rows?.comparedAt ?? before.finishedAt;
   const rowsDue = rowsEvery > 0 &&
@@ -129,7 +129,7 @@ export async function refreshDone(
     reopened += t.reopened;
     return reopened > 0 || (round && swept);
   });
-  const after = await crawlStatus(kv, crawl.id);
+  const after = await crawlStatus(kv, crawl.id, { clock });
   const f = after.follow;
   const since = crawl.finishedAt === null
     ? ""
@@ -228,7 +228,7 @@ export async function followRun(
   // The watcher: the progress line, and the end of a repair that failed.
   let lastWatch = performance.now();
   while (!ended.aborted) {
-    const report = await crawlStatus(kv, crawlId);
+    const report = await crawlStatus(kv, crawlId, { clock: runtime.deps.clock });
     if (report.status === "failed") {
       failure = new FatalError(`crawl ${crawlId} failed while following: ${report.error}`);
       stop.abort();
@@ -243,6 +243,6 @@ export async function followRun(
   }
   await loop;
   if (failure) throw failure;
-  const last = await crawlStatus(kv, crawlId);
+  const last = await crawlStatus(kv, crawlId, { clock: runtime.deps.clock });
   if (last.follow) log(`${crawlId} ${followLine(last.follow, Date.now())}`);
 }

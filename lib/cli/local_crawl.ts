@@ -222,6 +222,7 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
         where: options.kvPath,
         owner: runtime.ownerName("local"),
         maxPlanAttempts: 1,
+        clock: runtime.deps.clock,
         onPlanned: (p) =>
           log(
             `planned ${n(p.total)} items into ${p.shards.length} shards of equal count with ` +
@@ -259,7 +260,9 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
     }
     // What the crawl stored is in its sinks before the run says it ended.
     for (const sink of options.sinks ?? []) await drainSink(kv, crawl.id, sink);
-    const report = options.follow || refreshed ? await crawlStatus(kv, crawl.id) : end.report;
+    const report = options.follow || refreshed
+      ? await crawlStatus(kv, crawl.id, { clock: runtime.deps.clock })
+      : end.report;
     return {
       refreshed,
       report,
@@ -324,7 +327,7 @@ async function waitForEnd(
         `crawl ${crawlId} stopped: its shards are let go; the same command resumes it`,
       );
     }
-    const report = await crawlStatus(kv, crawlId);
+    const report = await crawlStatus(kv, crawlId, { clock: runtime.deps.clock });
     itemsBefore ??= report.itemsStored;
     const settled = report.status !== "running" && report.status !== "planning";
     if (report.status === "failed") {

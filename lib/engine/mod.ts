@@ -54,6 +54,7 @@ export {
   createRuntime,
   DEFAULT_WORKERS,
   type DispatchMode,
+  type FollowConfig,
   type FollowLoopOptions,
   MAX_WORKERS,
   type Runtime,

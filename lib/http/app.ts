@@ -146,7 +146,7 @@ export function createApp(deps: AppDeps): Hono {
     "/metrics",
     authenticate([deps.token, deps.metricsToken ?? null]),
     async (c) =>
-      c.text(await renderMetrics(deps.kv, metrics), 200, {
+      c.text(await renderMetrics(deps.kv, metrics, { clock }), 200, {
         "content-type": "text/plain; version=0.0.4",
       }),
   );

@@ -6,6 +6,7 @@
  *
  * @module
  */
+import type { Clock } from "../base/clock.ts";
 import { crawlStatus, listCrawlSummaries } from "../engine/mod.ts";
 import type { PaceState } from "../sources/http/mod.ts";
 
@@ -128,7 +129,11 @@ function seconds(iso: string | null): number {
   return iso === null ? 0 : Date.parse(iso) / 1000;
 }
 
-export async function renderMetrics(kv: Deno.Kv, metrics: Metrics): Promise<string> {
+export async function renderMetrics(
+  kv: Deno.Kv,
+  metrics: Metrics,
+  o: { clock: Clock },
+): Promise<string> {
   const crawls = await listCrawlSummaries(kv);
   const byState = new Map<string, number>();
   for (const c of crawls) byState.set(c.status, (byState.get(c.status) ?? 0) + 1);
@@ -158,7 +163,7 @@ export async function renderMetrics(kv: Deno.Kv, metrics: Metrics): Promise<stri
     ["rankcrawl_splits_total", "counter", "Straggler splits.", (r) => r.splits.length],
     ["rankcrawl_dead_letters", "gauge", "Queue messages given up on.", (r) => r.deadLetters],
   ];
-  const reports = await Promise.all(crawls.map((c) => crawlStatus(kv, c.id)));
+  const reports = await Promise.all(crawls.map((c) => crawlStatus(kv, c.id, o)));
   out.push(...families(per, reports.map((r) => [r.id, r]), "crawl"));
   // Followed crawls: how far behind the registry, as their last follow tick saw it.
   const followed = reports.filter((r) => r.follow !== null);

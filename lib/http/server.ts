@@ -206,7 +206,7 @@ async function recrawl(
     .sort((a, b) => b.createdAt.localeCompare(a.createdAt));
   for (const old of scheduled.slice(s.keep)) {
     if (old.status !== "done" && old.status !== "failed" && old.status !== "cancelled") continue;
-    await deleteCrawl(kv, old.id);
+    await deleteCrawl(kv, old.id, { clock: o.clock });
     o.log(`scheduled crawl ${old.id} deleted (keeping the last ${s.keep})`);
   }
 }

@@ -21,7 +21,7 @@
  *
  * @module
  */
-import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
+import type { Clock } from "../../base/clock.ts";
 import { FatalError } from "../../base/errors.ts";
 import { type FeedBatch, FeedReader, seqNumber, type SinceUnknownError } from "./feed_read.ts";
 import { mapPool } from "../../base/pool.ts";
@@ -46,8 +46,8 @@ import {
 export interface CatchUpOptions {
   /** Changes read per request. @default 200 */
   batch?: number;
-  /** Time and timers (the lease, pauses for documents behind the feed). @default SYSTEM_CLOCK */
-  clock?: Clock;
+  /** Time and timers (the lease, pauses for documents behind the feed): the environment's. */
+  clock: Clock;
   /** This runner's name in the lease. @default a random UUID */
   owner?: string;
   /** Lease length (how long a crashed runner blocks others), in milliseconds. @default {@linkcode LEASE_MS} */
@@ -83,7 +83,7 @@ const REPLACED_SAMPLE_SHARDS = 8;
 export async function checkSameRegistry(
   deps: { kv: Deno.Kv; source: Source },
   crawl: CrawlRecord,
-  o: { current?: string | null; seen?: string | null; force?: boolean },
+  o: { current?: string | null; seen?: string | null; force?: boolean; clock: Clock },
 ): Promise<void> {
   const seen = o.seen === undefined ? crawl.startSeq : o.seen;
   const [was, now] = [seqNumber(seen), seqNumber(o.current)];
@@ -98,7 +98,7 @@ export async function checkSameRegistry(
   if (sample.length === 0) return;
   const [revs, changed] = await Promise.all([
     deps.source.revs(sample.map((it) => it.id)),
-    peekChanges(deps.source, seen, { max: 10_000 }).catch(() => null),
+    peekChanges(deps.source, seen, { max: 10_000, clock: o.clock }).catch(() => null),
   ]);
   const explained = new Set((changed ?? []).map((c) => c.id));
   const off = sample.filter((it, i) => revs[i] !== it.rev && !explained.has(it.id)).length;
@@ -133,9 +133,9 @@ export interface FeedClaim {
 export async function claimFeed(
   kv: Deno.Kv,
   crawlId: string,
-  options: CatchUpOptions = {},
+  options: CatchUpOptions,
 ): Promise<FeedClaim | null> {
-  const clock = options.clock ?? SYSTEM_CLOCK;
+  const clock = options.clock;
   const owner = options.owner ?? crypto.randomUUID();
   const leaseMs = options.leaseMs ?? LEASE_MS;
   const crawl = (await getCrawl(kv, crawlId)).value;
@@ -195,7 +195,7 @@ export async function applyFeed(
   const feed = new FeedReader(deps.source, { clock: claim.clock, batch: options.batch });
   const seen = claim.entry.value.seq;
   const first = await feed.next(seen);
-  await checkSameRegistry(deps, crawl, { current: feed.target ?? null, seen });
+  await checkSameRegistry(deps, crawl, { current: feed.target ?? null, seen, clock: claim.clock });
   const ranges = await rangesOf(deps.kv, crawl.id);
   let applied = 0;
   let conflicts = 0;
@@ -240,7 +240,12 @@ export async function reanchor(
   claim: FeedClaim,
   err: SinceUnknownError,
 ): Promise<boolean> {
-  await checkSameRegistry(deps, claim.crawl, { seen: err.since, current: err.head, force: true });
+  await checkSameRegistry(deps, claim.crawl, {
+    seen: err.since,
+    current: err.head,
+    force: true,
+    clock: claim.clock,
+  });
   return await applyRows(deps, claim, [], { to: err.head });
 }
 
@@ -285,11 +290,11 @@ export async function applyRows(
 export async function peekChanges(
   source: Source,
   since: string,
-  options: { batch?: number; max?: number; clock?: Clock } = {},
+  options: { batch?: number; max?: number; clock: Clock },
 ): Promise<ChangeRow[] | null> {
   const out: ChangeRow[] = [];
   const feed = new FeedReader(source, {
-    clock: options.clock ?? SYSTEM_CLOCK,
+    clock: options.clock,
     batch: options.batch,
   });
   for (let at = since;;) {
@@ -355,7 +360,7 @@ export async function releaseFeed(
 export async function catchUp(
   deps: { kv: Deno.Kv; source: Source },
   crawlId: string,
-  options: CatchUpOptions = {},
+  options: CatchUpOptions,
 ): Promise<CatchUpResult> {
   const claim = await claimFeed(deps.kv, crawlId, options);
   if (!claim) {

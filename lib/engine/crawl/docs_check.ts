@@ -7,6 +7,7 @@
  *
  * @module
  */
+import type { Clock } from "../../base/clock.ts";
 import { PermanentError } from "../../base/errors.ts";
 import { redactUrl } from "../../base/redact.ts";
 import type { CrawlSpec } from "../../base/spec.ts";
@@ -20,8 +21,13 @@ export const DOCS_CHECK_SAMPLE = 3;
 export interface DocsCheckOptions {
   /** Ids asked for: the first ones listed. @default DOCS_CHECK_SAMPLE (3) */
   sample?: number;
-  /** Longest the check waits for its answers; past it, it says nothing, in milliseconds. @default 10000 */
+  /**
+   * Longest the check waits for its answers; past it, it says nothing, in milliseconds.
+   * @default 10000
+   */
   timeoutMs?: number;
+  /** What that wait is timed by (the environment's). */
+  clock: Clock;
 }
 
 /**
@@ -34,14 +40,12 @@ export interface DocsCheckOptions {
 export async function checkDocsHere(
   source: Source,
   spec: CrawlSpec,
-  options: DocsCheckOptions = {},
+  options: DocsCheckOptions,
 ): Promise<void> {
   if (!spec.docs) return;
   const sample = options.sample ?? DOCS_CHECK_SAMPLE;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<null>((r) =>
-    timer = setTimeout(() => r(null), options.timeoutMs ?? 10_000)
-  );
+  const done = new AbortController();
+  const late = options.clock.sleep(options.timeoutMs ?? 10_000, done.signal).then(() => null);
   const asked = (async () => {
     const rows = (await source.list({ limit: sample })).rows;
     const answers = await Promise.all(rows.map((r) => source.doc(r.id)));
@@ -57,6 +61,6 @@ export async function checkDocsHere(
       ids: got.ids,
     }));
   } finally {
-    clearTimeout(timer);
+    done.abort();
   }
 }

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
+import type { Clock } from "../../base/clock.ts";
 import { ConflictError, errorLine, NotFoundError } from "../../base/errors.ts";
 import { crawlIdFor, type CrawlSpec } from "../../base/spec.ts";
 import { checkSameRegistry } from "./catch_up.ts";
@@ -49,12 +49,14 @@ export type OpenAction = "created" | "planned" | "resumed" | "joined" | "already
 export async function openCrawl(
   deps: PlanDeps,
   spec: CrawlSpec,
-  options: PlanCrawlOptions & { where?: string } = {},
+  options: PlanCrawlOptions & { where?: string },
 ): Promise<{ crawl: CrawlRecord; action: OpenAction }> {
   const id = options.id ?? await crawlIdFor(spec);
   // Documents that are not where the crawl would ask for them: said before a crawl is made (a
   // failed crawl left in the file would be one more to pick from; the corrected command makes it).
-  if (spec.docs && !(await getCrawl(deps.kv, id)).value) await checkDocsHere(deps.source, spec);
+  if (spec.docs && !(await getCrawl(deps.kv, id)).value) {
+    await checkDocsHere(deps.source, spec, { clock: options.clock });
+  }
   const { crawl: existing, created } = await createCrawl(deps.kv, spec, {
     id,
     clock: options.clock,
@@ -85,7 +87,7 @@ export async function openCrawl(
     // the one it started on.
     try {
       const current = await deps.source.updateSeq().catch(() => null);
-      await checkSameRegistry(deps, existing, { current });
+      await checkSameRegistry(deps, existing, { current, clock: options.clock });
     } catch (err) {
       await failCrawl(deps.kv, id, { reason: (err as Error).message, clock: options.clock })
         .catch(() => {});
@@ -122,9 +124,9 @@ export async function transition(
   id: string,
   status: CrawlStatus,
   allowed: (current: CrawlStatus) => boolean,
-  options: { clock?: Clock; error?: string | null; patch?: Partial<CrawlRecord> } = {},
+  options: { clock: Clock; error?: string | null; patch?: Partial<CrawlRecord> },
 ): Promise<CrawlRecord> {
-  const clock = options.clock ?? SYSTEM_CLOCK;
+  const clock = options.clock;
   const entry = await updateRecord<CrawlRecord>(kv, keys.crawl(id), (cur) => {
     if (!cur) throw new NotFoundError(`no crawl with id ${id}`);
     if (cur.status === status) return undefined;
@@ -151,7 +153,7 @@ export async function transition(
 export function pauseCrawl(
   kv: Deno.Kv,
   id: string,
-  options: { clock?: Clock } = {},
+  options: { clock: Clock },
 ): Promise<CrawlRecord> {
   return transition(kv, id, "paused", (s) => s === "running", options);
 }
@@ -160,7 +162,7 @@ export function pauseCrawl(
 export function cancelCrawl(
   kv: Deno.Kv,
   id: string,
-  options: { clock?: Clock } = {},
+  options: { clock: Clock },
 ): Promise<CrawlRecord> {
   return transition(kv, id, "cancelled", (s) => s !== "done" && s !== "deleting", options);
 }
@@ -169,7 +171,7 @@ export function cancelCrawl(
 export function failCrawl(
   kv: Deno.Kv,
   id: string,
-  options: { reason: string; clock?: Clock },
+  options: { reason: string; clock: Clock },
 ): Promise<CrawlRecord> {
   return transition(kv, id, "failed", (s) => s === "running" || s === "planning", {
     clock: options.clock,
@@ -185,7 +187,7 @@ export function failCrawl(
 export async function resumeCrawl(
   deps: { kv: Deno.Kv; dispatcher: Dispatcher },
   id: string,
-  options: { clock?: Clock } = {},
+  options: { clock: Clock },
 ): Promise<CrawlRecord> {
   const entry = await getCrawl(deps.kv, id);
   if (!entry.value) throw new NotFoundError(`no crawl with id ${id}`);
@@ -225,7 +227,7 @@ export async function resumeCrawl(
 export async function deleteCrawl(
   kv: Deno.Kv,
   id: string,
-  options: { clock?: Clock } = {},
+  options: { clock: Clock },
 ): Promise<number> {
   const deletable = (s: CrawlStatus) =>
     s === "done" || s === "failed" || s === "cancelled" || s === "deleting";
@@ -238,7 +240,7 @@ export async function deleteCrawl(
     }
     let marked = present(entry)!;
     if (s !== "deleting") {
-      const t = (options.clock ?? SYSTEM_CLOCK).now();
+      const t = options.clock.now();
       const next = { ...entry.value, status: "deleting" as const, updatedAt: t };
       const done = await updateCrawl(kv, marked, next);
       if (!done) continue;

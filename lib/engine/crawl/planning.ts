@@ -11,7 +11,7 @@
  *
  * @module
  */
-import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
+import type { Clock } from "../../base/clock.ts";
 import { backoff, PLANNING_RETRY } from "../../base/retry_policy.ts";
 import { ITEM_LAYOUT } from "../items/mod.ts";
 import { pageLimit } from "../page/mod.ts";
@@ -86,8 +86,8 @@ export interface PlanCrawlOptions {
   id?: string;
   /** A baked plan (from `deno task plan --out`); planned from the source otherwise. */
   plan?: Plan;
-  /** Time and timers (the records' times, the planning lease's renewal). @default SYSTEM_CLOCK */
-  clock?: Clock;
+  /** Time and timers (the records' times, the planning lease's renewal): the environment's. */
+  clock: Clock;
   /** Called with the plan once made (for logs). */
   onPlanned?: (plan: Plan) => void;
   /** Who plans (for the planning lease). @default a random id */
@@ -134,13 +134,13 @@ export interface CrawlLimits {
 export async function createCrawl(
   kv: Deno.Kv,
   spec: CrawlSpec,
-  options: { id?: string; clock?: Clock } & CrawlLimits = {},
+  options: { id?: string; clock: Clock } & CrawlLimits,
 ): Promise<{ crawl: CrawlRecord; created: boolean }> {
   const id = options.id ?? await crawlIdFor(spec);
   const existing = await getCrawl(kv, id);
   if (existing.value) return { crawl: existing.value, created: false };
   await checkLimits(kv, options);
-  const mine = planningRecord(spec, id, (options.clock ?? SYSTEM_CLOCK).now());
+  const mine = planningRecord(spec, id, options.clock.now());
   const entry = await createCrawlRecord(kv, mine);
   return {
     crawl: entry.value,
@@ -196,9 +196,9 @@ async function claimPlanning(
 export async function planCrawl(
   deps: PlanDeps,
   id: string,
-  options: PlanCrawlOptions = {},
+  options: PlanCrawlOptions,
 ): Promise<CrawlRecord | null> {
-  const clock = options.clock ?? SYSTEM_CLOCK;
+  const clock = options.clock;
   const now = () => clock.now();
   const owner = options.owner ?? crypto.randomUUID();
   const leaseMs = options.planLeaseMs ?? 20_000;

@@ -18,7 +18,7 @@
  *
  * @module
  */
-import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
+import type { Clock } from "../../base/clock.ts";
 import { findKeysAtRanks, type Point } from "../../plan/search/mod.ts";
 import { compareKeys } from "../../plan/keys.ts";
 import { lastPoint } from "../../plan/locate.ts";
@@ -52,8 +52,6 @@ export interface RebalanceOptions {
   minItems?: number;
   /** Never grow a crawl past this many shards (plan + splits). @default 4 × planned, at least 64 */
   maxShards?: number;
-  /** What remaining times and the split's time are read from. @default SYSTEM_CLOCK */
-  clock?: Clock;
 }
 
 /** What {@linkcode splitStraggler} needs. */
@@ -64,6 +62,8 @@ export interface SplitDeps {
   source: Source;
   /** Where the child shard goes. */
   dispatcher: Dispatcher;
+  /** What remaining times and the split's time are read from (the environment's). */
+  clock: Clock;
   /** Where the victim's new entry is posted for its worker in this process. @default none */
   notices?: ShardNotices;
 }
@@ -143,7 +143,7 @@ export async function splitStraggler(
   crawlId: string,
   options: RebalanceOptions = {},
 ): Promise<SplitResult | null> {
-  const now = (options.clock ?? SYSTEM_CLOCK).now();
+  const now = deps.clock.now();
   for (let attempt = 0; attempt < 5; attempt++) {
     const crawlEntry = await getCrawl(deps.kv, crawlId);
     const crawl = crawlEntry.value;

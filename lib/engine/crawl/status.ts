@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
+import type { Clock } from "../../base/clock.ts";
 import { redactUrl } from "../../base/redact.ts";
 import { capabilityLine } from "../../sources/couch/mod.ts";
 import type { LearnedCaps } from "../../plan/source.ts";
@@ -216,9 +216,9 @@ function eta(left: number, rate: number, shards: ShardRecord[], nowMs: number): 
 export async function crawlStatus(
   kv: Deno.Kv,
   id: string,
-  options: { clock?: Clock } = {},
+  options: { clock: Clock },
 ): Promise<CrawlStatusReport> {
-  const now = (options.clock ?? SYSTEM_CLOCK).now();
+  const now = options.clock.now();
   const liveness = await readLiveness(kv, now);
   const crawl = await requireCrawl(kv, id);
   // Splits before shards: a split commits with its child shard, so every split read here has its

@@ -6,7 +6,6 @@
  *
  * @module
  */
-import { SYSTEM_CLOCK } from "../../base/clock.ts";
 import { FOLLOW_POLL } from "../../base/retry_policy.ts";
 import type { Source } from "../../plan/source.ts";
 import {
@@ -20,6 +19,12 @@ import { type CrawlRecord, followable, listCrawls } from "../store/mod.ts";
 
 /** How often a loop looks for crawls newly done (or newly created with `follow`), in ms. */
 const LOOK_FOR_NEW_MS = 1000;
+
+/**
+ * What a process's follower is asked (`RuntimeOptions.follow`, `Runtime.follow`): the runtime
+ * adds its clock, dispatcher and owner ({@linkcode FollowLoopOptions}).
+ */
+export type FollowConfig = Omit<FollowLoopOptions, "clock">;
 
 /** Options of {@linkcode followLoop}. */
 export interface FollowLoopOptions extends FollowOptions {
@@ -44,9 +49,9 @@ export interface FollowLoopOptions extends FollowOptions {
 export async function followLoop(
   deps: { kv: Deno.Kv; openSource: (crawl: CrawlRecord) => Source },
   signal: AbortSignal,
-  options: FollowLoopOptions = {},
+  options: FollowLoopOptions,
 ): Promise<void> {
-  const clock = options.clock ?? SYSTEM_CLOCK;
+  const clock = options.clock;
   const now = () => clock.now();
   const pollMs = options.pollMs ?? FOLLOW_POLL.pollMs;
   const owner = options.owner ?? `follow-${crypto.randomUUID()}`;

@@ -9,7 +9,7 @@
  * @module
  */
 import { backoff, IDLE_BACKOFF } from "../../base/retry_policy.ts";
-import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
+import type { Clock } from "../../base/clock.ts";
 import { errorLine, StorageError } from "../../base/errors.ts";
 import { checkCompletion } from "../verify/mod.ts";
 import type { Dispatcher } from "../crawl/mod.ts";
@@ -40,8 +40,8 @@ export class LeaseDispatcher implements Dispatcher {
   #clock: Clock;
 
   /** Idle workers sleep on `clock`. @default the system's */
-  constructor(options: { clock?: Clock } = {}) {
-    this.#clock = options.clock ?? SYSTEM_CLOCK;
+  constructor(options: { clock: Clock }) {
+    this.#clock = options.clock;
   }
 
   /** Counts dispatches; a worker notes it before looking for work (see `sleep`). */

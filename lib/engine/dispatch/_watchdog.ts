@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
+import type { Clock } from "../../base/clock.ts";
 import type { Source } from "../../plan/source.ts";
 import { checkCompletion, followTick } from "../verify/mod.ts";
 import { deleteCrawl, type Dispatcher } from "../crawl/mod.ts";
@@ -41,12 +41,12 @@ export async function watchdog(
   deps: WatchdogDeps,
   options: {
     stallMs?: number;
-    clock?: Clock;
+    clock: Clock;
     verifyEveryMs?: number;
     verifyRowsEveryMs?: number;
-  } = {},
+  },
 ): Promise<number> {
-  const clock = options.clock ?? SYSTEM_CLOCK;
+  const clock = options.clock;
   const now = clock.now();
   const stallMs = options.stallMs ?? 60_000;
   let n = 0;

@@ -16,6 +16,11 @@ import { DEFAULT_MAX_DOC_BYTES } from "../items/mod.ts";
 import type { CrawlSlots, DocMemory } from "../page/mod.ts";
 import { type CrawlRecord, LEASE_MS, type ShardNotices } from "../store/mod.ts";
 
+/** The engine's clock: `clock`, else the system's (the one place that default is decided). */
+export function envClock(clock?: Clock): Clock {
+  return clock ?? SYSTEM_CLOCK;
+}
+
 /** The engine's defaults, each decided here (their reasons are with the constants named). */
 export const ENGINE_DEFAULTS = {
   /** Shard lease length, in milliseconds (`store/leases.ts`). */
@@ -124,7 +129,7 @@ export type Env = Required<Pick<EnvOptions, Resolved>> & Omit<EnvOptions, Resolv
 export function engineEnv(options: EnvOptions): Env {
   return {
     ...options,
-    clock: options.clock ?? SYSTEM_CLOCK,
+    clock: envClock(options.clock),
     random: options.random ?? Math.random,
     leaseMs: options.leaseMs ?? ENGINE_DEFAULTS.leaseMs,
     maxPlanAttempts: options.maxPlanAttempts ?? ENGINE_DEFAULTS.maxPlanAttempts,

@@ -7,8 +7,8 @@
  *
  * @module
  */
-import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
-import { followLoop, type FollowLoopOptions } from "./_follow_loop.ts";
+import type { Clock } from "../../base/clock.ts";
+import { type FollowConfig, followLoop } from "./_follow_loop.ts";
 import { watchdog } from "./_watchdog.ts";
 import { sinkLoop, type SinkLoopOptions } from "./_sink_loop.ts";
 import type { Dispatcher } from "../crawl/mod.ts";
@@ -23,7 +23,7 @@ import { CrawlSlots, DocMemory } from "../page/mod.ts";
 import { ListingCache } from "../../sources/cache/mod.ts";
 import { createQueueHandler, QueueDispatcher } from "./_queue_dispatch.ts";
 import { DEFAULT_WORKERS, MAX_WORKERS } from "./work.ts";
-import { engineEnv, type Env, type EnvOptions } from "./env.ts";
+import { engineEnv, type Env, envClock, type EnvOptions } from "./env.ts";
 
 export { DEFAULT_WORKERS, MAX_WORKERS };
 
@@ -77,7 +77,7 @@ export interface RuntimeOptions extends
    * watchdog's tick follows them (Deploy, where no process lives between requests), with this
    * `verifyEveryMs`. @default null
    */
-  follow?: FollowLoopOptions | null;
+  follow?: FollowConfig | null;
   /**
    * Keeps crawls' sinks fed from this process (`_sink_loop.ts`: the ledger's notes delivered to
    * the sinks each crawl has, from positions kept in KV). @default none
@@ -105,7 +105,7 @@ export interface Runtime {
    * Follows done crawls from this process until `signal` aborts (`_follow_loop.ts`), with this
    * runtime's store, sources and dispatcher; ends before `close()` returns.
    */
-  follow(signal: AbortSignal, options?: FollowLoopOptions): Promise<void>;
+  follow(signal: AbortSignal, options?: FollowConfig): Promise<void>;
   /** Runs one lease worker with this runtime's hooks until `options` say stop. */
   runWorker(options?: LeaseWorkerOptions): Promise<LeaseWorkerStats>;
   /**
@@ -141,7 +141,7 @@ export interface Runtime {
  */
 export function createRuntime(options: RuntimeOptions): Runtime {
   const { kv, openSource } = options;
-  const clock = options.clock ?? SYSTEM_CLOCK;
+  const clock = envClock(options.clock);
   const stop = new AbortController();
   const background: Promise<unknown>[] = [];
   const label = options.label ?? "worker";
@@ -165,13 +165,13 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     });
   // A follower holds the process's heartbeat while it runs: its feed lease (in this process's
   // name) is free at once when the process dies, and held while it lives.
-  const follow = (signal: AbortSignal, o: FollowLoopOptions) =>
+  const follow = (signal: AbortSignal, o: FollowConfig) =>
     beat.acquire().then((release) =>
       followLoop({ kv, openSource }, signal, {
         dispatcher,
-        clock,
         owner: beat.owner("follow"),
         ...o,
+        clock,
       }).finally(release)
     );
   const following = options.follow && options.follow.pollMs !== 0

@@ -117,10 +117,7 @@ async function afterShardDone(deps: Env, crawlId: string): Promise<void> {
   const source = deps.openSource(crawl);
   if (crawl.rebalance && crawl.status === "running") {
     const look = async () => {
-      const split = await splitStraggler({ ...deps, source }, crawlId, {
-        clock: deps.clock,
-        ...deps.rebalance,
-      });
+      const split = await splitStraggler({ ...deps, source }, crawlId, deps.rebalance);
       if (split) deps.onEvent?.({ kind: "split", crawlId, ...split });
     };
     await (deps.splitting ? queueLook(deps.splitting, crawlId, look) : look());

@@ -14,7 +14,7 @@
  *
  * @module
  */
-import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
+import type { Clock } from "../../base/clock.ts";
 import { DOCUMENT_RETRY } from "../../base/retry_policy.ts";
 import { errorLine, FatalError, TransientError } from "../../base/errors.ts";
 import type { AdaptiveLimit } from "../../base/adaptive_limit.ts";
@@ -67,8 +67,8 @@ export interface DocFetch {
    * so that the page does not hold it. @default documents stay with the page
    */
   spill?: (id: string, doc: DocResult) => Promise<DocResult>;
-  /** What the pauses before a document behind its listing is asked again wait on. @default SYSTEM_CLOCK */
-  clock?: Clock;
+  /** What the pauses before a document behind its listing is asked again wait on (the page's). */
+  clock: Clock;
 }
 
 /**
@@ -203,7 +203,7 @@ export function againstListing<T extends Attempt>(
  */
 export async function askWhileBehind(
   ask: () => Promise<Attempt>,
-  clock: Clock = SYSTEM_CLOCK,
+  clock: Clock,
 ): Promise<Attempt> {
   let r = await ask();
   for (const ms of DOCUMENT_RETRY.behindFeedPausesMs) {

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { SYSTEM_CLOCK } from "../../base/clock.ts";
 import { backoff, type BackoffPolicy, KV_LOCKED_RETRY } from "../../base/retry_policy.ts";
 import { ConflictError, StorageError } from "../../base/errors.ts";
 import { kvFailureKind, type OpPlan } from "./kv_limits.ts";
@@ -32,7 +33,9 @@ export async function kvOp<T>(fn: () => Promise<T>, options: { maxAttempts?: num
         throw new StorageError(`KV: ${(err as Error).message}`, { cause: err });
       }
       if (kind !== "locked" || attempt >= max) throw err;
-      await new Promise((r) => setTimeout(r, backoff(LOCKED_PAUSE, attempt)));
+      // Another process holds the file's lock in real time: waited on the system's clock, never
+      // a test's.
+      await SYSTEM_CLOCK.sleep(backoff(LOCKED_PAUSE, attempt));
     }
   }
 }

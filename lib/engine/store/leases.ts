@@ -15,7 +15,7 @@
  *
  * @module
  */
-import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
+import type { Clock } from "../../base/clock.ts";
 import { keys } from "./keys.ts";
 import { kvOp, present, updateRecord } from "./kv_ops.ts";
 import type { Lease } from "./records.ts";
@@ -166,15 +166,15 @@ export class ProcessBeat {
 
   /**
    * A heartbeat of this process in `kv`, labelled `label`, every `everyMs` (@default
-   * {@linkcode BEAT_EVERY_MS}) of `clock` (@default SYSTEM_CLOCK).
+   * {@linkcode BEAT_EVERY_MS}) of `clock` (the environment's).
    */
   constructor(
     kv: Deno.Kv,
-    options: { label: string; clock?: Clock; everyMs?: number },
+    options: { label: string; clock: Clock; everyMs?: number },
   ) {
     this.#kv = kv;
     this.#label = options.label;
-    this.#clock = options.clock ?? SYSTEM_CLOCK;
+    this.#clock = options.clock;
     this.#everyMs = options.everyMs ?? BEAT_EVERY_MS;
   }
 

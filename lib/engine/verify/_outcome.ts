@@ -6,7 +6,6 @@
  *
  * @module
  */
-import { SYSTEM_CLOCK } from "../../base/clock.ts";
 import type { LearnedCaps } from "../../plan/source.ts";
 import { transition } from "../crawl/mod.ts";
 import { applyWindow } from "./_pass_feed.ts";
@@ -123,7 +122,7 @@ export async function settle(
         }
         continue;
       }
-      const next = relisted(shard, (o.clock ?? SYSTEM_CLOCK).now(), null);
+      const next = relisted(shard, o.clock.now(), null);
       if (await commitRelist(kv, id, entry, next)) {
         relists++;
         await o.dispatcher?.dispatch(id, shard.id);

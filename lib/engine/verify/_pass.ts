@@ -13,8 +13,8 @@ import type { CrawlRecord } from "../store/mod.ts";
 
 /** Options of the final check (`checkCompletion` in `completion.ts`). */
 export interface CompletionOptions {
-  /** Time and timers (leases, records' times, pauses between rounds). @default SYSTEM_CLOCK */
-  clock?: Clock;
+  /** Time and timers (leases, records' times, pauses between rounds): the environment's. */
+  clock: Clock;
   /** Opens the crawl's source; without it the crawl is marked done unchecked (tests only). */
   openSource?: (crawl: CrawlRecord) => Source;
   /** Where shards listed again go (lease workers find them without). */

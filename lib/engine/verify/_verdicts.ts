@@ -36,7 +36,7 @@ import { allSettledOrThrow, mapPool } from "../../base/pool.ts";
 import { compareKeys, lowerBound } from "../../plan/keys.ts";
 import type { ChangeRow, Page, Source } from "../../plan/source.ts";
 import { FatalError } from "../../base/errors.ts";
-import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
+import type { Clock } from "../../base/clock.ts";
 import { feedQuiet, SinceUnknownError } from "../crawl/mod.ts";
 
 /** Times a shard's range is listed again after a count that disagrees, before the crawl fails. */
@@ -126,8 +126,8 @@ export async function checkRanges(
     concurrency?: number;
     /** The sequence the store is caught up to; null or absent: unknown. */
     at?: string | null;
-    /** Time, for reads of the feed. @default SYSTEM_CLOCK */
-    clock?: Clock;
+    /** Time, for reads of the feed: the environment's. */
+    clock: Clock;
   },
 ): Promise<RangeVerdict[]> {
   const concurrency = o.concurrency ?? 32;
@@ -164,7 +164,7 @@ export async function checkRanges(
 export async function probeRound(
   source: Source,
   bounds: readonly (string | null)[],
-  o: { concurrency?: number; at?: string | null; clock?: Clock } = {},
+  o: { concurrency?: number; at?: string | null; clock: Clock },
 ): Promise<Map<string | null, Page>> {
   const probes = new Map<string | null, Page>();
   await mapPool([...new Set(bounds)], async (b) => {
@@ -172,7 +172,7 @@ export async function probeRound(
   }, { concurrency: o.concurrency ?? 32 });
   const at = o.at ?? null;
   if (at === null || [...probes.values()].every((p) => p.seq !== undefined)) return probes;
-  const still = await feedQuiet(source, at, o.clock ?? SYSTEM_CLOCK).catch((err) => {
+  const still = await feedQuiet(source, at, o.clock).catch((err) => {
     if (err instanceof SinceUnknownError) throw err;
     return false; // the feed could not say: not one state
   });

@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
+import type { Clock } from "../../base/clock.ts";
 import { errorLine, FatalError, PermanentError } from "../../base/errors.ts";
 import type { Source } from "../../plan/source.ts";
 import {
@@ -64,7 +64,7 @@ export type { CompletionOptions } from "./_final_rounds.ts";
 export async function checkCompletion(
   kv: Deno.Kv,
   id: string,
-  options: CompletionOptions = {},
+  options: CompletionOptions,
 ): Promise<boolean> {
   const crawl = (await getCrawl(kv, id)).value;
   if (!crawl) return false;
@@ -80,7 +80,7 @@ export async function checkCompletion(
   // feed it holds the feed too, to apply it. Two at once raced: one listed a range again (its shard
   // reset) while the other counted the shards, found half the items missing and failed the crawl.
   const owner = options.owner ?? `finish-${crypto.randomUUID()}`;
-  const clock = options.clock ?? SYSTEM_CLOCK;
+  const clock = options.clock;
   if (!await holdFinishing(kv, id, owner, clock)) return false; // another runner has it
   let claim: FeedClaim | null = null;
   try {
@@ -153,7 +153,7 @@ async function finish(
   renew: () => Promise<boolean>,
 ): Promise<boolean> {
   const id = crawl.id;
-  const clock = o.clock ?? SYSTEM_CLOCK;
+  const clock = o.clock;
   // Ranges proven by this pass. A range proven earlier (at its end, or by an earlier pass) is
   // proven again: the feed keeps a range in step only while it describes the same database.
   const pass: Pass = {

@@ -23,7 +23,7 @@
  *
  * @module
  */
-import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
+import type { Clock } from "../../base/clock.ts";
 import { errorLine } from "../../base/errors.ts";
 import { backoff, FOLLOW_POLL } from "../../base/retry_policy.ts";
 import {
@@ -63,8 +63,8 @@ const LOOK_ATTEMPTS = 2;
 
 /** Options of {@linkcode followTick}. */
 export interface FollowOptions {
-  /** Time and timers (the feed's lease, lags, pauses for documents behind the feed). @default SYSTEM_CLOCK */
-  clock?: Clock;
+  /** Time and timers (the feed's lease, lags, pauses for documents behind it): the environment's. */
+  clock: Clock;
   /** This follower's name in the feed's lease. @default a random UUID */
   owner?: string;
   /** Changes applied at most by this tick. @default FOLLOW_MAX_CHANGES */
@@ -118,9 +118,9 @@ export interface FollowTick {
 export async function followTick(
   deps: { kv: Deno.Kv; source: Source },
   crawlId: string,
-  options: FollowOptions = {},
+  options: FollowOptions,
 ): Promise<FollowTick | null> {
-  const clock = options.clock ?? SYSTEM_CLOCK;
+  const clock = options.clock;
   const crawl = (await getCrawl(deps.kv, crawlId)).value;
   if (!followable(crawl)) return null;
   const [prior, feed] = await Promise.all([
@@ -156,7 +156,7 @@ async function tick(
   options: FollowOptions,
 ): Promise<FollowTick> {
   const { prior, before } = at;
-  const clock = options.clock ?? SYSTEM_CLOCK;
+  const clock = options.clock;
   const now = () => clock.now();
   const crawlId = crawl.id;
   const everyMs = options.verifyEveryMs ?? VERIFY_EVERY_MS;

@@ -11,7 +11,7 @@ import type { Page, Source } from "../../plan/source.ts";
 import { type CrawlRecord, listPending, type ShardRecord } from "../store/mod.ts";
 import type { ShardCheck } from "../page/mod.ts";
 import { allSettledOrThrow } from "../../base/pool.ts";
-import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
+import type { Clock } from "../../base/clock.ts";
 import { feedQuiet } from "../crawl/mod.ts";
 import { completenessError, countVerdict, MAX_RELISTS, rangeSpan } from "./_verdicts.ts";
 
@@ -42,8 +42,8 @@ export async function checkShardEnd(
     items: number;
     /** The store, to tell the shards that end the crawl. @default none (every shard checked) */
     kv?: Deno.Kv;
-    /** Time, for reads of the feed. @default SYSTEM_CLOCK */
-    clock?: Clock;
+    /** Time, for reads of the feed: the environment's. */
+    clock: Clock;
   },
 ): Promise<ShardCheck> {
   const { crawl, items } = o;
@@ -81,8 +81,8 @@ export async function checkShardEnd(
 }
 
 /** The feed says nothing changed since `since` (false when it cannot say, or does not know it). */
-function feedSaysQuiet(source: Source, since: string, clock?: Clock): Promise<boolean> {
-  return feedQuiet(source, since, clock ?? SYSTEM_CLOCK).catch(() => false);
+function feedSaysQuiet(source: Source, since: string, clock: Clock): Promise<boolean> {
+  return feedQuiet(source, since, clock).catch(() => false);
 }
 
 /** True when few other shards are still running (see `LAST_STRETCH_SHARDS`). */
