@@ -4,11 +4,11 @@
  * that resumes it), and when it started and ended. PATH is a KV file or a KV Connect URL (with
  * `DENO_KV_ACCESS_TOKEN`).
  */
-import { StorageError, UsageError } from "../lib/base/errors.ts";
+import { UsageError } from "../lib/base/errors.ts";
 import { helpText, parseFlags, runMain } from "../lib/cli/flags.ts";
 import { listingLine } from "../lib/cli/crawl_list.ts";
-import { openStoredKv, storageLine } from "../lib/cli/kv_file.ts";
-import { kvFailureKind, listCrawlListings } from "../lib/engine/mod.ts";
+import { readStoredKv } from "../lib/cli/kv_file.ts";
+import { listCrawlListings } from "../lib/engine/mod.ts";
 
 const FLAGS = {
   kv: {
@@ -36,22 +36,17 @@ runMain(async () => {
     return 0;
   }
   if (!f.kv) throw new UsageError("--kv PATH is required");
-  const kv = await openStoredKv(f.kv);
-  try {
+  const path = f.kv;
+  return await readStoredKv(path, async (kv) => {
     const crawls = await listCrawlListings(kv);
     if (f.json) {
       for (const c of crawls) console.log(JSON.stringify(c));
     } else if (crawls.length === 0) {
-      console.error(`${f.kv} holds no crawl`);
+      console.error(`${path} holds no crawl`);
     } else {
       const now = Date.now();
       for (const c of crawls) console.log(listingLine(c, now));
     }
     return 0;
-  } catch (err) {
-    if (kvFailureKind(err) !== "storage") throw err;
-    throw new StorageError(storageLine(err as Error, f.kv, { reading: true }), { cause: err });
-  } finally {
-    kv.close();
-  }
+  });
 });

@@ -5,11 +5,11 @@
  * the token in `DENO_KV_ACCESS_TOKEN`; the task may read that variable and reach the network, and
  * nothing else of the environment.
  */
-import { StorageError, UsageError } from "../lib/base/errors.ts";
+import { UsageError } from "../lib/base/errors.ts";
 import { helpText, parseFlags, runMain } from "../lib/cli/flags.ts";
 import { exportNdjson } from "../lib/cli/export.ts";
-import { openStoredKv, storageLine } from "../lib/cli/kv_file.ts";
-import { findCrawl, kvFailureKind, listCrawlListings } from "../lib/engine/mod.ts";
+import { readStoredKv } from "../lib/cli/kv_file.ts";
+import { findCrawl, listCrawlListings } from "../lib/engine/mod.ts";
 import { crawlChoice } from "../lib/cli/crawl_list.ts";
 
 const FLAGS = {
@@ -49,22 +49,22 @@ runMain(async () => {
     return 0;
   }
   if (!f.kv) throw new UsageError("--kv PATH is required");
-  const kv = await openStoredKv(f.kv);
-  try {
+  const path = f.kv;
+  return await readStoredKv(path, async (kv) => {
     let id = f["crawl-id"];
     if (id === undefined) {
       const crawls = await listCrawlListings(kv);
-      if (crawls.length === 0) throw new UsageError(`${f.kv} holds no crawl`);
+      if (crawls.length === 0) throw new UsageError(`${path} holds no crawl`);
       if (crawls.length > 1) {
         throw new UsageError(
-          `${f.kv} holds ${crawls.length} crawls; pick one with --crawl-id: ` +
-            `${crawls.map(crawlChoice).join("; ")} (deno task crawls --kv ${f.kv} lists them)`,
+          `${path} holds ${crawls.length} crawls; pick one with --crawl-id: ` +
+            `${crawls.map(crawlChoice).join("; ")} (deno task crawls --kv ${path} lists them)`,
         );
       }
       id = crawls[0].id;
     }
     const crawl = await findCrawl(kv, id);
-    if (!crawl) throw new UsageError(`no crawl with id ${id} in ${f.kv}`);
+    if (!crawl) throw new UsageError(`no crawl with id ${id} in ${path}`);
     if (crawl.status !== "done" && !f.partial) {
       throw new UsageError(
         `crawl ${id} is ${crawl.status}, not done: its items are incomplete (use --partial to ` +
@@ -79,10 +79,6 @@ runMain(async () => {
       if (err instanceof Deno.errors.BrokenPipe) return 0;
       throw err;
     }
-  } catch (err) {
-    if (kvFailureKind(err) !== "storage") throw err;
-    throw new StorageError(storageLine(err as Error, f.kv, { reading: true }), { cause: err });
-  } finally {
-    kv.close();
-  }
+    return 0;
+  });
 });

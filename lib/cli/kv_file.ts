@@ -8,7 +8,7 @@
  * @module
  */
 import { errorLine, FatalError, StorageError, UsageError } from "../base/errors.ts";
-import { kvOp, storageCause } from "../engine/mod.ts";
+import { kvFailureKind, kvOp, storageCause } from "../engine/mod.ts";
 
 /** Opens the KV file, or says in one line why it cannot be opened. */
 export async function openKvFile(path: string): Promise<Deno.Kv> {
@@ -45,6 +45,22 @@ export async function openStoredKv(path: string): Promise<Deno.Kv> {
     }
   }
   return await openKvFile(path);
+}
+
+/**
+ * Runs `read` on the stored KV at `path` ({@linkcode openStoredKv}) and closes it: a file that
+ * cannot be read fails as one line ({@linkcode storageLine}), other errors as they are.
+ */
+export async function readStoredKv<T>(path: string, read: (kv: Deno.Kv) => Promise<T>): Promise<T> {
+  const kv = await openStoredKv(path);
+  try {
+    return await read(kv);
+  } catch (err) {
+    if (kvFailureKind(err) !== "storage") throw err;
+    throw new StorageError(storageLine(err as Error, path, { reading: true }), { cause: err });
+  } finally {
+    kv.close();
+  }
 }
 
 /**

@@ -52,16 +52,26 @@ export function shownSource(crawl: CrawlRecord): string {
   return crawl.source.startsWith("demo:") ? crawl.source : redactUrl(crawl.source);
 }
 
-/** Every crawl in the store, oldest first. */
-export async function listCrawlSummaries(kv: Deno.Kv): Promise<CrawlSummary[]> {
-  return (await listCrawls(kv)).sort((a, b) => a.createdAt - b.createdAt).map((r) => ({
+/** A crawl record as one line of the crawl list. */
+function summaryOf(r: CrawlRecord): CrawlSummary {
+  return {
     id: r.id,
     status: r.status,
     source: shownSource(r),
     total: r.total,
     createdAt: new Date(r.createdAt).toISOString(),
     error: r.error,
-  }));
+  };
+}
+
+/** Every crawl record in the store, oldest first. */
+async function crawlsOldestFirst(kv: Deno.Kv): Promise<CrawlRecord[]> {
+  return (await listCrawls(kv)).sort((a, b) => a.createdAt - b.createdAt);
+}
+
+/** Every crawl in the store, oldest first. */
+export async function listCrawlSummaries(kv: Deno.Kv): Promise<CrawlSummary[]> {
+  return (await crawlsOldestFirst(kv)).map(summaryOf);
 }
 
 /** A crawl as a listing of a KV file shows it (`deno task crawls`): what it is and how far. */
@@ -79,17 +89,11 @@ export interface CrawlListing extends CrawlSummary {
  * shard records: for a listing of a file, not for a page a browser polls.
  */
 export async function listCrawlListings(kv: Deno.Kv): Promise<CrawlListing[]> {
-  const records = (await listCrawls(kv)).sort((a, b) => a.createdAt - b.createdAt);
   const out: CrawlListing[] = [];
-  for (const r of records) {
+  for (const r of await crawlsOldestFirst(kv)) {
     const shards = await listShards(kv, r.id);
     out.push({
-      id: r.id,
-      status: r.status,
-      source: shownSource(r),
-      total: r.total,
-      createdAt: new Date(r.createdAt).toISOString(),
-      error: r.error,
+      ...summaryOf(r),
       spec: specOf(r),
       itemsStored: shards.reduce((sum, e) => sum + e.value.items, 0),
       finishedAt: r.finishedAt === null ? null : new Date(r.finishedAt).toISOString(),
