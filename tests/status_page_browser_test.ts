@@ -31,6 +31,25 @@ async function fact(page: Page, id: string, cls: string): Promise<string> {
   return await page.locator(`.crawl[data-crawl="${id}"] .facts .${cls} b`).innerText();
 }
 
+/**
+ * Debian's chromium, headless, as the probe here starts it: without the background networking
+ * flags its connections are refused by this machine's closed network, many at a time.
+ */
+function launchChromium() {
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+  });
+}
+
 async function shot(page: Page, name: string) {
   const dir = Deno.env.get("SCREENSHOT_DIR");
   if (dir) await page.screenshot({ path: `${dir}/${name}.png`, fullPage: true });
@@ -70,18 +89,7 @@ Deno.test({
       ALLOWED_SOURCES: reg.url,
     });
     const base = server.base;
-    const browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-      ],
-    });
+    const browser = await launchChromium();
     try {
       await waitHealthy(`${base}/healthz`);
       const created = await fetch(`${base}/crawls`, {
@@ -279,10 +287,7 @@ Deno.test({
       KV_PATH: `${dir}/h.kv`,
       ALLOWED_SOURCES: reg.url,
     });
-    const browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ["--no-sandbox", "--disable-gpu", "--no-first-run"],
-    });
+    const browser = await launchChromium();
     try {
       await waitHealthy(`${server.base}/healthz`);
       const created = await fetch(`${server.base}/crawls`, {
@@ -330,10 +335,7 @@ Deno.test({
     const server = spawnServer({ KV_PATH: `${dir}/o.kv`, ALLOWED_SOURCES: reg.url }, [
       "--insecure-local",
     ]);
-    const browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ["--no-sandbox", "--disable-gpu", "--no-first-run"],
-    });
+    const browser = await launchChromium();
     try {
       await waitHealthy(`${server.base}/healthz`);
       const page = await browser.newPage();

@@ -243,10 +243,10 @@ export class Progress {
    * screen and saves into its history: every drawing would stay in the scrollback.
    */
   #paint(lines: string[], log?: string): void {
-    const columns = Math.max(1, (this.#o.size?.() ?? DEFAULT_SIZE).columns);
     let out = this.#lines > 0 ? `\x1b[${this.#lines}A` : "";
     let rows = 0;
     if (log !== undefined) {
+      const columns = Math.max(1, (this.#o.size?.() ?? DEFAULT_SIZE).columns);
       // The rows the line wraps to are cleared first (the first one alone would leave the old
       // drawing's text beside its tail).
       const k = Math.max(1, Math.ceil([...log].length / columns));
