@@ -72,10 +72,12 @@ function timeline(
     at(failFor, () => (o.feed.feedStatus = null, console.log("_changes answers again")));
   });
   const downFor = seconds("down-for-s", f["down-for-s"]) ?? 60;
-  at(seconds("down-after-s", f["down-after-s"]), async () => {
-    await o.reg.down();
+  at(seconds("down-after-s", f["down-after-s"]), () => {
+    // Up again `downFor` after it went down, however long the old server takes to drain.
+    const closed = o.reg.down();
     console.log(`down for ${downFor} s`);
     at(downFor, () => (o.reg.up(), console.log("up again")));
+    return closed;
   });
 }
 

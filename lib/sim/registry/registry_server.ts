@@ -399,9 +399,12 @@ export function startRegistry(
   let docHost = docApp ? serve(docApp, options.docsPort ?? 0) : null;
   const port = server.addr.port;
   const docsPort = docHost?.addr.port;
+  // Off the network at once: `up` may listen again while the old server still drains (Deno 2.5
+  // waits in `shutdown()` for requests in flight, which held the registry down for minutes).
   const down = async () => {
-    await Promise.all([server?.shutdown(), docHost?.shutdown()]);
+    const closing = [server?.shutdown(), docHost?.shutdown()];
     server = docHost = null;
+    await Promise.all(closing);
   };
   return Promise.resolve({
     url: `http://127.0.0.1:${port}/${db}`,
