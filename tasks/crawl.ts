@@ -36,7 +36,8 @@ import {
   pauseLine,
 } from "../lib/sources/http/mod.ts";
 import { quietWhileFailing } from "../lib/cli/outage_log.ts";
-import { sqliteSink } from "../lib/sinks/mod.ts";
+import { SINK_FORMS } from "../lib/sinks/mod.ts";
+import { openSinks } from "../lib/cli/run_sinks.ts";
 import {
   ESTIMATE_SAMPLE,
   estimateCrawl,
@@ -140,10 +141,15 @@ const FLAGS = {
   },
   sink: {
     type: "string",
-    value: "sqlite:PATH#table",
-    help: "keep a table equal to the crawl as it runs and follows (id, rev, doc, error, " +
-      "too_large, updated_at); repeatable",
+    value: "REF",
+    help: `keep a table equal to the crawl as it runs and follows: ${SINK_FORMS} (id, rev, ` +
+      "doc, error, too_large, seq, updated_at; no #table: the crawl's id); repeatable",
     multiple: true,
+  },
+  "sink-required": {
+    type: "boolean",
+    help: "stop when a sink refuses (a wrong password, no such database) instead of crawling " +
+      "on without it, and fail when one cannot be brought level at the end",
   },
   rate: RATE_FLAG,
   "max-attempts": {
@@ -256,17 +262,9 @@ runMain(async () => {
   log(`crawling ${given ? redactUrl(given) : spec.source} into ${kvPath}`);
   // Ctrl-C or SIGTERM: stop following, or stop the crawl letting its shards go at once (the
   // same command resumes it).
-  // Sinks are opened before anything is crawled: a path that cannot be written is one line now.
-  const sinks = (f.sink ?? []).map((ref) => {
-    if (!ref.startsWith("sqlite:")) {
-      throw new UsageError(`--sink ${ref}: only sqlite:PATH#table is a sink yet`);
-    }
-    try {
-      return sqliteSink(ref);
-    } catch (err) {
-      throw new UsageError((err as Error).message, { cause: err });
-    }
-  });
+  // Sinks are opened before anything is crawled: one that refuses is one line now.
+  const sinks = await openSinks(f.sink ?? [], { required: f["sink-required"] ?? false, log })
+    .catch((err) => Promise.reject(new UsageError((err as Error).message, { cause: err })));
   const interrupt = new AbortController();
   const unlisten = onInterrupt(() => interrupt.abort());
   try {
@@ -293,6 +291,7 @@ runMain(async () => {
       },
       workers,
       sinks,
+      sinksRequired: f["sink-required"] ?? false,
       onOpened: async (o) => {
         const estimate = f.npm || f.estimate || o.crawl.total >= ESTIMATE_OVER_ITEMS;
         if (!o.created || !(estimate || spec.docFields)) return;
@@ -330,7 +329,7 @@ runMain(async () => {
     // What ends the run (the summary, why it stopped) is printed below the last drawing.
     progress.end();
     unlisten();
-    for (const sink of sinks) sink.close();
+    for (const sink of sinks) await sink.close().catch(() => {});
     await demo?.close();
   }
 });

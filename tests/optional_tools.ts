@@ -1,7 +1,8 @@
 /**
  * The tools some tests need beyond Deno: Debian's chromium (the status page in a real browser),
- * pouchdb-server from npm (a CouchDB-compatible server no one here wrote) and Debian's tmux (the
- * live display in a real terminal). `bash .ci/run` installs them; elsewhere, tests that need a missing one are skipped, and `deno task test` ends with one
+ * pouchdb-server from npm (a CouchDB-compatible server no one here wrote), Debian's tmux (the
+ * live display in a real terminal) and Debian's PostgreSQL (the Postgres sink, against a server of
+ * its own started here on 127.0.0.1: `postgres_server.ts`). `bash .ci/run` installs them; elsewhere, tests that need a missing one are skipped, and `deno task test` ends with one
  * line naming what was skipped and why (run this module). In CI (`CI` set) a missing tool is an
  * error, never a skip.
  */
@@ -24,12 +25,30 @@ function isFile(path: string): boolean {
 /** Where tmux is looked for (`TMUX_PATH`). */
 export const TMUX = Deno.env.get("TMUX_PATH") ?? "/usr/bin/tmux";
 
+/**
+ * Where PostgreSQL's server programs are looked for (`POSTGRES_BIN`, else the newest
+ * `/usr/lib/postgresql/N/bin`, where Debian's `postgresql` package puts them).
+ */
+export const POSTGRES_BIN = Deno.env.get("POSTGRES_BIN") ?? newestPostgresBin();
+
+function newestPostgresBin(): string {
+  try {
+    const versions = [...Deno.readDirSync("/usr/lib/postgresql")].map((e) => Number(e.name))
+      .filter((n) => Number.isFinite(n)).sort((a, b) => b - a);
+    if (versions.length > 0) return `/usr/lib/postgresql/${versions[0]}/bin`;
+  } catch { /* none */ }
+  return "/usr/lib/postgresql/bin";
+}
+
 /** True when chromium is there. @throws in CI when it is not */
 export const haveChromium = need(CHROMIUM, "chromium");
 /** True when pouchdb-server is there. @throws in CI when it is not */
 export const havePouchdb = need(POUCHDB_SERVER, "pouchdb-server");
 /** True when tmux is there. @throws in CI when it is not */
 export const haveTmux = need(TMUX, "tmux");
+/** True when PostgreSQL's `initdb` and `pg_ctl` are there. @throws in CI when they are not */
+export const havePostgres = need(`${POSTGRES_BIN}/initdb`, "PostgreSQL") &&
+  need(`${POSTGRES_BIN}/pg_ctl`, "PostgreSQL");
 
 function need(path: string, what: string): boolean {
   const have = isFile(path);
@@ -43,12 +62,13 @@ export function skippedLine(): string {
     ...(haveChromium ? [] : [`the status page browser test (no chromium at ${CHROMIUM})`]),
     ...(havePouchdb ? [] : [`the two real-peer tests (no pouchdb-server at ${POUCHDB_SERVER})`]),
     ...(haveTmux ? [] : [`the live display in tmux (no tmux at ${TMUX})`]),
+    ...(havePostgres ? [] : [`the PostgreSQL sink tests (no initdb in ${POSTGRES_BIN})`]),
   ];
   return skipped.length === 0
-    ? "skipped: nothing (chromium, pouchdb-server and tmux found)"
+    ? "skipped: nothing (chromium, pouchdb-server, tmux and PostgreSQL found)"
     : `skipped: ${
       skipped.join("; ")
-    }. bash .ci/run installs them (or set CHROMIUM_PATH, POUCHDB_SERVER, TMUX_PATH)`;
+    }. bash .ci/run installs them (or set CHROMIUM_PATH, POUCHDB_SERVER, TMUX_PATH, POSTGRES_BIN)`;
 }
 
 if (import.meta.main) console.log(skippedLine());

@@ -60,6 +60,7 @@ function report(items: number, over: Partial<CrawlStatusReport> = {}): CrawlStat
     drift: null,
     driftError: null,
     verification: null,
+    sinks: [],
     shards: [
       shard(0, null, "m", items / 2),
       shard(1, "m", null, items / 2),

@@ -33,6 +33,7 @@ const batch = (b: Partial<SinkBatch>): SinkBatch => ({
   range: null,
   items: [],
   deleted: [],
+  seq: "7",
   ...b,
 });
 
@@ -42,6 +43,12 @@ Deno.test("sqlite sink: a range's rows replaced, items upserted, deletions delet
     const path = `${dir}/m.db`;
     const sink = sqliteSink(`sqlite:${path}#pkgs`);
     assert.match(sink.name, /^sqlite:[0-9a-f]{8}:pkgs$/);
+    // Without a table, each crawl's own, named after it.
+    const own = sqliteSink(`sqlite:${path}`);
+    assert.match(own.name, /^sqlite:[0-9a-f]{8}:\*$/);
+    await own.apply(batch({ crawlId: "npm-names.2", items: [{ id: "z", rev: "1-z" }] }));
+    own.close();
+    assert.deepEqual(rows(path, "npm_names_2").map((r) => r.id), ["z"]);
     const page = batch({
       range: { from: null, to: "m" },
       items: [
@@ -56,7 +63,23 @@ Deno.test("sqlite sink: a range's rows replaced, items upserted, deletions delet
     // The range [null, m) now holds only b at a new revision; é is past m (UTF-8 order).
     await sink.apply(batch({ range: { from: null, to: "m" }, items: [{ id: "b", rev: "2-b" }] }));
     await sink.apply(batch({ deleted: ["x"] }));
+    await sink.state!({
+      crawlId: "c",
+      seq: "7",
+      status: "done",
+      verification: { status: "exact", detail: "every range counted" },
+    });
     sink.close();
+    const meta = new DatabaseSync(path);
+    assert.deepEqual(
+      { ...meta.prepare("SELECT table_name, crawl_id, seq, checked FROM rankcrawl_state").get() },
+      { table_name: "pkgs", crawl_id: "c", seq: "7", checked: "exact" },
+    );
+    assert.deepEqual(
+      meta.prepare(`SELECT DISTINCT seq FROM pkgs`).all().map((r) => r.seq),
+      ["7"],
+    );
+    meta.close();
     assert.deepEqual(rows(path, "pkgs"), [
       { id: "b", rev: "2-b", doc: null, error: null, too_large: 0 },
       { id: "é", rev: "1-e", doc: null, error: null, too_large: 1 },
@@ -70,6 +93,7 @@ Deno.test("sqlite sink: a range's rows replaced, items upserted, deletions delet
       /table other exists with other columns \(name\); name another table after #/,
     );
     assert.throws(() => sqliteSink(`sqlite:${path}#no-dash`), /the table must be letters/);
+    assert.throws(() => sqliteSink(`sqlite:${path}#rankcrawl_state`), /the sinks' own table/);
     assert.throws(() => sqliteSink(`sqlite:${dir}/no/such/dir/m.db`), /cannot write/);
   } finally {
     await Deno.remove(dir, { recursive: true });

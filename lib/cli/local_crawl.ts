@@ -27,7 +27,6 @@ import {
   type CrawlStatusReport,
   createRuntime,
   DEFAULT_WORKERS,
-  deliver,
   type DispatchMode,
   findCrawl,
   type OpenAction,
@@ -38,6 +37,7 @@ import {
   type WorkEvent,
 } from "../engine/mod.ts";
 import { n, type Progress } from "./progress.ts";
+import { drainSinks, sinkLoopOptions } from "./run_sinks.ts";
 import { openKvFile, storageLine } from "./kv_file.ts";
 import { anotherCrawlLine } from "./crawl_list.ts";
 import { followRun, refreshDone, type Refreshed } from "./follow_run.ts";
@@ -99,6 +99,8 @@ export interface LocalCrawlOptions {
    * run returns. @default none
    */
   sinks?: readonly Sink[];
+  /** A sink that cannot be brought level at the end fails the run. @default false */
+  sinksRequired?: boolean;
   /**
    * Called once the crawl is open (made and planned, or found), before its first progress line:
    * where a caller says what the crawl will cost (`estimate.ts`). @default none
@@ -206,7 +208,7 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
     },
     onProcessError: (err) => broken.push(err),
     log,
-    sinks: sinkOptions(options, log, () => opened),
+    sinks: sinkLoopOptions(options.sinks ?? [], log, () => opened),
   });
 
   // Its first write (the heartbeat) is the first to find a damaged file: inside the try.
@@ -259,8 +261,12 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
       });
     }
     // What the crawl stored is in its sinks before the run says it ended.
-    for (const sink of options.sinks ?? []) await drainSink(kv, crawl.id, sink);
-    const report = options.follow || refreshed
+    await drainSinks({ kv, clock: runtime.deps.clock }, crawl.id, {
+      sinks: options.sinks ?? [],
+      log,
+      required: options.sinksRequired,
+    });
+    const report = options.follow || refreshed || (options.sinks ?? []).length > 0
       ? await crawlStatus(kv, crawl.id, { clock: runtime.deps.clock })
       : end.report;
     return {
@@ -372,26 +378,6 @@ class Poll {
     if (this.#wake) this.#wake();
     else this.#early = true;
   }
-}
-
-/** The runtime's sink loop for `options.sinks` (`crawlId`'s only), or null without any. */
-function sinkOptions(
-  options: LocalCrawlOptions,
-  log: (line: string) => void,
-  crawlId: () => string | null,
-) {
-  const sinks = options.sinks ?? [];
-  if (sinks.length === 0) return null;
-  return {
-    sinksFor: (crawl: CrawlRecord) => crawl.id === crawlId() ? sinks : [],
-    onError: (crawlId: string, sink: string, reason: string) =>
-      log(`sink ${sink} of crawl ${crawlId} failed (${reason}); it is given the same again`),
-  };
-}
-
-/** Delivers to `sink` until it holds all the crawl's ledger noted. */
-async function drainSink(kv: Deno.Kv, crawlId: string, sink: Sink): Promise<void> {
-  while ((await deliver({ kv }, crawlId, sink)).behind > 0) { /* the next notes */ }
 }
 
 /** The one line a process-level failure ends the run with. */

@@ -78,6 +78,20 @@ function shardsPart(r: CrawlStatusReport): string {
     (split > 0 ? ` (${n(r.shardCount - split)} planned, ${n(split)} split off)` : "");
 }
 
+/**
+ * The crawl's sinks: `sinks: sqlite:1a2b3c4d:* level, postgres:5e6f7a8b:pkgs 120 notes behind`;
+ * with `behindOnly`, only those behind (empty when none is).
+ */
+export function sinksLine(r: CrawlStatusReport, o: { behindOnly?: boolean } = {}): string {
+  const shown = r.sinks.filter((s) => !o.behindOnly || s.behindNotes > 0);
+  if (shown.length === 0) return "";
+  return `sinks: ${
+    shown.map((s) =>
+      `${s.sink} ${s.behindNotes === 0 ? "level" : `${n(s.behindNotes)} notes behind`}`
+    ).join(", ")
+  }`;
+}
+
 /** A terminal's size when it does not say. */
 const DEFAULT_SIZE = { columns: 80, rows: 24 };
 
@@ -194,7 +208,8 @@ export class Progress {
     const head = r.status === "done" && r.follow && this.#o.following
       ? `${r.id} ${followLine(r.follow, t)}`
       : `${r.id} ${r.status}: ${itemsPart(r)} ${n(rate)} items/s${ending} ${shardsPart(r)}` +
-        (r.deadLetters ? `, ${r.deadLetters} shards given up on (dead letters)` : "");
+        (r.deadLetters ? `, ${r.deadLetters} shards given up on (dead letters)` : "") +
+        (sinksLine(r, { behindOnly: true }) ? `, ${sinksLine(r, { behindOnly: true })}` : "");
     const pace = this.#o.pace ? paceLine(this.#o.pace(), t) : null;
     if (!this.#o.tty) {
       this.#o.write(
@@ -379,6 +394,7 @@ export function summary(
       : []),
     ...(r.registry ? [`  ${shownText(r.registry)}`] : []),
     ...(r.follow ? [`  ${followLine(r.follow, Date.now())}`] : []),
+    ...(r.sinks.length > 0 ? [`  ${sinksLine(r)}`] : []),
     ...(pace ? [`  ${pace}`] : []),
   ].join("\n");
 }

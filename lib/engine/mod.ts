@@ -63,7 +63,15 @@ export {
   type SinkLoopOptions,
   type WorkEvent,
 } from "./dispatch/mod.ts";
-export { deliver, type Delivered, type Sink, type SinkBatch } from "./sinks/mod.ts";
+export {
+  deliver,
+  type Delivered,
+  type Sink,
+  type SinkBatch,
+  type SinkLag,
+  sinkLag,
+  type SinkState,
+} from "./sinks/mod.ts";
 export type { ExportedItem } from "./items/mod.ts";
 export { rowsPerPage } from "./page/mod.ts";
 export { type CrawlRecord, feedUsable, kvFailureKind, kvOp, storageCause } from "./store/mod.ts";

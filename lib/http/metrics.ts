@@ -123,12 +123,12 @@ function label(v: string): string {
   return v.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
 }
 
-/** The whole exposition: the store's figures per crawl, then `metrics`' own. */
 /** An ISO time as Unix seconds; 0 for none. */
 function seconds(iso: string | null): number {
   return iso === null ? 0 : Date.parse(iso) / 1000;
 }
 
+/** The whole exposition: the store's figures per crawl, then `metrics`' own. */
 export async function renderMetrics(
   kv: Deno.Kv,
   metrics: Metrics,
@@ -236,6 +236,19 @@ export async function renderMetrics(
     ],
   ];
   out.push(...families(follow, followed.map((r) => [r.id, r.follow!]), "crawl"));
+  out.push(
+    "# HELP rankcrawl_sink_behind_notes Notes of a crawl's ledger a sink was not given yet " +
+      "(0: it holds what the store holds).",
+    "# TYPE rankcrawl_sink_behind_notes gauge",
+  );
+  for (const r of reports) {
+    for (const s of r.sinks) {
+      out.push(
+        `rankcrawl_sink_behind_notes{crawl="${label(r.id)}",sink="${label(s.sink)}"} ` +
+          `${s.behindNotes}`,
+      );
+    }
+  }
   out.push("# HELP rankcrawl_shards Shards by state.", "# TYPE rankcrawl_shards gauge");
   for (const r of reports) {
     const done = r.shards.filter((s) => s.done).length;

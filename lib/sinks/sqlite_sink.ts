@@ -6,45 +6,53 @@
  * crawl's KV under the sink's name, so after a kill the same command goes on where it stopped.
  * Through `node:sqlite` (built into Deno; nothing to install).
  *
- * The table: `id` (primary key), `rev`, `doc` (the document's JSON text, when fetched), `error`
- * (`{"status","reason"}` when the document could not be had), `too_large` (1 when over the cap),
- * `updated_at` (when the row was written, ISO 8601). A table of another shape is refused.
+ * The table (`sink_table.ts`; named after `#`, else after the crawl): `id` (primary key), `rev`,
+ * `doc` (the document's JSON text, when fetched), `error` (`{"status","reason"}` when the document
+ * could not be had), `too_large` (1 when over the cap), `seq` (the registry's sequence the crawl
+ * had applied when the row was written), `updated_at` (ISO 8601). A table of another shape is
+ * refused. `rankcrawl_state` says, a row per table, what the table is current at and how proven.
  *
  * @module
  */
 import { resolve } from "node:path";
-import { DatabaseSync } from "node:sqlite";
+import { DatabaseSync, type StatementSync } from "node:sqlite";
 import { PermanentError } from "../base/errors.ts";
-import type { Sink, SinkBatch } from "../engine/mod.ts";
-
-/** The table a `sqlite:` sink writes when its reference names none. */
-export const DEFAULT_SINK_TABLE = "items";
-
-const COLUMNS = ["id", "rev", "doc", "error", "too_large", "updated_at"];
+import type { Sink, SinkBatch, SinkState } from "../engine/mod.ts";
+import {
+  checkTable,
+  SINK_COLUMNS,
+  sinkName,
+  STATE_COLUMNS,
+  STATE_TABLE,
+  tableForCrawl,
+} from "./sink_table.ts";
 
 /** The file and table of a `sqlite:PATH#table` sink reference (the path made absolute). */
-export function parseSqliteSink(ref: string): { path: string; table: string } {
+export function parseSqliteSink(ref: string): { path: string; table: string | null } {
   const m = /^sqlite:([^#]+)(?:#(.*))?$/.exec(ref.trim());
   if (!m || m[1].trim() === "") throw new PermanentError(`--sink ${ref} is not sqlite:PATH#table`);
-  const table = m[2] || DEFAULT_SINK_TABLE;
-  if (!/^[A-Za-z_][A-Za-z0-9_]{0,63}$/.test(table)) {
-    throw new PermanentError(
-      `--sink ${ref}: the table must be letters, digits and _ (up to 64), got ${table}`,
-    );
-  }
-  return { path: resolve(m[1]), table };
+  return { path: resolve(m[1]), table: m[2] ? checkTable(ref, m[2]) : null };
 }
 
-/** FNV-1a of `s`, 8 hex digits: a sink's name from its file, within what a KV name may hold. */
-function shortHash(s: string): string {
-  let h = 0x811c9dc5;
-  for (const b of new TextEncoder().encode(s)) h = Math.imul(h ^ b, 0x01000193) >>> 0;
-  return h.toString(16).padStart(8, "0");
+/** An SQLite sink: a {@linkcode Sink} with its file, and `close`. */
+export interface SqliteSink extends Sink {
+  /** The table named after `#`, or null: each crawl's own (`tableForCrawl`). */
+  readonly table: string | null;
+  /** Closes the file. */
+  close(): void;
+}
+
+/** A table's statements. */
+interface Writer {
+  table: string;
+  upsert: StatementSync;
+  drop: StatementSync;
+  range: Record<"both" | "from" | "to" | "all", StatementSync>;
 }
 
 /**
- * A sink keeping `table` of the SQLite file `path` equal to the crawl it is given: created when
- * missing. `close` ends it.
+ * A sink keeping `table` of the SQLite file `path` equal to the crawl it is given (each crawl's
+ * own table when the reference names none): created when missing. `close` ends it.
  * @throws PermanentError when the file cannot be opened or written, or the table has another shape.
  *
  * @example
@@ -53,75 +61,150 @@ function shortHash(s: string): string {
  * // createRuntime({ ..., sinks: { sinksFor: () => [sink] } }); then: sink.close();
  * ```
  */
-export function sqliteSink(ref: string): Sink & { close(): void; readonly table: string } {
+export function sqliteSink(ref: string): SqliteSink {
   const { path, table } = parseSqliteSink(ref);
   let db: DatabaseSync;
   try {
     db = new DatabaseSync(path);
     db.exec("PRAGMA journal_mode = WAL");
     db.exec(
-      `CREATE TABLE IF NOT EXISTS "${table}" (id TEXT PRIMARY KEY, rev TEXT NOT NULL, doc TEXT, ` +
-        "error TEXT, too_large INTEGER NOT NULL DEFAULT 0, updated_at TEXT NOT NULL)",
+      `CREATE TABLE IF NOT EXISTS ${STATE_TABLE} (table_name TEXT PRIMARY KEY, ` +
+        "crawl_id TEXT NOT NULL, seq TEXT, status TEXT, checked TEXT, detail TEXT, " +
+        "updated_at TEXT NOT NULL)",
     );
   } catch (err) {
     throw new PermanentError(`--sink ${ref}: cannot write ${path}: ${(err as Error).message}`, {
       cause: err,
     });
   }
-  const columns = (db.prepare(`PRAGMA table_info("${table}")`).all() as { name: string }[])
-    .map((c) => c.name);
-  if (columns.join(",") !== COLUMNS.join(",")) {
+  const fail = (msg: string) => {
     db.close();
-    throw new PermanentError(
-      `--sink ${ref}: table ${table} exists with other columns (${columns.join(", ")}); ` +
-        `name another table after # (it would hold ${COLUMNS.join(", ")})`,
-    );
-  }
-  const upsert = db.prepare(
-    `INSERT INTO "${table}" (id, rev, doc, error, too_large, updated_at) VALUES (?, ?, ?, ?, ?, ?) ` +
-      "ON CONFLICT(id) DO UPDATE SET rev = excluded.rev, doc = excluded.doc, " +
-      "error = excluded.error, too_large = excluded.too_large, updated_at = excluded.updated_at",
-  );
-  const drop = db.prepare(`DELETE FROM "${table}" WHERE id = ?`);
-  // Ids compare as UTF-8 bytes (SQLite's BINARY collation): code point order, the store's.
-  const dropRange = {
-    both: db.prepare(`DELETE FROM "${table}" WHERE id >= ? AND id < ?`),
-    from: db.prepare(`DELETE FROM "${table}" WHERE id >= ?`),
-    to: db.prepare(`DELETE FROM "${table}" WHERE id < ?`),
-    all: db.prepare(`DELETE FROM "${table}"`),
+    throw new PermanentError(`--sink ${ref}: ${msg}`);
   };
-  const apply = (b: SinkBatch) => {
-    const at = new Date().toISOString();
+  const shape = (t: string) =>
+    (db.prepare(`PRAGMA table_info("${t}")`).all() as { name: string }[]).map((c) => c.name);
+  if (shape(STATE_TABLE).join(",") !== STATE_COLUMNS.join(",")) {
+    fail(`${STATE_TABLE} exists with other columns (${shape(STATE_TABLE).join(", ")})`);
+  }
+  const writers = new Map<string, Writer>();
+  const writer = (t: string): Writer => {
+    const known = writers.get(t);
+    if (known) return known;
+    db.exec(
+      `CREATE TABLE IF NOT EXISTS "${t}" (id TEXT PRIMARY KEY, rev TEXT NOT NULL, doc TEXT, ` +
+        "error TEXT, too_large INTEGER NOT NULL DEFAULT 0, seq TEXT, updated_at TEXT NOT NULL)",
+    );
+    const columns = shape(t);
+    if (columns.join(",") !== SINK_COLUMNS.join(",")) {
+      if (t === table) db.close();
+      throw new PermanentError(
+        `--sink ${ref}: table ${t} exists with other columns (${columns.join(", ")}); ` +
+          `name another table after # (it would hold ${SINK_COLUMNS.join(", ")})`,
+      );
+    }
+    const w: Writer = {
+      table: t,
+      upsert: db.prepare(
+        `INSERT INTO "${t}" (id, rev, doc, error, too_large, seq, updated_at) ` +
+          "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET rev = excluded.rev, " +
+          "doc = excluded.doc, error = excluded.error, too_large = excluded.too_large, " +
+          "seq = excluded.seq, updated_at = excluded.updated_at " +
+          `WHERE (rev, doc, error, too_large) IS NOT (excluded.rev, excluded.doc, ` +
+          "excluded.error, excluded.too_large)",
+      ),
+      drop: db.prepare(`DELETE FROM "${t}" WHERE id = ?`),
+      // Ids compare as UTF-8 bytes (SQLite's BINARY collation): code point order, the store's.
+      range: {
+        both: db.prepare(`DELETE FROM "${t}" WHERE id >= ? AND id < ?`),
+        from: db.prepare(`DELETE FROM "${t}" WHERE id >= ?`),
+        to: db.prepare(`DELETE FROM "${t}" WHERE id < ?`),
+        all: db.prepare(`DELETE FROM "${t}"`),
+      },
+    };
+    writers.set(t, w);
+    return w;
+  };
+  // A table named after # is made (or its shape refused) now, before anything is crawled.
+  if (table !== null) writer(table);
+  const inTransaction = (work: () => void) => {
     db.exec("BEGIN IMMEDIATE");
     try {
-      if (b.range) {
-        const { from, to } = b.range;
-        if (from !== null && to !== null) dropRange.both.run(from, to);
-        else if (from !== null) dropRange.from.run(from);
-        else if (to !== null) dropRange.to.run(to);
-        else dropRange.all.run();
-      }
-      for (const it of b.items) {
-        upsert.run(
-          it.id,
-          it.rev,
-          it.doc ?? null,
-          it.error ? JSON.stringify(it.error) : null,
-          it.tooLarge ? 1 : 0,
-          at,
-        );
-      }
-      for (const id of b.deleted) drop.run(id);
+      work();
       db.exec("COMMIT");
     } catch (err) {
       db.exec("ROLLBACK");
       throw err;
     }
   };
+  const apply = (b: SinkBatch) => {
+    const w = writer(table ?? tableForCrawl(b.crawlId));
+    const at = new Date().toISOString();
+    inTransaction(() => {
+      if (b.range) {
+        // Rows the batch holds are kept and upserted (no churn); every other row there goes.
+        const keep = new Set(b.items.map((it) => it.id));
+        const { from, to } = b.range;
+        const gone = from !== null && to !== null
+          ? w.range.both
+          : from !== null
+          ? w.range.from
+          : to !== null
+          ? w.range.to
+          : w.range.all;
+        if (keep.size === 0) gone.run(...[from, to].filter((x) => x !== null));
+        else dropOthers(db, b.range, keep, w);
+      }
+      for (const it of b.items) {
+        w.upsert.run(
+          it.id,
+          it.rev,
+          it.doc ?? null,
+          it.error ? JSON.stringify(it.error) : null,
+          it.tooLarge ? 1 : 0,
+          b.seq,
+          at,
+        );
+      }
+      for (const id of b.deleted) w.drop.run(id);
+    });
+  };
+  const state = (s: SinkState) => {
+    const t = table ?? tableForCrawl(s.crawlId);
+    db.prepare(
+      `INSERT INTO ${STATE_TABLE} (${STATE_COLUMNS.join(", ")}) VALUES (?, ?, ?, ?, ?, ?, ?) ` +
+        "ON CONFLICT(table_name) DO UPDATE SET crawl_id = excluded.crawl_id, seq = excluded.seq, " +
+        "status = excluded.status, checked = excluded.checked, detail = excluded.detail, " +
+        "updated_at = excluded.updated_at",
+    ).run(
+      t,
+      s.crawlId,
+      s.seq,
+      s.status,
+      s.verification?.status ?? null,
+      s.verification?.detail ?? null,
+      new Date().toISOString(),
+    );
+  };
   return {
-    name: `sqlite:${shortHash(path)}:${table}`,
+    name: sinkName("sqlite", path, table),
     table,
     apply: (b) => Promise.resolve().then(() => apply(b)),
+    state: (s) => Promise.resolve().then(() => state(s)),
     close: () => db.close(),
   };
+}
+
+/** Deletes the rows of the batch's range that the batch does not hold. */
+function dropOthers(
+  db: DatabaseSync,
+  range: NonNullable<SinkBatch["range"]>,
+  keep: Set<string>,
+  w: Writer,
+): void {
+  const { from, to } = range;
+  const where = [from !== null ? "id >= ?" : "", to !== null ? "id < ?" : ""].filter(Boolean);
+  const ids = db.prepare(
+    `SELECT id FROM "${w.table}"${where.length ? ` WHERE ${where.join(" AND ")}` : ""}`,
+  ).all(...[from, to].filter((x) => x !== null)) as { id: string }[];
+  for (const { id } of ids) if (!keep.has(id)) w.drop.run(id);
 }

@@ -10,6 +10,7 @@ import { redactUrl } from "../../base/redact.ts";
 import { capabilityLine } from "../../sources/couch/mod.ts";
 import type { LearnedCaps } from "../../plan/source.ts";
 import { remainingSeconds } from "./rebalance.ts";
+import { type SinkLag, sinkLag } from "../sinks/mod.ts";
 import { requireCrawl, shownBound, shownSource } from "./crawl_reads.ts";
 import {
   type CrawlRecord,
@@ -194,6 +195,11 @@ export interface CrawlStatusReport {
   driftError: string | null;
   /** How the end was checked against the registry, once done. */
   verification: Verification | null;
+  /**
+   * Each sink ever given any of this crawl (by any process), with the notes of the ledger it was
+   * not given yet (0: it holds what the store holds).
+   */
+  sinks: SinkLag[];
   /** Per-shard progress. */
   shards: ShardStatus[];
 }
@@ -274,6 +280,7 @@ export async function crawlStatus(
     drift: d ? { seq: d.seq, inserted: d.inserted, updated: d.updated, deleted: d.deleted } : null,
     driftError: crawl.driftError ?? null,
     verification: crawl.verification ?? null,
+    sinks: await sinkLag({ kv }, id),
     shards: shards.map((s) => shardStatus(s, now, { liveness, show: shownBound(crawl) })),
   };
 }

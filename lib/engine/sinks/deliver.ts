@@ -10,8 +10,17 @@
  * @module
  */
 import { itemsBetween, storedRevision } from "../items/mod.ts";
-import { FEED_STREAM, keys, kvOp, listShards, type Note, shardStream } from "../store/mod.ts";
-import type { Sink, SinkBatch } from "./sink.ts";
+import {
+  type CrawlRecord,
+  type DriftState,
+  FEED_STREAM,
+  keys,
+  kvOp,
+  listShards,
+  type Note,
+  shardStream,
+} from "../store/mod.ts";
+import type { Sink, SinkBatch, SinkState } from "./sink.ts";
 
 /** What one delivery did. */
 export interface Delivered {
@@ -27,6 +36,20 @@ export interface Delivered {
 
 /** Notes one delivery gives a sink at most, over every stream. @default */
 export const DELIVER_NOTES = 1_000;
+
+/** How far behind the ledger a sink is (see {@linkcode sinkLag}). */
+export interface SinkLag {
+  /** The sink's name. */
+  sink: string;
+  /** Notes written that it was not given yet, over every stream. */
+  behindNotes: number;
+}
+
+/** What a delivery reads once: the crawl's streams and what its store is current at. */
+interface Ledger {
+  streams: Stream[];
+  state: SinkState;
+}
 
 /** A stream of a crawl: its name, the last note written, and the sink's position in it. */
 interface Stream {
@@ -47,11 +70,13 @@ export async function deliver(
   o: { maxNotes?: number } = {},
 ): Promise<Delivered> {
   const { kv } = ctx;
-  const streams = await streamsOf(kv, crawlId, sink.name);
+  const { streams, state } = await ledgerOf(kv, crawlId, sink.name);
   const out: Delivered = { notes: 0, batches: 0, resynced: false, behind: 0 };
+  const told = { kv, crawlId, sink, seq: state.seq };
   if (await fellBehind(kv, crawlId, streams)) {
-    out.batches += await resync(kv, crawlId, sink, streams);
+    out.batches += await resync(told, streams);
     out.resynced = true;
+    await tellState(told, state);
     return out;
   }
   let budget = o.maxNotes ?? DELIVER_NOTES;
@@ -68,20 +93,44 @@ export async function deliver(
     const notes: Deno.KvEntry<Note>[] = [];
     for await (const e of kv.list<Note>(selector, { limit: budget })) notes.push(e);
     for (const e of notes) {
-      out.batches += await applyNote(kv, crawlId, sink, e.value);
+      out.batches += await applyNote(told, e.value);
       await kvOp(() => kv.set(keys.sinkAt(crawlId, sink.name, s.name), e.key[3] as number));
       out.notes++;
       budget--;
     }
     out.behind += Math.max(0, s.head - s.at - notes.length);
   }
+  if (out.behind === 0) await tellState(told, state);
   return out;
 }
 
-/** The crawl's streams with their heads (the records' note counts) and the sink's positions. */
-async function streamsOf(kv: Deno.Kv, crawlId: string, sink: string): Promise<Stream[]> {
-  const [feed, shards] = await Promise.all([
-    kvOp(() => kv.get<{ notes?: number }>(keys.feed(crawlId))),
+/**
+ * How far behind crawl `crawlId`'s ledger each sink that was ever given any of it is (its
+ * positions in KV against the streams' heads), by name. A sink never given anything is not listed.
+ */
+export async function sinkLag(ctx: { kv: Deno.Kv }, crawlId: string): Promise<SinkLag[]> {
+  const { kv } = ctx;
+  const { streams } = await ledgerOf(kv, crawlId, null);
+  const at = new Map<string, Map<string, number>>();
+  for await (const e of kv.list<number>({ prefix: keys.sinksAt(crawlId) })) {
+    const [sink, stream] = [e.key[2] as string, e.key[3] as string];
+    if (!at.has(sink)) at.set(sink, new Map());
+    at.get(sink)!.set(stream, e.value);
+  }
+  return [...at].map(([sink, pos]) => ({
+    sink,
+    behindNotes: streams.reduce((n, s) => n + Math.max(0, s.head - (pos.get(s.name) ?? 0)), 0),
+  }));
+}
+
+/**
+ * The crawl's streams with their heads (the records' note counts) and `sink`'s positions (none
+ * when null), and what its store is current at.
+ */
+async function ledgerOf(kv: Deno.Kv, crawlId: string, sink: string | null): Promise<Ledger> {
+  const [feed, crawl, shards] = await Promise.all([
+    kvOp(() => kv.get<DriftState>(keys.feed(crawlId))),
+    kvOp(() => kv.get<CrawlRecord>(keys.crawl(crawlId))),
     listShards(kv, crawlId),
   ]);
   const heads = [
@@ -89,10 +138,40 @@ async function streamsOf(kv: Deno.Kv, crawlId: string, sink: string): Promise<St
     ...shards.map((e) => ({ name: shardStream(e.value.id), head: e.value.notes ?? 0 })),
   ];
   const at = new Map<string, number>();
-  for await (const e of kv.list<number>({ prefix: keys.sinksAt(crawlId, sink) })) {
-    at.set(e.key[3] as string, e.value);
+  if (sink !== null) {
+    for await (const e of kv.list<number>({ prefix: keys.sinksAt(crawlId, sink) })) {
+      at.set(e.key[3] as string, e.value);
+    }
   }
-  return heads.map((h) => ({ ...h, at: at.get(h.name) ?? 0 }));
+  const c = crawl.value;
+  const state: SinkState = {
+    crawlId,
+    seq: feed.value?.seq ?? c?.startSeq ?? null,
+    status: c?.status ?? "unknown",
+    verification: c?.verification
+      ? { status: c.verification.status, detail: c.verification.detail }
+      : null,
+  };
+  return { streams: heads.map((h) => ({ ...h, at: at.get(h.name) ?? 0 })), state };
+}
+
+/** What one delivery hands each batch: where, to whom, and the sequence the store was at. */
+interface Told {
+  kv: Deno.Kv;
+  crawlId: string;
+  sink: Sink;
+  seq: string | null;
+}
+
+/** Tells the sink the crawl's state when it changed since it was last told (kept in KV). */
+async function tellState(t: Told, state: SinkState): Promise<void> {
+  if (!t.sink.state) return;
+  const said = JSON.stringify(state);
+  const key = keys.sinkState(t.crawlId, t.sink.name);
+  const last = await kvOp(() => t.kv.get<string>(key));
+  if (last.value === said) return;
+  await t.sink.state(state);
+  await kvOp(() => t.kv.set(key, said));
 }
 
 /** Whether some stream no longer keeps the note after the sink's position there. */
@@ -109,25 +188,22 @@ async function fellBehind(kv: Deno.Kv, crawlId: string, streams: Stream[]): Prom
  * Gives the sink the whole crawl, shard range by shard range, then moves its positions to the
  * heads read before (what was noted meanwhile is given next time). Returns the batches applied.
  */
-async function resync(kv: Deno.Kv, crawlId: string, sink: Sink, streams: Stream[]) {
-  const shards = (await listShards(kv, crawlId)).map((e) => e.value);
+async function resync(t: Told, streams: Stream[]) {
+  const shards = (await listShards(t.kv, t.crawlId)).map((e) => e.value);
   let batches = 0;
   for (const shard of shards) {
-    batches += await applyNote(kv, crawlId, sink, {
-      kind: "range",
-      from: shard.start,
-      to: shard.end,
-    });
+    batches += await applyNote(t, { kind: "range", from: shard.start, to: shard.end });
   }
   for (const s of streams) {
-    await kvOp(() => kv.set(keys.sinkAt(crawlId, sink.name, s.name), s.head));
+    await kvOp(() => t.kv.set(keys.sinkAt(t.crawlId, t.sink.name, s.name), s.head));
   }
   return batches;
 }
 
 /** One note applied: what the store holds now where it changed, in batches. */
-async function applyNote(kv: Deno.Kv, crawlId: string, sink: Sink, note: Note): Promise<number> {
-  if (note.kind === "ids") return await applyIds(kv, crawlId, sink, note.ids);
+async function applyNote(t: Told, note: Note): Promise<number> {
+  if (note.kind === "ids") return await applyIds(t, note.ids);
+  const { kv, crawlId, sink, seq } = t;
   // The range in parts that follow the batches read: each part holds exactly its batch.
   let batches = 0;
   let lo = note.from;
@@ -139,21 +215,17 @@ async function applyNote(kv: Deno.Kv, crawlId: string, sink: Sink, note: Note): 
       batches++;
       lo = items[0].id;
     }
-    pending = { crawlId, range: { from: lo, to: note.to }, items, deleted: [] };
+    pending = { crawlId, range: { from: lo, to: note.to }, items, deleted: [], seq };
   }
   await sink.apply(
-    pending ?? { crawlId, range: { from: lo, to: note.to }, items: [], deleted: [] },
+    pending ?? { crawlId, range: { from: lo, to: note.to }, items: [], deleted: [], seq },
   );
   return batches + 1;
 }
 
 /** Ids a note names: the items the store holds for them, and the rest deleted. */
-async function applyIds(
-  kv: Deno.Kv,
-  crawlId: string,
-  sink: Sink,
-  ids: string[],
-): Promise<number> {
+async function applyIds(t: Told, ids: string[]): Promise<number> {
+  const { kv, crawlId, sink, seq } = t;
   const items = [];
   const deleted: string[] = [];
   for (const id of ids) {
@@ -166,6 +238,6 @@ async function applyIds(
       items.push(...got);
     }
   }
-  await sink.apply({ crawlId, range: null, items, deleted });
+  await sink.apply({ crawlId, range: null, items, deleted, seq });
   return 1;
 }

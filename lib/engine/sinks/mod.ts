@@ -5,6 +5,6 @@
  *
  * @module
  */
-export type { Sink, SinkBatch } from "./sink.ts";
-export { deliver, DELIVER_NOTES } from "./deliver.ts";
-export type { Delivered } from "./deliver.ts";
+export type { Sink, SinkBatch, SinkState } from "./sink.ts";
+export { deliver, DELIVER_NOTES, sinkLag } from "./deliver.ts";
+export type { Delivered, SinkLag } from "./deliver.ts";

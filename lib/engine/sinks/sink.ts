@@ -23,6 +23,26 @@ export interface SinkBatch {
   items: ExportedItem[];
   /** Ids the store does not hold now: a sink that holds them drops them. */
   deleted: string[];
+  /**
+   * The registry's sequence the store had applied when the batch was read (the feed's, else the
+   * crawl's start): its items are current at this sequence or later. Null: the registry has none.
+   */
+  seq: string | null;
+}
+
+/**
+ * What a sink is told once it holds every note the ledger had: what the store it now equals is
+ * current at, and how far that store was proven. Told again only when it changed.
+ */
+export interface SinkState {
+  /** The crawl. */
+  crawlId: string;
+  /** The registry's sequence the store had applied (see {@linkcode SinkBatch.seq}). */
+  seq: string | null;
+  /** The crawl's status (`done` once its end was checked). */
+  status: string;
+  /** How its end was checked (`exact`, `total`, `counts`, ...) and what was compared, once done. */
+  verification: { status: string; detail: string } | null;
 }
 
 /**
@@ -49,4 +69,9 @@ export interface Sink {
   readonly name: string;
   /** Makes what it holds agree with `batch` (see {@linkcode SinkBatch}). */
   apply(batch: SinkBatch): Promise<void>;
+  /**
+   * Told what the store it holds all of is current at and how it was proven (see
+   * {@linkcode SinkState}), after the batches that made it so. @default not told
+   */
+  state?(state: SinkState): Promise<void>;
 }

@@ -24,6 +24,7 @@
  *                                         store (`s<shardId>`: a shard's pages; `feed`: the feed's
  *                                         batches and repairs), for sinks (see `notes.ts`)
  *     ["sinkat", crawlId, sink, stream]   number: the notes of a stream a sink has been given
+ *     ["sinkstate", crawlId, sink]        string: the crawl's state a sink was last told (JSON)
  *
  * @module
  */
@@ -73,6 +74,7 @@ export const keys = {
   ],
   sinksAt: (crawlId: string, sink?: string): Deno.KvKey =>
     sink === undefined ? ["sinkat", crawlId] : ["sinkat", crawlId, sink],
+  sinkState: (crawlId: string, sink: string): Deno.KvKey => ["sinkstate", crawlId, sink],
   beat: (processId: string): Deno.KvKey => ["beat", processId],
   beats: (): Deno.KvKey => ["beat"],
 };

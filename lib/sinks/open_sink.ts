@@ -1,0 +1,59 @@
+/**
+ * A sink from what a user types (`--sink REF`, `SINKS`): `sqlite:PATH#table` or
+ * `postgres://USER:PASSWORD@HOST/DB#table`, each behind one shape the CLI and the server use.
+ *
+ * @module
+ */
+import { PermanentError } from "../base/errors.ts";
+import type { Sink } from "../engine/mod.ts";
+import { parsePostgresSink, postgresSink } from "./postgres_sink.ts";
+import { sqliteSink } from "./sqlite_sink.ts";
+
+/** A sink opened from its reference. */
+export interface OpenedSink extends Sink {
+  /** The reference as it may be shown (no password). */
+  readonly shown: string;
+  /**
+   * Checks now that it can write.
+   * @throws PermanentError when it never will as it is; TransientError when it cannot now
+   */
+  probe(): Promise<void>;
+  /** Lets go of its file or connection. */
+  close(): Promise<void>;
+}
+
+/** The kinds of sink a reference may name, as help text shows them. */
+export const SINK_FORMS = "sqlite:PATH#table or postgres://USER:PASSWORD@HOST/DB#table";
+
+/**
+ * The sink `ref` names. An SQLite file is opened now; a PostgreSQL server is not connected until
+ * `probe` or the first batch.
+ * @throws PermanentError when `ref` is no sink, or an SQLite file cannot be written.
+ *
+ * @example
+ * ```ts
+ * const sink = openSink("sqlite:npm.db#packages");
+ * await sink.probe();
+ * await sink.close();
+ * ```
+ */
+export function openSink(ref: string): OpenedSink {
+  if (ref.startsWith("sqlite:")) {
+    const s = sqliteSink(ref);
+    return {
+      name: s.name,
+      shown: ref.replace(/#.*/, ""),
+      apply: (b) => s.apply(b),
+      state: (st) => s.state!(st),
+      probe: () => Promise.resolve(),
+      close: () => Promise.resolve(s.close()),
+    };
+  }
+  if (/^postgres(ql)?:/.test(ref)) {
+    parsePostgresSink(ref);
+    return postgresSink(ref);
+  }
+  throw new PermanentError(
+    `--sink ${ref.replace(/\/\/[^@/]*@/, "//…@")}: a sink is ${SINK_FORMS}`,
+  );
+}

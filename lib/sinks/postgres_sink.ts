@@ -1,0 +1,262 @@
+/**
+ * A PostgreSQL table kept equal to a crawl's store (`--sink postgres://USER:PASSWORD@HOST/DB#table`),
+ * through the engine's sink seam (`engine/sinks/`), with `npm:postgres` (porsager's client). Each
+ * batch is one transaction: the rows of a key range the batch does not hold deleted, its items
+ * upserted in one multi-row `INSERT … SELECT FROM unnest(…) ON CONFLICT (id) DO UPDATE`, written
+ * only where they differ (a batch given twice writes nothing), deletions deleted. Its position is
+ * kept in the crawl's KV under the sink's name (made from the server, user and database, never the
+ * password), so after a kill, or a server down for an hour, the same command goes on where it
+ * stopped.
+ *
+ * The table (named after `#`, else after the crawl): `id text COLLATE "C"` (primary key; byte
+ * order, the store's), `rev`, `doc jsonb`, `error jsonb`, `too_large boolean`, `seq` (the
+ * registry's sequence the crawl had applied when the row was written), `updated_at timestamptz`.
+ * A document `jsonb` cannot hold (a `\u0000` in a string) is stored with `doc` null and `error`
+ * `{"status": 0, "reason": "jsonb cannot hold \\u0000; ..."}`. `rankcrawl_state` says, a row per
+ * table, what the table is current at and how proven.
+ *
+ * @module
+ */
+import postgres from "postgres";
+import { PermanentError, TransientError } from "../base/errors.ts";
+import type { ExportedItem, Sink, SinkBatch, SinkState } from "../engine/mod.ts";
+import {
+  checkTable,
+  SINK_COLUMNS,
+  sinkName,
+  STATE_COLUMNS,
+  STATE_TABLE,
+  tableForCrawl,
+} from "./sink_table.ts";
+
+/** Seconds a connection is waited for before the attempt counts as failed. @default */
+export const PG_CONNECT_TIMEOUT_S = 10;
+
+/** Where a `postgres://` reference writes: the URL to connect with, what to show, the table. */
+export interface PostgresRef {
+  /** The URL without `#table` (it holds the password: never shown). */
+  url: string;
+  /** `postgres://USER@HOST:PORT/DB`: what messages show. */
+  shown: string;
+  /** The table named after `#`, or null: each crawl's own. */
+  table: string | null;
+}
+
+/**
+ * Reads a `postgres://` (or `postgresql://`) sink reference.
+ * @throws PermanentError when it is not a URL with a host and a database.
+ */
+export function parsePostgresSink(ref: string): PostgresRef {
+  const hash = ref.indexOf("#");
+  const url = hash < 0 ? ref : ref.slice(0, hash);
+  const table = hash < 0 || hash === ref.length - 1 ? null : ref.slice(hash + 1);
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw new PermanentError(
+      `--sink ${shownRef(ref)} is not a URL (postgres://USER@HOST/DB#table)`,
+    );
+  }
+  const shown = `${u.protocol}//${u.username ? `${u.username}@` : ""}${u.host}${u.pathname}`;
+  if (!/^postgres(ql)?:$/.test(u.protocol) || u.hostname === "") {
+    throw new PermanentError(`--sink ${shown}: a PostgreSQL sink is postgres://USER@HOST/DB#table`);
+  }
+  if (u.pathname.length <= 1) {
+    throw new PermanentError(`--sink ${shown}: name the database (postgres://USER@HOST/DB#table)`);
+  }
+  return { url, shown, table: table === null ? null : checkTable(shown, table) };
+}
+
+/** A reference with any password cut out, for a message about a reference that does not parse. */
+function shownRef(ref: string): string {
+  return ref.replace(/\/\/([^:/@]*):[^@/]*@/, "//$1:***@").replace(/#.*/, "");
+}
+
+/** A PostgreSQL sink: a {@linkcode Sink} that can be probed and closed. */
+export interface PostgresSink extends Sink {
+  /** The table named after `#`, or null: each crawl's own. */
+  readonly table: string | null;
+  /** `postgres://USER@HOST:PORT/DB` (no password). */
+  readonly shown: string;
+  /**
+   * Connects and checks that it can write (and the table's shape when the reference names one).
+   * @throws PermanentError when it never will as it is (a wrong password, no such database, a
+   * read-only database, no right to create, a table of another shape); TransientError when the
+   * server does not answer now.
+   */
+  probe(): Promise<void>;
+  /** Closes its connection. */
+  close(): Promise<void>;
+}
+
+/** SQLSTATE classes and codes that no retry mends. */
+const REFUSED = new Set(["28000", "28P01", "3D000", "25006", "42501", "3F000", "42P07"]);
+
+/** The error a failed statement or connection means to the caller (see the module comment). */
+function meaning(shown: string, err: unknown): Error {
+  if (err instanceof PermanentError || err instanceof TransientError) return err;
+  const e = err as { code?: string; message?: string };
+  const msg = `--sink ${shown}: ${e.message ?? String(err)}`;
+  if (e.code && (REFUSED.has(e.code) || e.code.startsWith("42"))) {
+    return new PermanentError(msg, { cause: err });
+  }
+  return new TransientError(msg, { cause: err });
+}
+
+/**
+ * A sink keeping a table of the PostgreSQL database `ref` names equal to the crawl it is given
+ * (each crawl's own table when the reference names none; created when missing). Nothing is
+ * connected until `probe` or the first batch.
+ * @throws PermanentError when `ref` is not a PostgreSQL URL.
+ *
+ * @example
+ * ```ts
+ * const sink = postgresSink("postgres://me:secret@127.0.0.1/npm#packages");
+ * await sink.probe(); // a wrong password: PermanentError, one line
+ * // createRuntime({ ..., sinks: { sinksFor: () => [sink] } }); then: await sink.close();
+ * ```
+ */
+export function postgresSink(ref: string, o: { connectTimeoutS?: number } = {}): PostgresSink {
+  const { url, shown, table } = parsePostgresSink(ref);
+  const sql = postgres(url, {
+    max: 1,
+    connect_timeout: o.connectTimeoutS ?? PG_CONNECT_TIMEOUT_S,
+    idle_timeout: 60,
+    onnotice: () => {},
+    connection: { application_name: "rankcrawl" },
+  });
+  const ready = new Set<string>();
+  let stateReady = false;
+  const ensure = async (t: string) => {
+    if (!stateReady) {
+      await sql.unsafe(
+        `CREATE TABLE IF NOT EXISTS ${STATE_TABLE} (table_name text PRIMARY KEY, ` +
+          "crawl_id text NOT NULL, seq text, status text, checked text, detail text, " +
+          "updated_at timestamptz NOT NULL)",
+      );
+      await checkShape(STATE_TABLE, STATE_COLUMNS);
+      stateReady = true;
+    }
+    if (ready.has(t)) return;
+    await sql.unsafe(
+      `CREATE TABLE IF NOT EXISTS "${t}" (id text COLLATE "C" PRIMARY KEY, rev text NOT NULL, ` +
+        "doc jsonb, error jsonb, too_large boolean NOT NULL DEFAULT false, seq text, " +
+        "updated_at timestamptz NOT NULL)",
+    );
+    await checkShape(t, SINK_COLUMNS);
+    ready.add(t);
+  };
+  const checkShape = async (t: string, want: string[]) => {
+    const cols = (await sql<{ column_name: string }[]>`
+      SELECT column_name FROM information_schema.columns
+      WHERE table_schema = current_schema() AND table_name = ${t} ORDER BY ordinal_position`)
+      .map((c) => c.column_name);
+    if (cols.join(",") !== want.join(",")) {
+      throw new PermanentError(
+        `--sink ${shown}: table ${t} exists with other columns (${cols.join(", ")}); ` +
+          `name another table after # (it would hold ${want.join(", ")})`,
+      );
+    }
+  };
+  const apply = async (b: SinkBatch) => {
+    const t = table ?? tableForCrawl(b.crawlId);
+    await ensure(t);
+    const rows = b.items.map(row);
+    await sql.begin(async (tx) => {
+      if (b.range) {
+        const { from, to } = b.range;
+        await tx.unsafe(
+          `DELETE FROM "${t}" WHERE ($1::text IS NULL OR id >= $1) AND ` +
+            "($2::text IS NULL OR id < $2) AND NOT (id = ANY($3::text[]))",
+          [from, to, rows.map((r) => r.id)],
+        );
+      }
+      if (rows.length > 0) {
+        await tx.unsafe(
+          `INSERT INTO "${t}" AS t (id, rev, doc, error, too_large, seq, updated_at) ` +
+            "SELECT u.id, u.rev, u.doc::jsonb, u.error::jsonb, u.too_large::boolean, $6, now() " +
+            "FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) " +
+            "AS u(id, rev, doc, error, too_large) " +
+            "ON CONFLICT (id) DO UPDATE SET rev = excluded.rev, doc = excluded.doc, " +
+            "error = excluded.error, too_large = excluded.too_large, seq = excluded.seq, " +
+            "updated_at = excluded.updated_at WHERE (t.rev, t.doc, t.error, t.too_large) " +
+            "IS DISTINCT FROM (excluded.rev, excluded.doc, excluded.error, excluded.too_large)",
+          [
+            rows.map((r) => r.id),
+            rows.map((r) => r.rev),
+            rows.map((r) => r.doc),
+            rows.map((r) => r.error),
+            rows.map((r) => r.tooLarge ? "t" : "f"),
+            b.seq,
+          ],
+        );
+      }
+      if (b.deleted.length > 0) {
+        await tx.unsafe(`DELETE FROM "${t}" WHERE id = ANY($1::text[])`, [b.deleted]);
+      }
+    });
+  };
+  const state = async (s: SinkState) => {
+    const t = table ?? tableForCrawl(s.crawlId);
+    await ensure(t);
+    await sql.unsafe(
+      `INSERT INTO ${STATE_TABLE} (${STATE_COLUMNS.join(", ")}) ` +
+        "VALUES ($1, $2, $3, $4, $5, $6, now()) ON CONFLICT (table_name) DO UPDATE SET " +
+        "crawl_id = excluded.crawl_id, seq = excluded.seq, status = excluded.status, " +
+        "checked = excluded.checked, detail = excluded.detail, updated_at = excluded.updated_at",
+      [
+        t,
+        s.crawlId,
+        s.seq,
+        s.status,
+        s.verification?.status ?? null,
+        s.verification?.detail ?? null,
+      ],
+    );
+  };
+  const named = new URL(url);
+  return {
+    name: sinkName("postgres", `${named.username}@${named.host}${named.pathname}`, table),
+    table,
+    shown,
+    apply: (b) => apply(b).catch((err) => Promise.reject(meaning(shown, err))),
+    state: (s) => state(s).catch((err) => Promise.reject(meaning(shown, err))),
+    probe: async () => {
+      try {
+        const [ro] = await sql<
+          { ro: string }[]
+        >`SELECT current_setting('transaction_read_only') AS ro`;
+        if (ro.ro === "on") {
+          throw new PermanentError(`--sink ${shown}: the database is read-only`);
+        }
+        if (table !== null) await ensure(table);
+        else {
+          // The crawl's own table is made at its first batch: the right to make one is checked now.
+          await sql.begin(async (tx) => {
+            await tx.unsafe("CREATE TEMP TABLE rankcrawl_probe (x int) ON COMMIT DROP");
+            await tx.unsafe(`CREATE TABLE IF NOT EXISTS ${STATE_TABLE}_probe (x int)`);
+            await tx.unsafe(`DROP TABLE ${STATE_TABLE}_probe`);
+          });
+        }
+      } catch (err) {
+        throw meaning(shown, err);
+      }
+    },
+    close: () => sql.end({ timeout: 5 }),
+  };
+}
+
+/** An item as the statement's columns: `doc` and `error` as JSON text. */
+function row(it: ExportedItem) {
+  let doc = it.doc ?? null;
+  let error = it.error ? JSON.stringify(it.error) : null;
+  if (doc !== null && doc.includes("\\u0000")) {
+    doc = null;
+    error = JSON.stringify({
+      status: 0,
+      reason: "jsonb cannot hold \\u0000; the document is in the crawl's store and its export",
+    });
+  }
+  return { id: it.id, rev: it.rev, doc, error, tooLarge: it.tooLarge === true };
+}

@@ -1,0 +1,72 @@
+/**
+ * What every SQL sink's table is, whatever the database: its columns, the rule its name follows,
+ * the name derived from a crawl when the sink's reference names none, the table that says what a
+ * sink's tables are current at and how proven, and a sink's name (where its position is kept)
+ * made from where it writes, never from a credential.
+ *
+ * @module
+ */
+import { PermanentError } from "../base/errors.ts";
+
+/** A sink table's columns, in order (`id` the primary key). */
+export const SINK_COLUMNS = ["id", "rev", "doc", "error", "too_large", "seq", "updated_at"];
+
+/**
+ * The table beside a sink's tables, a row per table: the crawl it holds, the registry's sequence
+ * the crawl's store was at when the table last held all of it (`seq`), the crawl's `status`, how
+ * its end was `checked` (`exact`, `total`, ...) with the `detail`, and when that was written.
+ */
+export const STATE_TABLE = "rankcrawl_state";
+
+/** Columns of {@linkcode STATE_TABLE}, in order. */
+export const STATE_COLUMNS = [
+  "table_name",
+  "crawl_id",
+  "seq",
+  "status",
+  "checked",
+  "detail",
+  "updated_at",
+];
+
+const TABLE = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+
+/** `table` when it is a table name a sink takes (letters, digits and _, up to 63, not a digit first). */
+export function checkTable(ref: string, table: string): string {
+  if (!TABLE.test(table)) {
+    throw new PermanentError(
+      `--sink ${ref}: the table must be letters, digits and _ (up to 63, not a digit first), ` +
+        `got ${table}`,
+    );
+  }
+  if (table.toLowerCase() === STATE_TABLE) {
+    throw new PermanentError(`--sink ${ref}: ${STATE_TABLE} is the sinks' own table; name another`);
+  }
+  return table;
+}
+
+/**
+ * The table a crawl's rows go to when the sink's reference names none: its id in lower case with
+ * every other character `_` (`npm-names.2` → `npm_names_2`), `crawl_` before it when it starts
+ * with a digit, at most 63 characters.
+ */
+export function tableForCrawl(crawlId: string): string {
+  const t = crawlId.toLowerCase().replace(/[^a-z0-9_]/g, "_");
+  return (/^[a-z_]/.test(t) ? t : `crawl_${t}`).slice(0, 63);
+}
+
+/** FNV-1a of `s`, 8 hex digits: a sink's name from where it writes, within what a KV name holds. */
+export function shortHash(s: string): string {
+  let h = 0x811c9dc5;
+  for (const b of new TextEncoder().encode(s)) h = Math.imul(h ^ b, 0x01000193) >>> 0;
+  return h.toString(16).padStart(8, "0");
+}
+
+/**
+ * A sink's name: its kind, a hash of where it writes (a file, or a server and database without the
+ * password) and its table (`*`: the crawl's own), so that its position in KV is found again by the
+ * same reference and by no other.
+ */
+export function sinkName(kind: string, where: string, table: string | null): string {
+  return `${kind}:${shortHash(where)}:${table ?? "*"}`;
+}
