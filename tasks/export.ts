@@ -1,13 +1,16 @@
 /**
- * `deno task export --kv PATH [--crawl-id ID]`: a crawl's items as NDJSON on stdout, one object a
- * line with `id`, `rev` and (when fetched) `doc`; streamed with flat memory. With one crawl in the
+ * `deno task export --kv PATH [--crawl-id ID] [--format ndjson|parquet|sqlite] [--out FILE]`: a
+ * crawl's items as NDJSON on stdout (or in FILE), one object a line with `id`, `rev` and (when
+ * fetched) `doc`; or as a Parquet file or an SQLite file (`lib/cli/export_table.ts`), which need
+ * `--out`. Streamed with flat memory. With one crawl in the
  * KV store no id is needed. PATH is a KV file or a KV Connect URL (denokv, Deploy's KV), opened with
  * the token in `DENO_KV_ACCESS_TOKEN`; the task may read that variable and reach the network, and
  * nothing else of the environment.
  */
 import { UsageError } from "../lib/base/errors.ts";
-import { helpText, parseFlags, runMain } from "../lib/cli/flags.ts";
+import { choiceFlag, helpText, parseFlags, runMain } from "../lib/cli/flags.ts";
 import { exportNdjson } from "../lib/cli/export.ts";
+import { exportParquet, exportSqlite } from "../lib/cli/export_table.ts";
 import { readStoredKv } from "../lib/cli/kv_file.ts";
 import { findCrawl, listCrawlListings } from "../lib/engine/mod.ts";
 import { crawlChoice } from "../lib/cli/crawl_list.ts";
@@ -24,6 +27,25 @@ const FLAGS = {
     help: "which crawl, when the KV file holds several",
     default: "the only one",
   },
+  format: {
+    type: "string",
+    value: "FORMAT",
+    help: "ndjson, parquet (id, rev, doc and error as JSON text, too_large) or sqlite (a " +
+      "table of the SQLite sink's columns)",
+    default: "ndjson",
+  },
+  out: {
+    type: "string",
+    value: "FILE",
+    help: "write to FILE, which must not exist (needed for parquet and sqlite)",
+    default: "stdout (ndjson)",
+  },
+  table: {
+    type: "string",
+    value: "NAME",
+    help: "--format sqlite: the table",
+    default: "named after the crawl",
+  },
   partial: {
     type: "boolean",
     help: "export a crawl that is not done (running, paused, failed, cancelled): what it holds now",
@@ -33,8 +55,11 @@ const FLAGS = {
 
 const HELP = {
   usage: "deno task export --kv PATH",
-  summary: 'Writes a crawl\'s items to stdout as NDJSON: {"id","rev","doc"?,"error"?}.',
+  summary: 'Writes a crawl\'s items to stdout as NDJSON: {"id","rev","doc"?,"error"?}, or to a\n' +
+    "Parquet or SQLite file.",
   examples: [
+    "deno task export --kv crawl.kv --format parquet --out npm.parquet",
+    "deno task export --kv crawl.kv --format sqlite --out npm.db --table packages",
     "deno task export --kv crawl.kv > items.ndjson",
     "deno task export --kv x.kv | head",
     "deno task export --kv x.kv --partial > so-far.ndjson   # a crawl still running",
@@ -50,6 +75,11 @@ runMain(async () => {
   }
   if (!f.kv) throw new UsageError("--kv PATH is required");
   const path = f.kv;
+  const format = choiceFlag("format", f.format, ["ndjson", "parquet", "sqlite"], "ndjson");
+  if (format !== "ndjson" && !f.out) throw new UsageError(`--format ${format} needs --out FILE`);
+  if (f.table !== undefined && format !== "sqlite") {
+    throw new UsageError("--table names the table of --format sqlite");
+  }
   return await readStoredKv(path, async (kv) => {
     let id = f["crawl-id"];
     if (id === undefined) {
@@ -72,8 +102,15 @@ runMain(async () => {
       );
     }
     try {
-      const n = await exportNdjson(kv, id, Deno.stdout.writable);
-      console.error(`exported ${n} items of crawl ${id} (${crawl.status}, ${crawl.total} planned)`);
+      const n = format === "parquet"
+        ? await exportParquet(kv, id, { path: f.out! })
+        : format === "sqlite"
+        ? await exportSqlite(kv, id, { path: f.out!, table: f.table })
+        : await exportNdjson(kv, id, await ndjsonOut(f.out));
+      console.error(
+        `exported ${n} items of crawl ${id} (${crawl.status}, ${crawl.total} planned)` +
+          (f.out ? ` to ${f.out} (${format})` : ""),
+      );
     } catch (err) {
       // `export | head` closes the pipe early: the reader has what it wanted, not an error.
       if (err instanceof Deno.errors.BrokenPipe) return 0;
@@ -82,3 +119,16 @@ runMain(async () => {
     return 0;
   });
 });
+
+/** Where NDJSON goes: stdout, or a new file (one that is there is never written over). */
+async function ndjsonOut(out: string | undefined): Promise<WritableStream<Uint8Array>> {
+  if (out === undefined) return Deno.stdout.writable;
+  try {
+    return (await Deno.open(out, { write: true, createNew: true })).writable;
+  } catch (err) {
+    if (err instanceof Deno.errors.AlreadyExists) {
+      throw new UsageError(`--out ${out} is there already; remove it or name another file`);
+    }
+    throw err;
+  }
+}

@@ -197,15 +197,20 @@ export async function* crawlItems(kv: Deno.Kv, id: string): AsyncGenerator<Expor
 
 /**
  * Every item of a crawl in key order, in batches, the shards' ranges read ahead in parallel (the
- * fastest way out). @throws NotFoundError for an unknown crawl.
+ * fastest way out; `concurrency` ranges at once, 1 for the least memory while the reader is the
+ * slower side). @throws NotFoundError for an unknown crawl.
  */
 export async function* crawlItemBatches(
   kv: Deno.Kv,
   id: string,
+  o: {
+    /** Ranges read ahead at once. @default 4 */
+    concurrency?: number;
+  } = {},
 ): AsyncGenerator<ExportedItem[]> {
   await requireItems(kv, id);
   const starts = await shardStarts(kv, id);
-  yield* itemBatches(kv, id, { bounds: starts });
+  yield* itemBatches(kv, id, { bounds: starts, concurrency: o.concurrency });
 }
 
 /**
