@@ -235,12 +235,16 @@ export function taskArgs(task: string): string[] {
 export async function runTask(
   name: string,
   args: string[],
-  options: { tmpDir?: string } = {},
+  options: { tmpDir?: string; env?: Record<string, string> } = {},
 ): Promise<{ code: number; stdout: string; stderr: string }> {
   const out = await new Deno.Command(Deno.execPath(), {
     args: [...taskArgs(name), ...args],
     cwd: new URL("..", import.meta.url).pathname,
-    env: { NO_COLOR: "1", ...(options.tmpDir ? { TMPDIR: options.tmpDir } : {}) },
+    env: {
+      NO_COLOR: "1",
+      ...(options.tmpDir ? { TMPDIR: options.tmpDir } : {}),
+      ...options.env,
+    },
     stdout: "piped",
     stderr: "piped",
   }).output();

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { clockWithNow } from "../lib/base/clock.ts";
 import { taskArgs } from "./helpers.ts";
-import { checkCron, configFromEnv, startServer } from "../lib/http/server.ts";
+import { checkCron, configFromEnv, parseSinks, startServer } from "../lib/http/server.ts";
 import { getCrawl, listCrawls, updateCrawl } from "../lib/engine/store/mod.ts";
 
 const env = (vars: Record<string, string>) => (k: string) => vars[k];
@@ -258,4 +258,31 @@ Deno.test("main: a bad configuration is one error line and exit 1 locally", asyn
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("SINKS: NAME=REF entries, each name once, no #table; a bad entry is one line without its password", () => {
+  assert.deepEqual(parseSinks(undefined), []);
+  assert.deepEqual(parseSinks(" pg=postgres://u:secret@h/db\n lite=sqlite:/tmp/m.db "), [
+    { name: "pg", ref: "postgres://u:secret@h/db" },
+    { name: "lite", ref: "sqlite:/tmp/m.db" },
+  ]);
+  const refused = (raw: string, re: RegExp) => {
+    assert.throws(() => parseSinks(raw), (err: Error) => {
+      assert.match(err.message, re);
+      assert.ok(!err.message.includes("secret"), err.message);
+      return true;
+    });
+  };
+  refused("postgres://u:secret@h/db", /each entry is NAME=REF/);
+  refused("a=sqlite:/x a=sqlite:/y", /SINKS: a is named twice/);
+  refused("pg=postgres://u:secret@h/db#t", /SINKS pg: names no #table/);
+  refused("my=mysql://u:secret@h/db", /SINKS my: a sink is sqlite:PATH or postgres:/);
+  refused("pg=postgres://u:secret@h", /SINKS pg: name the database/);
+  assert.throws(
+    () =>
+      configFromEnv((k) => ({ CRAWL_TOKEN: "x".repeat(20), SINKS: "bad" })[k], [], {
+        onDeploy: false,
+      }),
+    /SINKS: each entry is NAME=REF/,
+  );
 });

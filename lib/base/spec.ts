@@ -48,6 +48,12 @@ export interface CrawlSpec {
    * revision check cannot tell a stale copy then); part of the crawl's id. @default false
    */
   abbreviated?: boolean;
+  /**
+   * Sinks the crawl's items are kept in, by the names the server's `SINKS` gives them (the
+   * references, with their credentials, stay in the server's environment); not part of the
+   * crawl's id. @default none
+   */
+  sinks?: string[];
 }
 
 /** Fields every kept document has, whatever `docFields` asks. */
@@ -159,6 +165,9 @@ export function buildSpec(input: SpecInput, options: BuildSpecOptions = {}): Cra
     }
     spec.rate = input.rate;
   }
+  if (input.sinks !== undefined && input.sinks.length > 0) {
+    spec.sinks = checkSinkNames(input.sinks, named("sinks"));
+  }
   for (const field of ["shards", "concurrency", "maxPage"] as const) {
     const { min, max } = SPEC_LIMITS[field];
     const v = spec[field];
@@ -183,6 +192,27 @@ export interface BuildSpecOptions {
    * @default the field's own name (what `POST /crawls` takes)
    */
   names?: Partial<Record<keyof SpecInput, string>>;
+}
+
+/** A sink's name in `SINKS` and in a crawl's `sinks`: 1-32 letters, digits, `_` or `-`. */
+export const SINK_NAME_PATTERN = /^[A-Za-z0-9_-]{1,32}$/;
+/** Sinks one crawl may name at most. */
+export const MAX_CRAWL_SINKS = 8;
+
+/** `names` without repeats, each a sink name, at most {@linkcode MAX_CRAWL_SINKS}. */
+function checkSinkNames(names: readonly unknown[], field: string): string[] {
+  if (!Array.isArray(names) || names.some((n) => typeof n !== "string")) {
+    throw new InputError(`${field} must be a list of sink names`);
+  }
+  const unique = [...new Set(names as string[])];
+  const bad = unique.find((n) => !SINK_NAME_PATTERN.test(n));
+  if (bad !== undefined) {
+    throw new InputError(`${field}: a sink name is 1-32 letters, digits, _ or -, got "${bad}"`);
+  }
+  if (unique.length > MAX_CRAWL_SINKS) {
+    throw new InputError(`${field}: at most ${MAX_CRAWL_SINKS} sinks a crawl`);
+  }
+  return unique;
 }
 
 /**

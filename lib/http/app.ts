@@ -92,6 +92,8 @@ export interface AppDeps {
   maxActiveCrawls?: number;
   /** Crawls stored; a new one beyond is a 409 (delete finished ones). @default Infinity */
   maxStoredCrawls?: number;
+  /** The sinks a crawl may name in `sinks` (`SINKS`' names). @default none */
+  sinkNames?: readonly string[];
 }
 
 function errorStatus(err: Error): 400 | 404 | 409 | 429 | 502 | 503 | 500 {
@@ -161,6 +163,7 @@ export function createApp(deps: AppDeps): Hono {
     pace: deps.pace,
     maxBodyBytes: deps.maxBodyBytes ?? 16_384,
     limits: { maxActiveCrawls: deps.maxActiveCrawls, maxStoredCrawls: deps.maxStoredCrawls },
+    sinkNames: deps.sinkNames ?? [],
   });
   addEventRoutes(
     app,

@@ -17,6 +17,7 @@ import {
   CRAWL_ID_RULE,
   crawlIdFor,
   isCrawlId,
+  MAX_CRAWL_SINKS,
   MAX_DOC_FIELDS,
   normalizeSourceUrl,
   SPEC_LIMITS,
@@ -58,6 +59,8 @@ export interface CrawlRouteDeps {
   pace?: (only: readonly string[]) => PaceState;
   /** Bounds on crawls a new one must stay within (429 or 409 beyond). */
   limits: CrawlLimits;
+  /** The sinks a crawl may name (`SINKS`). @default none */
+  sinkNames: readonly string[];
 }
 
 const L = SPEC_LIMITS;
@@ -74,6 +77,7 @@ const CreateBody = z.object({
   rate: z.number().min(L.rate.min).max(L.rate.max).optional(),
   docFields: z.array(z.string().max(100)).max(MAX_DOC_FIELDS).optional(),
   abbreviated: z.boolean().optional(),
+  sinks: z.array(z.string().max(32)).max(MAX_CRAWL_SINKS).optional(),
   id: z.string().regex(CRAWL_ID_PATTERN, `id must be ${CRAWL_ID_RULE}`).optional(),
 }).strict();
 
@@ -165,6 +169,14 @@ async function createFromBody(c: Context, deps: CrawlRouteDeps): Promise<Respons
     }
   }
   const spec = buildSpec(input);
+  const unknown = (spec.sinks ?? []).find((n) => !deps.sinkNames.includes(n));
+  if (unknown !== undefined) {
+    throw new InputError(
+      `sinks: no sink is named "${unknown}" (${
+        deps.sinkNames.length ? `SINKS names ${deps.sinkNames.join(", ")}` : "SINKS is not set"
+      })`,
+    );
+  }
   const id = givenId ?? await crawlIdFor(spec);
   let { crawl, created } = await createCrawl(kv, spec, { id, clock, ...deps.limits });
   if (crawl.status === "deleting") {

@@ -15,11 +15,13 @@ export {
   configFromEnv,
   DEFAULT_MAX_ACTIVE,
   DEFAULT_MAX_STORED,
+  parseSinks,
   SERVE_HELP,
   type ServerConfig,
 } from "./server_config.ts";
 import { isAllowedSource } from "./auth.ts";
-import { errorLine, UsageError } from "../base/errors.ts";
+import { errorLine, PermanentError, UsageError } from "../base/errors.ts";
+import { type OpenedSink, openSink } from "../sinks/mod.ts";
 import { buildSpec } from "../base/spec.ts";
 import {
   createCrawl,
@@ -79,8 +81,15 @@ export async function startServer(
 ): Promise<ServerRuntime> {
   const clock = options.clock ?? SYSTEM_CLOCK;
   const log = options.log ?? ((l: string) => console.error(l));
-  const kv = await openStore(config.kvPath);
-  const { runtime, openSource, metrics } = startEngine(kv, config, { log, clock });
+  const sinks = await openNamedSinks(config.sinks ?? [], log);
+  let kv: Deno.Kv;
+  try {
+    kv = await openStore(config.kvPath);
+  } catch (err) {
+    for (const s of sinks.values()) await s.close().catch(() => {});
+    throw err;
+  }
+  const { runtime, openSource, metrics } = startEngine(kv, config, { log, clock, sinks });
   const statusFeed = new StatusFeed(kv, { clock, maxListeners: config.bounds?.maxEventStreams });
   let server: Deno.HttpServer;
   try {
@@ -99,11 +108,13 @@ export async function startServer(
         ...config.bounds,
         statusFeed,
         audit: log,
+        sinkNames: [...sinks.keys()],
       }).fetch,
     );
   } catch (err) {
     await runtime.close();
     kv.close();
+    for (const s of sinks.values()) await s.close().catch(() => {});
     throw err;
   }
   const addr = server.addr as Deno.NetAddr;
@@ -123,8 +134,40 @@ export async function startServer(
       await shutdownWithin(server, SHUTDOWN_GRACE_MS);
       kv.close();
       await runtime.finished;
+      for (const s of sinks.values()) await s.close().catch(() => {});
     },
   };
+}
+
+/**
+ * `SINKS`' sinks by name, each probed once: one that refuses for good stops the start (one line,
+ * no password); one that does not answer now is kept, and fed when it answers.
+ * @throws UsageError naming the sink
+ */
+async function openNamedSinks(
+  named: readonly { name: string; ref: string }[],
+  log: (line: string) => void,
+): Promise<Map<string, OpenedSink>> {
+  const sinks = new Map<string, OpenedSink>();
+  let which = "";
+  try {
+    for (const { name, ref } of named) {
+      which = name;
+      const sink = openSink(ref);
+      sinks.set(name, sink);
+      try {
+        await sink.probe();
+      } catch (err) {
+        if (err instanceof PermanentError) throw err;
+        log(`SINKS ${name}: ${errorLine(err)}; its crawls' tables are filled when it answers`);
+      }
+    }
+    return sinks;
+  } catch (err) {
+    for (const s of sinks.values()) await s.close().catch(() => {});
+    const line = errorLine(err).replace(/^--sink \S+: /, "");
+    throw new UsageError(`SINKS ${which}: ${line}`, { cause: err });
+  }
 }
 
 /** How long a stopping server waits for requests in flight, in milliseconds. */
@@ -147,7 +190,7 @@ async function shutdownWithin(server: Deno.HttpServer, graceMs: number): Promise
 function startEngine(
   kv: Deno.Kv,
   config: ServerConfig,
-  o: { log: (line: string) => void; clock: Clock },
+  o: { log: (line: string) => void; clock: Clock; sinks: ReadonlyMap<string, OpenedSink> },
 ) {
   const pacer = new Pacer({
     ratePerSecond: config.ratePerSecond ?? null,
@@ -177,6 +220,11 @@ function startEngine(
       if (e.kind === "crawl-done") o.log(`crawl ${e.crawlId} done`);
     },
     onProcessError: (err) => o.log(`error: ${errorLine(err)}`),
+    sinks: o.sinks.size === 0 ? null : {
+      sinksFor: (crawl) => (crawl.sinks ?? []).flatMap((n) => o.sinks.get(n) ?? []),
+      onError: (crawlId, sink, reason) =>
+        o.log(`sink ${sink} of crawl ${crawlId} failed (${reason}); it is given the same again`),
+    },
   });
   return { runtime, openSource, metrics };
 }

@@ -1,13 +1,14 @@
 /**
  * The server's configuration, read from the environment (`deno task serve --help` lists it): the
  * token and the allowlist, the port and KV, the dispatch mode and workers, the bounds the API
- * keeps, and a scheduled recrawl. Every problem is one line naming the variable.
+ * keeps, a scheduled recrawl and the sinks crawls may name. Every problem is one line naming the variable.
  *
  * @module
  */
 import { isAllowedSource, parseAllowedSources } from "./auth.ts";
 import { UsageError } from "../base/errors.ts";
-import { SPEC_DEFAULTS, SPEC_LIMITS } from "../base/spec.ts";
+import { SINK_NAME_PATTERN, SPEC_DEFAULTS, SPEC_LIMITS } from "../base/spec.ts";
+import { parsePostgresSink, parseSqliteSink, SINK_FORMS } from "../sinks/mod.ts";
 import { redactUrl } from "../base/redact.ts";
 import {
   DEFAULT_WORKERS,
@@ -62,6 +63,10 @@ environment:
                      (default: ${VERIFY_ROWS_EVERY_MS})
   RATE               requests a second this process sends at most, every crawl and host together;
                      hosts that push back are slowed further on their own (default: no cap)
+  SINKS              sinks crawls may name in "sinks", as NAME=REF separated by spaces, REF
+                     sqlite:PATH or postgres://USER:PASSWORD@HOST/DB (no #table: each crawl gets
+                     a table named after it); a sink that refuses at start stops the server
+                     (default: none)
 
 flags:
   --insecure-local   no token, bound to 127.0.0.1 only
@@ -99,6 +104,53 @@ export interface ServerConfig {
   follow?: { pollMs: number; idleMs: number; verifyEveryMs: number; verifyRowsEveryMs: number };
   /** `RATE`: requests a second this process sends at most, or null. @default null */
   ratePerSecond?: number | null;
+  /**
+   * `SINKS`: the sinks crawls may name, each a name and its reference (which may hold a password:
+   * never shown). @default none
+   */
+  sinks?: { name: string; ref: string }[];
+}
+
+/**
+ * The sinks `SINKS` names: `NAME=REF` entries separated by white space, each name once, each
+ * reference an SQLite file or a PostgreSQL database without `#table`.
+ * @throws UsageError naming the entry, never showing a password.
+ */
+export function parseSinks(raw: string | undefined): { name: string; ref: string }[] {
+  const out: { name: string; ref: string }[] = [];
+  for (const entry of (raw ?? "").split(/\s+/).filter(Boolean)) {
+    const eq = entry.indexOf("=");
+    const name = eq < 0 ? "" : entry.slice(0, eq);
+    const ref = entry.slice(eq + 1);
+    if (!SINK_NAME_PATTERN.test(name)) {
+      throw new UsageError(
+        "SINKS: each entry is NAME=REF, NAME 1-32 letters, digits, _ or - " +
+          `(entry ${out.length + 1} is not)`,
+      );
+    }
+    if (out.some((s) => s.name === name)) throw new UsageError(`SINKS: ${name} is named twice`);
+    try {
+      const table = ref.startsWith("sqlite:")
+        ? parseSqliteSink(ref).table
+        : /^postgres(ql)?:/.test(ref)
+        ? parsePostgresSink(ref).table
+        : (() => {
+          throw new UsageError(`a sink is ${SINK_FORMS.replaceAll("#table", "")}`);
+        })();
+      if (table !== null) {
+        throw new UsageError("names no #table: each crawl gets its own, named after it");
+      }
+    } catch (err) {
+      throw new UsageError(
+        `SINKS ${name}: ${(err as Error).message.replace(/^--sink \S+: /, "")}`,
+        {
+          cause: err,
+        },
+      );
+    }
+    out.push({ name, ref });
+  }
+  return out;
 }
 
 const CRON_FIELDS: [string, number, number][] = [
@@ -206,6 +258,7 @@ export function configFromEnv(
   const { dispatch, workers } = dispatchFromEnv(env, { onDeploy: options.onDeploy, remoteKv });
   const schedule = scheduleFromEnv(env);
   const bounds = boundsFromEnv(env);
+  const sinks = parseSinks(env("SINKS"));
   if (schedule && !isAllowedSource(schedule.source, allowedSources)) {
     throw new UsageError(`CRAWL_SOURCE ${redactUrl(schedule.source)} is outside ALLOWED_SOURCES`);
   }
@@ -222,6 +275,7 @@ export function configFromEnv(
     bounds,
     follow: followFromEnv(env, options.onDeploy),
     ratePerSecond: rateFromEnv(env("RATE")),
+    sinks,
   };
 }
 
