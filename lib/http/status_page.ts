@@ -113,6 +113,7 @@ function facts(c) {
     f("document errors", fmt(c.docErrors), "doc-errors") +
     f("dead letters", c.deadLetters, "dead") + (c.docs ? f("documents", fmt(c.documents) + " (" + esc(c.docMode || "") + ")") : "") +
     (c.verification ? f("verified", esc(c.verification.status), "verified") : "") +
+    (c.sinks || []).map((s) => f("sink", s.behindNotes ? fmt(s.behindNotes) + " notes behind" : "level", "sink", s.sink)).join("") +
     (pace && running ? f("pace", paceText(pace), "pace", pace.hosts.map((h) => h.host + ": " + h.pushbacks + " pushed back of " + h.requests + " requests").join("; ")) : "") +
     (c.follow ? (c.follow.failing ? f("registry", "not answering since " + time(c.follow.failing.since) + ": " + esc(c.follow.failing.reason), "follow-failing") : "") +
       (c.follow.rows && c.follow.rows.forced ? f("comparing rows", fmt(c.follow.rows.compared) + " compared, " + fmt(c.follow.rows.repaired) + " repaired", "follow-resync", c.follow.rows.forced) : "") +
