@@ -13,6 +13,7 @@ import { benchHeavyDocs } from "../lib/bench/heavy_docs_bench.ts";
 import { benchReplica } from "../lib/bench/replica_bench.ts";
 import { benchFollow } from "../lib/bench/follow_bench.ts";
 import { benchWorkers } from "../lib/bench/workers_bench.ts";
+import { benchSinks } from "../lib/bench/sinks_bench.ts";
 
 const PARTS = [
   "plan",
@@ -23,6 +24,7 @@ const PARTS = [
   "rebalance",
   "workers",
   "follow",
+  "sinks",
   "all",
 ] as const;
 
@@ -86,6 +88,9 @@ runMain(async () => {
     await benchRebalance({ size: quick ? 10_000 : 20_000, runs, log });
   }
   if (all || part === "workers") await benchWorkers({ size: quick ? 5_000 : 20_000, runs, log });
+  if (all || part === "sinks") {
+    await benchSinks({ size: quick ? 100_000 : 1_000_000, runs: quick ? 1 : runs, log });
+  }
   if (all || part === "follow") {
     // Ten minutes of following in all: 5 at 20 changes/s, a minute's burst at 200/s, 4 at 20/s.
     await benchFollow({

@@ -1,12 +1,17 @@
 /**
  * The tools some tests need beyond Deno: Debian's chromium (the status page in a real browser),
  * pouchdb-server from npm (a CouchDB-compatible server no one here wrote), Debian's tmux (the
- * live display in a real terminal) and Debian's PostgreSQL (the Postgres sink, against a server of
- * its own started here on 127.0.0.1: `postgres_server.ts`) and DuckDB's Node client from npm (the
- * Parquet export read back, {@linkcode duckdb}). `bash .ci/run` installs them; elsewhere, tests that need a missing one are skipped, and `deno task test` ends with one
- * line naming what was skipped and why (run this module). In CI (`CI` set) a missing tool is an
- * error, never a skip.
+ * live display in a real terminal), Debian's PostgreSQL (the PostgreSQL sink, against a server of
+ * its own started on 127.0.0.1: `lib/sim/postgres_server.ts`) and DuckDB's Node client from npm
+ * (the Parquet export read back, {@linkcode duckdb}). `bash .ci/run` installs them; elsewhere,
+ * tests that need a missing one are skipped, and `deno task test` ends with one line naming what
+ * was skipped and why (run this module). In CI (`CI` set) a missing tool is an error, never a
+ * skip.
  */
+
+import { POSTGRES_BIN } from "../lib/sim/postgres_server.ts";
+
+export { POSTGRES_BIN };
 
 /** Where chromium is looked for (`CHROMIUM_PATH`). */
 export const CHROMIUM = Deno.env.get("CHROMIUM_PATH") ?? "/usr/bin/chromium";
@@ -25,21 +30,6 @@ function isFile(path: string): boolean {
 
 /** Where tmux is looked for (`TMUX_PATH`). */
 export const TMUX = Deno.env.get("TMUX_PATH") ?? "/usr/bin/tmux";
-
-/**
- * Where PostgreSQL's server programs are looked for (`POSTGRES_BIN`, else the newest
- * `/usr/lib/postgresql/N/bin`, where Debian's `postgresql` package puts them).
- */
-export const POSTGRES_BIN = Deno.env.get("POSTGRES_BIN") ?? newestPostgresBin();
-
-function newestPostgresBin(): string {
-  try {
-    const versions = [...Deno.readDirSync("/usr/lib/postgresql")].map((e) => Number(e.name))
-      .filter((n) => Number.isFinite(n)).sort((a, b) => b - a);
-    if (versions.length > 0) return `/usr/lib/postgresql/${versions[0]}/bin`;
-  } catch { /* none */ }
-  return "/usr/lib/postgresql/bin";
-}
 
 /** DuckDB's Node client (`DUCKDB_NODE_API`, else where .ci/run installs it), run by `node`. */
 export const DUCKDB_NODE_API = Deno.env.get("DUCKDB_NODE_API") ??

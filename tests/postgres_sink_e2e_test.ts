@@ -17,7 +17,7 @@ import { RegistryData } from "../lib/sim/registry/registry_data.ts";
 import { startRegistry } from "../lib/sim/registry/registry_server.ts";
 import { npmReplicaProfile } from "../lib/sim/registry/registry_profile.ts";
 import { havePostgres } from "./optional_tools.ts";
-import { startPostgres } from "./postgres_server.ts";
+import { startPostgres } from "../lib/sim/postgres_server.ts";
 import { runTask, spawnWatched } from "./helpers.ts";
 import { realNames, Timeline } from "./registry_timeline.ts";
 

@@ -1,6 +1,6 @@
 /**
  * A PostgreSQL table kept equal to a crawl (`lib/sinks/postgres_sink.ts`), against a real server
- * started here (`postgres_server.ts`, Debian's PostgreSQL): a batch is applied whole (a range's
+ * started here (`lib/sim/postgres_server.ts`, Debian's PostgreSQL): a batch is applied whole (a range's
  * other rows deleted, items upserted, deletions deleted), twice writes nothing, the state row says
  * what the table is current at; and a bad URL, a wrong password, no such database, a read-only
  * database and a table of another shape are one line each, none showing the password.
@@ -10,7 +10,7 @@ import { openSink, postgresSink } from "../lib/sinks/mod.ts";
 import type { SinkBatch } from "../lib/engine/mod.ts";
 import { PermanentError, TransientError } from "../lib/base/errors.ts";
 import { havePostgres } from "./optional_tools.ts";
-import { startPostgres } from "./postgres_server.ts";
+import { startPostgres } from "../lib/sim/postgres_server.ts";
 
 const batch = (b: Partial<SinkBatch>): SinkBatch => ({
   crawlId: "c",

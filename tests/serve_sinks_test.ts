@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { havePostgres } from "./optional_tools.ts";
-import { startPostgres } from "./postgres_server.ts";
+import { startPostgres } from "../lib/sim/postgres_server.ts";
 import { runTask, spawnRegistry, spawnServer, waitHealthy } from "./helpers.ts";
 
 Deno.test({

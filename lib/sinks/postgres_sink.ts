@@ -1,9 +1,10 @@
 /**
  * A PostgreSQL table kept equal to a crawl's store (`--sink postgres://USER:PASSWORD@HOST/DB#table`),
  * through the engine's sink seam (`engine/sinks/`), with `npm:postgres` (porsager's client). Each
- * batch is one transaction: the rows of a key range the batch does not hold deleted, its items
- * upserted in one multi-row `INSERT … SELECT FROM unnest(…) ON CONFLICT (id) DO UPDATE`, written
- * only where they differ (a batch given twice writes nothing), deletions deleted. Its position is
+ * batch is one statement, so one transaction and one round trip: the rows of a key range the batch
+ * does not hold deleted, deletions deleted (data-modifying `WITH` parts), its items upserted by an
+ * `INSERT … SELECT FROM unnest(…) ON CONFLICT (id) DO UPDATE`, written only where they differ (a
+ * batch given twice writes nothing). Its position is
  * kept in the crawl's KV under the sink's name (made from the server, user and database, never the
  * password), so after a kill, or a server down for an hour, the same command goes on where it
  * stopped.
@@ -163,39 +164,40 @@ export function postgresSink(ref: string, o: { connectTimeoutS?: number } = {}):
     const t = table ?? tableForCrawl(b.crawlId);
     await ensure(t);
     const rows = b.items.map(row);
-    await sql.begin(async (tx) => {
-      if (b.range) {
-        const { from, to } = b.range;
-        await tx.unsafe(
-          `DELETE FROM "${t}" WHERE ($1::text IS NULL OR id >= $1) AND ` +
-            "($2::text IS NULL OR id < $2) AND NOT (id = ANY($3::text[]))",
-          [from, to, rows.map((r) => r.id)],
-        );
-      }
-      if (rows.length > 0) {
-        await tx.unsafe(
-          `INSERT INTO "${t}" AS t (id, rev, doc, error, too_large, seq, updated_at) ` +
-            "SELECT u.id, u.rev, u.doc::jsonb, u.error::jsonb, u.too_large::boolean, $6, now() " +
-            "FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) " +
-            "AS u(id, rev, doc, error, too_large) " +
-            "ON CONFLICT (id) DO UPDATE SET rev = excluded.rev, doc = excluded.doc, " +
-            "error = excluded.error, too_large = excluded.too_large, seq = excluded.seq, " +
-            "updated_at = excluded.updated_at WHERE (t.rev, t.doc, t.error, t.too_large) " +
-            "IS DISTINCT FROM (excluded.rev, excluded.doc, excluded.error, excluded.too_large)",
-          [
-            rows.map((r) => r.id),
-            rows.map((r) => r.rev),
-            rows.map((r) => r.doc),
-            rows.map((r) => r.error),
-            rows.map((r) => r.tooLarge ? "t" : "f"),
-            b.seq,
-          ],
-        );
-      }
-      if (b.deleted.length > 0) {
-        await tx.unsafe(`DELETE FROM "${t}" WHERE id = ANY($1::text[])`, [b.deleted]);
-      }
-    });
+    // One statement: its parts see one snapshot and commit together (a batch is never half
+    // applied), in one round trip. A range's rows the batch holds are left to the upsert, which
+    // writes only those that differ.
+    // The batch goes as one JSON text (no escaping on this side: documents are joined in as the
+    // JSON they are), read into rows by the server; a range's other rows are those not in it.
+    let batch = "[";
+    for (const r of rows) {
+      batch += `${batch.length > 1 ? "," : ""}{"id":${JSON.stringify(r.id)},"rev":` +
+        `${JSON.stringify(r.rev)},"doc":${r.doc ?? "null"},"error":${r.error ?? "null"},` +
+        `"too_large":${r.tooLarge}}`;
+    }
+    batch += "]";
+    await sql.unsafe(
+      "WITH u AS MATERIALIZED (SELECT * FROM jsonb_to_recordset($1::text::jsonb) " +
+        "AS x(id text, rev text, doc jsonb, error jsonb, too_large boolean)), " +
+        `gone AS (DELETE FROM "${t}" WHERE $3::boolean AND ($4::text IS NULL OR id >= $4) ` +
+        "AND ($5::text IS NULL OR id < $5) AND id NOT IN (SELECT id FROM u)), " +
+        `dropped AS (DELETE FROM "${t}" WHERE id = ANY($6::text[])) ` +
+        `INSERT INTO "${t}" AS t (id, rev, doc, error, too_large, seq, updated_at) ` +
+        "SELECT u.id, u.rev, NULLIF(u.doc, 'null'::jsonb), NULLIF(u.error, 'null'::jsonb), " +
+        "u.too_large, $2, now() FROM u " +
+        "ON CONFLICT (id) DO UPDATE SET rev = excluded.rev, doc = excluded.doc, " +
+        "error = excluded.error, too_large = excluded.too_large, seq = excluded.seq, " +
+        "updated_at = excluded.updated_at WHERE (t.rev, t.doc, t.error, t.too_large) " +
+        "IS DISTINCT FROM (excluded.rev, excluded.doc, excluded.error, excluded.too_large)",
+      [
+        batch,
+        b.seq,
+        b.range !== null,
+        b.range?.from ?? null,
+        b.range?.to ?? null,
+        b.deleted,
+      ],
+    );
   };
   const state = async (s: SinkState) => {
     const t = table ?? tableForCrawl(s.crawlId);

@@ -36,6 +36,18 @@ export interface Delivered {
 
 /** Notes one delivery gives a sink at most, over every stream. @default */
 export const DELIVER_NOTES = 1_000;
+/**
+ * Items a batch holds at most: a range's items read back are gathered up to this many (or
+ * {@linkcode SINK_BATCH_BYTES} of documents) before the sink is given them, so that a database
+ * writes a few large transactions rather than a page's worth each. @default
+ */
+export const SINK_BATCH_ROWS = 2_000;
+/** Document bytes a batch holds at most (see {@linkcode SINK_BATCH_ROWS}). @default */
+export const SINK_BATCH_BYTES = 8 << 20;
+/** Notes of one stream merged into one at most (touching ranges, or ids). @default */
+const GROUP_NOTES = 100;
+/** Ids an `ids` note merged from several holds at most. */
+const GROUP_IDS = 2_000;
 
 /** How far behind the ledger a sink is (see {@linkcode sinkLag}). */
 export interface SinkLag {
@@ -58,21 +70,52 @@ interface Stream {
   at: number;
 }
 
+/** Deliveries under way in this process, by sink: a second one waits for the first. */
+const underWay = new WeakMap<Sink, Promise<unknown>>();
+
 /**
  * Gives `sink` what crawl `crawlId`'s ledger noted since its position (see the module comment),
  * at most `maxNotes` notes. A sink that throws stops the delivery (its position stays where its
- * last applied note left it) and the error is thrown.
+ * last applied note left it) and the error is thrown. Deliveries to one sink in one process take
+ * turns (a run's last drain waits for its sink loop's delivery instead of giving the same notes
+ * twice at once).
  */
 export async function deliver(
   ctx: { kv: Deno.Kv },
   crawlId: string,
   sink: Sink,
-  o: { maxNotes?: number } = {},
+  o: {
+    /** @default DELIVER_NOTES */
+    maxNotes?: number;
+    /** @default SINK_BATCH_ROWS */
+    batchRows?: number;
+  } = {},
+): Promise<Delivered> {
+  const before = underWay.get(sink) ?? Promise.resolve();
+  const run = before.catch(() => {}).then(() => deliverNow(ctx, crawlId, sink, o));
+  underWay.set(sink, run);
+  try {
+    return await run;
+  } finally {
+    if (underWay.get(sink) === run) underWay.delete(sink);
+  }
+}
+
+async function deliverNow(
+  ctx: { kv: Deno.Kv },
+  crawlId: string,
+  sink: Sink,
+  o: {
+    /** @default DELIVER_NOTES */
+    maxNotes?: number;
+    /** @default SINK_BATCH_ROWS */
+    batchRows?: number;
+  } = {},
 ): Promise<Delivered> {
   const { kv } = ctx;
   const { streams, state } = await ledgerOf(kv, crawlId, sink.name);
   const out: Delivered = { notes: 0, batches: 0, resynced: false, behind: 0 };
-  const told = { kv, crawlId, sink, seq: state.seq };
+  const told = { kv, crawlId, sink, seq: state.seq, batchRows: o.batchRows ?? SINK_BATCH_ROWS };
   if (await fellBehind(kv, crawlId, streams)) {
     out.batches += await resync(told, streams);
     out.resynced = true;
@@ -92,11 +135,22 @@ export async function deliver(
     };
     const notes: Deno.KvEntry<Note>[] = [];
     for await (const e of kv.list<Note>(selector, { limit: budget })) notes.push(e);
-    for (const e of notes) {
-      out.batches += await applyNote(told, e.value);
-      await kvOp(() => kv.set(keys.sinkAt(crawlId, sink.name, s.name), e.key[3] as number));
-      out.notes++;
-      budget--;
+    // Notes that merge (touching ranges, or ids) are given as one, then the position moves past
+    // all of them: fewer, larger batches, and the same at-least-once.
+    for (let i = 0; i < notes.length;) {
+      let merged = notes[i].value;
+      let j = i + 1;
+      for (; j < notes.length && j - i < GROUP_NOTES; j++) {
+        const next = mergeNotes(merged, notes[j].value);
+        if (next === null) break;
+        merged = next;
+      }
+      out.batches += await applyNote(told, merged);
+      const last = notes[j - 1].key[3] as number;
+      await kvOp(() => kv.set(keys.sinkAt(crawlId, sink.name, s.name), last));
+      out.notes += j - i;
+      budget -= j - i;
+      i = j;
     }
     out.behind += Math.max(0, s.head - s.at - notes.length);
   }
@@ -161,6 +215,21 @@ interface Told {
   crawlId: string;
   sink: Sink;
   seq: string | null;
+  batchRows: number;
+}
+
+/**
+ * `a` and `b` as one note when they merge: a range ending where the next starts, or two lists of
+ * ids (up to `GROUP_IDS`); null otherwise.
+ */
+function mergeNotes(a: Note, b: Note): Note | null {
+  if (a.kind === "range" && b.kind === "range") {
+    return a.to !== null && a.to === b.from ? { kind: "range", from: a.from, to: b.to } : null;
+  }
+  if (a.kind === "ids" && b.kind === "ids" && a.ids.length + b.ids.length <= GROUP_IDS) {
+    return { kind: "ids", ids: [...new Set([...a.ids, ...b.ids])] };
+  }
+  return null;
 }
 
 /** Tells the sink the crawl's state when it changed since it was last told (kept in KV). */
@@ -204,18 +273,26 @@ async function resync(t: Told, streams: Stream[]) {
 async function applyNote(t: Told, note: Note): Promise<number> {
   if (note.kind === "ids") return await applyIds(t, note.ids);
   const { kv, crawlId, sink, seq } = t;
-  // The range in parts that follow the batches read: each part holds exactly its batch.
+  // The range in parts that follow the batches read: each part holds exactly its batch. Reads are
+  // gathered into a batch up to `batchRows` items or `SINK_BATCH_BYTES` of documents.
   let batches = 0;
   let lo = note.from;
   let pending: SinkBatch | null = null;
+  let bytes = 0;
   for await (const items of itemsBetween(kv, crawlId, { from: note.from, to: note.to })) {
-    if (pending) {
-      pending.range!.to = items[0].id;
-      await sink.apply(pending);
-      batches++;
-      lo = items[0].id;
+    if (pending && pending.items.length < t.batchRows && bytes < SINK_BATCH_BYTES) {
+      for (const it of items) pending.items.push(it);
+    } else {
+      if (pending) {
+        pending.range!.to = items[0].id;
+        await sink.apply(pending);
+        batches++;
+        lo = items[0].id;
+      }
+      pending = { crawlId, range: { from: lo, to: note.to }, items: [...items], deleted: [], seq };
+      bytes = 0;
     }
-    pending = { crawlId, range: { from: lo, to: note.to }, items, deleted: [], seq };
+    for (const it of items) bytes += it.doc?.length ?? 0;
   }
   await sink.apply(
     pending ?? { crawlId, range: { from: lo, to: note.to }, items: [], deleted: [], seq },

@@ -1,11 +1,34 @@
 /**
- * A PostgreSQL server of a test's own (Debian's programs, `optional_tools.ts`): a cluster made
- * with `initdb` in a temporary folder, password authentication (SCRAM), listening on a free port
- * of 127.0.0.1 only, started and stopped with `pg_ctl`. As root (CI), the cluster belongs to the
+ * A PostgreSQL server of a test's or the bench's own (Debian's programs): a cluster made with
+ * `initdb` in a temporary folder, password authentication (SCRAM), listening on a free port of
+ * 127.0.0.1 only, started and stopped with `pg_ctl`. As root (CI), the cluster belongs to the
  * `postgres` account (PostgreSQL refuses to run as root).
+ *
+ * @module
  */
-import { POSTGRES_BIN } from "./optional_tools.ts";
-import { freePort } from "./helpers.ts";
+
+/**
+ * Where PostgreSQL's server programs are looked for (`POSTGRES_BIN`, else the newest
+ * `/usr/lib/postgresql/N/bin`, where Debian's `postgresql` package puts them).
+ */
+export const POSTGRES_BIN = Deno.env.get("POSTGRES_BIN") ?? newestPostgresBin();
+
+function newestPostgresBin(): string {
+  try {
+    const versions = [...Deno.readDirSync("/usr/lib/postgresql")].map((e) => Number(e.name))
+      .filter((n) => Number.isFinite(n)).sort((a, b) => b - a);
+    if (versions.length > 0) return `/usr/lib/postgresql/${versions[0]}/bin`;
+  } catch { /* none */ }
+  return "/usr/lib/postgresql/bin";
+}
+
+/** A free port of 127.0.0.1. */
+function freePort(): number {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  return port;
+}
 
 /** A running test server. */
 export interface TestPostgres {
@@ -14,6 +37,8 @@ export interface TestPostgres {
   /** Its password (to make wrong ones). */
   password: string;
   port: number;
+  /** The folder of its Unix socket (what `psql -h` takes). */
+  socketDir: string;
   /** Runs SQL through `psql` as the owner (for set-up and for reading back). */
   psql(sql: string, o?: { db?: string }): Promise<string>;
   /** Stops the server (fast: open connections are cut), leaving its data. */
@@ -24,7 +49,8 @@ export interface TestPostgres {
   close(): Promise<void>;
 }
 
-const asRoot = Deno.uid() === 0;
+/** PostgreSQL refuses to run as root: then its programs run as `postgres`. */
+const asRoot = () => Deno.uid() === 0;
 
 async function run(
   cmd: string,
@@ -32,7 +58,7 @@ async function run(
   what: string,
   env: Record<string, string> = {},
 ): Promise<string> {
-  const full = asRoot ? ["runuser", ["-u", "postgres", "--", cmd, ...args]] as const : [
+  const full = asRoot() ? ["runuser", ["-u", "postgres", "--", cmd, ...args]] as const : [
     cmd,
     args,
   ] as const;
@@ -56,7 +82,7 @@ export async function startPostgres(): Promise<TestPostgres> {
   const data = `${dir}/data`;
   const password = `pw${crypto.randomUUID().slice(0, 8)}`;
   await Deno.writeTextFile(`${dir}/pw`, password);
-  if (asRoot) {
+  if (asRoot()) {
     const id = (flag: string) =>
       new Deno.Command("id", { args: [flag, "postgres"], stdout: "piped" }).outputSync();
     const uid = Number(new TextDecoder().decode(id("-u").stdout));
@@ -123,6 +149,7 @@ export async function startPostgres(): Promise<TestPostgres> {
     url: `postgres://rankcrawl:${password}@127.0.0.1:${port}/rankcrawl`,
     password,
     port,
+    socketDir: dir,
     psql,
     stop,
     start,
