@@ -135,3 +135,25 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name: "postgres sink: a range bound holding U+0000 (a key just past another) is cut there; an id with one is left out, the rest applied",
+  ignore: !havePostgres,
+  async fn() {
+    const pg = await startPostgres();
+    try {
+      const sink = postgresSink(`${pg.url}#nul`);
+      const items = ["a", "b", "b0", "c"].map((id) => ({ id, rev: `1-${id}` }));
+      await sink.apply(batch({ range: { from: null, to: null }, items }));
+      // [b\0, c\0) holds only c now: b (before b\0) and b0 (inside) -> b0 goes; c stays.
+      await sink.apply(batch({ range: { from: "b\0", to: "c\0" }, items: [items[3]] }));
+      // An id with U+0000 cannot be held: left out, the batch's other items applied.
+      await sink.apply(batch({ items: [{ id: "d\0x", rev: "1-d" }, { id: "e", rev: "1-e" }] }));
+      await sink.apply(batch({ deleted: ["a", "z\0"] }));
+      await sink.close();
+      assert.equal(await pg.psql("SELECT string_agg(id, ',' ORDER BY id) FROM nul"), "b,c,e\n");
+    } finally {
+      await pg.close();
+    }
+  },
+});

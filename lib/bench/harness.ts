@@ -70,7 +70,11 @@ export async function timeTask(
   ]);
   clearInterval(poll);
   const ms = performance.now() - t;
-  if (status.code !== 0) throw new Error(`${script} ${args.join(" ")} failed: ${err.trim()}`);
+  if (status.code !== 0) {
+    // Arguments may hold a database's password (a sink): never printed.
+    const shown = args.map((a) => a.replace(/\/\/([^:/@]*):[^@/]*@/, "//$1:***@"));
+    throw new Error(`${script} ${shown.join(" ")} failed: ${err.trim()}`);
+  }
   return { ms, peakMiB: Math.round(peak), code: status.code, stdout: out, stderr: err };
 }
 

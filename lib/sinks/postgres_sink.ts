@@ -163,7 +163,11 @@ export function postgresSink(ref: string, o: { connectTimeoutS?: number } = {}):
   const apply = async (b: SinkBatch) => {
     const t = table ?? tableForCrawl(b.crawlId);
     await ensure(t);
-    const rows = b.items.map(row);
+    // Text in PostgreSQL cannot hold U+0000: an id with one is left out (the store and the
+    // export hold it), and a bound with one is cut there (see `bound`).
+    const rows = b.items.filter((it) => !it.id.includes("\0")).map(row);
+    const from = bound(b.range?.from ?? null, true);
+    const to = bound(b.range?.to ?? null, false);
     // One statement: its parts see one snapshot and commit together (a batch is never half
     // applied), in one round trip. A range's rows the batch holds are left to the upsert, which
     // writes only those that differ.
@@ -179,8 +183,9 @@ export function postgresSink(ref: string, o: { connectTimeoutS?: number } = {}):
     await sql.unsafe(
       "WITH u AS MATERIALIZED (SELECT * FROM jsonb_to_recordset($1::text::jsonb) " +
         "AS x(id text, rev text, doc jsonb, error jsonb, too_large boolean)), " +
-        `gone AS (DELETE FROM "${t}" WHERE $3::boolean AND ($4::text IS NULL OR id >= $4) ` +
-        "AND ($5::text IS NULL OR id < $5) AND id NOT IN (SELECT id FROM u)), " +
+        `gone AS (DELETE FROM "${t}" WHERE $3::boolean AND ($4::text IS NULL OR id > $4 OR ` +
+        "($7::boolean AND id = $4)) AND ($5::text IS NULL OR id < $5 OR ($8::boolean AND " +
+        "id = $5)) AND id NOT IN (SELECT id FROM u)), " +
         `dropped AS (DELETE FROM "${t}" WHERE id = ANY($6::text[])) ` +
         `INSERT INTO "${t}" AS t (id, rev, doc, error, too_large, seq, updated_at) ` +
         "SELECT u.id, u.rev, NULLIF(u.doc, 'null'::jsonb), NULLIF(u.error, 'null'::jsonb), " +
@@ -193,9 +198,11 @@ export function postgresSink(ref: string, o: { connectTimeoutS?: number } = {}):
         batch,
         b.seq,
         b.range !== null,
-        b.range?.from ?? null,
-        b.range?.to ?? null,
-        b.deleted,
+        from.at,
+        to.at,
+        b.deleted.filter((id) => !id.includes("\0")),
+        from.inclusive,
+        to.inclusive,
       ],
     );
   };
@@ -247,6 +254,18 @@ export function postgresSink(ref: string, o: { connectTimeoutS?: number } = {}):
     },
     close: () => sql.end({ timeout: 5 }),
   };
+}
+
+/**
+ * A range bound as PostgreSQL can take it: `at`, and whether an id equal to it is inside the range
+ * (a `from` is, a `to` is not). A bound holding U+0000 (a key just past
+ * another, `k\0`) is cut before it: no id PostgreSQL holds has one, so `id >= "k\0…"` is `id > "k"`
+ * and `id < "k\0…"` is `id <= "k"`.
+ */
+function bound(b: string | null, isFrom: boolean): { at: string | null; inclusive: boolean } {
+  if (b === null) return { at: null, inclusive: isFrom };
+  const nul = b.indexOf("\0");
+  return nul < 0 ? { at: b, inclusive: isFrom } : { at: b.slice(0, nul), inclusive: !isFrom };
 }
 
 /** An item as the statement's columns: `doc` and `error` as JSON text. */
