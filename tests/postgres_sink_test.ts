@@ -137,7 +137,8 @@ Deno.test({
 });
 
 Deno.test({
-  name: "postgres sink: a range bound holding U+0000 (a key just past another) is cut there; an id with one is left out, the rest applied",
+  name:
+    "postgres sink: a range bound holding U+0000 (a key just past another) is cut there; an id with one is left out, the rest applied",
   ignore: !havePostgres,
   async fn() {
     const pg = await startPostgres();
