@@ -146,6 +146,13 @@ const FLAGS = {
       "doc, error, too_large, seq, updated_at; no #table: the crawl's id); repeatable",
     multiple: true,
   },
+  "sink-deletions": {
+    type: "string",
+    value: "HOW",
+    help: "delete: rows the crawl no longer holds are deleted from a sink's table; tombstone: " +
+      "kept, marked with deleted_at",
+    default: "delete",
+  },
   "sink-required": {
     type: "boolean",
     help: "stop when a sink refuses (a wrong password, no such database) instead of crawling " +
@@ -263,7 +270,15 @@ runMain(async () => {
   // Ctrl-C or SIGTERM: stop following, or stop the crawl letting its shards go at once (the
   // same command resumes it).
   // Sinks are opened before anything is crawled: one that refuses is one line now.
-  const sinks = await openSinks(f.sink ?? [], { required: f["sink-required"] ?? false, log })
+  const deletions = choiceFlag("sink-deletions", f["sink-deletions"], [
+    "delete",
+    "tombstone",
+  ], "delete");
+  const sinks = await openSinks(f.sink ?? [], {
+    required: f["sink-required"] ?? false,
+    log,
+    tombstones: deletions === "tombstone",
+  })
     .catch((err) => Promise.reject(new UsageError((err as Error).message, { cause: err })));
   const interrupt = new AbortController();
   const unlisten = onInterrupt(() => interrupt.abort());

@@ -158,3 +158,34 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "postgres sink, tombstones: rows the store stopped holding are kept, marked with deleted_at; one that comes back loses its mark",
+  ignore: !havePostgres,
+  async fn() {
+    const pg = await startPostgres();
+    try {
+      const sink = postgresSink(`${pg.url}#t`, { tombstones: true });
+      assert.match(sink.name, /:t:tombstones$/);
+      const all = ["a", "b", "c", "d"].map((id) => ({ id, rev: `1-${id}` }));
+      await sink.apply(batch({ range: { from: null, to: null }, items: all }));
+      await sink.apply(batch({ range: { from: "b", to: "d" }, items: [all[2]] })); // b goes
+      await sink.apply(batch({ deleted: ["d"] }));
+      const marked = () =>
+        pg.psql(
+          "SELECT string_agg(id || CASE WHEN deleted_at IS NULL THEN '+' ELSE '-' END, ' ' " +
+            "ORDER BY id) FROM t",
+        );
+      assert.equal(await marked(), "a+ b- c+ d-\n");
+      const stamp = await pg.psql("SELECT deleted_at FROM t WHERE id = 'b'");
+      await sink.apply(batch({ range: { from: "b", to: "d" }, items: [all[2]] })); // again
+      assert.equal(await pg.psql("SELECT deleted_at FROM t WHERE id = 'b'"), stamp);
+      await sink.apply(batch({ items: [{ id: "b", rev: "2-b" }] }));
+      await sink.close();
+      assert.equal(await marked(), "a+ b+ c+ d-\n");
+    } finally {
+      await pg.close();
+    }
+  },
+});

@@ -157,3 +157,42 @@ Deno.test("sqlite sink: `deno task crawl --sink` with documents, following a reg
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("sqlite sink, tombstones: rows the store stopped holding are kept, marked with deleted_at; one that comes back loses its mark", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const path = `${dir}/t.db`;
+    const sink = sqliteSink(`sqlite:${path}#t`, { tombstones: true });
+    assert.match(sink.name, /:t:tombstones$/);
+    const all = ["a", "b", "c", "d"].map((id) => ({ id, rev: `1-${id}` }));
+    await sink.apply(batch({ range: { from: null, to: null }, items: all }));
+    await sink.apply(batch({ range: { from: "b", to: "d" }, items: [all[2]] })); // b goes
+    await sink.apply(batch({ deleted: ["d"] }));
+    const marked = () => {
+      const db = new DatabaseSync(path);
+      try {
+        return (db.prepare("SELECT id, deleted_at IS NOT NULL AS gone FROM t ORDER BY id").all())
+          .map((r) => `${r.id}${r.gone ? "-" : "+"}`).join(" ");
+      } finally {
+        db.close();
+      }
+    };
+    assert.equal(marked(), "a+ b- c+ d-");
+    const stamp = () => {
+      const db = new DatabaseSync(path);
+      try {
+        return db.prepare("SELECT deleted_at FROM t WHERE id = 'b'").get()?.deleted_at;
+      } finally {
+        db.close();
+      }
+    };
+    const first = stamp();
+    await sink.apply(batch({ range: { from: "b", to: "d" }, items: [all[2]] })); // again
+    assert.equal(stamp(), first, "a row marked stays as it was marked");
+    await sink.apply(batch({ items: [{ id: "b", rev: "2-b" }] }));
+    sink.close();
+    assert.equal(marked(), "a+ b+ c+ d-");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -9,7 +9,7 @@
 import type { Clock } from "../base/clock.ts";
 import { errorLine, FatalError, PermanentError } from "../base/errors.ts";
 import { type CrawlRecord, deliver, type Sink } from "../engine/mod.ts";
-import { type OpenedSink, openSink } from "../sinks/mod.ts";
+import { type OpenedSink, openSink, type SinkTableOptions } from "../sinks/mod.ts";
 
 /** How long the end of a run waits for a sink that fails to come back, ms. @default */
 export const SINK_DRAIN_WAIT_MS = 30_000;
@@ -23,12 +23,12 @@ export const SINK_DRAIN_WAIT_MS = 30_000;
  */
 export async function openSinks(
   refs: readonly string[],
-  o: { required: boolean; log: (line: string) => void },
+  o: { required: boolean; log: (line: string) => void } & SinkTableOptions,
 ): Promise<OpenedSink[]> {
   const sinks: OpenedSink[] = [];
   try {
     for (const ref of refs) {
-      const sink = openSink(ref);
+      const sink = openSink(ref, { tombstones: o.tombstones });
       try {
         await sink.probe();
         sinks.push(sink);

@@ -81,7 +81,10 @@ export async function startServer(
 ): Promise<ServerRuntime> {
   const clock = options.clock ?? SYSTEM_CLOCK;
   const log = options.log ?? ((l: string) => console.error(l));
-  const sinks = await openNamedSinks(config.sinks ?? [], log);
+  const sinks = await openNamedSinks(config.sinks ?? [], {
+    log,
+    tombstones: config.sinkTombstones ?? false,
+  });
   let kv: Deno.Kv;
   try {
     kv = await openStore(config.kvPath);
@@ -146,14 +149,15 @@ export async function startServer(
  */
 async function openNamedSinks(
   named: readonly { name: string; ref: string }[],
-  log: (line: string) => void,
+  o: { log: (line: string) => void; tombstones: boolean },
 ): Promise<Map<string, OpenedSink>> {
+  const { log } = o;
   const sinks = new Map<string, OpenedSink>();
   let which = "";
   try {
     for (const { name, ref } of named) {
       which = name;
-      const sink = openSink(ref);
+      const sink = openSink(ref, { tombstones: o.tombstones });
       sinks.set(name, sink);
       try {
         await sink.probe();

@@ -67,6 +67,8 @@ environment:
                      sqlite:PATH or postgres://USER:PASSWORD@HOST/DB (no #table: each crawl gets
                      a table named after it); a sink that refuses at start stops the server
                      (default: none)
+  SINK_DELETIONS     delete (rows a crawl no longer holds leave its sinks' tables) or tombstone
+                     (kept, marked with deleted_at) (default: delete)
 
 flags:
   --insecure-local   no token, bound to 127.0.0.1 only
@@ -109,6 +111,8 @@ export interface ServerConfig {
    * never shown). @default none
    */
   sinks?: { name: string; ref: string }[];
+  /** `SINK_DELETIONS=tombstone`: the sinks keep deleted rows, marked. @default false */
+  sinkTombstones?: boolean;
 }
 
 /**
@@ -276,7 +280,15 @@ export function configFromEnv(
     follow: followFromEnv(env, options.onDeploy),
     ratePerSecond: rateFromEnv(env("RATE")),
     sinks,
+    sinkTombstones: sinkDeletions(env("SINK_DELETIONS")) === "tombstone",
   };
+}
+
+/** `SINK_DELETIONS`: how the sinks keep rows a crawl no longer holds. */
+function sinkDeletions(raw: string | undefined): "delete" | "tombstone" {
+  if (raw === undefined || raw === "" || raw === "delete") return "delete";
+  if (raw === "tombstone") return raw;
+  throw new UsageError(`SINK_DELETIONS must be delete or tombstone, got "${raw}"`);
 }
 
 /** `RATE`: requests a second, or null when unset or empty. */

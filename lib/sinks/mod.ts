@@ -15,4 +15,10 @@ export {
   postgresSink,
 } from "./postgres_sink.ts";
 export { parseSqliteSink, type SqliteSink, sqliteSink } from "./sqlite_sink.ts";
-export { SINK_COLUMNS, STATE_COLUMNS, STATE_TABLE, tableForCrawl } from "./sink_table.ts";
+export {
+  SINK_COLUMNS,
+  type SinkTableOptions,
+  STATE_COLUMNS,
+  STATE_TABLE,
+  tableForCrawl,
+} from "./sink_table.ts";

@@ -8,6 +8,7 @@ import { PermanentError } from "../base/errors.ts";
 import type { Sink } from "../engine/mod.ts";
 import { parsePostgresSink, postgresSink } from "./postgres_sink.ts";
 import { sqliteSink } from "./sqlite_sink.ts";
+import type { SinkTableOptions } from "./sink_table.ts";
 
 /** A sink opened from its reference. */
 export interface OpenedSink extends Sink {
@@ -26,7 +27,7 @@ export interface OpenedSink extends Sink {
 export const SINK_FORMS = "sqlite:PATH#table or postgres://USER:PASSWORD@HOST/DB#table";
 
 /**
- * The sink `ref` names. An SQLite file is opened now; a PostgreSQL server is not connected until
+ * The sink `ref` names, keeping deletions as `o` says. An SQLite file is opened now; a PostgreSQL server is not connected until
  * `probe` or the first batch.
  * @throws PermanentError when `ref` is no sink, or an SQLite file cannot be written.
  *
@@ -37,9 +38,9 @@ export const SINK_FORMS = "sqlite:PATH#table or postgres://USER:PASSWORD@HOST/DB
  * await sink.close();
  * ```
  */
-export function openSink(ref: string): OpenedSink {
+export function openSink(ref: string, o: SinkTableOptions = {}): OpenedSink {
   if (ref.startsWith("sqlite:")) {
-    const s = sqliteSink(ref);
+    const s = sqliteSink(ref, o);
     return {
       name: s.name,
       shown: ref.replace(/#.*/, ""),
@@ -51,7 +52,7 @@ export function openSink(ref: string): OpenedSink {
   }
   if (/^postgres(ql)?:/.test(ref)) {
     parsePostgresSink(ref);
-    return postgresSink(ref);
+    return postgresSink(ref, o);
   }
   throw new PermanentError(
     `--sink ${ref.replace(/\/\/[^@/]*@/, "//…@")}: a sink is ${SINK_FORMS}`,

@@ -11,7 +11,8 @@
  *
  * The table (named after `#`, else after the crawl): `id text COLLATE "C"` (primary key; byte
  * order, the store's), `rev`, `doc jsonb`, `error jsonb`, `too_large boolean`, `seq` (the
- * registry's sequence the crawl had applied when the row was written), `updated_at timestamptz`.
+ * registry's sequence the crawl had applied when the row was written), `updated_at timestamptz`,
+ * `deleted_at timestamptz` (with `tombstones`: when the store stopped holding the row, kept).
  * A document `jsonb` cannot hold (a `\u0000` in a string) is stored with `doc` null and `error`
  * `{"status": 0, "reason": "jsonb cannot hold \\u0000; ..."}`. `rankcrawl_state` says, a row per
  * table, what the table is current at and how proven.
@@ -25,6 +26,7 @@ import {
   checkTable,
   SINK_COLUMNS,
   sinkName,
+  type SinkTableOptions,
   STATE_COLUMNS,
   STATE_TABLE,
   tableForCrawl,
@@ -118,7 +120,10 @@ function meaning(shown: string, err: unknown): Error {
  * // createRuntime({ ..., sinks: { sinksFor: () => [sink] } }); then: await sink.close();
  * ```
  */
-export function postgresSink(ref: string, o: { connectTimeoutS?: number } = {}): PostgresSink {
+export function postgresSink(
+  ref: string,
+  o: SinkTableOptions & { connectTimeoutS?: number } = {},
+): PostgresSink {
   const { url, shown, table } = parsePostgresSink(ref);
   const sql = postgres(url, {
     max: 1,
@@ -143,7 +148,7 @@ export function postgresSink(ref: string, o: { connectTimeoutS?: number } = {}):
     await sql.unsafe(
       `CREATE TABLE IF NOT EXISTS "${t}" (id text COLLATE "C" PRIMARY KEY, rev text NOT NULL, ` +
         "doc jsonb, error jsonb, too_large boolean NOT NULL DEFAULT false, seq text, " +
-        "updated_at timestamptz NOT NULL)",
+        "updated_at timestamptz NOT NULL, deleted_at timestamptz)",
     );
     await checkShape(t, SINK_COLUMNS);
     ready.add(t);
@@ -180,20 +185,30 @@ export function postgresSink(ref: string, o: { connectTimeoutS?: number } = {}):
         `"too_large":${r.tooLarge}}`;
     }
     batch += "]";
+    // What leaves the store leaves the table, or stays in it marked (tombstones).
+    const remove = (where: string) =>
+      o.tombstones
+        ? `UPDATE "${t}" SET deleted_at = now(), updated_at = now() WHERE deleted_at IS NULL ` +
+          `AND ${where}`
+        : `DELETE FROM "${t}" WHERE ${where}`;
     await sql.unsafe(
       "WITH u AS MATERIALIZED (SELECT * FROM jsonb_to_recordset($1::text::jsonb) " +
         "AS x(id text, rev text, doc jsonb, error jsonb, too_large boolean)), " +
-        `gone AS (DELETE FROM "${t}" WHERE $3::boolean AND ($4::text IS NULL OR id > $4 OR ` +
-        "($7::boolean AND id = $4)) AND ($5::text IS NULL OR id < $5 OR ($8::boolean AND " +
-        "id = $5)) AND id NOT IN (SELECT id FROM u)), " +
-        `dropped AS (DELETE FROM "${t}" WHERE id = ANY($6::text[])) ` +
-        `INSERT INTO "${t}" AS t (id, rev, doc, error, too_large, seq, updated_at) ` +
+        `gone AS (${
+          remove(
+            "$3::boolean AND ($4::text IS NULL OR id > $4 OR ($7::boolean AND id = $4)) AND " +
+              "($5::text IS NULL OR id < $5 OR ($8::boolean AND id = $5)) AND " +
+              "id NOT IN (SELECT id FROM u)",
+          )
+        }), dropped AS (${remove("id = ANY($6::text[])")}) ` +
+        `INSERT INTO "${t}" AS t (id, rev, doc, error, too_large, seq, updated_at, deleted_at) ` +
         "SELECT u.id, u.rev, NULLIF(u.doc, 'null'::jsonb), NULLIF(u.error, 'null'::jsonb), " +
-        "u.too_large, $2, now() FROM u " +
+        "u.too_large, $2, now(), NULL FROM u " +
         "ON CONFLICT (id) DO UPDATE SET rev = excluded.rev, doc = excluded.doc, " +
         "error = excluded.error, too_large = excluded.too_large, seq = excluded.seq, " +
-        "updated_at = excluded.updated_at WHERE (t.rev, t.doc, t.error, t.too_large) " +
-        "IS DISTINCT FROM (excluded.rev, excluded.doc, excluded.error, excluded.too_large)",
+        "updated_at = excluded.updated_at, deleted_at = NULL WHERE (t.rev, t.doc, t.error, " +
+        "t.too_large, t.deleted_at) IS DISTINCT FROM (excluded.rev, excluded.doc, " +
+        "excluded.error, excluded.too_large, NULL::timestamptz)",
       [
         batch,
         b.seq,
@@ -226,7 +241,7 @@ export function postgresSink(ref: string, o: { connectTimeoutS?: number } = {}):
   };
   const named = new URL(url);
   return {
-    name: sinkName("postgres", `${named.username}@${named.host}${named.pathname}`, table),
+    name: sinkName("postgres", `${named.username}@${named.host}${named.pathname}`, table, o),
     table,
     shown,
     apply: (b) => apply(b).catch((err) => Promise.reject(meaning(shown, err))),

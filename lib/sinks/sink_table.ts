@@ -8,8 +8,29 @@
  */
 import { PermanentError } from "../base/errors.ts";
 
-/** A sink table's columns, in order (`id` the primary key). */
-export const SINK_COLUMNS = ["id", "rev", "doc", "error", "too_large", "seq", "updated_at"];
+/**
+ * A sink table's columns, in order (`id` the primary key). `deleted_at` is null but for rows kept
+ * as tombstones ({@linkcode SinkTableOptions.tombstones}): when the store stopped holding them.
+ */
+export const SINK_COLUMNS = [
+  "id",
+  "rev",
+  "doc",
+  "error",
+  "too_large",
+  "seq",
+  "updated_at",
+  "deleted_at",
+];
+
+/** How a sink keeps its table. */
+export interface SinkTableOptions {
+  /**
+   * Rows the store no longer holds are kept, marked with `deleted_at`, instead of deleted (a row
+   * that comes back loses its mark). @default false
+   */
+  tombstones?: boolean;
+}
 
 /**
  * The table beside a sink's tables, a row per table: the crawl it holds, the registry's sequence
@@ -64,9 +85,15 @@ export function shortHash(s: string): string {
 
 /**
  * A sink's name: its kind, a hash of where it writes (a file, or a server and database without the
- * password) and its table (`*`: the crawl's own), so that its position in KV is found again by the
- * same reference and by no other.
+ * password), its table (`*`: the crawl's own) and `:tombstones` when it keeps them, so that its
+ * position in KV is found again by the same reference and by no other.
  */
-export function sinkName(kind: string, where: string, table: string | null): string {
-  return `${kind}:${shortHash(where)}:${table ?? "*"}`;
+export function sinkName(
+  kind: string,
+  where: string,
+  table: string | null,
+  o: SinkTableOptions = {},
+): string {
+  // Another way of keeping deletions is another sink: switched, it is given the whole crawl again.
+  return `${kind}:${shortHash(where)}:${table ?? "*"}${o.tombstones ? ":tombstones" : ""}`;
 }

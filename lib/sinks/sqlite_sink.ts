@@ -9,8 +9,8 @@
  * The table (`sink_table.ts`; named after `#`, else after the crawl): `id` (primary key), `rev`,
  * `doc` (the document's JSON text, when fetched), `error` (`{"status","reason"}` when the document
  * could not be had), `too_large` (1 when over the cap), `seq` (the registry's sequence the crawl
- * had applied when the row was written), `updated_at` (ISO 8601). A table of another shape is
- * refused. `rankcrawl_state` says, a row per table, what the table is current at and how proven.
+ * had applied when the row was written), `updated_at` (ISO 8601), `deleted_at` (with `tombstones`:
+ * when the store stopped holding the row, which is kept). A table of another shape is refused. `rankcrawl_state` says, a row per table, what the table is current at and how proven.
  *
  * @module
  */
@@ -22,6 +22,7 @@ import {
   checkTable,
   SINK_COLUMNS,
   sinkName,
+  type SinkTableOptions,
   STATE_COLUMNS,
   STATE_TABLE,
   tableForCrawl,
@@ -46,8 +47,13 @@ export interface SqliteSink extends Sink {
 interface Writer {
   table: string;
   upsert: StatementSync;
-  drop: StatementSync;
-  range: Record<"both" | "from" | "to" | "all", StatementSync>;
+  drop: Remover;
+  range: Record<"both" | "from" | "to" | "all", Remover>;
+}
+
+/** A statement that deletes rows, or marks them deleted: given the condition's values only. */
+interface Remover {
+  run(...args: string[]): unknown;
 }
 
 /**
@@ -61,7 +67,7 @@ interface Writer {
  * // createRuntime({ ..., sinks: { sinksFor: () => [sink] } }); then: sink.close();
  * ```
  */
-export function sqliteSink(ref: string): SqliteSink {
+export function sqliteSink(ref: string, o: SinkTableOptions = {}): SqliteSink {
   const { path, table } = parseSqliteSink(ref);
   let db: DatabaseSync;
   try {
@@ -87,12 +93,24 @@ export function sqliteSink(ref: string): SqliteSink {
     fail(`${STATE_TABLE} exists with other columns (${shape(STATE_TABLE).join(", ")})`);
   }
   const writers = new Map<string, Writer>();
+  // What leaves the store leaves the table, or stays in it marked (`deleted_at`: the time, bound
+  // by `at`, set before each batch).
+  let at = "";
+  const remove = (t: string, where: string): Remover => {
+    const st = o.tombstones
+      ? db.prepare(
+        `UPDATE "${t}" SET deleted_at = ?, updated_at = ? WHERE deleted_at IS NULL AND ${where}`,
+      )
+      : db.prepare(`DELETE FROM "${t}" WHERE ${where}`);
+    return { run: (...args) => o.tombstones ? st.run(at, at, ...args) : st.run(...args) };
+  };
   const writer = (t: string): Writer => {
     const known = writers.get(t);
     if (known) return known;
     db.exec(
       `CREATE TABLE IF NOT EXISTS "${t}" (id TEXT PRIMARY KEY, rev TEXT NOT NULL, doc TEXT, ` +
-        "error TEXT, too_large INTEGER NOT NULL DEFAULT 0, seq TEXT, updated_at TEXT NOT NULL)",
+        "error TEXT, too_large INTEGER NOT NULL DEFAULT 0, seq TEXT, updated_at TEXT NOT NULL, " +
+        "deleted_at TEXT)",
     );
     const columns = shape(t);
     if (columns.join(",") !== SINK_COLUMNS.join(",")) {
@@ -105,20 +123,20 @@ export function sqliteSink(ref: string): SqliteSink {
     const w: Writer = {
       table: t,
       upsert: db.prepare(
-        `INSERT INTO "${t}" (id, rev, doc, error, too_large, seq, updated_at) ` +
-          "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET rev = excluded.rev, " +
+        `INSERT INTO "${t}" (id, rev, doc, error, too_large, seq, updated_at, deleted_at) ` +
+          "VALUES (?, ?, ?, ?, ?, ?, ?, NULL) ON CONFLICT(id) DO UPDATE SET rev = excluded.rev, " +
           "doc = excluded.doc, error = excluded.error, too_large = excluded.too_large, " +
-          "seq = excluded.seq, updated_at = excluded.updated_at " +
-          `WHERE (rev, doc, error, too_large) IS NOT (excluded.rev, excluded.doc, ` +
-          "excluded.error, excluded.too_large)",
+          "seq = excluded.seq, updated_at = excluded.updated_at, deleted_at = NULL " +
+          `WHERE (rev, doc, error, too_large, deleted_at) IS NOT (excluded.rev, excluded.doc, ` +
+          "excluded.error, excluded.too_large, NULL)",
       ),
-      drop: db.prepare(`DELETE FROM "${t}" WHERE id = ?`),
+      drop: remove(t, "id = ?"),
       // Ids compare as UTF-8 bytes (SQLite's BINARY collation): code point order, the store's.
       range: {
-        both: db.prepare(`DELETE FROM "${t}" WHERE id >= ? AND id < ?`),
-        from: db.prepare(`DELETE FROM "${t}" WHERE id >= ?`),
-        to: db.prepare(`DELETE FROM "${t}" WHERE id < ?`),
-        all: db.prepare(`DELETE FROM "${t}"`),
+        both: remove(t, "id >= ? AND id < ?"),
+        from: remove(t, "id >= ?"),
+        to: remove(t, "id < ?"),
+        all: remove(t, "1"),
       },
     };
     writers.set(t, w);
@@ -138,7 +156,7 @@ export function sqliteSink(ref: string): SqliteSink {
   };
   const apply = (b: SinkBatch) => {
     const w = writer(table ?? tableForCrawl(b.crawlId));
-    const at = new Date().toISOString();
+    at = new Date().toISOString();
     inTransaction(() => {
       if (b.range) {
         // Rows the batch holds are kept and upserted (no churn); every other row there goes.
@@ -151,7 +169,7 @@ export function sqliteSink(ref: string): SqliteSink {
           : to !== null
           ? w.range.to
           : w.range.all;
-        if (keep.size === 0) gone.run(...[from, to].filter((x) => x !== null));
+        if (keep.size === 0) gone.run(...[from, to].filter((x): x is string => x !== null));
         else dropOthers(db, b.range, keep, w);
       }
       for (const it of b.items) {
@@ -186,7 +204,7 @@ export function sqliteSink(ref: string): SqliteSink {
     );
   };
   return {
-    name: sinkName("sqlite", path, table),
+    name: sinkName("sqlite", path, table, o),
     table,
     apply: (b) => Promise.resolve().then(() => apply(b)),
     state: (s) => Promise.resolve().then(() => state(s)),
@@ -206,5 +224,6 @@ function dropOthers(
   const ids = db.prepare(
     `SELECT id FROM "${w.table}"${where.length ? ` WHERE ${where.join(" AND ")}` : ""}`,
   ).all(...[from, to].filter((x) => x !== null)) as { id: string }[];
+  // Rows already marked deleted stay as they are (the remover skips them).
   for (const { id } of ids) if (!keep.has(id)) w.drop.run(id);
 }
