@@ -18,6 +18,7 @@ const batch = (b: Partial<SinkBatch>): SinkBatch => ({
   items: [],
   deleted: [],
   seq: "7",
+  keys: "ids",
   ...b,
 });
 

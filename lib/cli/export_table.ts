@@ -176,7 +176,14 @@ export async function exportSqlite(
   let rows = 0;
   try {
     for await (const batch of items) {
-      await sink.apply({ crawlId: id, range: null, items: batch, deleted: [], seq: p.seq });
+      await sink.apply({
+        crawlId: id,
+        range: null,
+        items: batch,
+        deleted: [],
+        seq: p.seq,
+        keys: "ids",
+      });
       rows += batch.length;
     }
     await sink.state!({

@@ -20,16 +20,21 @@
  * @module
  */
 import postgres from "postgres";
+import { shownKey } from "../plan/shown_key.ts";
 import { PermanentError, TransientError } from "../base/errors.ts";
 import type { ExportedItem, Sink, SinkBatch, SinkState } from "../engine/mod.ts";
 import {
   checkTable,
+  rowOf,
+  shapeOf,
   SINK_COLUMNS,
   sinkName,
   type SinkTableOptions,
   STATE_COLUMNS,
   STATE_TABLE,
   tableForCrawl,
+  type TableShape,
+  VIEW_COLUMNS,
 } from "./sink_table.ts";
 
 /** Seconds a connection is waited for before the attempt counts as failed. @default */
@@ -134,57 +139,96 @@ export function postgresSink(
   });
   const ready = new Set<string>();
   let stateReady = false;
-  const ensure = async (t: string) => {
+  const ensureState = async () => {
     if (!stateReady) {
       await sql.unsafe(
         `CREATE TABLE IF NOT EXISTS ${STATE_TABLE} (table_name text PRIMARY KEY, ` +
           "crawl_id text NOT NULL, seq text, status text, checked text, detail text, " +
           "updated_at timestamptz NOT NULL)",
       );
-      await checkShape(STATE_TABLE, STATE_COLUMNS);
+      await checkShape(STATE_TABLE, [STATE_COLUMNS]);
       stateReady = true;
     }
+  };
+  const ensure = async (t: string, sh: TableShape) => {
+    await ensureState();
     if (ready.has(t)) return;
+    const type = (c: string) =>
+      c === sh.key
+        ? 'text COLLATE "C" PRIMARY KEY'
+        : sh.json.includes(c)
+        ? "jsonb"
+        : c === "too_large"
+        ? "boolean NOT NULL DEFAULT false"
+        : c === "updated_at"
+        ? "timestamptz NOT NULL"
+        : c === "deleted_at"
+        ? "timestamptz"
+        : "text";
     await sql.unsafe(
-      `CREATE TABLE IF NOT EXISTS "${t}" (id text COLLATE "C" PRIMARY KEY, rev text NOT NULL, ` +
-        "doc jsonb, error jsonb, too_large boolean NOT NULL DEFAULT false, seq text, " +
-        "updated_at timestamptz NOT NULL, deleted_at timestamptz)",
+      `CREATE TABLE IF NOT EXISTS "${t}" (${sh.columns.map((c) => `${c} ${type(c)}`).join(", ")})`,
     );
-    await checkShape(t, SINK_COLUMNS);
+    await checkShape(t, [sh.columns]);
     ready.add(t);
   };
-  const checkShape = async (t: string, want: string[]) => {
+  /** Refuses a table `t` there with columns other than one of `wants` (none there: fine). */
+  const checkShape = async (t: string, wants: string[][]) => {
     const cols = (await sql<{ column_name: string }[]>`
       SELECT column_name FROM information_schema.columns
       WHERE table_schema = current_schema() AND table_name = ${t} ORDER BY ordinal_position`)
       .map((c) => c.column_name);
-    if (cols.join(",") !== want.join(",")) {
+    if (cols.length > 0 && !wants.some((w) => cols.join(",") === w.join(","))) {
       throw new PermanentError(
         `--sink ${shown}: table ${t} exists with other columns (${cols.join(", ")}); ` +
-          `name another table after # (it would hold ${want.join(", ")})`,
+          `name another table after # (it would hold ${wants[0].join(", ")})`,
       );
     }
   };
   const apply = async (b: SinkBatch) => {
     const t = table ?? tableForCrawl(b.crawlId);
-    await ensure(t);
-    // Text in PostgreSQL cannot hold U+0000: an id with one is left out (the store and the
-    // export hold it), and a bound with one is cut there (see `bound`).
-    const rows = b.items.filter((it) => !it.id.includes("\0")).map(row);
-    const from = bound(b.range?.from ?? null, true);
-    const to = bound(b.range?.to ?? null, false);
-    // One statement: its parts see one snapshot and commit together (a batch is never half
-    // applied), in one round trip. A range's rows the batch holds are left to the upsert, which
-    // writes only those that differ.
-    // The batch goes as one JSON text (no escaping on this side: documents are joined in as the
-    // JSON they are), read into rows by the server; a range's other rows are those not in it.
+    const sh = shapeOf(shown, b.keys);
+    await ensure(t, sh);
+    const k = sh.key;
+    // Text in PostgreSQL cannot hold U+0000. A view's row keys hold it between key and id: they
+    // are kept escaped in an order-kept form (`rowKey`). A document id with one is left out (the
+    // store and the export hold it), and a bound with one is cut there (see `bound`).
+    const view = k === "row_key";
+    const items = b.items.filter((it) => !(view ? shownId(it.id) : it.id).includes("\0"));
+    const from = view
+      ? { at: b.range?.from == null ? null : rowKey(b.range.from), inclusive: true }
+      : bound(b.range?.from ?? null, true);
+    const to = view
+      ? { at: b.range?.to == null ? null : rowKey(b.range.to), inclusive: false }
+      : bound(b.range?.to ?? null, false);
+    const deleted = view ? b.deleted.map(rowKey) : b.deleted.filter((id) => !id.includes("\0"));
+    // The batch goes as one JSON text (no escaping on this side: documents and values are joined
+    // in as the JSON they are), read into rows by the server.
     let batch = "[";
-    for (const r of rows) {
-      batch += `${batch.length > 1 ? "," : ""}{"id":${JSON.stringify(r.id)},"rev":` +
-        `${JSON.stringify(r.rev)},"doc":${r.doc ?? "null"},"error":${r.error ?? "null"},` +
-        `"too_large":${r.tooLarge}}`;
+    for (const it of items) {
+      const row = rowOf(sh, jsonbSafe(it));
+      if (view) row[0] = rowKey(row[0] as string);
+      batch += `${batch.length > 1 ? "," : ""}{${
+        sh.data.map((c, i) => {
+          const v = row[i];
+          const json = v === null
+            ? "null"
+            : typeof v === "boolean" || sh.json.includes(c)
+            ? String(v)
+            : JSON.stringify(v);
+          return `"${c}":${json}`;
+        }).join(",")
+      }}`;
     }
     batch += "]";
+    const types = sh.data.map((c) =>
+      `${c} ${sh.json.includes(c) ? "jsonb" : c === "too_large" ? "boolean" : "text"}`
+    ).join(", ");
+    const picked = sh.data.map((c) =>
+      sh.json.includes(c) && c !== "key" && c !== "value"
+        ? `NULLIF(u.${c}, 'null'::jsonb)`
+        : `u.${c}`
+    ).join(", ");
+    const compared = [...sh.data.filter((c) => c !== k), "deleted_at"];
     // What leaves the store leaves the table, or stays in it marked (tombstones).
     const remove = (where: string) =>
       o.tombstones
@@ -192,30 +236,28 @@ export function postgresSink(
           `AND ${where}`
         : `DELETE FROM "${t}" WHERE ${where}`;
     await sql.unsafe(
-      "WITH u AS MATERIALIZED (SELECT * FROM jsonb_to_recordset($1::text::jsonb) " +
-        "AS x(id text, rev text, doc jsonb, error jsonb, too_large boolean)), " +
+      `WITH u AS MATERIALIZED (SELECT * FROM jsonb_to_recordset($1::text::jsonb) AS x(${types})), ` +
         `gone AS (${
           remove(
-            "$3::boolean AND ($4::text IS NULL OR id > $4 OR ($7::boolean AND id = $4)) AND " +
-              "($5::text IS NULL OR id < $5 OR ($8::boolean AND id = $5)) AND " +
-              "id NOT IN (SELECT id FROM u)",
+            `$3::boolean AND ($4::text IS NULL OR ${k} > $4 OR ($7::boolean AND ${k} = $4)) AND ` +
+              `($5::text IS NULL OR ${k} < $5 OR ($8::boolean AND ${k} = $5)) AND ` +
+              `${k} NOT IN (SELECT ${k} FROM u)`,
           )
-        }), dropped AS (${remove("id = ANY($6::text[])")}) ` +
-        `INSERT INTO "${t}" AS t (id, rev, doc, error, too_large, seq, updated_at, deleted_at) ` +
-        "SELECT u.id, u.rev, NULLIF(u.doc, 'null'::jsonb), NULLIF(u.error, 'null'::jsonb), " +
-        "u.too_large, $2, now(), NULL FROM u " +
-        "ON CONFLICT (id) DO UPDATE SET rev = excluded.rev, doc = excluded.doc, " +
-        "error = excluded.error, too_large = excluded.too_large, seq = excluded.seq, " +
-        "updated_at = excluded.updated_at, deleted_at = NULL WHERE (t.rev, t.doc, t.error, " +
-        "t.too_large, t.deleted_at) IS DISTINCT FROM (excluded.rev, excluded.doc, " +
-        "excluded.error, excluded.too_large, NULL::timestamptz)",
+        }), dropped AS (${remove(`${k} = ANY($6::text[])`)}) ` +
+        `INSERT INTO "${t}" AS t (${sh.data.join(", ")}, seq, updated_at, deleted_at) ` +
+        `SELECT ${picked}, $2, now(), NULL FROM u ON CONFLICT (${k}) DO UPDATE SET ` +
+        sh.data.filter((c) => c !== k).map((c) => `${c} = excluded.${c}`).join(", ") +
+        ", seq = excluded.seq, updated_at = excluded.updated_at, deleted_at = NULL WHERE " +
+        `(${compared.map((c) => `t.${c}`).join(", ")}) IS DISTINCT FROM (${
+          compared.map((c) => c === "deleted_at" ? "NULL::timestamptz" : `excluded.${c}`).join(", ")
+        })`,
       [
         batch,
         b.seq,
         b.range !== null,
         from.at,
         to.at,
-        b.deleted.filter((id) => !id.includes("\0")),
+        deleted,
         from.inclusive,
         to.inclusive,
       ],
@@ -223,7 +265,7 @@ export function postgresSink(
   };
   const state = async (s: SinkState) => {
     const t = table ?? tableForCrawl(s.crawlId);
-    await ensure(t);
+    await ensureState();
     await sql.unsafe(
       `INSERT INTO ${STATE_TABLE} (${STATE_COLUMNS.join(", ")}) ` +
         "VALUES ($1, $2, $3, $4, $5, $6, now()) ON CONFLICT (table_name) DO UPDATE SET " +
@@ -254,7 +296,10 @@ export function postgresSink(
         if (ro.ro === "on") {
           throw new PermanentError(`--sink ${shown}: the database is read-only`);
         }
-        if (table !== null) await ensure(table);
+        await ensureState();
+        // A table named after # that is there with another form is refused now (it is made at
+        // the first batch: a view's rows and documents make other tables).
+        if (table !== null) await checkShape(table, [SINK_COLUMNS, VIEW_COLUMNS]);
         else {
           // The crawl's own table is made at its first batch: the right to make one is checked now.
           await sql.begin(async (tx) => {
@@ -283,16 +328,34 @@ function bound(b: string | null, isFrom: boolean): { at: string | null; inclusiv
   return nul < 0 ? { at: b, inclusive: isFrom } : { at: b.slice(0, nul), inclusive: !isFrom };
 }
 
-/** An item as the statement's columns: `doc` and `error` as JSON text. */
-function row(it: ExportedItem) {
-  let doc = it.doc ?? null;
-  let error = it.error ? JSON.stringify(it.error) : null;
-  if (doc !== null && doc.includes("\\u0000")) {
-    doc = null;
-    error = JSON.stringify({
+/**
+ * A view row's stored key in a form PostgreSQL's text holds, in the same order (under `COLLATE
+ * "C"`): U+0000 as U+0001 U+0001 and U+0001 as U+0001 U+0002, every other character as it is.
+ */
+function rowKey(key: string): string {
+  if (!key.includes("\0") && !key.includes("\x01")) return key;
+  let out = "";
+  for (const c of key) out += c === "\0" ? "\x01\x01" : c === "\x01" ? "\x01\x02" : c;
+  return out;
+}
+
+/** The document id a view row's stored key holds. */
+function shownId(key: string): string {
+  return shownKey(key, { view: true }).id;
+}
+
+/**
+ * The item as `jsonb` can hold it: a document holding `\u0000` (which `jsonb` refuses) is given no
+ * document and an error saying so (the store and the export keep it whole).
+ */
+function jsonbSafe(it: ExportedItem): ExportedItem {
+  if (it.doc === undefined || !it.doc.includes("\\u0000")) return it;
+  return {
+    ...it,
+    doc: undefined,
+    error: {
       status: 0,
       reason: "jsonb cannot hold \\u0000; the document is in the crawl's store and its export",
-    });
-  }
-  return { id: it.id, rev: it.rev, doc, error, tooLarge: it.tooLarge === true };
+    },
+  };
 }

@@ -7,6 +7,9 @@
  * @module
  */
 import { PermanentError } from "../base/errors.ts";
+import type { ExportedItem, SinkBatch } from "../engine/mod.ts";
+import { shownKey } from "../plan/shown_key.ts";
+import { isValueDigest, splitValueBlob } from "../plan/view/mod.ts";
 
 /**
  * A sink table's columns, in order (`id` the primary key). `deleted_at` is null but for rows kept
@@ -22,6 +25,79 @@ export const SINK_COLUMNS = [
   "updated_at",
   "deleted_at",
 ];
+
+/**
+ * A view crawl's table: `row_key` (primary key: the row's key and document id as the store orders
+ * them), `key` (the row's key, JSON), `id` (its document's id), `value` (JSON), then as
+ * {@linkcode SINK_COLUMNS}.
+ */
+export const VIEW_COLUMNS = [
+  "row_key",
+  "key",
+  "id",
+  "value",
+  "doc",
+  "error",
+  "too_large",
+  "seq",
+  "updated_at",
+  "deleted_at",
+];
+
+/** A table's form: its columns, the one ranges and deletions go by, which hold JSON. */
+export interface TableShape {
+  /** Every column, in order. */
+  columns: string[];
+  /** The columns a row's values fill (the rest: `seq`, `updated_at`, `deleted_at`). */
+  data: string[];
+  /** The primary key, in the store's order. */
+  key: string;
+  /** Data columns holding JSON. */
+  json: string[];
+}
+
+const DOC_SHAPE: TableShape = {
+  columns: SINK_COLUMNS,
+  data: SINK_COLUMNS.slice(0, 5),
+  key: "id",
+  json: ["doc", "error"],
+};
+const VIEW_SHAPE: TableShape = {
+  columns: VIEW_COLUMNS,
+  data: VIEW_COLUMNS.slice(0, 7),
+  key: "row_key",
+  json: ["key", "value", "doc", "error"],
+};
+
+/**
+ * The table a batch's items go to, by what their ids are.
+ * @throws PermanentError for ids carried in UTF-16 order (pouchdb-server's), not kept in SQL yet.
+ */
+export function shapeOf(ref: string, keys: SinkBatch["keys"]): TableShape {
+  if (keys === "utf16-keys") {
+    throw new PermanentError(
+      `--sink ${ref}: the crawl's registry orders ids by UTF-16 unit (pouchdb-server); ` +
+        "a sink's table keeps code-point order only (export it instead)",
+    );
+  }
+  return keys === "view-rows" ? VIEW_SHAPE : DOC_SHAPE;
+}
+
+/**
+ * An item as its table's data columns (see {@linkcode TableShape.data}): text, JSON text (null
+ * when absent) and `too_large`. A view's row is read as the export reads it: its key and document
+ * id from the stored key, its value from the revision (or, for a long one, the stored blob).
+ */
+export function rowOf(shape: TableShape, it: ExportedItem): (string | boolean | null)[] {
+  const error = it.error ? JSON.stringify(it.error) : null;
+  const tooLarge = it.tooLarge === true;
+  if (shape.key === "id") return [it.id, it.rev, it.doc ?? null, error, tooLarge];
+  const shown = shownKey(it.id, { view: true });
+  const { value, doc } = isValueDigest(it.rev) && it.doc !== undefined
+    ? splitValueBlob(it.doc)
+    : { value: it.rev, doc: it.doc };
+  return [it.id, JSON.stringify(shown.key ?? null), shown.id, value, doc ?? null, error, tooLarge];
+}
 
 /** How a sink keeps its table. */
 export interface SinkTableOptions {

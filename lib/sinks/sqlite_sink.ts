@@ -20,12 +20,16 @@ import { PermanentError } from "../base/errors.ts";
 import type { Sink, SinkBatch, SinkState } from "../engine/mod.ts";
 import {
   checkTable,
+  rowOf,
+  shapeOf,
   SINK_COLUMNS,
   sinkName,
   type SinkTableOptions,
   STATE_COLUMNS,
   STATE_TABLE,
   tableForCrawl,
+  type TableShape,
+  VIEW_COLUMNS,
 } from "./sink_table.ts";
 
 /** The file and table of a `sqlite:PATH#table` sink reference (the path made absolute). */
@@ -46,6 +50,7 @@ export interface SqliteSink extends Sink {
 /** A table's statements. */
 interface Writer {
   table: string;
+  shape: TableShape;
   upsert: StatementSync;
   drop: Remover;
   range: Record<"both" | "from" | "to" | "all", Remover>;
@@ -104,46 +109,70 @@ export function sqliteSink(ref: string, o: SinkTableOptions = {}): SqliteSink {
       : db.prepare(`DELETE FROM "${t}" WHERE ${where}`);
     return { run: (...args) => o.tombstones ? st.run(at, at, ...args) : st.run(...args) };
   };
-  const writer = (t: string): Writer => {
+  const writer = (t: string, sh: TableShape): Writer => {
     const known = writers.get(t);
     if (known) return known;
+    const types: Record<string, string> = { too_large: "INTEGER NOT NULL DEFAULT 0" };
     db.exec(
-      `CREATE TABLE IF NOT EXISTS "${t}" (id TEXT PRIMARY KEY, rev TEXT NOT NULL, doc TEXT, ` +
-        "error TEXT, too_large INTEGER NOT NULL DEFAULT 0, seq TEXT, updated_at TEXT NOT NULL, " +
-        "deleted_at TEXT)",
+      `CREATE TABLE IF NOT EXISTS "${t}" (${
+        sh.columns.map((c) =>
+          `${c} ${
+            c === sh.key
+              ? "TEXT PRIMARY KEY"
+              : c === "updated_at"
+              ? "TEXT NOT NULL"
+              : types[c] ?? "TEXT"
+          }`
+        ).join(", ")
+      })`,
     );
-    const columns = shape(t);
-    if (columns.join(",") !== SINK_COLUMNS.join(",")) {
-      if (t === table) db.close();
-      throw new PermanentError(
-        `--sink ${ref}: table ${t} exists with other columns (${columns.join(", ")}); ` +
-          `name another table after # (it would hold ${SINK_COLUMNS.join(", ")})`,
-      );
-    }
+    refuseOther(t, sh);
+    const data = sh.data.join(", ");
+    const compared = [...sh.data.filter((c) => c !== sh.key), "deleted_at"];
     const w: Writer = {
       table: t,
+      shape: sh,
       upsert: db.prepare(
-        `INSERT INTO "${t}" (id, rev, doc, error, too_large, seq, updated_at, deleted_at) ` +
-          "VALUES (?, ?, ?, ?, ?, ?, ?, NULL) ON CONFLICT(id) DO UPDATE SET rev = excluded.rev, " +
-          "doc = excluded.doc, error = excluded.error, too_large = excluded.too_large, " +
+        `INSERT INTO "${t}" (${data}, seq, updated_at, deleted_at) VALUES (` +
+          `${sh.data.map(() => "?").join(", ")}, ?, ?, NULL) ON CONFLICT(${sh.key}) DO UPDATE ` +
+          `SET ${
+            sh.data.filter((c) => c !== sh.key).map((c) => `${c} = excluded.${c}`).join(", ")
+          }, ` +
           "seq = excluded.seq, updated_at = excluded.updated_at, deleted_at = NULL " +
-          `WHERE (rev, doc, error, too_large, deleted_at) IS NOT (excluded.rev, excluded.doc, ` +
-          "excluded.error, excluded.too_large, NULL)",
+          `WHERE (${compared.join(", ")}) IS NOT (${
+            compared.map((c) => c === "deleted_at" ? "NULL" : `excluded.${c}`).join(", ")
+          })`,
       ),
-      drop: remove(t, "id = ?"),
-      // Ids compare as UTF-8 bytes (SQLite's BINARY collation): code point order, the store's.
+      drop: remove(t, `${sh.key} = ?`),
+      // Keys compare as UTF-8 bytes (SQLite's BINARY collation): code point order, the store's.
       range: {
-        both: remove(t, "id >= ? AND id < ?"),
-        from: remove(t, "id >= ?"),
-        to: remove(t, "id < ?"),
+        both: remove(t, `${sh.key} >= ? AND ${sh.key} < ?`),
+        from: remove(t, `${sh.key} >= ?`),
+        to: remove(t, `${sh.key} < ?`),
         all: remove(t, "1"),
       },
     };
     writers.set(t, w);
     return w;
   };
-  // A table named after # is made (or its shape refused) now, before anything is crawled.
-  if (table !== null) writer(table);
+  /** Refuses a table `t` that is there with other columns than `sh`'s (any known form: `null`). */
+  const refuseOther = (t: string, sh: TableShape | null) => {
+    const columns = shape(t);
+    const fits = (c: string[]) => columns.join(",") === c.join(",");
+    if (
+      columns.length === 0 || (sh ? fits(sh.columns) : fits(SINK_COLUMNS) || fits(VIEW_COLUMNS))
+    ) {
+      return;
+    }
+    if (t === table) db.close();
+    throw new PermanentError(
+      `--sink ${ref}: table ${t} exists with other columns (${columns.join(", ")}); ` +
+        `name another table after # (it would hold ${(sh?.columns ?? SINK_COLUMNS).join(", ")})`,
+    );
+  };
+  // A table named after # that is there with another form is refused now, before anything is
+  // crawled (it is made at the first batch: a view's rows and documents make other tables).
+  if (table !== null) refuseOther(table, null);
   const inTransaction = (work: () => void) => {
     db.exec("BEGIN IMMEDIATE");
     try {
@@ -155,7 +184,7 @@ export function sqliteSink(ref: string, o: SinkTableOptions = {}): SqliteSink {
     }
   };
   const apply = (b: SinkBatch) => {
-    const w = writer(table ?? tableForCrawl(b.crawlId));
+    const w = writer(table ?? tableForCrawl(b.crawlId), shapeOf(ref, b.keys));
     at = new Date().toISOString();
     inTransaction(() => {
       if (b.range) {
@@ -173,15 +202,8 @@ export function sqliteSink(ref: string, o: SinkTableOptions = {}): SqliteSink {
         else dropOthers(db, b.range, keep, w);
       }
       for (const it of b.items) {
-        w.upsert.run(
-          it.id,
-          it.rev,
-          it.doc ?? null,
-          it.error ? JSON.stringify(it.error) : null,
-          it.tooLarge ? 1 : 0,
-          b.seq,
-          at,
-        );
+        const row = rowOf(w.shape, it).map((v) => typeof v === "boolean" ? (v ? 1 : 0) : v);
+        w.upsert.run(...row, b.seq, at);
       }
       for (const id of b.deleted) w.drop.run(id);
     });
@@ -220,10 +242,11 @@ function dropOthers(
   w: Writer,
 ): void {
   const { from, to } = range;
-  const where = [from !== null ? "id >= ?" : "", to !== null ? "id < ?" : ""].filter(Boolean);
-  const ids = db.prepare(
-    `SELECT id FROM "${w.table}"${where.length ? ` WHERE ${where.join(" AND ")}` : ""}`,
-  ).all(...[from, to].filter((x) => x !== null)) as { id: string }[];
+  const k = w.shape.key;
+  const where = [from !== null ? `${k} >= ?` : "", to !== null ? `${k} < ?` : ""].filter(Boolean);
+  const keys = db.prepare(
+    `SELECT ${k} AS k FROM "${w.table}"${where.length ? ` WHERE ${where.join(" AND ")}` : ""}`,
+  ).all(...[from, to].filter((x) => x !== null)) as { k: string }[];
   // Rows already marked deleted stay as they are (the remover skips them).
-  for (const { id } of ids) if (!keep.has(id)) w.drop.run(id);
+  for (const { k: key } of keys) if (!keep.has(key)) w.drop.run(key);
 }

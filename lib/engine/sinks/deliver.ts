@@ -61,6 +61,7 @@ export interface SinkLag {
 interface Ledger {
   streams: Stream[];
   state: SinkState;
+  keys: SinkBatch["keys"];
 }
 
 /** A stream of a crawl: its name, the last note written, and the sink's position in it. */
@@ -113,9 +114,16 @@ async function deliverNow(
   } = {},
 ): Promise<Delivered> {
   const { kv } = ctx;
-  const { streams, state } = await ledgerOf(kv, crawlId, sink.name);
+  const { streams, state, keys: keyKind } = await ledgerOf(kv, crawlId, sink.name);
   const out: Delivered = { notes: 0, batches: 0, resynced: false, behind: 0 };
-  const told = { kv, crawlId, sink, seq: state.seq, batchRows: o.batchRows ?? SINK_BATCH_ROWS };
+  const told = {
+    kv,
+    crawlId,
+    sink,
+    seq: state.seq,
+    keys: keyKind,
+    batchRows: o.batchRows ?? SINK_BATCH_ROWS,
+  };
   if (await fellBehind(kv, crawlId, streams)) {
     out.batches += await resync(told, streams);
     out.resynced = true;
@@ -206,7 +214,16 @@ async function ledgerOf(kv: Deno.Kv, crawlId: string, sink: string | null): Prom
       ? { status: c.verification.status, detail: c.verification.detail }
       : null,
   };
-  return { streams: heads.map((h) => ({ ...h, at: at.get(h.name) ?? 0 })), state };
+  const keyKind = c?.view !== undefined
+    ? "view-rows"
+    : c?.idOrder === "utf16"
+    ? "utf16-keys"
+    : "ids";
+  return {
+    streams: heads.map((h) => ({ ...h, at: at.get(h.name) ?? 0 })),
+    state,
+    keys: keyKind,
+  };
 }
 
 /** What one delivery hands each batch: where, to whom, and the sequence the store was at. */
@@ -215,6 +232,7 @@ interface Told {
   crawlId: string;
   sink: Sink;
   seq: string | null;
+  keys: SinkBatch["keys"];
   batchRows: number;
 }
 
@@ -272,7 +290,7 @@ async function resync(t: Told, streams: Stream[]) {
 /** One note applied: what the store holds now where it changed, in batches. */
 async function applyNote(t: Told, note: Note): Promise<number> {
   if (note.kind === "ids") return await applyIds(t, note.ids);
-  const { kv, crawlId, sink, seq } = t;
+  const { kv, crawlId, sink, seq, keys: keyKind } = t;
   // The range in parts that follow the batches read: each part holds exactly its batch. Reads are
   // gathered into a batch up to `batchRows` items or `SINK_BATCH_BYTES` of documents.
   let batches = 0;
@@ -289,20 +307,34 @@ async function applyNote(t: Told, note: Note): Promise<number> {
         batches++;
         lo = items[0].id;
       }
-      pending = { crawlId, range: { from: lo, to: note.to }, items: [...items], deleted: [], seq };
+      pending = {
+        crawlId,
+        range: { from: lo, to: note.to },
+        items: [...items],
+        deleted: [],
+        seq,
+        keys: keyKind,
+      };
       bytes = 0;
     }
     for (const it of items) bytes += it.doc?.length ?? 0;
   }
   await sink.apply(
-    pending ?? { crawlId, range: { from: lo, to: note.to }, items: [], deleted: [], seq },
+    pending ?? {
+      crawlId,
+      range: { from: lo, to: note.to },
+      items: [],
+      deleted: [],
+      seq,
+      keys: keyKind,
+    },
   );
   return batches + 1;
 }
 
 /** Ids a note names: the items the store holds for them, and the rest deleted. */
 async function applyIds(t: Told, ids: string[]): Promise<number> {
-  const { kv, crawlId, sink, seq } = t;
+  const { kv, crawlId, sink, seq, keys: keyKind } = t;
   const items = [];
   const deleted: string[] = [];
   for (const id of ids) {
@@ -315,6 +347,6 @@ async function applyIds(t: Told, ids: string[]): Promise<number> {
       items.push(...got);
     }
   }
-  await sink.apply({ crawlId, range: null, items, deleted, seq });
+  await sink.apply({ crawlId, range: null, items, deleted, seq, keys: keyKind });
   return 1;
 }

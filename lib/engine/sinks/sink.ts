@@ -28,6 +28,12 @@ export interface SinkBatch {
    * crawl's start): its items are current at this sequence or later. Null: the registry has none.
    */
   seq: string | null;
+  /**
+   * What the items' ids are: `ids` (document ids), `view-rows` (a view's rows, each id the row's
+   * stored key: `shownKey` reads its key and document id, and `rev` is its value) or `utf16-keys`
+   * (document ids carried as keys that sort as the registry's UTF-16 order: `idOfKey`).
+   */
+  keys: "ids" | "view-rows" | "utf16-keys";
 }
 
 /**
