@@ -43,7 +43,30 @@ Deno.test({
       db.close();
       const inPg = (await sql<Row[]>`SELECT key, id, value FROM rows ORDER BY row_key`)
         .map((r) => ({ key: r.key, id: r.id, value: r.value }));
-      for (const [name, got] of [["sqlite", lite], ["postgres", inPg]] as const) {
+      // The same rows exported to an SQLite file; Parquet says which formats take a view's rows.
+      const exported = await runTask("export", [
+        ...["--kv", kv, "--format", "sqlite", "--out", `${dir}/e.db`, "--table", "rows"],
+      ]);
+      assert.equal(exported.code, 0, exported.stderr);
+      const edb = new DatabaseSync(`${dir}/e.db`);
+      const fromExport = (edb.prepare("SELECT key, id, value FROM rows ORDER BY row_key").all() as {
+        key: string;
+        id: string;
+        value: string;
+      }[]).map((r) => ({ key: JSON.parse(r.key), id: r.id, value: JSON.parse(r.value) }));
+      edb.close();
+      const pq = await runTask("export", [
+        "--kv",
+        kv,
+        "--format",
+        "parquet",
+        "--out",
+        `${dir}/v.pq`,
+      ]);
+      assert.match(pq.stderr, /holds a view's rows \(--format ndjson or sqlite writes them\)/);
+      for (
+        const [name, got] of [["sqlite", lite], ["postgres", inPg], ["export", fromExport]] as const
+      ) {
         assert.equal(got.length, want.length, `${name}: every row once`);
         const differ = want.filter((w, i) => !isDeepStrictEqual(got[i], w));
         assert.deepEqual(differ.slice(0, 2), [], `${name}: ${differ.length} rows differ`);

@@ -30,16 +30,24 @@ interface Provenance {
   detail: string | null;
 }
 
-/** The crawl's items with ids as the registry spells them; refuses a view's rows. */
-async function* itemsOf(kv: Deno.Kv, id: string, format: string, concurrency: number) {
+/**
+ * The crawl's items with ids as the registry spells them; a view's rows as stored (with `views`),
+ * else refused.
+ */
+async function* itemsOf(
+  kv: Deno.Kv,
+  id: string,
+  o: { format: string; concurrency: number; views?: boolean },
+) {
+  const { format, concurrency } = o;
   const crawl = await findCrawl(kv, id);
-  if (crawl?.view !== undefined) {
+  if (crawl?.view !== undefined && !o.views) {
     throw new UsageError(
       `--format ${format} writes documents and their revisions; crawl ${id} holds a view's ` +
-        "rows (--format ndjson writes them)",
+        "rows (--format ndjson or sqlite writes them)",
     );
   }
-  const idOrder = crawl?.idOrder ?? "codepoint";
+  const idOrder = crawl?.view !== undefined ? "codepoint" : crawl?.idOrder ?? "codepoint";
   for await (const batch of crawlItemBatches(kv, id, { concurrency })) {
     yield idOrder === "codepoint"
       ? batch
@@ -91,7 +99,7 @@ export async function exportParquet(
 ): Promise<number> {
   await mustBeNew(o.path);
   // One range read at a time: the encoder is the slower side, and memory stays lower.
-  const items = itemsOf(kv, id, "parquet", 1);
+  const items = itemsOf(kv, id, { format: "parquet", concurrency: 1 });
   const p = await provenance(kv, id);
   const text = (name: string, required: boolean) => ({
     name,
@@ -155,8 +163,9 @@ export async function exportParquet(
 
 /**
  * Writes every item of crawl `id` to the table `table` of a new SQLite file `path` (the SQLite
- * sink's columns and its `rankcrawl_state` row); returns the rows written.
- * @throws UsageError when `path` exists or the crawl holds a view's rows
+ * sink's columns and its `rankcrawl_state` row; a view's rows as the sink keeps them: `row_key`,
+ * `key`, `id`, `value`, ...); returns the rows written.
+ * @throws UsageError when `path` exists
  *
  * @example
  * ```ts
@@ -170,7 +179,8 @@ export async function exportSqlite(
   o: { path: string; table?: string },
 ): Promise<number> {
   await mustBeNew(o.path);
-  const items = itemsOf(kv, id, "sqlite", 1);
+  const items = itemsOf(kv, id, { format: "sqlite", concurrency: 1, views: true });
+  const keys = (await findCrawl(kv, id))?.view !== undefined ? "view-rows" : "ids";
   const p = await provenance(kv, id);
   const sink = sqliteSink(`sqlite:${o.path}${o.table ? `#${o.table}` : ""}`);
   let rows = 0;
@@ -182,7 +192,7 @@ export async function exportSqlite(
         items: batch,
         deleted: [],
         seq: p.seq,
-        keys: "ids",
+        keys,
       });
       rows += batch.length;
     }
