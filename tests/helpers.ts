@@ -266,10 +266,10 @@ export async function okJson(url: string, init?: RequestInit) {
 }
 
 /** A task run as a child whose output lines can be waited for. */
-export function spawnWatched(task: string, args: string[]) {
+export function spawnWatched(task: string, args: string[], env: Record<string, string> = {}) {
   const child = new Deno.Command(Deno.execPath(), {
     args: [...taskArgs(task), ...args],
-    env: { NO_COLOR: "1" },
+    env: { NO_COLOR: "1", ...env },
     stdout: "piped",
     stderr: "piped",
   }).spawn();

@@ -105,7 +105,7 @@ export async function startPouchdb(
     args: ["--in-memory", "--port", String(port), "--host", "127.0.0.1"],
     cwd: dir,
     stdout: "null",
-    stderr: "null",
+    stderr: Deno.env.get("POUCHDB_LOG") ? "inherit" : "null",
   }).spawn();
   const base = `http://127.0.0.1:${port}`;
   const stop = async () => {

@@ -21,12 +21,16 @@ export {
   catchUp,
   type CatchUpResult,
   crawlDocErrors,
+  crawlItem,
   crawlItemBatches,
+  crawlItemCount,
+  crawlItemsBetween,
   crawlItemsPage,
   type CrawlLimits,
   type CrawlListing,
   crawlNdjsonBlocks,
   crawlPicture,
+  crawlRank,
   crawlStatus,
   type CrawlStatusReport,
   type CrawlSummary,
@@ -75,3 +79,16 @@ export {
 export type { ExportedItem } from "./items/mod.ts";
 export { rowsPerPage } from "./page/mod.ts";
 export { type CrawlRecord, feedUsable, kvFailureKind, kvOp, storageCause } from "./store/mod.ts";
+export {
+  appendMirrorChanges,
+  getMirrorLocal,
+  MAX_MIRROR_LOCALS,
+  type MirrorChange,
+  mirrorChangesSince,
+  mirrorEntriesBetween,
+  mirrorEntriesOf,
+  type MirrorEntry,
+  mirrorEntry,
+  mirrorHead,
+  putMirrorLocal,
+} from "./store/mod.ts";

@@ -148,7 +148,7 @@ export async function findCrawl(kv: Deno.Kv, id: string): Promise<CrawlRecord | 
  * A crawl whose items may be read: not one being deleted (its items are half gone), nor one
  * stored in an earlier item layout.
  */
-async function requireItems(kv: Deno.Kv, id: string): Promise<CrawlRecord> {
+export async function requireItems(kv: Deno.Kv, id: string): Promise<CrawlRecord> {
   const crawl = await requireCrawl(kv, id);
   if (crawl.status === "deleting") {
     throw new ConflictError(`crawl ${id} is being deleted; its items cannot be read`);

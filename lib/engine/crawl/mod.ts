@@ -60,3 +60,4 @@ export {
   listCrawlVersions,
 } from "./crawl_reads.ts";
 export type { CrawlListing, CrawlSummary } from "./crawl_reads.ts";
+export { crawlItem, crawlItemCount, crawlItemsBetween, crawlRank } from "./mirror_reads.ts";

@@ -25,6 +25,11 @@
  *                                         batches and repairs), for sinks (see `notes.ts`)
  *     ["sinkat", crawlId, sink, stream]   number: the notes of a stream a sink has been given
  *     ["sinkstate", crawlId, sink]        string: the crawl's state a sink was last told (JSON)
+ *     ["mhead", crawlId]                  number: the served mirror's last sequence
+ *     ["mseq", crawlId, n]                MirrorChange: the mirror's n-th change (its by-seq log,
+ *                                         one entry per id: an id's older entry is deleted)
+ *     ["mdoc", crawlId, id]               MirrorEntry: an id's last change (sequence, revision)
+ *     ["mlocal", crawlId, id]             a replicator's `_local` document written to the mirror
  *
  * @module
  */
@@ -75,6 +80,14 @@ export const keys = {
   sinksAt: (crawlId: string, sink?: string): Deno.KvKey =>
     sink === undefined ? ["sinkat", crawlId] : ["sinkat", crawlId, sink],
   sinkState: (crawlId: string, sink: string): Deno.KvKey => ["sinkstate", crawlId, sink],
+  sinkStates: (crawlId: string): Deno.KvKey => ["sinkstate", crawlId],
+  mirrorHead: (crawlId: string): Deno.KvKey => ["mhead", crawlId],
+  mirrorSeq: (crawlId: string, n: number): Deno.KvKey => ["mseq", crawlId, n],
+  mirrorSeqs: (crawlId: string): Deno.KvKey => ["mseq", crawlId],
+  mirrorDoc: (crawlId: string, id: string): Deno.KvKey => ["mdoc", crawlId, id],
+  mirrorDocs: (crawlId: string): Deno.KvKey => ["mdoc", crawlId],
+  mirrorLocal: (crawlId: string, id: string): Deno.KvKey => ["mlocal", crawlId, id],
+  mirrorLocals: (crawlId: string): Deno.KvKey => ["mlocal", crawlId],
   beat: (processId: string): Deno.KvKey => ["beat", processId],
   beats: (): Deno.KvKey => ["beat"],
 };

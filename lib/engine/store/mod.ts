@@ -59,6 +59,19 @@ export { commitPlan, kvOp, present, updateRecord } from "./kv_ops.ts";
 export { endPlanning, renewPlanning, takePlanning, writePlannedShards } from "./planning_ops.ts";
 export { listRangeDrift, shardStored, storedCount } from "./range_drift.ts";
 export {
+  appendMirrorChanges,
+  getMirrorLocal,
+  MAX_MIRROR_LOCALS,
+  type MirrorChange,
+  mirrorChangesSince,
+  mirrorEntriesBetween,
+  mirrorEntriesOf,
+  type MirrorEntry,
+  mirrorEntry,
+  mirrorHead,
+  putMirrorLocal,
+} from "./mirror_log.ts";
+export {
   AtomicBudget,
   keySize,
   kvFailureKind,

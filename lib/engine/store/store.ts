@@ -321,6 +321,10 @@ export async function deleteCrawlData(
     keys.splits(id),
     keys.notes(id),
     keys.sinksAt(id),
+    keys.sinkStates(id),
+    keys.mirrorSeqs(id),
+    keys.mirrorDocs(id),
+    keys.mirrorLocals(id),
   ];
   for (const prefix of prefixes) {
     for (;;) {
@@ -336,7 +340,13 @@ export async function deleteCrawlData(
       deleted += found.length;
     }
   }
-  const owned = [keys.planning(id), keys.feed(id), keys.finish(id), keys.follow(id)];
+  const owned = [
+    keys.planning(id),
+    keys.feed(id),
+    keys.finish(id),
+    keys.follow(id),
+    keys.mirrorHead(id),
+  ];
   const own = (await kvOp(() => kv.getMany(owned)))
     .filter((e) => e.versionstamp !== null).map((e) => e.key);
   deleted += own.length;

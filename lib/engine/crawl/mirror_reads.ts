@@ -1,0 +1,64 @@
+/**
+ * What the served mirror reads of a crawl's store: items in a key range, one item by id, how many
+ * items there are, and the rank of a key (the items before it), from the shards' counts and one
+ * range of items counted, so that the mirror answers `_all_docs` with CouchDB's `offset`.
+ *
+ * @module
+ */
+import { compareKeys } from "../../plan/keys.ts";
+import { type ExportedItem, itemsBetween } from "../items/mod.ts";
+import { listRangeDrift, listShards, shardStored, storedCount } from "../store/mod.ts";
+import { requireItems } from "./crawl_reads.ts";
+
+/**
+ * The items crawl `id` stores in `[from, to)` (null: open), in key order, in batches (documents
+ * read back). @throws NotFoundError for an unknown crawl; ConflictError for one being deleted.
+ */
+export async function* crawlItemsBetween(
+  kv: Deno.Kv,
+  id: string,
+  range: { from: string | null; to: string | null },
+): AsyncGenerator<ExportedItem[]> {
+  await requireItems(kv, id);
+  yield* itemsBetween(kv, id, range);
+}
+
+/** Item `itemId` of crawl `id` as stored, or null. */
+export async function crawlItem(
+  kv: Deno.Kv,
+  id: string,
+  itemId: string,
+): Promise<ExportedItem | null> {
+  for await (const batch of itemsBetween(kv, id, { from: itemId, to: itemId + "\0" })) {
+    const found = batch.find((it) => it.id === itemId);
+    if (found) return found;
+  }
+  return null;
+}
+
+/** How many items crawl `id` stores now. */
+export async function crawlItemCount(kv: Deno.Kv, id: string): Promise<number> {
+  const shards = (await listShards(kv, id)).map((e) => e.value);
+  return await storedCount(kv, id, shards);
+}
+
+/**
+ * The rank of `key` in crawl `id`: how many items it stores before it (the shards wholly before
+ * it by their counts, the one it falls in counted up to it).
+ */
+export async function crawlRank(kv: Deno.Kv, id: string, key: string): Promise<number> {
+  const shards = (await listShards(kv, id)).map((e) => e.value);
+  const drift = await listRangeDrift(kv, id);
+  let rank = 0;
+  for (const s of shards) {
+    if (s.end !== null && compareKeys(s.end, key) <= 0) {
+      rank += shardStored(s, drift);
+      continue;
+    }
+    if (s.start !== null && compareKeys(s.start, key) >= 0) continue;
+    for await (const batch of itemsBetween(kv, id, { from: s.start, to: key })) {
+      rank += batch.length;
+    }
+  }
+  return rank;
+}

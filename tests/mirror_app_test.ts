@@ -1,0 +1,188 @@
+/**
+ * The mirror app (`lib/mirror/mirror_app.ts`) through `app.request()`, on a crawl made in memory:
+ * `_all_docs` (keys, bounds, skip, `offset` as the rank), `_changes` (normal, `since`, `limit`,
+ * `doc_ids`, longpoll and continuous with their timeouts, a bound of open feeds), the mirror's own
+ * sequence (a batch given twice adds nothing; a deletion gets a tombstone one generation past its
+ * revision, which `open_revs` and `_bulk_get` answer with its parent), `_local` checkpoints, and
+ * read tokens (Bearer, or Basic with the token as the password).
+ */
+import assert from "node:assert/strict";
+import { SYSTEM_CLOCK } from "../lib/base/clock.ts";
+import { deliver } from "../lib/engine/sinks/mod.ts";
+import { MemorySource } from "../lib/sources/memory_source.ts";
+import { createMirrorApp, mirrorSink } from "../lib/mirror/mod.ts";
+import { tombstoneRev } from "../lib/mirror/mirror_sink.ts";
+import { begin, finishAll, spec } from "./engine_helpers.ts";
+import { dataOf, randomKeys } from "./helpers.ts";
+
+const ASCII = "abcdefghijklmnop-".split("");
+
+async function mirrored(n: number) {
+  const kv = await Deno.openKv(":memory:");
+  const data = dataOf(randomKeys(n, ASCII, 301, 6));
+  const source = new MemorySource(data, { maxPage: 100 });
+  const { id } = await begin(kv, source, spec({ shards: 3, docs: true }));
+  await finishAll(kv, source, id);
+  const sink = mirrorSink(kv);
+  const level = async () => {
+    while ((await deliver({ kv }, id, sink)).behind > 0) { /* on */ }
+  };
+  await level();
+  const app = createMirrorApp({ kv, clock: SYSTEM_CLOCK }, {
+    dbs: new Map([["db", { crawlId: id, docs: true }]]),
+    readToken: "tok-123",
+    uuid: "u1",
+    maxStreams: 1,
+  });
+  const get = async (path: string, init: RequestInit = {}) => {
+    const res = await app.request(path, {
+      ...init,
+      headers: { authorization: "Bearer tok-123", ...init.headers },
+    });
+    return { status: res.status, body: await res.text(), headers: res.headers };
+  };
+  return { kv, data, id, sink, level, app, get, keys: [...data.keys] };
+}
+
+Deno.test("mirror app: tokens, the welcome, _all_docs with keys, bounds, skip and offset as the rank", async () => {
+  const m = await mirrored(500);
+  try {
+    assert.equal((await m.app.request("/db")).status, 401);
+    const basic = btoa("anyone:tok-123");
+    assert.equal(
+      (await m.app.request("/db", { headers: { authorization: `Basic ${basic}` } })).status,
+      200,
+    );
+    assert.equal(JSON.parse((await m.get("/")).body).uuid, "u1");
+    const info = JSON.parse((await m.get("/db/")).body);
+    assert.deepEqual([info.doc_count, info.update_seq], [500, 500]);
+    const k = m.keys;
+    const page = JSON.parse(
+      (await m.get(
+        `/db/_all_docs?startkey=${encodeURIComponent(JSON.stringify(k[100]))}&limit=3&skip=2`,
+      )).body,
+    );
+    assert.equal(page.offset, 102);
+    assert.deepEqual(page.rows.map((r: { id: string }) => r.id), k.slice(102, 105));
+    const bounded = JSON.parse(
+      (await m.get(
+        `/db/_all_docs?startkey=${JSON.stringify(k[10])}&endkey=${
+          JSON.stringify(k[20])
+        }&inclusive_end=false`,
+      )).body,
+    );
+    assert.deepEqual(bounded.rows.map((r: { id: string }) => r.id), k.slice(10, 20));
+    const keyed = JSON.parse(
+      (await m.get("/db/_all_docs?include_docs=true", {
+        method: "POST",
+        body: JSON.stringify({ keys: [k[5], "no-such-id"] }),
+      })).body,
+    );
+    assert.equal(keyed.rows[0].doc._id, k[5]);
+    assert.deepEqual(keyed.rows[1], { key: "no-such-id", error: "not_found" });
+    const desc = await m.get("/db/_all_docs?descending=true");
+    assert.equal(desc.status, 400);
+    assert.match(JSON.parse(desc.body).reason, /descending is not served/);
+    assert.equal((await m.get("/nodb")).status, 404);
+  } finally {
+    m.kv.close();
+  }
+});
+
+Deno.test("mirror app: _changes in the mirror's own sequence; twice adds nothing; a deletion's tombstone; longpoll, continuous and their bound", async () => {
+  const m = await mirrored(300);
+  try {
+    const all = JSON.parse((await m.get("/db/_changes")).body);
+    assert.equal(all.results.length, 300);
+    assert.deepEqual(all.results.slice(0, 2).map((r: { seq: number }) => r.seq), [1, 2]);
+    assert.equal(all.last_seq, 300);
+    const limited = JSON.parse((await m.get("/db/_changes?since=10&limit=5")).body);
+    assert.deepEqual(limited.results.map((r: { seq: number }) => r.seq), [11, 12, 13, 14, 15]);
+    assert.equal(limited.pending, 285);
+    const filtered = JSON.parse(
+      (await m.get("/db/_changes?filter=_doc_ids", {
+        method: "POST",
+        body: JSON.stringify({ doc_ids: [m.keys[7]] }),
+      })).body,
+    );
+    assert.deepEqual(filtered.results.map((r: { id: string }) => r.id), [m.keys[7]]);
+    // The same batch given again: nothing appended.
+    await m.sink.apply({
+      crawlId: m.id,
+      range: { from: null, to: null },
+      items: m.keys.map((id) => ({ id, rev: m.data.rev(id)! })),
+      deleted: [],
+      seq: null,
+      keys: "ids",
+    });
+    assert.equal(JSON.parse((await m.get("/db")).body).update_seq, 300);
+    // A deletion: a tombstone one generation past, answered with its parent.
+    const gone = m.keys[42];
+    const rev = m.data.rev(gone)!;
+    await m.sink.apply({
+      crawlId: m.id,
+      range: null,
+      items: [],
+      deleted: [gone],
+      seq: null,
+      keys: "ids",
+    });
+    const tomb = tombstoneRev(rev);
+    assert.equal(Number.parseInt(tomb), Number.parseInt(rev) + 1);
+    const last = JSON.parse((await m.get("/db/_changes?since=300")).body).results;
+    assert.deepEqual(last, [{ seq: 301, id: gone, changes: [{ rev: tomb }], deleted: true }]);
+    // The store still holds it (only the sink was told): open_revs asks for the tombstone.
+    const bulk = JSON.parse(
+      (await m.get("/db/_bulk_get?revs=true", {
+        method: "POST",
+        body: JSON.stringify({ docs: [{ id: m.keys[1], rev: "9-nope" }] }),
+      })).body,
+    );
+    assert.equal(bulk.results[0].docs[0].error.error, "not_found");
+    // longpoll: nothing after the head, so it waits its timeout and says where it is.
+    const t = performance.now();
+    const poll = JSON.parse((await m.get("/db/_changes?feed=longpoll&since=now&timeout=300")).body);
+    assert.ok(performance.now() - t >= 250);
+    assert.deepEqual([poll.results, poll.last_seq], [[], 301]);
+    // continuous: rows a line, then its last_seq; a second one at once is over the bound.
+    const feed = await m.app.request("/db/_changes?feed=continuous&since=298&timeout=300", {
+      headers: { authorization: "Bearer tok-123" },
+    });
+    const over = await m.get("/db/_changes?feed=continuous&timeout=100");
+    assert.equal(over.status, 503);
+    const lines = (await feed.text()).trim().split("\n").map((l) => JSON.parse(l));
+    assert.deepEqual(lines.map((l) => l.seq ?? `last ${l.last_seq}`), [299, 300, 301, "last 301"]);
+    assert.equal((await m.get("/db/_changes?feed=continuous&limit=1")).status, 200, "freed");
+  } finally {
+    m.kv.close();
+  }
+});
+
+Deno.test("mirror app: documents with revs and open_revs; _local checkpoints kept beside the crawl", async () => {
+  const m = await mirrored(50);
+  try {
+    const id = m.keys[3];
+    const rev = m.data.rev(id)!;
+    const doc = JSON.parse((await m.get(`/db/${encodeURIComponent(id)}?revs=true`)).body);
+    assert.deepEqual([doc._id, doc._rev, doc._revisions.start], [id, rev, Number.parseInt(rev)]);
+    const open = JSON.parse(
+      (await m.get(
+        `/db/${encodeURIComponent(id)}?open_revs=${
+          encodeURIComponent(JSON.stringify([rev, "7-x"]))
+        }`,
+      )).body,
+    );
+    assert.deepEqual([open[0].ok._rev, open[1]], [rev, { missing: "7-x" }]);
+    assert.equal((await m.get(`/db/${encodeURIComponent(id)}?rev=7-x`)).status, 404);
+    assert.equal((await m.get("/db/_local/abc")).status, 404);
+    const put = await m.get("/db/_local/abc", {
+      method: "PUT",
+      body: JSON.stringify({ session_id: "s", history: [] }),
+    });
+    assert.equal(put.status, 201);
+    const local = JSON.parse((await m.get("/db/_local/abc")).body);
+    assert.deepEqual([local._id, local._rev, local.session_id], ["_local/abc", "0-1", "s"]);
+  } finally {
+    m.kv.close();
+  }
+});
