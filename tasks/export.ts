@@ -106,7 +106,7 @@ runMain(async () => {
         ? await exportParquet(kv, id, { path: f.out! })
         : format === "sqlite"
         ? await exportSqlite(kv, id, { path: f.out!, table: f.table })
-        : await exportNdjson(kv, id, await ndjsonOut(f.out));
+        : await ndjsonTo(f.out, (out) => exportNdjson(kv, id, out));
       console.error(
         `exported ${n} items of crawl ${id} (${crawl.status}, ${crawl.total} planned)` +
           (f.out ? ` to ${f.out} (${format})` : ""),
@@ -120,15 +120,26 @@ runMain(async () => {
   });
 });
 
-/** Where NDJSON goes: stdout, or a new file (one that is there is never written over). */
-async function ndjsonOut(out: string | undefined): Promise<WritableStream<Uint8Array>> {
-  if (out === undefined) return Deno.stdout.writable;
+/**
+ * Runs `write` on where NDJSON goes: stdout, or a new file (one that is there is never written
+ * over), closed once written and synced to disk before the count is told.
+ */
+async function ndjsonTo(
+  out: string | undefined,
+  write: (to: WritableStream<Uint8Array>) => Promise<number>,
+): Promise<number> {
+  if (out === undefined) return await write(Deno.stdout.writable);
+  let file: Deno.FsFile;
   try {
-    return (await Deno.open(out, { write: true, createNew: true })).writable;
+    file = await Deno.open(out, { write: true, createNew: true });
   } catch (err) {
     if (err instanceof Deno.errors.AlreadyExists) {
       throw new UsageError(`--out ${out} is there already; remove it or name another file`);
     }
     throw err;
   }
+  const n = await write(file.writable);
+  await file.sync();
+  await file.writable.close().catch(() => file.close());
+  return n;
 }

@@ -41,7 +41,7 @@ Deno.test({
           doc: it.doc ?? null,
           error: it.error ?? null,
         }));
-      assert.equal(want.length, 3_000);
+      assert.equal(want.length, 3_000, `${ndjson.stderr}\n${crawled.stdout.slice(-1500)}`);
       assert.ok(want.every((r) => r.doc !== null), "documents fetched");
 
       const pq = await runTask("export", [

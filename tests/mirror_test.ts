@@ -77,6 +77,18 @@ Deno.test({
       const first = await replicate();
       assert.equal(first.docs_written, 3_000);
       await assertCopyIsExport(peer.base, kv);
+      // The mirror is itself a rank oracle: rankcrawl plans it by rank and crawls it exactly.
+      const recrawl = await runTask("crawl", [
+        ...["--source", db, "--kv", `${dir}/again.kv`, "--shards", "4", "--docs"],
+        ...["--header", `Authorization: Bearer ${TOKEN}`],
+      ]);
+      assert.equal(recrawl.code, 0, recrawl.stderr);
+      assert.match(
+        recrawl.stderr,
+        /planned 3,000 items into 4 shards .* \(each cut where the registry ranks a key\)/,
+      );
+      assert.match(recrawl.stdout, /checked: exact/);
+      assert.ok(!(recrawl.stdout + recrawl.stderr).includes(TOKEN), "the token is never printed");
       // The registry changes; the follower applies it; the mirror's feed says so; again.
       const rand = prng(5);
       for (let i = 0; i < 40; i++) data.churn(1, rand);
