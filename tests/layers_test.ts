@@ -1,6 +1,6 @@
 /**
  * The house's import rules, checked on every file: layers import only the layers below them
- * (base → plan → sources → engine → sinks → http/cli → tasks), the simulator and the bench stand to the
+ * (base → plan → sources → engine → sinks → mirror → http/cli → tasks), the simulator and the bench stand to the
  * side, the engine's rooms stand on one another (store ← items ← page ← crawl ← verify ←
  * dispatch) and reach each other only through their `mod.ts`, so do the sub-rooms of the other
  * layers (`lib/sources/http/`, `lib/plan/search/`, …: through their `mod.ts` from outside, and
