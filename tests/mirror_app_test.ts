@@ -34,9 +34,13 @@ async function mirrored(n: number) {
     uuid: "u1",
     maxStreams: 1,
   });
-  const get = async (path: string, init: RequestInit = {}) => {
+  const get = async (
+    path: string,
+    init: { method?: string; body?: string; headers?: Record<string, string> } = {},
+  ) => {
     const res = await app.request(path, {
-      ...init,
+      method: init.method,
+      body: init.body,
       headers: { authorization: "Bearer tok-123", ...init.headers },
     });
     return { status: res.status, body: await res.text(), headers: res.headers };
