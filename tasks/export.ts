@@ -12,8 +12,7 @@ import { choiceFlag, helpText, parseFlags, runMain } from "../lib/cli/flags.ts";
 import { exportNdjson } from "../lib/cli/export.ts";
 import { exportParquet, exportSqlite } from "../lib/cli/export_table.ts";
 import { readStoredKv } from "../lib/cli/kv_file.ts";
-import { findCrawl, listCrawlListings } from "../lib/engine/mod.ts";
-import { crawlChoice } from "../lib/cli/crawl_list.ts";
+import { chooseCrawl } from "../lib/cli/crawl_list.ts";
 
 const FLAGS = {
   kv: {
@@ -81,20 +80,8 @@ runMain(async () => {
     throw new UsageError("--table names the table of --format sqlite");
   }
   return await readStoredKv(path, async (kv) => {
-    let id = f["crawl-id"];
-    if (id === undefined) {
-      const crawls = await listCrawlListings(kv);
-      if (crawls.length === 0) throw new UsageError(`${path} holds no crawl`);
-      if (crawls.length > 1) {
-        throw new UsageError(
-          `${path} holds ${crawls.length} crawls; pick one with --crawl-id: ` +
-            `${crawls.map(crawlChoice).join("; ")} (deno task crawls --kv ${path} lists them)`,
-        );
-      }
-      id = crawls[0].id;
-    }
-    const crawl = await findCrawl(kv, id);
-    if (!crawl) throw new UsageError(`no crawl with id ${id} in ${path}`);
+    const crawl = await chooseCrawl(kv, path, f["crawl-id"]);
+    const id = crawl.id;
     if (crawl.status !== "done" && !f.partial) {
       throw new UsageError(
         `crawl ${id} is ${crawl.status}, not done: its items are incomplete (use --partial to ` +

@@ -8,7 +8,13 @@
  */
 import { type CrawlSpec, SPEC_DEFAULTS } from "../base/spec.ts";
 import { shownText } from "../base/shown_text.ts";
-import { type CrawlListing, listCrawlListings } from "../engine/mod.ts";
+import { UsageError } from "../base/errors.ts";
+import {
+  type CrawlListing,
+  type CrawlRecord,
+  findCrawl,
+  listCrawlListings,
+} from "../engine/mod.ts";
 import { duration, n } from "./progress.ts";
 
 /**
@@ -98,4 +104,31 @@ export async function anotherCrawlLine(kv: Deno.Kv, id: string): Promise<string 
       `${n(was.itemsStored)} items), which the command that made it resumes ` +
       `(${specFlags(was.spec)})`,
   );
+}
+
+/**
+ * The crawl a command reads from the KV file at `path`: the one named by `--crawl-id`, else the
+ * only one the file holds.
+ * @throws UsageError for a file with no crawl, several without a choice (naming each, as
+ * `deno task crawls` does), or an unknown id
+ */
+export async function chooseCrawl(
+  kv: Deno.Kv,
+  path: string,
+  id: string | null | undefined,
+): Promise<CrawlRecord> {
+  if (id === undefined || id === null) {
+    const crawls = await listCrawlListings(kv);
+    if (crawls.length === 0) throw new UsageError(`${path} holds no crawl`);
+    if (crawls.length > 1) {
+      throw new UsageError(
+        `${path} holds ${crawls.length} crawls; pick one with --crawl-id: ` +
+          `${crawls.map(crawlChoice).join("; ")} (deno task crawls --kv ${path} lists them)`,
+      );
+    }
+    id = crawls[0].id;
+  }
+  const crawl = await findCrawl(kv, id);
+  if (!crawl) throw new UsageError(`no crawl with id ${id} in ${path}`);
+  return crawl;
 }

@@ -8,9 +8,9 @@
  */
 import { type Clock, SYSTEM_CLOCK } from "../base/clock.ts";
 import { errorLine, UsageError } from "../base/errors.ts";
-import { deliver, findCrawl, listCrawlListings } from "../engine/mod.ts";
+import { deliver } from "../engine/mod.ts";
 import { createMirrorApp, mirrorSink } from "../mirror/mod.ts";
-import { crawlChoice } from "./crawl_list.ts";
+import { chooseCrawl } from "./crawl_list.ts";
 
 /** How often the mirror's log looks for what the ledger noted, ms. @default */
 export const MIRROR_POLL_MS = 1_000;
@@ -46,20 +46,8 @@ export async function serveMirror(
 ): Promise<RunningMirror> {
   const { kv } = ctx;
   const clock = ctx.clock ?? SYSTEM_CLOCK;
-  let id = o.crawlId;
-  if (id === null) {
-    const crawls = await listCrawlListings(kv);
-    if (crawls.length === 0) throw new UsageError(`${o.kvPath} holds no crawl`);
-    if (crawls.length > 1) {
-      throw new UsageError(
-        `${o.kvPath} holds ${crawls.length} crawls; pick one with --crawl-id: ` +
-          crawls.map(crawlChoice).join("; "),
-      );
-    }
-    id = crawls[0].id;
-  }
-  const crawl = await findCrawl(kv, id);
-  if (!crawl) throw new UsageError(`no crawl with id ${id} in ${o.kvPath}`);
+  const crawl = await chooseCrawl(kv, o.kvPath, o.crawlId);
+  const id = crawl.id;
   if (crawl.view !== undefined || crawl.idOrder === "utf16") {
     throw new UsageError(
       `crawl ${id} holds ${crawl.view !== undefined ? "a view's rows" : "ids in UTF-16 order"}: ` +
@@ -68,7 +56,7 @@ export async function serveMirror(
   }
   const sink = mirrorSink(kv);
   const level = async () => {
-    while ((await deliver({ kv }, id!, sink)).behind > 0) { /* the next notes */ }
+    while ((await deliver({ kv }, id, sink)).behind > 0) { /* the next notes */ }
   };
   await level();
   const stop = new AbortController();

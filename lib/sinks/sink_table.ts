@@ -31,18 +31,7 @@ export const SINK_COLUMNS = [
  * them), `key` (the row's key, JSON), `id` (its document's id), `value` (JSON), then as
  * {@linkcode SINK_COLUMNS}.
  */
-export const VIEW_COLUMNS = [
-  "row_key",
-  "key",
-  "id",
-  "value",
-  "doc",
-  "error",
-  "too_large",
-  "seq",
-  "updated_at",
-  "deleted_at",
-];
+export const VIEW_COLUMNS = ["row_key", "key", "id", "value", ...SINK_COLUMNS.slice(2)];
 
 /** A table's form: its columns, the one ranges and deletions go by, which hold JSON. */
 export interface TableShape {

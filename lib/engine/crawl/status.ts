@@ -280,7 +280,7 @@ export async function crawlStatus(
     drift: d ? { seq: d.seq, inserted: d.inserted, updated: d.updated, deleted: d.deleted } : null,
     driftError: crawl.driftError ?? null,
     verification: crawl.verification ?? null,
-    sinks: await sinkLag({ kv }, id),
+    sinks: await sinkLag({ kv }, id, { read: { shards, feed: d } }),
     shards: shards.map((s) => shardStatus(s, now, { liveness, show: shownBound(crawl) })),
   };
 }

@@ -18,6 +18,7 @@ import {
   kvOp,
   listShards,
   type Note,
+  type ShardRecord,
   shardStream,
 } from "../store/mod.ts";
 import type { Sink, SinkBatch, SinkState } from "./sink.ts";
@@ -71,6 +72,14 @@ interface Stream {
   at: number;
 }
 
+/** How much one delivery gives. */
+export interface DeliverOptions {
+  /** Notes given at most, over every stream. @default DELIVER_NOTES */
+  maxNotes?: number;
+  /** Items a batch holds at most. @default SINK_BATCH_ROWS */
+  batchRows?: number;
+}
+
 /** Deliveries under way in this process, by sink: a second one waits for the first. */
 const underWay = new WeakMap<Sink, Promise<unknown>>();
 
@@ -85,12 +94,7 @@ export async function deliver(
   ctx: { kv: Deno.Kv },
   crawlId: string,
   sink: Sink,
-  o: {
-    /** @default DELIVER_NOTES */
-    maxNotes?: number;
-    /** @default SINK_BATCH_ROWS */
-    batchRows?: number;
-  } = {},
+  o: DeliverOptions = {},
 ): Promise<Delivered> {
   const before = underWay.get(sink) ?? Promise.resolve();
   const run = before.catch(() => {}).then(() => deliverNow(ctx, crawlId, sink, o));
@@ -106,12 +110,7 @@ async function deliverNow(
   ctx: { kv: Deno.Kv },
   crawlId: string,
   sink: Sink,
-  o: {
-    /** @default DELIVER_NOTES */
-    maxNotes?: number;
-    /** @default SINK_BATCH_ROWS */
-    batchRows?: number;
-  } = {},
+  o: DeliverOptions = {},
 ): Promise<Delivered> {
   const { kv } = ctx;
   const { streams, state, keys: keyKind } = await ledgerOf(kv, crawlId, sink.name);
@@ -170,19 +169,38 @@ async function deliverNow(
  * How far behind crawl `crawlId`'s ledger each sink that was ever given any of it is (its
  * positions in KV against the streams' heads), by name. A sink never given anything is not listed.
  */
-export async function sinkLag(ctx: { kv: Deno.Kv }, crawlId: string): Promise<SinkLag[]> {
+export async function sinkLag(
+  ctx: { kv: Deno.Kv },
+  crawlId: string,
+  o: {
+    /** The crawl's shards and feed as the caller read them (read here otherwise). */
+    read?: { shards: readonly ShardRecord[]; feed: DriftState | null };
+  } = {},
+): Promise<SinkLag[]> {
   const { kv } = ctx;
-  const { streams } = await ledgerOf(kv, crawlId, null);
   const at = new Map<string, Map<string, number>>();
   for await (const e of kv.list<number>({ prefix: keys.sinksAt(crawlId) })) {
     const [sink, stream] = [e.key[2] as string, e.key[3] as string];
     if (!at.has(sink)) at.set(sink, new Map());
     at.get(sink)!.set(stream, e.value);
   }
+  // A crawl no sink was ever given reads nothing more (status reads this at every refresh).
+  if (at.size === 0) return [];
+  const streams = o.read
+    ? headsOf(o.read.feed, o.read.shards)
+    : (await ledgerOf(kv, crawlId, null)).streams;
   return [...at].map(([sink, pos]) => ({
     sink,
     behindNotes: streams.reduce((n, s) => n + Math.max(0, s.head - (pos.get(s.name) ?? 0)), 0),
   }));
+}
+
+/** A crawl's streams and the last note each holds, from its feed and shard records. */
+function headsOf(feed: DriftState | null, shards: readonly ShardRecord[]): Stream[] {
+  return [
+    { name: FEED_STREAM, head: feed?.notes ?? 0, at: 0 },
+    ...shards.map((s) => ({ name: shardStream(s.id), head: s.notes ?? 0, at: 0 })),
+  ];
 }
 
 /**
@@ -195,10 +213,7 @@ async function ledgerOf(kv: Deno.Kv, crawlId: string, sink: string | null): Prom
     kvOp(() => kv.get<CrawlRecord>(keys.crawl(crawlId))),
     listShards(kv, crawlId),
   ]);
-  const heads = [
-    { name: FEED_STREAM, head: feed.value?.notes ?? 0 },
-    ...shards.map((e) => ({ name: shardStream(e.value.id), head: e.value.notes ?? 0 })),
-  ];
+  const heads = headsOf(feed.value, shards.map((e) => e.value));
   const at = new Map<string, number>();
   if (sink !== null) {
     for await (const e of kv.list<number>({ prefix: keys.sinksAt(crawlId, sink) })) {

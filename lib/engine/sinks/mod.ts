@@ -7,4 +7,4 @@
  */
 export type { Sink, SinkBatch, SinkState } from "./sink.ts";
 export { deliver, DELIVER_NOTES, sinkLag } from "./deliver.ts";
-export type { Delivered, SinkLag } from "./deliver.ts";
+export type { Delivered, DeliverOptions, SinkLag } from "./deliver.ts";
