@@ -17,11 +17,12 @@ import { dataOf, randomKeys } from "./helpers.ts";
 
 const ASCII = "abcdefghijklmnop-".split("");
 
-async function mirrored(n: number) {
+async function mirrored(n: number, o: { docs?: boolean } = {}) {
+  const docs = o.docs ?? true;
   const kv = await Deno.openKv(":memory:");
   const data = dataOf(randomKeys(n, ASCII, 301, 6));
   const source = new MemorySource(data, { maxPage: 100 });
-  const { id } = await begin(kv, source, spec({ shards: 3, docs: true }));
+  const { id } = await begin(kv, source, spec({ shards: 3, docs }));
   await finishAll(kv, source, id);
   const sink = mirrorSink(kv);
   const level = async () => {
@@ -29,7 +30,8 @@ async function mirrored(n: number) {
   };
   await level();
   const app = createMirrorApp({ kv, clock: SYSTEM_CLOCK }, {
-    dbs: new Map([["db", { crawlId: id, docs: true }]]),
+    db: (name) => Promise.resolve(name === "db" ? { crawlId: id, docs } : null),
+    npmDb: () => Promise.resolve({ crawlId: id, docs }),
     readToken: "tok-123",
     uuid: "u1",
     maxStreams: 1,
@@ -84,14 +86,72 @@ Deno.test("mirror app: tokens, the welcome, _all_docs with keys, bounds, skip an
     );
     assert.equal(keyed.rows[0].doc._id, k[5]);
     assert.deepEqual(keyed.rows[1], { key: "no-such-id", error: "not_found" });
-    const desc = await m.get("/db/_all_docs?descending=true");
-    assert.equal(desc.status, 400);
-    assert.match(JSON.parse(desc.body).reason, /descending is not served/);
     assert.equal((await m.get("/nodb")).status, 404);
   } finally {
     m.kv.close();
   }
 });
+
+Deno.test("mirror app: _all_docs answers as CouchDB does, descending too, from records and from blocks", async () => {
+  for (const docs of [true, false]) {
+    const m = await mirrored(700, { docs });
+    try {
+      const k = m.keys;
+      const probes = [k[0], k[3], k[350], k[699], "a", "m", "zzzz", "", k[350] + "\0"];
+      const asked: Record<string, string | number | boolean>[] = [];
+      for (const descending of [false, true]) {
+        for (const start of [undefined, ...probes.slice(0, 6)]) {
+          for (const end of [undefined, k[100], k[600], "m"]) {
+            for (const inclusiveEnd of [true, false]) {
+              const q: Record<string, string | number | boolean> = { descending };
+              if (start !== undefined) q.startkey = start;
+              if (end !== undefined) q.endkey = end;
+              if (!inclusiveEnd) q.inclusive_end = false;
+              asked.push(q, { ...q, skip: 3, limit: 5 });
+            }
+          }
+        }
+        for (const key of probes) asked.push({ descending, key });
+      }
+      for (const q of asked) {
+        const params = Object.entries(q).map(([n, v]) =>
+          `${n}=${encodeURIComponent(typeof v === "string" ? JSON.stringify(v) : String(v))}`
+        );
+        const got = JSON.parse((await m.get(`/db/_all_docs?${params.join("&")}`)).body);
+        const want = couchAllDocs(k, q);
+        assert.deepEqual(
+          [got.total_rows, got.offset, got.rows.map((r: { id: string }) => r.id)],
+          [want.total, want.offset, want.ids],
+          `docs ${docs} ${JSON.stringify(q)}`,
+        );
+      }
+    } finally {
+      m.kv.close();
+    }
+  }
+});
+
+/** What CouchDB answers `_all_docs` with (ids in code point order), for the test's queries. */
+function couchAllDocs(sorted: readonly string[], q: Record<string, string | number | boolean>) {
+  const desc = q.descending === true;
+  const start = (q.key ?? q.startkey) as string | undefined;
+  const end = (q.key ?? q.endkey) as string | undefined;
+  const closed = q.key !== undefined || q.inclusive_end !== false;
+  const order = desc ? [...sorted].reverse() : [...sorted];
+  const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0) * (desc ? -1 : 1);
+  const before = start === undefined ? 0 : order.filter((x) => cmp(x, start) < 0).length;
+  const rows = order.filter((x) =>
+    (start === undefined || cmp(x, start) >= 0) &&
+    (end === undefined || (closed ? cmp(x, end) <= 0 : cmp(x, end) < 0))
+  );
+  const skip = (q.skip as number | undefined) ?? 0;
+  const limit = (q.limit as number | undefined) ?? Infinity;
+  return {
+    total: sorted.length,
+    offset: Math.min(sorted.length, before + skip),
+    ids: rows.slice(skip, skip + limit),
+  };
+}
 
 Deno.test("mirror app: _changes in the mirror's own sequence; twice adds nothing; a deletion's tombstone; longpoll, continuous and their bound", async () => {
   const m = await mirrored(300);

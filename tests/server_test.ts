@@ -286,3 +286,26 @@ Deno.test("SINKS: NAME=REF entries, each name once, no #table; a bad entry is on
     /SINKS: each entry is NAME=REF/,
   );
 });
+
+Deno.test("MIRROR_*: a read token of its own, or reads opened; contradictions refused in one line", () => {
+  const cfg = (vars: Record<string, string>) =>
+    configFromEnv(env({ CRAWL_TOKEN: T, ...vars }), [], { onDeploy: false });
+  assert.equal(cfg({}).mirror, null);
+  assert.deepEqual(cfg({ MIRROR_TOKEN: "r".repeat(16) }).mirror, {
+    readToken: "r".repeat(16),
+    npmCrawl: null,
+  });
+  assert.deepEqual(cfg({ MIRROR_PUBLIC: "1", MIRROR_NPM: "c1" }).mirror, {
+    readToken: null,
+    npmCrawl: "c1",
+  });
+  for (
+    const [vars, re] of [
+      [{ MIRROR_TOKEN: T }, /MIRROR_TOKEN must differ from CRAWL_TOKEN/],
+      [{ MIRROR_TOKEN: "short" }, /MIRROR_TOKEN is shorter than 16/],
+      [{ MIRROR_PUBLIC: "yes" }, /MIRROR_PUBLIC must be 1 or 0/],
+      [{ MIRROR_PUBLIC: "1", MIRROR_TOKEN: "r".repeat(16) }, /pick one/],
+      [{ MIRROR_NPM: "c1" }, /MIRROR_NPM needs MIRROR_TOKEN or MIRROR_PUBLIC=1/],
+    ] as [Record<string, string>, RegExp][]
+  ) assert.throws(() => cfg(vars), re);
+});

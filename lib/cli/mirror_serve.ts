@@ -8,12 +8,15 @@
  */
 import { type Clock, SYSTEM_CLOCK } from "../base/clock.ts";
 import { errorLine, UsageError } from "../base/errors.ts";
-import { deliver } from "../engine/mod.ts";
-import { createMirrorApp, mirrorSink } from "../mirror/mod.ts";
+import {
+  createMirrorApp,
+  keepMirrorsLevel,
+  levelMirror,
+  MIRROR_POLL_MS,
+  mirrorUuid,
+  notServable,
+} from "../mirror/mod.ts";
 import { chooseCrawl } from "./crawl_list.ts";
-
-/** How often the mirror's log looks for what the ledger noted, ms. @default */
-export const MIRROR_POLL_MS = 1_000;
 
 /** A running mirror. */
 export interface RunningMirror {
@@ -48,37 +51,21 @@ export async function serveMirror(
   const clock = ctx.clock ?? SYSTEM_CLOCK;
   const crawl = await chooseCrawl(kv, o.kvPath, o.crawlId);
   const id = crawl.id;
-  if (crawl.view !== undefined || crawl.idOrder === "utf16") {
-    throw new UsageError(
-      `crawl ${id} holds ${crawl.view !== undefined ? "a view's rows" : "ids in UTF-16 order"}: ` +
-        "the mirror serves documents crawls",
-    );
-  }
-  const sink = mirrorSink(kv);
-  const level = async () => {
-    while ((await deliver({ kv }, id, sink)).behind > 0) { /* the next notes */ }
-  };
-  await level();
+  const why = notServable(crawl);
+  if (why) throw new UsageError(`crawl ${id} ${why}: the mirror serves documents crawls`);
+  await levelMirror(kv, id);
   const stop = new AbortController();
-  const loop = (async () => {
-    let failing = false;
-    while (!stop.signal.aborted) {
-      await clock.sleep(o.pollMs ?? MIRROR_POLL_MS, stop.signal).catch(() => {});
-      if (stop.signal.aborted) break;
-      try {
-        await level();
-        failing = false;
-      } catch (err) {
-        if (!failing) o.log(`mirror log of ${id}: ${errorLine(err)}; tried again`);
-        failing = true;
-      }
-    }
-  })();
-  const db = id;
+  const loop = keepMirrorsLevel({ kv, clock, log: o.log }, {
+    crawls: () => Promise.resolve([id]),
+    everyMs: o.pollMs ?? MIRROR_POLL_MS,
+    signal: stop.signal,
+  });
+  const served = { crawlId: id, docs: crawl.docs };
   const app = createMirrorApp({ kv, clock }, {
-    dbs: new Map([[db, { crawlId: id, docs: crawl.docs }]]),
+    db: (name) => Promise.resolve(name === id ? served : null),
+    npmDb: () => Promise.resolve(served),
     readToken: o.readToken,
-    uuid: await uuidOf(`${o.kvPath}\0${id}`),
+    uuid: await mirrorUuid(`${o.kvPath}\0${id}`),
     signal: stop.signal,
   });
   let server: Deno.HttpServer;
@@ -92,7 +79,7 @@ export async function serveMirror(
   const addr = server.addr as Deno.NetAddr;
   const base = `http://${addr.hostname}:${addr.port}`;
   return {
-    dbUrl: `${base}/${encodeURIComponent(db)}`,
+    dbUrl: `${base}/${encodeURIComponent(id)}`,
     npmUrl: `${base}/npm/`,
     close: async () => {
       stop.abort();
@@ -100,10 +87,4 @@ export async function serveMirror(
       await server.shutdown();
     },
   };
-}
-
-/** A stable uuid (32 hex digits) for a served database. */
-async function uuidOf(s: string): Promise<string> {
-  const d = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(s));
-  return [...new Uint8Array(d).slice(0, 16)].map((b) => b.toString(16).padStart(2, "0")).join("");
 }

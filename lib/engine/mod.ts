@@ -31,6 +31,7 @@ export {
   crawlNdjsonBlocks,
   crawlPicture,
   crawlRank,
+  crawlsOldestFirst,
   crawlStatus,
   type CrawlStatusReport,
   type CrawlSummary,

@@ -14,6 +14,8 @@
  *                                         beyond the open-stream bound)
  *     GET    /locate?source=&percentile=  the key at a rank or percentile, or a key's rank
  *     GET    /metrics                     Prometheus text (token, or METRICS_TOKEN)
+ *     *      /mirror/...                  the served mirror (`lib/mirror/`), when given: its own
+ *                                         read token, never the API token
  *
  * Every route but `/healthz` and `/` needs `Authorization: Bearer <token>` (compared in constant
  * time). Sources must sit under an allowed prefix. Bodies are size-limited and validated strictly
@@ -94,6 +96,11 @@ export interface AppDeps {
   maxStoredCrawls?: number;
   /** The sinks a crawl may name in `sinks` (`SINKS`' names). @default none */
   sinkNames?: readonly string[];
+  /**
+   * The served mirror's app (`createMirrorApp`), answered under `/mirror/` with the prefix taken
+   * off; it checks its own read token. @default none: `/mirror/` is a 404
+   */
+  mirror?: { fetch(req: Request): Response | Promise<Response> };
 }
 
 function errorStatus(err: Error): 400 | 404 | 409 | 429 | 502 | 503 | 500 {
@@ -177,6 +184,24 @@ export function createApp(deps: AppDeps): Hono {
     allowedSources: deps.allowedSources,
     openSource: deps.openSource ?? ((url) => new CouchSource(url)),
   });
+  const mirror = deps.mirror;
+  if (mirror) {
+    const answer = (c: Context) => {
+      const url = new URL(c.req.url);
+      url.pathname = url.pathname.slice("/mirror".length) || "/";
+      const raw = c.req.raw;
+      // Not `new Request(url, raw)`: that would carry the request's signal along.
+      const body = raw.method === "GET" || raw.method === "HEAD" ? null : raw.body;
+      return mirror.fetch(
+        new Request(
+          url,
+          { method: raw.method, headers: raw.headers, body, duplex: "half" } as RequestInit,
+        ),
+      );
+    };
+    app.all("/mirror", answer);
+    app.all("/mirror/*", answer);
+  }
   return app;
 }
 
@@ -205,7 +230,10 @@ function auditRequests(
     await next();
     const { method, path } = c.req;
     const status = c.res.status;
+    // The mirror's POSTs (_all_docs, _changes, _bulk_get) are reads; its PUTs (_local) are not.
+    const reads = method === "GET" || method === "HEAD" ||
+      (method === "POST" && path.startsWith("/mirror/"));
     if (status === 401) audit(`audit: ${method} ${path} refused: missing or wrong token`);
-    else if (method !== "GET" && method !== "HEAD") audit(`audit: ${method} ${path} ${status}`);
+    else if (!reads) audit(`audit: ${method} ${path} ${status}`);
   };
 }

@@ -24,13 +24,17 @@ import { errorLine, PermanentError, UsageError } from "../base/errors.ts";
 import { type OpenedSink, openSink } from "../sinks/mod.ts";
 import { buildSpec } from "../base/spec.ts";
 import {
+  type CrawlRecord,
+  crawlsOldestFirst,
   createCrawl,
   createRuntime,
   deleteCrawl,
   type Dispatcher,
+  findCrawl,
   kvOp,
   listCrawlSummaries,
 } from "../engine/mod.ts";
+import { createMirrorApp, keepMirrorsLevel, mirrorUuid, notServable } from "../mirror/mod.ts";
 import { Metrics } from "./metrics.ts";
 import { outageLine, Pacer, pauseLine } from "../sources/http/mod.ts";
 import { StatusFeed } from "./events.ts";
@@ -94,6 +98,9 @@ export async function startServer(
   }
   const { runtime, openSource, metrics } = startEngine(kv, config, { log, clock, sinks });
   const statusFeed = new StatusFeed(kv, { clock, maxListeners: config.bounds?.maxEventStreams });
+  const mirror = config.mirror
+    ? await servedMirror(kv, config.mirror, { clock, log, kvLabel: config.kvPath ?? "" })
+    : null;
   let server: Deno.HttpServer;
   try {
     server = serve(
@@ -112,9 +119,11 @@ export async function startServer(
         statusFeed,
         audit: log,
         sinkNames: [...sinks.keys()],
+        mirror: mirror?.app,
       }).fetch,
     );
   } catch (err) {
+    await mirror?.close();
     await runtime.close();
     kv.close();
     for (const s of sinks.values()) await s.close().catch(() => {});
@@ -123,6 +132,10 @@ export async function startServer(
   const addr = server.addr as Deno.NetAddr;
   const url = `http://${addr.hostname}:${addr.port}`;
   log(`listening on ${url} (dispatch ${config.dispatch}${config.token ? "" : ", no token"})`);
+  if (mirror) {
+    log(`mirror on ${url}/mirror/ (a database per documents crawl, named by its id)`);
+    log(`npm registry on ${url}/mirror/npm/`);
+  }
   return {
     url,
     watchdogTick: async () => {
@@ -132,6 +145,7 @@ export async function startServer(
     leaseTick: (ms) => runtime.leaseTick(ms),
     recrawl: () => recrawl(kv, runtime.dispatcher, config, { clock, log }),
     close: async () => {
+      await mirror?.close();
       await runtime.close();
       statusFeed.close();
       await shutdownWithin(server, SHUTDOWN_GRACE_MS);
@@ -231,6 +245,46 @@ function startEngine(
     },
   });
   return { runtime, openSource, metrics };
+}
+
+/**
+ * The served mirror of every documents crawl in `kv`: its app (a database per crawl, named by its
+ * id; `/npm/` from `o.npmCrawl` or the newest done documents crawl) and the loop that keeps each
+ * crawl's change log level with its ledger.
+ */
+async function servedMirror(
+  kv: Deno.Kv,
+  o: NonNullable<ServerConfig["mirror"]>,
+  ctx: { clock: Clock; log: (line: string) => void; kvLabel: string },
+) {
+  const servable = (c: CrawlRecord | null) =>
+    c && c.status !== "planning" && notServable(c) === null
+      ? { crawlId: c.id, docs: c.docs }
+      : null;
+  const stop = new AbortController();
+  const loop = keepMirrorsLevel({ kv, clock: ctx.clock, log: ctx.log }, {
+    crawls: async () => (await crawlsOldestFirst(kv)).filter((c) => servable(c)).map((c) => c.id),
+    signal: stop.signal,
+  });
+  const app = createMirrorApp({ kv, clock: ctx.clock }, {
+    db: async (name) => servable(await findCrawl(kv, name)),
+    npmDb: async () => {
+      if (o.npmCrawl !== null) return servable(await findCrawl(kv, o.npmCrawl));
+      const done = (await crawlsOldestFirst(kv))
+        .filter((c) => c.status === "done" && c.docs && servable(c));
+      return done.length ? servable(done.at(-1)!) : null;
+    },
+    readToken: o.readToken,
+    uuid: await mirrorUuid(`rankcrawl serve\0${ctx.kvLabel}`),
+    signal: stop.signal,
+  });
+  return {
+    app,
+    close: async () => {
+      stop.abort();
+      await loop;
+    },
+  };
 }
 
 /**

@@ -69,6 +69,12 @@ environment:
                      (default: none)
   SINK_DELETIONS     delete (rows a crawl no longer holds leave its sinks' tables) or tombstone
                      (kept, marked with deleted_at) (default: delete)
+  MIRROR_TOKEN       serves every documents crawl read-only under /mirror/ (a CouchDB database
+                     per crawl, /mirror/npm/ an npm registry); readers send this token, which
+                     must differ from CRAWL_TOKEN (default: no mirror)
+  MIRROR_PUBLIC      1: serves the mirror with reads open to anyone (default: no mirror)
+  MIRROR_NPM         the crawl /mirror/npm/ answers from (default: the newest done documents
+                     crawl)
 
 flags:
   --insecure-local   no token, bound to 127.0.0.1 only
@@ -113,6 +119,11 @@ export interface ServerConfig {
   sinks?: { name: string; ref: string }[];
   /** `SINK_DELETIONS=tombstone`: the sinks keep deleted rows, marked. @default false */
   sinkTombstones?: boolean;
+  /**
+   * The served mirror (`MIRROR_*`): its read token (null: reads open) and the crawl `/mirror/npm/`
+   * answers from (null: the newest done documents crawl). @default none: `/mirror/` is not served
+   */
+  mirror?: { readToken: string | null; npmCrawl: string | null } | null;
 }
 
 /**
@@ -237,7 +248,7 @@ export function configFromEnv(
       "CRAWL_TOKEN is not set; refusing to start (use --insecure-local to serve on 127.0.0.1 without a token)",
     );
   }
-  for (const name of ["CRAWL_TOKEN", "METRICS_TOKEN"]) {
+  for (const name of ["CRAWL_TOKEN", "METRICS_TOKEN", "MIRROR_TOKEN"]) {
     const value = env(name);
     // Beyond loopback a short token is guessed; length is what can be checked without the token.
     if (value && !insecure && value.length < MIN_TOKEN_CHARS) {
@@ -281,7 +292,35 @@ export function configFromEnv(
     ratePerSecond: rateFromEnv(env("RATE")),
     sinks,
     sinkTombstones: sinkDeletions(env("SINK_DELETIONS")) === "tombstone",
+    mirror: mirrorFromEnv(env, token),
   };
+}
+
+/** `MIRROR_TOKEN`, `MIRROR_PUBLIC`, `MIRROR_NPM`: the served mirror, or null when not asked. */
+function mirrorFromEnv(
+  env: (name: string) => string | undefined,
+  apiToken: string | null,
+): ServerConfig["mirror"] {
+  const token = env("MIRROR_TOKEN") || null;
+  const open = env("MIRROR_PUBLIC");
+  if (open !== undefined && open !== "" && open !== "1" && open !== "0") {
+    throw new UsageError(`MIRROR_PUBLIC must be 1 or 0, got "${open.slice(0, 20)}"`);
+  }
+  if (token !== null && open === "1") {
+    throw new UsageError("MIRROR_TOKEN and MIRROR_PUBLIC=1 both set: pick one");
+  }
+  if (token !== null && token === apiToken) {
+    throw new UsageError(
+      "MIRROR_TOKEN must differ from CRAWL_TOKEN: readers of the mirror would hold the token " +
+        "that starts and deletes crawls",
+    );
+  }
+  const npm = env("MIRROR_NPM") || null;
+  if (token === null && open !== "1") {
+    if (npm !== null) throw new UsageError("MIRROR_NPM needs MIRROR_TOKEN or MIRROR_PUBLIC=1");
+    return null;
+  }
+  return { readToken: token, npmCrawl: npm };
 }
 
 /** `SINK_DELETIONS`: how the sinks keep rows a crawl no longer holds. */

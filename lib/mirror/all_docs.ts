@@ -27,6 +27,8 @@ export interface AllDocsQuery {
   limit?: number;
   skip: number;
   includeDocs: boolean;
+  /** Last key first: `startkey` is then the high end, `endkey` the low one. */
+  descending: boolean;
 }
 
 /** Reads `_all_docs`'s parameters (JSON strings, as CouchDB takes them). @throws InputError */
@@ -58,9 +60,6 @@ export function allDocsQuery(
     if (!/^\d{1,9}$/.test(raw)) throw new InputError(`${name} must be a whole number`);
     return Number(raw);
   };
-  if (bool("descending", false)) {
-    throw new InputError("descending is not served by this mirror: ask in key order");
-  }
   let keys: string[] | undefined;
   const rawKeys = body?.keys ?? (q("keys") === undefined ? undefined : JSON.parse(q("keys")!));
   if (rawKeys !== undefined) {
@@ -79,6 +78,7 @@ export function allDocsQuery(
     limit: int("limit"),
     skip: int("skip") ?? 0,
     includeDocs: bool("include_docs", false),
+    descending: bool("descending", false),
   };
 }
 
@@ -128,29 +128,41 @@ async function* allDocsChunks(
     yield enc.encode("]}\n");
     return;
   }
-  const from = q.key ?? q.startkey ?? null;
-  const to = q.key !== undefined
-    ? q.key + "\0"
-    : q.endkey === undefined
+  // [from, to) in key order; descending reads it last key first (startkey the high end, inclusive;
+  // endkey the low end, inclusive unless inclusive_end=false), as CouchDB does.
+  const after = (k: string) => k + "\0";
+  const first = q.key ?? q.startkey;
+  const last = q.key ?? q.endkey;
+  const closed = q.key !== undefined || q.inclusiveEnd;
+  const from = q.descending
+    ? (last === undefined ? null : closed ? last : after(last))
+    : first ?? null;
+  const to = q.descending
+    ? (first === undefined ? null : after(first))
+    : last === undefined
     ? null
-    : q.inclusiveEnd
-    ? q.endkey + "\0"
-    : q.endkey;
-  const rank = from === null ? 0 : await crawlRank(kv, crawlId, from);
-  yield enc.encode(`{"total_rows":${total},"offset":${Math.min(total, rank + q.skip)},"rows":[`);
+    : closed
+    ? after(last)
+    : last;
+  // offset: the rows before the first one in the order asked.
+  const before = q.descending
+    ? (to === null ? 0 : total - await crawlRank(kv, crawlId, to))
+    : (from === null ? 0 : await crawlRank(kv, crawlId, from));
+  yield enc.encode(`{"total_rows":${total},"offset":${Math.min(total, before + q.skip)},"rows":[`);
   let skip = q.skip;
   let left = q.limit ?? Infinity;
-  let first = true;
+  let head = true;
   if (left > 0 && (to === null || from === null || compareKeys(from, to) < 0)) {
-    outer: for await (const batch of crawlItemsBetween(kv, crawlId, { from, to })) {
+    const range = { from, to, descending: q.descending };
+    outer: for await (const batch of crawlItemsBetween(kv, crawlId, range)) {
       let text = "";
       for (const it of batch) {
         if (skip > 0) {
           skip--;
           continue;
         }
-        text += (first ? "" : ",\n") + row(it, shape);
-        first = false;
+        text += (head ? "" : ",\n") + row(it, shape);
+        head = false;
         if (--left <= 0) {
           yield enc.encode(text);
           break outer;

@@ -46,10 +46,10 @@ export interface MirrorContext {
 
 /** How the mirror app serves. */
 export interface MirrorOptions {
-  /** Database name → crawl. */
-  dbs: ReadonlyMap<string, MirrorDb>;
-  /** The database `/npm/` answers from. @default the only one, else none */
-  npmDb?: string;
+  /** The database named `name`, or null (a 404): a crawl id, or whatever the caller maps. */
+  db: (name: string) => Promise<MirrorDb | null>;
+  /** The database `/npm/` answers from, or null (every name a 404). */
+  npmDb: () => Promise<MirrorDb | null>;
   /** The read token; null: reads are open (`MIRROR_PUBLIC=1`). */
   readToken: string | null;
   /** The welcome's `uuid` (stable across restarts). */
@@ -76,7 +76,8 @@ const streamed = (body: ReadableStream<Uint8Array>) =>
  * ```ts
  * using kv = await Deno.openKv("crawl.kv");
  * const app = createMirrorApp({ kv, clock: SYSTEM_CLOCK }, {
- *   dbs: new Map([["registry", { crawlId: "c6a984ac0266", docs: true }]]),
+ *   db: async (name) => name === "registry" ? { crawlId: "c6a984ac0266", docs: true } : null,
+ *   npmDb: async () => ({ crawlId: "c6a984ac0266", docs: true }),
  *   readToken: null,
  *   uuid: "0b7c3d1e",
  * });
@@ -104,8 +105,8 @@ export function createMirrorApp(ctx: MirrorContext, o: MirrorOptions): Hono {
     }
     await next();
   });
-  const db = (name: string): MirrorDb => {
-    const d = o.dbs.get(name);
+  const db = async (name: string): Promise<MirrorDb> => {
+    const d = await o.db(name);
     if (!d) throw new NotFoundError("Database does not exist.");
     return d;
   };
@@ -123,7 +124,7 @@ export function createMirrorApp(ctx: MirrorContext, o: MirrorOptions): Hono {
       features: [],
     }));
   const info = async (name: string) => {
-    const d = db(name);
+    const d = await db(name);
     return {
       db_name: name,
       doc_count: await crawlItemCount(kv, d.crawlId),
@@ -141,8 +142,12 @@ export function createMirrorApp(ctx: MirrorContext, o: MirrorOptions): Hono {
   });
   app.get("/:db", async (c) => json(await info(c.req.param("db"))));
 
-  const allDocs = (name: string, q: (n: string) => string | undefined, b?: { keys?: unknown }) => {
-    const d = db(name);
+  const allDocs = async (
+    name: string,
+    q: (n: string) => string | undefined,
+    b?: { keys?: unknown },
+  ) => {
+    const d = await db(name);
     return streamed(allDocsBody(kv, d.crawlId, allDocsQuery(q, b), { docs: d.docs }));
   };
   app.get("/:db/_all_docs", (c) => allDocs(c.req.param("db"), (n) => c.req.query(n)));
@@ -151,12 +156,12 @@ export function createMirrorApp(ctx: MirrorContext, o: MirrorOptions): Hono {
     async (c) => allDocs(c.req.param("db"), (n) => c.req.query(n), await body(c)),
   );
 
-  const changes = (
+  const changes = async (
     name: string,
     q: (n: string) => string | undefined,
     b?: { doc_ids?: unknown },
   ) => {
-    const d = db(name);
+    const d = await db(name);
     const query = changesQuery(q, b);
     if (query.feed !== "continuous") {
       return streamed(changesBody(kv, d.crawlId, query, { docs: d.docs, clock, signal }));
@@ -195,7 +200,7 @@ export function createMirrorApp(ctx: MirrorContext, o: MirrorOptions): Hono {
   );
 
   app.post("/:db/_bulk_get", async (c) => {
-    const d = db(c.req.param("db"));
+    const d = await db(c.req.param("db"));
     const b = await body(c);
     const docs = b.docs;
     if (!Array.isArray(docs) || docs.length > 10_000) {
@@ -231,12 +236,12 @@ export function createMirrorApp(ctx: MirrorContext, o: MirrorOptions): Hono {
   });
 
   app.get("/:db/_local/:id", async (c) => {
-    const d = db(c.req.param("db"));
+    const d = await db(c.req.param("db"));
     const doc = await getMirrorLocal(kv, d.crawlId, c.req.param("id"));
     return doc ? json(doc) : json({ error: "not_found", reason: "missing" }, 404);
   });
   app.put("/:db/_local/:id", async (c) => {
-    const d = db(c.req.param("db"));
+    const d = await db(c.req.param("db"));
     const id = `_local/${c.req.param("id")}`;
     const doc = await body(c);
     const had = await getMirrorLocal(kv, d.crawlId, c.req.param("id"));
@@ -248,7 +253,7 @@ export function createMirrorApp(ctx: MirrorContext, o: MirrorOptions): Hono {
   app.get("/:db/:id{.+}", async (c) => {
     const name = c.req.param("db");
     if (name === "npm") return await npm(c.req.param("id"), (h) => c.req.header(h));
-    const d = db(name);
+    const d = await db(name);
     const id = c.req.param("id");
     const it = await crawlItem(kv, d.crawlId, id);
     const openRevs = c.req.query("open_revs");
@@ -293,8 +298,7 @@ export function createMirrorApp(ctx: MirrorContext, o: MirrorOptions): Hono {
 
   /** npm's packument of `name` (`@scope/name`; `@scope%2fname` is decoded by the router). */
   const npm = async (name: string, header: (h: string) => string | undefined) => {
-    const dbName = o.npmDb ?? (o.dbs.size === 1 ? [...o.dbs.keys()][0] : undefined);
-    const d = dbName === undefined ? undefined : o.dbs.get(dbName);
+    const d = await o.npmDb();
     const notFound = () => json({ error: "Not found" }, 404);
     if (!d) return notFound();
     const it = await crawlItem(kv, d.crawlId, name);
@@ -348,4 +352,10 @@ function parseRevs(raw: string): string[] {
     throw new InputError("open_revs must be all or a JSON array of revisions");
   }
   return v as string[];
+}
+
+/** A stable uuid (32 hex digits) for the welcome of a mirror serving `what` (e.g. a path and id). */
+export async function mirrorUuid(what: string): Promise<string> {
+  const d = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(what));
+  return [...new Uint8Array(d).slice(0, 16)].map((b) => b.toString(16).padStart(2, "0")).join("");
 }

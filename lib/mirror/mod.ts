@@ -10,6 +10,14 @@ export {
   type MirrorContext,
   type MirrorDb,
   type MirrorOptions,
+  mirrorUuid,
 } from "./mirror_app.ts";
+export {
+  keepMirrorsLevel,
+  levelMirror,
+  MIRROR_POLL_MS,
+  type MirrorLevelContext,
+  notServable,
+} from "./mirror_level.ts";
 export { MIRROR_SINK, mirrorSink } from "./mirror_sink.ts";
 export { abbreviate, ABBREVIATED } from "./npm_packument.ts";

@@ -64,8 +64,8 @@ function summaryOf(r: CrawlRecord): CrawlSummary {
   };
 }
 
-/** Every crawl record in the store, oldest first. */
-async function crawlsOldestFirst(kv: Deno.Kv): Promise<CrawlRecord[]> {
+/** Every crawl record in the store, oldest first (what a reader of every crawl needs). */
+export async function crawlsOldestFirst(kv: Deno.Kv): Promise<CrawlRecord[]> {
   return (await listCrawls(kv)).sort((a, b) => a.createdAt - b.createdAt);
 }
 

@@ -6,18 +6,19 @@
  * @module
  */
 import { compareKeys } from "../../plan/keys.ts";
-import { type ExportedItem, itemsBetween } from "../items/mod.ts";
+import { countItemsBetween, type ExportedItem, itemsBetween } from "../items/mod.ts";
 import { listRangeDrift, listShards, shardStored, storedCount } from "../store/mod.ts";
 import { requireItems } from "./crawl_reads.ts";
 
 /**
- * The items crawl `id` stores in `[from, to)` (null: open), in key order, in batches (documents
- * read back). @throws NotFoundError for an unknown crawl; ConflictError for one being deleted.
+ * The items crawl `id` stores in `[from, to)` (null: open), in key order (`descending`: last
+ * first), in batches (documents read back).
+ * @throws NotFoundError for an unknown crawl; ConflictError for one being deleted.
  */
 export async function* crawlItemsBetween(
   kv: Deno.Kv,
   id: string,
-  range: { from: string | null; to: string | null },
+  range: { from: string | null; to: string | null; descending?: boolean },
 ): AsyncGenerator<ExportedItem[]> {
   await requireItems(kv, id);
   yield* itemsBetween(kv, id, range);
@@ -44,7 +45,7 @@ export async function crawlItemCount(kv: Deno.Kv, id: string): Promise<number> {
 
 /**
  * The rank of `key` in crawl `id`: how many items it stores before it (the shards wholly before
- * it by their counts, the one it falls in counted up to it).
+ * it by their counts, the one it falls in counted up to it, documents not read back).
  */
 export async function crawlRank(kv: Deno.Kv, id: string, key: string): Promise<number> {
   const shards = (await listShards(kv, id)).map((e) => e.value);
@@ -56,9 +57,7 @@ export async function crawlRank(kv: Deno.Kv, id: string, key: string): Promise<n
       continue;
     }
     if (s.start !== null && compareKeys(s.start, key) >= 0) continue;
-    for await (const batch of itemsBetween(kv, id, { from: s.start, to: key })) {
-      rank += batch.length;
-    }
+    rank += await countItemsBetween(kv, id, { from: s.start, to: key });
   }
   return rank;
 }

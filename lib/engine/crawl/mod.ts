@@ -54,6 +54,7 @@ export {
   crawlItemsPage,
   crawlNdjsonBlocks,
   crawlPicture,
+  crawlsOldestFirst,
   findCrawl,
   listCrawlListings,
   listCrawlSummaries,

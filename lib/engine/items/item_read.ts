@@ -42,12 +42,12 @@ interface Run {
 
 const dec = new TextDecoder();
 
-/** A record's item; a chunked document is left for `withChunks`. */
-function toItem(e: Deno.KvEntry<Uint8Array>): Pending {
+/** A record's item; a chunked document is left for `withChunks`; `bare`: no document. */
+function toItem(e: Deno.KvEntry<Uint8Array>, bare = false): Pending {
   const part = partOfKey(e.key) as Part;
   const r = decodeItem(e.value);
   const out: Pending = { id: typeof part === "string" ? part : r.id!, rev: r.rev };
-  if (r.doc) out.doc = dec.decode(r.doc);
+  if (r.doc && !bare) out.doc = dec.decode(r.doc);
   if (r.chunks) out.chunks = r.chunks;
   if (r.docBytes !== undefined) out.docBytes = r.docBytes;
   if (r.tooLarge) out.tooLarge = true;
@@ -65,11 +65,17 @@ export function comparePart(a: Part, b: Part): number {
   return a.length - b.length;
 }
 
-/** A key range of items, by key part; `after` excludes everything up to and including a part. */
+/**
+ * A key range of items, by key part; `after` excludes everything up to and including a part;
+ * `bare`: documents are not decoded (for counting); `reverse`: last key first.
+ */
 interface Range {
   from?: string;
   to?: string;
   after?: Part;
+  bare?: boolean;
+  /** Last key first (no `after`). */
+  reverse?: boolean;
 }
 
 /** The list selector of keys under `prefix` from `start` (inclusive) to `end` (exclusive). */
@@ -92,10 +98,10 @@ async function* recordRuns(kv: Deno.Kv, crawlId: string, r: Range): AsyncGenerat
   const end = r.to !== undefined ? keys.item(crawlId, r.to) : undefined;
   const selector = selectorBetween(prefix, start, end);
   let run: Run = { items: [], parts: [] };
-  for await (const e of kv.list<Uint8Array>(selector, { batchSize: 1000 })) {
+  for await (const e of kv.list<Uint8Array>(selector, { batchSize: 1000, reverse: r.reverse })) {
     const part = partOfKey(e.key) as Part;
     if (r.after !== undefined && comparePart(part, r.after) <= 0) continue;
-    run.items.push(toItem(e));
+    run.items.push(toItem(e, r.bare));
     run.parts.push(part);
     if (run.items.length === 1000) yield run, run = { items: [], parts: [] };
   }
@@ -113,8 +119,9 @@ async function* blockRuns(kv: Deno.Kv, crawlId: string, r: Range): AsyncGenerato
   const start = from !== undefined ? keys.block(crawlId, from) : undefined;
   const end = r.to !== undefined ? keys.block(crawlId, r.to) : undefined;
   const selector = selectorBetween(prefix, start, end);
-  for await (const e of kv.list<Uint8Array>(selector, { batchSize: 100 })) {
-    let rows = decodeBlock(e.value);
+  for await (const e of kv.list<Uint8Array>(selector, { batchSize: 100, reverse: r.reverse })) {
+    let rows = decodeBlock(e.value, { docs: !r.bare });
+    if (r.reverse) rows.reverse();
     if (typeof r.after === "string") {
       const after = r.after;
       rows = rows.filter((x) => compareKeys(x.id, after) > 0);
@@ -126,8 +133,15 @@ async function* blockRuns(kv: Deno.Kv, crawlId: string, r: Range): AsyncGenerato
   }
 }
 
-/** Merges two ordered streams of runs (pass-through while only one has items). */
-async function* merge(a: AsyncGenerator<Run>, b: AsyncGenerator<Run>): AsyncGenerator<Run> {
+/**
+ * Merges two ordered streams of runs (pass-through while only one has items); `dir` -1: both are
+ * in descending order.
+ */
+async function* merge(
+  a: AsyncGenerator<Run>,
+  b: AsyncGenerator<Run>,
+  dir: 1 | -1 = 1,
+): AsyncGenerator<Run> {
   const side = (g: AsyncGenerator<Run>) => ({ g, run: null as Run | null, at: 0, done: false });
   const x = side(a);
   const y = side(b);
@@ -152,7 +166,7 @@ async function* merge(a: AsyncGenerator<Run>, b: AsyncGenerator<Run>): AsyncGene
     const rx = x.run!;
     const ry = y.run!;
     while (x.at < rx.items.length && y.at < ry.items.length) {
-      const s = comparePart(rx.parts[x.at], ry.parts[y.at]) <= 0 ? x : y;
+      const s = comparePart(rx.parts[x.at], ry.parts[y.at]) * dir <= 0 ? x : y;
       out.items.push(s.run!.items[s.at]);
       out.parts.push(s.run!.parts[s.at++]);
     }
@@ -314,15 +328,41 @@ export async function pageItems(
 }
 
 /**
- * The items the crawl stores in `[from, to)` (null: open), in key order, in batches of at most
- * 1,000 (documents read back). Ids KV cannot hold as string keys (ill-formed UTF-16) are only read
+ * The items the crawl stores in `[from, to)` (null: open), in key order (`descending`: last key
+ * first), in batches of at most 1,000 (documents read back). Ids KV cannot hold as string keys (ill-formed UTF-16) are only read
  * with an open start, where they sort.
  */
 export async function* itemsBetween(
   kv: Deno.Kv,
   crawlId: string,
-  range: { from: string | null; to: string | null },
+  range: { from: string | null; to: string | null; descending?: boolean },
 ): AsyncGenerator<ExportedItem[]> {
+  for await (const items of runsBetween(kv, crawlId, range, false)) {
+    yield await finish(kv, crawlId, items);
+  }
+}
+
+/**
+ * How many items the crawl stores in `[from, to)` (null: open), as {@linkcode itemsBetween} would
+ * give them, without reading documents back (no decoding, no chunks).
+ */
+export async function countItemsBetween(
+  kv: Deno.Kv,
+  crawlId: string,
+  range: { from: string | null; to: string | null },
+): Promise<number> {
+  let n = 0;
+  for await (const items of runsBetween(kv, crawlId, range, true)) n += items.length;
+  return n;
+}
+
+async function* runsBetween(
+  kv: Deno.Kv,
+  crawlId: string,
+  range: { from: string | null; to: string | null; descending?: boolean },
+  bare: boolean,
+): AsyncGenerator<Pending[]> {
+  const reverse = range.descending ?? false;
   const { from, to } = range;
   const inRange = (id: string) =>
     (from === null || compareKeys(id, from) >= 0) && (to === null || compareKeys(id, to) < 0);
@@ -331,12 +371,13 @@ export async function* itemsBetween(
   const holding = plain(from) === undefined ? null : await blockHolding(kv, crawlId, from!);
   const blockFrom = holding ? partOfKey(holding.entry.key) as string : plain(from);
   const gen = merge(
-    recordRuns(kv, crawlId, { from: plain(from), to: plain(to) }),
-    blockRuns(kv, crawlId, { from: blockFrom, to: plain(to) }),
+    recordRuns(kv, crawlId, { from: plain(from), to: plain(to), bare, reverse }),
+    blockRuns(kv, crawlId, { from: blockFrom, to: plain(to), bare, reverse }),
+    reverse ? -1 : 1,
   );
   for await (const run of gen) {
     const items = run.items.filter((it) => inRange(it.id));
-    if (items.length > 0) yield await finish(kv, crawlId, items);
+    if (items.length > 0) yield items;
   }
 }
 

@@ -29,6 +29,7 @@ export type { ItemInput } from "./item_store.ts";
 export {
   blockNdjsonBatches,
   chunkKeys,
+  countItemsBetween,
   hasRecords,
   itemBatches,
   itemsBetween,
