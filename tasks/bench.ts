@@ -14,6 +14,7 @@ import { benchReplica } from "../lib/bench/replica_bench.ts";
 import { benchFollow } from "../lib/bench/follow_bench.ts";
 import { benchWorkers } from "../lib/bench/workers_bench.ts";
 import { benchSinks } from "../lib/bench/sinks_bench.ts";
+import { benchMirror } from "../lib/bench/mirror_bench.ts";
 
 const PARTS = [
   "plan",
@@ -25,6 +26,7 @@ const PARTS = [
   "workers",
   "follow",
   "sinks",
+  "mirror",
   "all",
 ] as const;
 
@@ -90,6 +92,15 @@ runMain(async () => {
   if (all || part === "workers") await benchWorkers({ size: quick ? 5_000 : 20_000, runs, log });
   if (all || part === "sinks") {
     await benchSinks({ size: quick ? 100_000 : 1_000_000, runs: quick ? 1 : runs, log });
+  }
+  if (all || part === "mirror") {
+    await benchMirror({
+      size: quick ? 5_000 : 20_000,
+      runs,
+      readers: 100,
+      holdS: quick ? 10 : 60,
+      log,
+    });
   }
   if (all || part === "follow") {
     // Ten minutes of following in all: 5 at 20 changes/s, a minute's burst at 200/s, 4 at 20/s.

@@ -1,15 +1,17 @@
 /**
- * The mirror, served (`deno task mirror`, `lib/mirror/`), as users reach it: a crawl of real npm
- * names with documents, followed while the registry changes, served read-only. pouchdb-server (a
- * replicator no one here wrote) replicates it whole, then again after the registry changed: its
- * copy holds exactly the crawl's export. `_all_docs` answers `offset` as the registry's own rank;
- * `npm view` reads packuments through the npm endpoint with the read token; `If-None-Match`
- * answers 304; reads without the token are refused.
+ * The mirror, served (`deno task mirror`, `lib/mirror/`), as users reach it: a crawl of 20,000
+ * real npm names with documents, followed, served read-only. pouchdb-server (PouchDB's replicator,
+ * which no one here wrote) replicates it whole into an empty database: its copy holds exactly the
+ * crawl's export. Then, replicating live while the registry changes 20 times a second and
+ * rankcrawl follows it, the copy comes to equal the registry (ids, revisions, bodies) once the
+ * changes stop. `_all_docs` answers `offset` as the registry's own rank, and rankcrawl plans the
+ * mirror into 56 shards by rank and copies it exactly; `npm view` reads plain and scoped
+ * packuments (and `versions --json`) through the npm endpoint with the read token, and says npm's
+ * own 404 for an unknown name; `If-None-Match` answers 304; reads without the token are refused.
  */
 import assert from "node:assert/strict";
 import { RegistryData } from "../lib/sim/registry/registry_data.ts";
 import { startRegistry } from "../lib/sim/registry/registry_server.ts";
-import { getFeed, listCrawls } from "../lib/engine/store/mod.ts";
 import { havePouchdb, startPouchdb } from "./optional_tools.ts";
 import { runTask, spawnWatched } from "./helpers.ts";
 import { realNames } from "./registry_timeline.ts";
@@ -21,10 +23,11 @@ const auth = { authorization: `Bearer ${TOKEN}` };
 
 Deno.test({
   name:
-    "mirror: pouchdb-server replicates a followed crawl whole, and its changes; offset is the registry's rank; npm view reads it",
+    "mirror: pouchdb-server replicates 20,000 documents whole, then live while the registry changes; offset is the registry's rank; npm view reads it",
   ignore: !havePouchdb,
   async fn() {
-    const data = new RegistryData(await realNames(3_000));
+    const N = 20_000;
+    const data = new RegistryData(await realNames(N));
     const reg = await startRegistry(data, {});
     const dir = await Deno.makeTempDir();
     const kv = `${dir}/c.kv`;
@@ -35,7 +38,7 @@ Deno.test({
     ]);
     let mirror: ReturnType<typeof spawnWatched> | null = null;
     try {
-      await crawl.waitFor(/following the registry's changes/, 120_000);
+      await crawl.waitFor(/following the registry's changes/, 300_000);
       mirror = spawnMirror(kv);
       await mirror.waitFor(/npm registry on /);
       const db = /mirror on (\S+)/.exec(mirror.text())![1];
@@ -45,10 +48,10 @@ Deno.test({
       assert.equal(refused.status, 401);
       await refused.body?.cancel();
       const info = await (await fetch(db, { headers: auth })).json();
-      assert.equal(info.doc_count, 3_000);
-      assert.equal(info.update_seq, 3_000, "the initial crawl counts as 3,000 changes");
+      assert.equal(info.doc_count, N);
+      assert.equal(info.update_seq, N, "the initial crawl counts as 20,000 changes");
       // offset is the rank, as the registry ranks.
-      for (const key of ["m", data.keys[1234], "zzz", "@"]) {
+      for (const key of ["m", data.keys[12345], "zzz", "@"]) {
         const q = `_all_docs?limit=1&startkey=${encodeURIComponent(JSON.stringify(key))}`;
         const mine = await (await fetch(`${db}/${q}`, { headers: auth })).json();
         const theirs = await (await fetch(`${reg.url}/${q}`)).json();
@@ -59,7 +62,7 @@ Deno.test({
         );
       }
       // A replicator no one here wrote copies it whole.
-      const replicate = async () => {
+      const replicate = async (o: { continuous?: boolean } = {}) => {
         const res = await fetch(`${peer.base}/_replicate`, {
           method: "POST",
           headers: { "content-type": "application/json" },
@@ -67,6 +70,7 @@ Deno.test({
             source: db.replace("http://", `http://reader:${TOKEN}@`),
             target: "copy",
             create_target: true,
+            ...o,
           }),
         });
         const text = await res.text();
@@ -75,53 +79,81 @@ Deno.test({
         return body;
       };
       const first = await replicate();
-      assert.equal(first.docs_written, 3_000);
+      assert.equal(first.docs_written, N);
       await assertCopyIsExport(peer.base, kv);
       // The mirror is itself a rank oracle: rankcrawl plans it by rank and crawls it exactly.
       const recrawl = await runTask("crawl", [
-        ...["--source", db, "--kv", `${dir}/again.kv`, "--shards", "4", "--docs"],
+        ...["--source", db, "--kv", `${dir}/again.kv`, "--shards", "56", "--docs"],
         ...["--header", `Authorization: Bearer ${TOKEN}`],
       ]);
       assert.equal(recrawl.code, 0, recrawl.stderr);
       assert.match(
         recrawl.stderr,
-        /planned 3,000 items into 4 shards .* \(each cut where the registry ranks a key\)/,
+        /planned 20,000 items into 56 shards .* \(each cut where the registry ranks a key\)/,
       );
       assert.match(recrawl.stdout, /checked: exact/);
       assert.ok(!(recrawl.stdout + recrawl.stderr).includes(TOKEN), "the token is never printed");
-      // The registry changes; the follower applies it; the mirror's feed says so; again.
+      // Live: the replicator follows the mirror's continuous feed while the registry changes 20
+      // times a second and rankcrawl follows it; once the changes stop, the copy comes to equal
+      // the registry.
+      await replicate({ continuous: true });
       const rand = prng(5);
-      for (let i = 0; i < 40; i++) data.churn(1, rand);
-      const head = String(data.updateSeq);
+      for (let i = 0; i < 200; i++) {
+        data.churn(1, rand);
+        await sleep(50);
+      }
+      const stopped = Date.now();
+      const registryNow = await docsOf(`${reg.url}/_all_docs?include_docs=true`);
+      let copyNow = new Map<string, unknown>();
       await until(async () => {
-        using store = await Deno.openKv(kv);
-        const [c] = await listCrawls(store);
-        return (await getFeed(store, c.id)).value?.seq === head;
+        copyNow = await docsOf(`${peer.base}/copy/_all_docs?include_docs=true`);
+        return sameDocs(copyNow, registryNow);
+      }, 120_000).catch(() => {
+        assert.deepEqual(copyNow, registryNow, "the live copy never came to equal the registry");
       });
-      await until(async () =>
-        (await (await fetch(db, { headers: auth })).json()).update_seq > info.update_seq
+      console.log(
+        `live: the copy equals the registry ${Date.now() - stopped} ms after the last change`,
       );
-      await sleep(1500); // the mirror's log, level with the ledger (it looks every second)
       const changes = await (await fetch(`${db}/_changes?since=${info.update_seq}`, {
         headers: auth,
       })).json();
-      assert.ok(changes.results.length > 0 && changes.results.length <= 40, changes.results.length);
-      const second = await replicate();
-      assert.ok(second.docs_read > 0 && second.docs_read <= 40, JSON.stringify(second));
-      await assertCopyIsExport(peer.base, kv, { deletionsGone: true });
+      assert.ok(
+        changes.results.length > 0 && changes.results.length <= 200,
+        changes.results.length,
+      );
+      await assertCopyIsExport(peer.base, kv);
       // The npm endpoint: npm view with the token; 304; the abbreviated form.
-      const name = data.keys.find((k) => k.startsWith("@"))!;
-      const viewed = await new Deno.Command("npm", {
-        args: [
-          ...["view", name, "name", "--registry", npm],
-          `--//${new URL(npm).host}/npm/:_authToken=${TOKEN}`,
-          "--cache",
-          `${dir}/npm-cache`,
-        ],
-        stdout: "piped",
-        stderr: "piped",
-      }).output();
-      assert.equal(new TextDecoder().decode(viewed.stdout).trim(), name);
+      const name = data.keys.find((k) => k.startsWith("@") && data.doc(k))!;
+      const plain = data.keys.find((k) => /^[a-z]/.test(k) && data.doc(k))!;
+      const npmView = async (...args: string[]) => {
+        const out = await new Deno.Command("npm", {
+          args: [
+            ...["view", ...args, "--registry", npm],
+            `--//${new URL(npm).host}/npm/:_authToken=${TOKEN}`,
+            ...["--cache", `${dir}/npm-cache`, "--prefer-online"],
+          ],
+          stdout: "piped",
+          stderr: "piped",
+        }).output();
+        const text = (b: Uint8Array) => new TextDecoder().decode(b);
+        return { code: out.code, stdout: text(out.stdout), stderr: text(out.stderr) };
+      };
+      for (const pkg of [name, plain]) {
+        const doc = data.doc(pkg) as { versions: Record<string, unknown> };
+        assert.equal((await npmView(pkg, "name")).stdout.trim(), pkg);
+        const versions = await npmView(pkg, "versions", "--json");
+        assert.equal(versions.code, 0, versions.stderr);
+        const listed = JSON.parse(versions.stdout);
+        assert.deepEqual([listed].flat(), Object.keys(doc.versions), pkg);
+      }
+      const unknown = await npmView("no-such-package-here");
+      assert.notEqual(unknown.code, 0);
+      assert.match(unknown.stderr, /E404/);
+      // npm's own words (npm 10 says "could not be found…", older ones "is not in this registry").
+      assert.match(
+        unknown.stderr,
+        /'no-such-package-here@\*' (could not be found|is not in this registry)/,
+      );
       const full = await fetch(`${npm}${name.replace("/", "%2f")}`, { headers: auth });
       const etag = full.headers.get("etag")!;
       assert.equal((await full.json()).name, name);
@@ -140,11 +172,11 @@ Deno.test({
       assert.equal(none.status, 404);
       assert.deepEqual(await none.json(), { error: "Not found" });
     } finally {
+      await peer.stop(); // first: a live replication whose source goes away ends pouchdb-server
       mirror?.child.kill("SIGINT");
       await mirror?.end();
       crawl.child.kill("SIGINT");
       await crawl.end();
-      await peer.stop();
       await reg.close();
       await Deno.remove(dir, { recursive: true });
     }
@@ -155,6 +187,23 @@ function spawnMirror(kv: string) {
   return spawnWatched("mirror", ["--kv", kv, "--port", "0"], { MIRROR_TOKEN: TOKEN });
 }
 
+/** Every document of an `_all_docs?include_docs=true` answer by id. */
+async function docsOf(url: string): Promise<Map<string, unknown>> {
+  const body = await (await fetch(url)).json();
+  return new Map(body.rows.map((r: { id: string; doc: unknown }) => [r.id, r.doc]));
+}
+
+/** Whether two copies hold the same ids, revisions and bodies (PouchDB's `_revisions` aside). */
+function sameDocs(a: Map<string, unknown>, b: Map<string, unknown>): boolean {
+  if (a.size !== b.size) return false;
+  const plain = (d: unknown) => {
+    const { _revisions: _, ...rest } = d as Record<string, unknown>;
+    return JSON.stringify(Object.entries(rest).sort(([x], [y]) => x < y ? -1 : 1));
+  };
+  for (const [id, d] of a) if (!b.has(id) || plain(d) !== plain(b.get(id))) return false;
+  return true;
+}
+
 async function until(check: () => Promise<boolean>, ms = 60_000): Promise<void> {
   for (const deadline = Date.now() + ms; !(await check().catch(() => false));) {
     if (Date.now() > deadline) throw new Error("never happened");
@@ -163,11 +212,7 @@ async function until(check: () => Promise<boolean>, ms = 60_000): Promise<void> 
 }
 
 /** The peer's copy holds exactly the export's ids, revisions and documents. */
-async function assertCopyIsExport(
-  base: string,
-  kv: string,
-  _o: { deletionsGone?: boolean } = {},
-): Promise<void> {
+async function assertCopyIsExport(base: string, kv: string): Promise<void> {
   const exported = await runTask("export", ["--kv", kv, "--partial"]);
   assert.equal(exported.code, 0, exported.stderr);
   const want = new Map(

@@ -10,15 +10,12 @@
  */
 
 import { POSTGRES_BIN } from "../lib/sim/postgres_server.ts";
+import { POUCHDB_SERVER, startPouchdb } from "../lib/sim/pouchdb_server.ts";
 
-export { POSTGRES_BIN };
+export { POSTGRES_BIN, POUCHDB_SERVER, startPouchdb };
 
 /** Where chromium is looked for (`CHROMIUM_PATH`). */
 export const CHROMIUM = Deno.env.get("CHROMIUM_PATH") ?? "/usr/bin/chromium";
-
-/** Where pouchdb-server is looked for (`POUCHDB_SERVER`, else where .ci/run installs it). */
-export const POUCHDB_SERVER = Deno.env.get("POUCHDB_SERVER") ??
-  new URL("../.ci/.peer/node_modules/.bin/pouchdb-server", import.meta.url).pathname;
 
 function isFile(path: string): boolean {
   try {
@@ -90,35 +87,3 @@ export function skippedLine(): string {
 }
 
 if (import.meta.main) console.log(skippedLine());
-
-/**
- * Starts pouchdb-server in memory on a free port of 127.0.0.1, working in `dir`, and waits until it
- * answers. `stop` ends it.
- */
-export async function startPouchdb(
-  dir: string,
-): Promise<{ base: string; stop: () => Promise<void> }> {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (listener.addr as Deno.NetAddr).port;
-  listener.close();
-  const server = new Deno.Command(POUCHDB_SERVER, {
-    args: ["--in-memory", "--port", String(port), "--host", "127.0.0.1"],
-    cwd: dir,
-    stdout: "null",
-    stderr: Deno.env.get("POUCHDB_LOG") ? "inherit" : "null",
-  }).spawn();
-  const base = `http://127.0.0.1:${port}`;
-  const stop = async () => {
-    server.kill("SIGTERM");
-    await server.status;
-  };
-  for (const deadline = Date.now() + 30_000;;) {
-    const up = await fetch(base).then((r) => (r.body?.cancel(), r.ok), () => false);
-    if (up) return { base, stop };
-    if (Date.now() > deadline) {
-      await stop();
-      throw new Error(`pouchdb-server did not answer at ${base} within 30 s`);
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}

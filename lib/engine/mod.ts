@@ -24,6 +24,7 @@ export {
   crawlItem,
   crawlItemBatches,
   crawlItemCount,
+  crawlItems,
   crawlItemsBetween,
   crawlItemsPage,
   type CrawlLimits,

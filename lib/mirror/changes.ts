@@ -2,14 +2,14 @@
  * `_changes` of the mirror: its own sequence of what it applied (`mirror_sink.ts`), one row an id
  * at its last change, as CouchDB's feed. `feed=normal` answers what is there; `longpoll` waits up
  * to `timeout` for a change after `since`; `continuous` streams rows as they come, a heartbeat line
- * every `heartbeat` ms, until `timeout` (or for good). Sequences are whole numbers; `since=now` is
- * the head.
+ * every `heartbeat` ms, until `timeout` (60 s; with a heartbeat and no timeout, {@linkcode
+ * MAX_FEED_MS}). Sequences are whole numbers; `since=now` is the head.
  *
  * @module
  */
 import type { Clock } from "../base/clock.ts";
 import { InputError } from "../base/errors.ts";
-import { crawlItem, mirrorChangesSince, mirrorHead } from "../engine/mod.ts";
+import { crawlItems, type ExportedItem, mirrorChangesSince, mirrorHead } from "../engine/mod.ts";
 import { servedDoc } from "./mirror_docs.ts";
 
 /** What `_changes` was asked. */
@@ -63,25 +63,25 @@ export function changesQuery(
     includeDocs: q("include_docs") === "true",
     feed,
     heartbeatMs: heartbeat === null ? null : Math.max(1000, heartbeat),
-    timeoutMs: Math.min(num("timeout") ?? 60_000, MAX_FEED_MS),
+    // A heartbeat keeps a feed open (CouchDB: for good; here up to MAX_FEED_MS, after which the
+    // reader asks again from the last_seq it was given).
+    timeoutMs: Math.min(num("timeout") ?? (heartbeat === null ? 60_000 : MAX_FEED_MS), MAX_FEED_MS),
     docIds,
   };
 }
 
 const enc = new TextEncoder();
 
-/** One row of the feed. */
-async function rowOf(
-  kv: Deno.Kv,
-  crawlId: string,
+/** One row of the feed; `it`: the item, when documents are included. */
+function rowOf(
   seq: number,
   c: { id: string; rev: string; deleted?: true },
-  o: { includeDocs: boolean; docs: boolean },
-): Promise<string> {
+  o: { includeDocs: boolean; docs: boolean; it: ExportedItem | null },
+): string {
   let r = `{"seq":${seq},"id":${JSON.stringify(c.id)},"changes":[{"rev":${JSON.stringify(c.rev)}}]`;
   if (c.deleted) r += `,"deleted":true`;
   if (o.includeDocs) {
-    const it = c.deleted ? null : await crawlItem(kv, crawlId, c.id);
+    const it = c.deleted ? null : o.it;
     const served = it ? servedDoc(it, { docs: o.docs }) : null;
     r += `,"doc":${
       c.deleted
@@ -102,15 +102,22 @@ async function rowsAfter(
   q: ChangesQuery,
   o: { docs: boolean; limit?: number },
 ): Promise<{ rows: string[]; last: number }> {
-  const rows: string[] = [];
+  const picked: [number, { id: string; rev: string; deleted?: true }][] = [];
   let last = since;
   const limit = o.limit ?? Infinity;
   for await (const [seq, c] of mirrorChangesSince(kv, crawlId, { since })) {
     last = seq;
     if (q.docIds && !q.docIds.has(c.id)) continue;
-    rows.push(await rowOf(kv, crawlId, seq, c, { includeDocs: q.includeDocs, docs: o.docs }));
-    if (rows.length >= limit || rows.length >= 1000) break;
+    picked.push([seq, c]);
+    if (picked.length >= limit || picked.length >= 1000) break;
   }
+  // The documents of a page in one go: point reads, each block once.
+  const items = q.includeDocs
+    ? await crawlItems(kv, crawlId, picked.filter(([, c]) => !c.deleted).map(([, c]) => c.id))
+    : new Map<string, ExportedItem>();
+  const rows = picked.map(([seq, c]) =>
+    rowOf(seq, c, { includeDocs: q.includeDocs, docs: o.docs, it: items.get(c.id) ?? null })
+  );
   return { rows, last };
 }
 

@@ -22,6 +22,7 @@ import { safeEqual } from "../base/safe_equal.ts";
 import {
   crawlItem,
   crawlItemCount,
+  crawlItems,
   getMirrorLocal,
   mirrorEntry,
   mirrorHead,
@@ -210,11 +211,15 @@ export function createMirrorApp(ctx: MirrorContext, o: MirrorOptions): Hono {
     // latest: a revision this mirror holds no more is answered with the one it holds (its only
     // leaf), as CouchDB answers with the asked revision's latest leaf.
     const latest = c.req.query("latest") === "true";
-    const results: string[] = [];
-    for (const want of docs as { id?: unknown; rev?: unknown }[]) {
+    const wants = docs as { id?: unknown; rev?: unknown }[];
+    for (const want of wants) {
       if (typeof want?.id !== "string") throw new InputError("each of docs needs an id");
+    }
+    const items = await crawlItems(kv, d.crawlId, wants.map((w) => w.id as string));
+    const results: string[] = [];
+    for (const want of wants as { id: string; rev?: unknown }[]) {
       const rev = typeof want.rev === "string" ? want.rev : undefined;
-      const it = await crawlItem(kv, d.crawlId, want.id);
+      const it = items.get(want.id) ?? null;
       const served = it
         ? (rev === undefined || rev === it.rev || latest
           ? servedDoc(it, { docs: d.docs, revs })

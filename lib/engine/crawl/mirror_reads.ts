@@ -6,7 +6,7 @@
  * @module
  */
 import { compareKeys } from "../../plan/keys.ts";
-import { countItemsBetween, type ExportedItem, itemsBetween } from "../items/mod.ts";
+import { countItemsBetween, type ExportedItem, itemsBetween, itemsByIds } from "../items/mod.ts";
 import { listRangeDrift, listShards, shardStored, storedCount } from "../store/mod.ts";
 import { requireItems } from "./crawl_reads.ts";
 
@@ -30,11 +30,19 @@ export async function crawlItem(
   id: string,
   itemId: string,
 ): Promise<ExportedItem | null> {
-  for await (const batch of itemsBetween(kv, id, { from: itemId, to: itemId + "\0" })) {
-    const found = batch.find((it) => it.id === itemId);
-    if (found) return found;
-  }
-  return null;
+  return (await itemsByIds(kv, id, [itemId])).get(itemId) ?? null;
+}
+
+/**
+ * The items of crawl `id` stored under `ids` (at most 10,000), by id; ids it does not store are
+ * absent. Point reads: what `_bulk_get` and `_changes?include_docs` ask, a page at a time.
+ */
+export async function crawlItems(
+  kv: Deno.Kv,
+  id: string,
+  ids: readonly string[],
+): Promise<Map<string, ExportedItem>> {
+  return await itemsByIds(kv, id, ids);
 }
 
 /** How many items crawl `id` stores now. */

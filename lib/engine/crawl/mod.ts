@@ -61,4 +61,10 @@ export {
   listCrawlVersions,
 } from "./crawl_reads.ts";
 export type { CrawlListing, CrawlSummary } from "./crawl_reads.ts";
-export { crawlItem, crawlItemCount, crawlItemsBetween, crawlRank } from "./mirror_reads.ts";
+export {
+  crawlItem,
+  crawlItemCount,
+  crawlItems,
+  crawlItemsBetween,
+  crawlRank,
+} from "./mirror_reads.ts";

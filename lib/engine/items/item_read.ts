@@ -381,6 +381,55 @@ async function* runsBetween(
   }
 }
 
+/**
+ * The items stored under `ids` (at most 10,000), by id; an id the crawl does not store is absent.
+ * Point reads, ten records a read and each block once, so asking for a page of neighbours costs
+ * a few reads rather than a range read per id.
+ */
+export async function itemsByIds(
+  kv: Deno.Kv,
+  crawlId: string,
+  ids: readonly string[],
+): Promise<Map<string, ExportedItem>> {
+  const wanted = [...new Set(ids)];
+  const out = new Map<string, ExportedItem>();
+  const parts = await Promise.all(wanted.map((id) => idKeyPart(id)));
+  const reads: Promise<void>[] = [];
+  for (let i = 0; i < wanted.length; i += 10) {
+    const slice = parts.slice(i, i + 10).map((p) => keys.item(crawlId, p));
+    reads.push((async () => {
+      const got = await kvOp(() => kv.getMany<Uint8Array[]>(slice));
+      for (const e of got) {
+        if (e.value === null) continue;
+        const it = await withChunks(kv, crawlId, toItem(e as Deno.KvEntry<Uint8Array>));
+        out.set(it.id, it);
+      }
+    })());
+  }
+  await Promise.all(reads);
+  // The rest may be rows of blocks: each block read once, its rows kept while ids fall in it.
+  const rest = wanted.filter((id) => !out.has(id) && plainPartSize(id) > 0).sort(compareKeys);
+  let held: { first: string; last: string; byId: Map<string, Pending> } | null = null;
+  for (const id of rest) {
+    const inHeld = held !== null && compareKeys(id, held.first) >= 0 &&
+      compareKeys(id, held.last) <= 0;
+    if (!inHeld) {
+      const block = await blockHolding(kv, crawlId, id);
+      if (!block || block.rows.length === 0) continue;
+      const rows: Pending[] = block.rows;
+      for (const r of rows) if (r.doc !== undefined) r.docBytes = utf8Length(r.doc);
+      held = {
+        first: rows[0].id,
+        last: rows.at(-1)!.id,
+        byId: new Map(rows.map((r) => [r.id, r])),
+      };
+    }
+    const row = held!.byId.get(id);
+    if (row) out.set(id, row);
+  }
+  return out;
+}
+
 /** Number of stored items of a crawl (a full scan; for tests and verification). */
 export async function countItems(kv: Deno.Kv, crawlId: string): Promise<number> {
   let n = 0;

@@ -33,6 +33,7 @@ export {
   hasRecords,
   itemBatches,
   itemsBetween,
+  itemsByIds,
   iterateItems,
   pageItems,
   sampleStored,
