@@ -14,13 +14,11 @@ import {
 } from "../lib/engine/items/_block_codec.ts";
 import {
   countItems,
-  countItemsBetween,
   type ExportedItem,
-  itemsBetween,
-  itemsByIds,
   iterateItems,
   pageItems,
 } from "../lib/engine/items/item_read.ts";
+import { countItemsBetween, itemsBetween, itemsByIds } from "../lib/engine/items/item_lookup.ts";
 import { writeItems } from "../lib/engine/items/item_store.ts";
 import { MAX_VALUE_BYTES } from "../lib/engine/store/kv_limits.ts";
 import {

@@ -7,7 +7,8 @@
  */
 import { keys, partOfKey } from "../store/mod.ts";
 import { decodeItem } from "./_item_codec.ts";
-import { comparePart, decodePartCursor, encodePartCursor } from "./item_read.ts";
+import { decodePartCursor, encodePartCursor } from "./item_read.ts";
+import { comparePart } from "./_item_runs.ts";
 
 /** One document error. */
 export interface DocError {

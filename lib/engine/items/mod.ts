@@ -29,17 +29,15 @@ export type { ItemInput } from "./item_store.ts";
 export {
   blockNdjsonBatches,
   chunkKeys,
-  countItemsBetween,
   hasRecords,
   itemBatches,
-  itemsBetween,
-  itemsByIds,
   iterateItems,
   pageItems,
   sampleStored,
   storedRevision,
 } from "./item_read.ts";
 export type { ExportedItem } from "./item_read.ts";
+export { countItemsBetween, itemsBetween, itemsByIds } from "./item_lookup.ts";
 export { applyDrift } from "./drift_store.ts";
 export type { DriftChange, ShardRange } from "./drift_store.ts";
 export { pageDocErrors } from "./doc_errors.ts";

@@ -10,7 +10,7 @@ import { compareKeys } from "../../plan/keys.ts";
 import { blockHolding } from "./item_blocks.ts";
 import { decodeBlock } from "./_block_codec.ts";
 import { decodeItem, plainPartSize } from "./_item_codec.ts";
-import { selectorBetween } from "./item_read.ts";
+import { selectorBetween } from "./_item_runs.ts";
 import { keys, kvOp, partOfKey } from "../store/mod.ts";
 
 /** A key range `[start, end)` of a crawl (null: open) with the items the store holds there. */

@@ -1,0 +1,124 @@
+/**
+ * Reading a crawl's items the way a served copy is asked for them: a key range in either
+ * direction, a range counted without its documents, and ids by point reads (a page of neighbours
+ * in a few reads).
+ *
+ * @module
+ */
+import { compareKeys } from "../../plan/keys.ts";
+import { blockHolding } from "./item_blocks.ts";
+import { idKeyPart, plainPartSize } from "./_item_codec.ts";
+import { keys, kvOp, partOfKey, utf8Length } from "../store/mod.ts";
+import {
+  blockRuns,
+  type ExportedItem,
+  finish,
+  merge,
+  type Pending,
+  recordRuns,
+  toItem,
+  withChunks,
+} from "./_item_runs.ts";
+
+/**
+ * The items the crawl stores in `[from, to)` (null: open), in key order (`descending`: last key
+ * first), in batches of at most 1,000 (documents read back). Ids KV cannot hold as string keys (ill-formed UTF-16) are only read
+ * with an open start, where they sort.
+ */
+export async function* itemsBetween(
+  kv: Deno.Kv,
+  crawlId: string,
+  range: { from: string | null; to: string | null; descending?: boolean },
+): AsyncGenerator<ExportedItem[]> {
+  for await (const items of runsBetween(kv, crawlId, range, false)) {
+    yield await finish(kv, crawlId, items);
+  }
+}
+
+/**
+ * How many items the crawl stores in `[from, to)` (null: open), as {@linkcode itemsBetween} would
+ * give them, without reading documents back (no decoding, no chunks).
+ */
+export async function countItemsBetween(
+  kv: Deno.Kv,
+  crawlId: string,
+  range: { from: string | null; to: string | null },
+): Promise<number> {
+  let n = 0;
+  for await (const items of runsBetween(kv, crawlId, range, true)) n += items.length;
+  return n;
+}
+
+async function* runsBetween(
+  kv: Deno.Kv,
+  crawlId: string,
+  range: { from: string | null; to: string | null; descending?: boolean },
+  bare: boolean,
+): AsyncGenerator<Pending[]> {
+  const reverse = range.descending ?? false;
+  const { from, to } = range;
+  const inRange = (id: string) =>
+    (from === null || compareKeys(id, from) >= 0) && (to === null || compareKeys(id, to) < 0);
+  const plain = (k: string | null) => k !== null && plainPartSize(k) > 0 ? k : undefined;
+  // Blocks from the one holding `from` (its first row may sort below it).
+  const holding = plain(from) === undefined ? null : await blockHolding(kv, crawlId, from!);
+  const blockFrom = holding ? partOfKey(holding.entry.key) as string : plain(from);
+  const gen = merge(
+    recordRuns(kv, crawlId, { from: plain(from), to: plain(to), bare, reverse }),
+    blockRuns(kv, crawlId, { from: blockFrom, to: plain(to), bare, reverse }),
+    reverse ? -1 : 1,
+  );
+  for await (const run of gen) {
+    const items = run.items.filter((it) => inRange(it.id));
+    if (items.length > 0) yield items;
+  }
+}
+
+/**
+ * The items stored under `ids` (at most 10,000), by id; an id the crawl does not store is absent.
+ * Point reads, ten records a read and each block once, so asking for a page of neighbours costs
+ * a few reads rather than a range read per id.
+ */
+export async function itemsByIds(
+  kv: Deno.Kv,
+  crawlId: string,
+  ids: readonly string[],
+): Promise<Map<string, ExportedItem>> {
+  const wanted = [...new Set(ids)];
+  const out = new Map<string, ExportedItem>();
+  const parts = await Promise.all(wanted.map((id) => idKeyPart(id)));
+  const reads: Promise<void>[] = [];
+  for (let i = 0; i < wanted.length; i += 10) {
+    const slice = parts.slice(i, i + 10).map((p) => keys.item(crawlId, p));
+    reads.push((async () => {
+      const got = await kvOp(() => kv.getMany<Uint8Array[]>(slice));
+      for (const e of got) {
+        if (e.value === null) continue;
+        const it = await withChunks(kv, crawlId, toItem(e as Deno.KvEntry<Uint8Array>));
+        out.set(it.id, it);
+      }
+    })());
+  }
+  await Promise.all(reads);
+  // The rest may be rows of blocks: each block read once, its rows kept while ids fall in it.
+  const rest = wanted.filter((id) => !out.has(id) && plainPartSize(id) > 0).sort(compareKeys);
+  let held: { first: string; last: string; byId: Map<string, Pending> } | null = null;
+  for (const id of rest) {
+    const inHeld = held !== null && compareKeys(id, held.first) >= 0 &&
+      compareKeys(id, held.last) <= 0;
+    if (!inHeld) {
+      const block = await blockHolding(kv, crawlId, id);
+      if (!block || block.rows.length === 0) continue;
+      const rows: Pending[] = block.rows;
+      for (const r of rows) if (r.doc !== undefined) r.docBytes = utf8Length(r.doc);
+      held = {
+        first: rows[0].id,
+        last: rows.at(-1)!.id,
+        byId: new Map(rows.map((r) => [r.id, r])),
+      };
+    }
+    const row = held!.byId.get(id);
+    if (row) out.set(id, row);
+  }
+  return out;
+}
