@@ -46,7 +46,13 @@ import {
   sampleDocs,
 } from "../lib/cli/estimate.ts";
 import { Progress, summary, writeAll } from "../lib/cli/progress.ts";
-import { RATE_FLAG, rateFromFlag, SPEC_FLAGS, specFromFlags } from "../lib/cli/spec_flags.ts";
+import {
+  HEADER_FLAG,
+  RATE_FLAG,
+  rateFromFlag,
+  SPEC_FLAGS,
+  specFromFlags,
+} from "../lib/cli/spec_flags.ts";
 import { checkPlanOrigin, readPlanFile } from "../lib/plan/plan_file.ts";
 
 /** What `--npm` fills in: npm's replica, where it serves documents, and a plan's shard count. */
@@ -133,12 +139,7 @@ const FLAGS = {
     help: "follow redirects to the same origin only, or to any http(s) URL",
     default: "same-origin",
   },
-  header: {
-    type: "string",
-    value: "'[HOST=]Name: value'",
-    help: "add a header to every request (or to HOST's only); repeatable; values never logged",
-    multiple: true,
-  },
+  header: HEADER_FLAG,
   sink: {
     type: "string",
     value: "REF",

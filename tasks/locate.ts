@@ -7,7 +7,8 @@ import { UsageError } from "../lib/base/errors.ts";
 import { helpText, intFlag, parseFlags, runMain, urlFlag, viewFlag } from "../lib/cli/flags.ts";
 import { compareJson, decodeViewRow, encodeViewRow, type Json } from "../lib/plan/view/mod.ts";
 import { locateKeys, locateRanks, parseRankQuery, SEARCH_PAGE } from "../lib/plan/locate.ts";
-import { VIEW_FLAG } from "../lib/cli/spec_flags.ts";
+import { HEADER_FLAG, VIEW_FLAG } from "../lib/cli/spec_flags.ts";
+import { parseHeader } from "../lib/sources/http/mod.ts";
 import { openSourceRef } from "../lib/sources/open_source.ts";
 import type { Source } from "../lib/plan/source.ts";
 
@@ -32,6 +33,7 @@ const FLAGS = {
     default: String(SEARCH_PAGE),
   },
   view: VIEW_FLAG,
+  header: HEADER_FLAG,
   help: { type: "boolean", short: "h", help: "show this help" },
 } as const;
 
@@ -74,6 +76,7 @@ runMain(async () => {
   const view = viewFlag(f.view);
   const source = openSourceRef(urlFlag("source", f.source), {
     view,
+    headers: (f.header ?? []).map(parseHeader),
     maxPage: intFlag("max-page", f["max-page"], { fallback: SEARCH_PAGE, min: 2, max: 10_000 }),
   });
   const started = performance.now();

@@ -5,7 +5,8 @@
  */
 import { SPEC_LIMITS } from "../lib/base/spec.ts";
 import { helpText, intFlag, parseFlags, runMain, urlFlag, viewFlag } from "../lib/cli/flags.ts";
-import { VIEW_FLAG } from "../lib/cli/spec_flags.ts";
+import { HEADER_FLAG, VIEW_FLAG } from "../lib/cli/spec_flags.ts";
+import { parseHeader } from "../lib/sources/http/mod.ts";
 import { UsageError } from "../lib/base/errors.ts";
 import { openSourceRef } from "../lib/sources/open_source.ts";
 import { type Plan, PLAN_PAGE, planShards } from "../lib/plan/planner.ts";
@@ -44,6 +45,7 @@ const FLAGS = {
     default: "5",
   },
   view: VIEW_FLAG,
+  header: HEADER_FLAG,
   help: { type: "boolean", short: "h", help: "show this help" },
 } as const;
 
@@ -74,6 +76,7 @@ runMain(async () => {
   const view = viewFlag(f.view);
   const source = openSourceRef(url, {
     view,
+    headers: (f.header ?? []).map(parseHeader),
     maxPage,
     maxAttempts: intFlag("max-attempts", f["max-attempts"], { fallback: 5, min: 1, max: 100 }),
   });

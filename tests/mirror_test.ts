@@ -16,6 +16,7 @@ import { havePouchdb, startPouchdb } from "./optional_tools.ts";
 import { runTask, spawnWatched } from "./helpers.ts";
 import { realNames } from "./registry_timeline.ts";
 import { prng } from "../lib/sim/names.ts";
+import { compareKeys } from "../lib/plan/keys.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const TOKEN = "mirror-read-token-123456";
@@ -81,7 +82,25 @@ Deno.test({
       const first = await replicate();
       assert.equal(first.docs_written, N);
       await assertCopyIsExport(peer.base, kv);
-      // The mirror is itself a rank oracle: rankcrawl plans it by rank and crawls it exactly.
+      // The mirror is itself a rank oracle: rankcrawl plans it by rank (a request or so a
+      // boundary, no skip, no pass over the rows), each shard's count the registry's own.
+      const planned = await runTask("plan", [
+        ...["--source", db, "--shards", "56", "--json"],
+        ...["--header", `Authorization: Bearer ${TOKEN}`],
+      ]);
+      assert.equal(planned.code, 0, planned.stderr);
+      const plan = JSON.parse(planned.stdout);
+      assert.equal(plan.method, "rank");
+      assert.ok(plan.requests <= 3 * 55, `${plan.requests} requests for 55 boundaries`);
+      assert.equal(plan.total, N);
+      for (
+        const sh of plan.shards as { start: string | null; end: string | null; items: number }[]
+      ) {
+        const rank = (k: string | null) =>
+          k === null ? N : data.keys.findIndex((x) => compareKeys(x, k) >= 0);
+        assert.equal(sh.items, rank(sh.end) - (sh.start === null ? 0 : rank(sh.start)));
+        assert.ok(Math.abs(sh.items - N / 56) <= 1, `${sh.items} items in a shard`);
+      }
       const recrawl = await runTask("crawl", [
         ...["--source", db, "--kv", `${dir}/again.kv`, "--shards", "56", "--docs"],
         ...["--header", `Authorization: Bearer ${TOKEN}`],

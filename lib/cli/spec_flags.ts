@@ -23,6 +23,17 @@ export const VIEW_FLAG = {
   default: "_all_docs",
 } as const satisfies Flag;
 
+/**
+ * `--header '[HOST=]Name: value'` (repeatable): a header on every request, or on HOST's only (a
+ * private registry's token); values are never logged, stored or exported.
+ */
+export const HEADER_FLAG = {
+  type: "string",
+  value: "'[HOST=]Name: value'",
+  help: "add a header to every request (or to HOST's only); repeatable; values never logged",
+  multiple: true,
+} as const satisfies Flag;
+
 /** `--rate`, the process's cap (crawl and worker): every request of every host counts. */
 export const RATE_FLAG = {
   type: "string",
