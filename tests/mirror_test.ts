@@ -42,6 +42,7 @@ Deno.test({
       await crawl.waitFor(/following the registry's changes/, 300_000);
       mirror = spawnMirror(kv);
       await mirror.waitFor(/npm registry on /);
+      await mirror.waitFor(/mirror log level with crawl \S+: 20,000 changes/);
       const db = /mirror on (\S+)/.exec(mirror.text())![1];
       const npm = /npm registry on (\S+)/.exec(mirror.text())![1];
       // Reads need the token.
@@ -249,3 +250,29 @@ async function assertCopyIsExport(base: string, kv: string): Promise<void> {
     assert.equal(doc.name, it.doc.name, id);
   }
 }
+
+Deno.test("mirror task: bad input is one line and a non-zero exit, the token never echoed", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const empty = `${dir}/empty.kv`;
+    (await Deno.openKv(empty)).close();
+    for (
+      const [args, env, re] of [
+        [[], { MIRROR_PUBLIC: "1" }, /--kv PATH is required/],
+        [["--kv", empty], {}, /MIRROR_TOKEN is not set/],
+        [["--kv", empty], { MIRROR_TOKEN: TOKEN }, /holds no crawl/],
+        [["--kv", empty, "--port", "70000"], { MIRROR_PUBLIC: "1" }, /--port/],
+        [["--kv", empty, "--crawl-id", "nope", "--bogus"], { MIRROR_PUBLIC: "1" }, /--bogus/],
+      ] as [string[], Record<string, string>, RegExp][]
+    ) {
+      const r = await runTask("mirror", args, { env });
+      assert.notEqual(r.code, 0, args.join(" "));
+      const lines = r.stderr.trim().split("\n").filter((l) => !l.startsWith("Task "));
+      assert.equal(lines.length, 1, r.stderr);
+      assert.match(lines[0], re);
+      assert.ok(!r.stderr.includes(TOKEN));
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -8,10 +8,10 @@
  */
 import { type Clock, SYSTEM_CLOCK } from "../base/clock.ts";
 import { errorLine, UsageError } from "../base/errors.ts";
+import { mirrorHead } from "../engine/mod.ts";
 import {
   createMirrorApp,
   keepMirrorsLevel,
-  levelMirror,
   MIRROR_POLL_MS,
   mirrorUuid,
   notServable,
@@ -29,8 +29,8 @@ export interface RunningMirror {
 }
 
 /**
- * Serves crawl `crawlId` (the only one when null) of `kv` on `hostname:port`, bringing its change
- * log level first and then every `pollMs`.
+ * Serves crawl `crawlId` (the only one when null) of `kv` on `hostname:port` at once, bringing its
+ * change log level meanwhile and then every `pollMs`; `log` is told when it is first level.
  * @throws UsageError for no such crawl, several without a choice, or a crawl that is not a
  * documents crawl.
  */
@@ -53,12 +53,18 @@ export async function serveMirror(
   const id = crawl.id;
   const why = notServable(crawl);
   if (why) throw new UsageError(`crawl ${id} ${why}: the mirror serves documents crawls`);
-  await levelMirror(kv, id);
   const stop = new AbortController();
+  // Served at once; the change log is brought level meanwhile (its feed grows as it goes).
   const loop = keepMirrorsLevel({ kv, clock, log: o.log }, {
     crawls: () => Promise.resolve([id]),
     everyMs: o.pollMs ?? MIRROR_POLL_MS,
     signal: stop.signal,
+    onLevel: () => {
+      mirrorHead(kv, id).then(
+        (n) => o.log(`mirror log level with crawl ${id}: ${n.toLocaleString("en-US")} changes`),
+        () => {},
+      );
+    },
   });
   const served = { crawlId: id, docs: crawl.docs };
   const app = createMirrorApp({ kv, clock }, {

@@ -92,5 +92,6 @@ export {
   type MirrorEntry,
   mirrorEntry,
   mirrorHead,
+  mirrorHeadEntry,
   putMirrorLocal,
 } from "./store/mod.ts";

@@ -42,16 +42,24 @@ export interface MirrorLevelContext {
 }
 
 /**
- * Levels the logs of `crawls()` every `everyMs` until `signal` aborts; resolves then. A crawl whose
- * leveling fails is said once, and tried again at each tick.
+ * Levels the logs of `crawls()` at once and then every `everyMs`, until `signal` aborts; resolves
+ * then. The mirror serves meanwhile: a crawl's first leveling writes a change an item (about 40 s a
+ * million here), and its feed grows as it goes. `onLevel` is told once per crawl, the first time
+ * its log is level. A crawl whose leveling fails is said once, and tried again at each tick.
  */
 export async function keepMirrorsLevel(
   ctx: MirrorLevelContext,
-  o: { crawls: () => Promise<string[]>; everyMs?: number; signal: AbortSignal },
+  o: {
+    crawls: () => Promise<string[]>;
+    everyMs?: number;
+    signal: AbortSignal;
+    onLevel?: (crawlId: string) => void;
+  },
 ): Promise<void> {
   const failing = new Set<string>();
-  while (!o.signal.aborted) {
-    await ctx.clock.sleep(o.everyMs ?? MIRROR_POLL_MS, o.signal).catch(() => {});
+  const level = new Set<string>();
+  for (let first = true; !o.signal.aborted; first = false) {
+    if (!first) await ctx.clock.sleep(o.everyMs ?? MIRROR_POLL_MS, o.signal).catch(() => {});
     if (o.signal.aborted) break;
     let ids: string[];
     try {
@@ -67,6 +75,7 @@ export async function keepMirrorsLevel(
       try {
         await levelMirror(ctx.kv, id);
         failing.delete(id);
+        if (!level.has(id)) (level.add(id), o.onLevel?.(id));
       } catch (err) {
         if (!failing.has(id)) ctx.log(`mirror log of ${id}: ${errorLine(err)}; tried again`);
         failing.add(id);

@@ -14,6 +14,7 @@ import {
   mirrorEntriesBetween,
   mirrorEntriesOf,
   type MirrorEntry,
+  mirrorHeadEntry,
   type Sink,
   type SinkBatch,
 } from "../engine/mod.ts";
@@ -42,27 +43,29 @@ export function mirrorSink(kv: Deno.Kv): Sink {
           }: the mirror serves documents crawls`,
         );
       }
+      // The head first: a writer after it is then seen when appending (the entries read after).
+      const head = await mirrorHeadEntry(kv, b.crawlId);
       const known: Map<string, Deno.KvEntryMaybe<MirrorEntry>> = b.range
         ? await mirrorEntriesBetween(kv, b.crawlId, b.range)
         : await mirrorEntriesOf(kv, b.crawlId, [...b.items.map((it) => it.id), ...b.deleted]);
-      const changes: { change: MirrorChange; prev: Deno.KvEntryMaybe<MirrorEntry> | null }[] = [];
+      const changes: { change: MirrorChange; prev: MirrorEntry | null }[] = [];
       const held = new Set<string>();
       for (const it of b.items) {
         held.add(it.id);
-        const prev = known.get(it.id) ?? null;
-        if (prev?.value && prev.value.rev === it.rev && !prev.value.deleted) continue;
+        const prev = known.get(it.id)?.value ?? null;
+        if (prev && prev.rev === it.rev && !prev.deleted) continue;
         changes.push({ change: { id: it.id, rev: it.rev }, prev });
       }
       const gone = b.range
         ? [...known.keys()].filter((id) => !held.has(id))
         : b.deleted.filter((id) => !held.has(id));
       for (const id of gone) {
-        const prev = known.get(id);
-        if (!prev?.value || prev.value.deleted) continue;
-        const change = { id, rev: tombstoneRev(prev.value.rev), deleted: true as const };
-        changes.push({ change: { ...change, from: prev.value.rev }, prev });
+        const prev = known.get(id)?.value ?? null;
+        if (!prev || prev.deleted) continue;
+        const change = { id, rev: tombstoneRev(prev.rev), deleted: true as const };
+        changes.push({ change: { ...change, from: prev.rev }, prev });
       }
-      await appendMirrorChanges(kv, b.crawlId, changes);
+      await appendMirrorChanges(kv, b.crawlId, changes, { head });
     },
   };
 }

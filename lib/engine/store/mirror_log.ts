@@ -59,6 +59,17 @@ export async function mirrorEntriesBetween(
   return out;
 }
 
+/**
+ * The log's head as an entry: read it before the entries a batch is compared with, and give it to
+ * {@linkcode appendMirrorChanges}, which appends only while it is unchanged.
+ */
+export async function mirrorHeadEntry(
+  kv: Deno.Kv,
+  crawlId: string,
+): Promise<Deno.KvEntryMaybe<number>> {
+  return await kvOp(() => kv.get<number>(keys.mirrorHead(crawlId)));
+}
+
 /** The last changes of `ids` (absent ones: entries with a null versionstamp). */
 export async function mirrorEntriesOf(
   kv: Deno.Kv,
@@ -66,40 +77,45 @@ export async function mirrorEntriesOf(
   ids: readonly string[],
 ): Promise<Map<string, Deno.KvEntryMaybe<MirrorEntry>>> {
   const out = new Map<string, Deno.KvEntryMaybe<MirrorEntry>>();
+  const reads: Promise<void>[] = [];
   for (let i = 0; i < ids.length; i += 10) {
-    const got = await kvOp(() =>
-      kv.getMany<MirrorEntry[]>(ids.slice(i, i + 10).map((id) => keys.mirrorDoc(crawlId, id)))
+    const slice = ids.slice(i, i + 10).map((id) => keys.mirrorDoc(crawlId, id));
+    reads.push(
+      kvOp(() => kv.getMany<MirrorEntry[]>(slice)).then((got) => {
+        for (const e of got) out.set(e.key[2] as string, e);
+      }),
     );
-    for (const e of got) out.set(e.key[2] as string, e);
   }
+  await Promise.all(reads);
   return out;
 }
 
 /**
- * Appends `changes` to the log in order, each given with the entry it replaces as read (null, or
- * a null versionstamp: none), in atomic ops within KV's limits, each checked against the head and those
- * entries: another writer meanwhile is a ConflictError, and what was appended before it stays (a
- * sink given the same batch again finds it applied).
- * @throws ConflictError when the log or an entry changed since it was read.
+ * Appends `changes` to the log in order, each given with the entry it replaces as read (null: the
+ * id had none), in atomic ops within KV's limits. Every writer of the log moves its head, so each
+ * op checks the head alone: `head` as read before those entries were (then any writer since is
+ * seen), and after each op the head it wrote. Another writer meanwhile is a ConflictError, and
+ * what was appended before it stays (a sink given the same batch again finds it applied).
+ * @throws ConflictError when the log changed since `head` was read.
  */
 export async function appendMirrorChanges(
   kv: Deno.Kv,
   crawlId: string,
-  changes: readonly { change: MirrorChange; prev: Deno.KvEntryMaybe<MirrorEntry> | null }[],
+  changes: readonly { change: MirrorChange; prev: MirrorEntry | null }[],
+  o: { head: Deno.KvEntryMaybe<number> },
 ): Promise<void> {
+  const headKey = keys.mirrorHead(crawlId);
+  let head = o.head;
+  let n = head.value ?? 0;
   let i = 0;
   while (i < changes.length) {
-    const head = await kvOp(() => kv.get<number>(keys.mirrorHead(crawlId)));
-    let n = head.value ?? 0;
     const op = kv.atomic().check(head);
-    const budget = new AtomicBudget().check(keySize(keys.mirrorHead(crawlId)));
-    budget.set(keySize(keys.mirrorHead(crawlId)), 16);
+    const budget = new AtomicBudget().check(keySize(headKey));
+    budget.set(keySize(headKey), 16);
     let taken = 0;
     for (; i < changes.length; i++) {
-      const docKey = keys.mirrorDoc(crawlId, changes[i].change.id);
-      const { change } = changes[i];
-      // No entry read: the id must still have none.
-      const prev = changes[i].prev ?? { key: docKey, value: null, versionstamp: null };
+      const { change, prev } = changes[i];
+      const docKey = keys.mirrorDoc(crawlId, change.id);
       const seqKey = keys.mirrorSeq(crawlId, n + 1);
       const entry: MirrorEntry = {
         seq: n + 1,
@@ -107,25 +123,22 @@ export async function appendMirrorChanges(
         ...(change.deleted ? { deleted: true } : {}),
         ...(change.from ? { from: change.from } : {}),
       };
-      const need = new AtomicBudget().check(keySize(docKey)).set(
-        keySize(seqKey),
-        valueSizeBound(change),
-      )
+      const need = new AtomicBudget().set(keySize(seqKey), valueSizeBound(change))
         .set(keySize(docKey), valueSizeBound(entry));
-      if (prev.value) need.delete(keySize(keys.mirrorSeq(crawlId, prev.value.seq)));
+      if (prev) need.delete(keySize(keys.mirrorSeq(crawlId, prev.seq)));
       if (taken > 0 && !fits(budget, need)) break;
-      op.check(prev);
-      if (prev.value) op.delete(keys.mirrorSeq(crawlId, prev.value.seq));
+      if (prev) op.delete(keys.mirrorSeq(crawlId, prev.seq));
       op.set(seqKey, change).set(docKey, entry);
       add(budget, need);
       n++;
       taken++;
     }
-    op.set(keys.mirrorHead(crawlId), n);
+    op.set(headKey, n);
     const res = await kvOp(() => op.commit());
     if (!res.ok) {
       throw new ConflictError(`the mirror's log of crawl ${crawlId} changed while it was written`);
     }
+    head = { key: headKey, value: n, versionstamp: res.versionstamp };
   }
 }
 

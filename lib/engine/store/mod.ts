@@ -69,6 +69,7 @@ export {
   type MirrorEntry,
   mirrorEntry,
   mirrorHead,
+  mirrorHeadEntry,
   putMirrorLocal,
 } from "./mirror_log.ts";
 export {
