@@ -60,6 +60,7 @@ function report(items: number, over: Partial<CrawlStatusReport> = {}): CrawlStat
     drift: null,
     driftError: null,
     verification: null,
+    docRevisions: null,
     sinks: [],
     shards: [
       shard(0, null, "m", items / 2),
@@ -139,6 +140,13 @@ Deno.test("progress: summary and durations", () => {
     },
   );
   assert.match(noFeed, /no drift catch-up: change feed unavailable: 404/);
+  // Documents tied to their revisions are not remarked on; abbreviated ones are said unchecked.
+  assert.doesNotMatch(s, /documents: not checked/);
+  const abbreviated = summary(
+    report(1000, { status: "done", docs: true, docRevisions: "unverified" }),
+    { elapsedMs: 1000, retries: 0 },
+  );
+  assert.match(abbreviated, /documents: not checked against their listed revisions/);
   assert.equal(duration(42), "42s");
   assert.equal(duration(185), "3m05s");
   assert.equal(duration(3720), "1h02m");

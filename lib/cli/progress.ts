@@ -392,6 +392,12 @@ export function summary(
         }`,
       ]
       : []),
+    ...(r.docRevisions === "unverified"
+      ? [
+        `  documents: not checked against their listed revisions (npm's abbreviated metadata ` +
+        `carries no _rev: a cache behind the registry cannot be told from the current document)`,
+      ]
+      : []),
     ...(r.registry ? [`  ${shownText(r.registry)}`] : []),
     ...(r.follow ? [`  ${followLine(r.follow, Date.now())}`] : []),
     ...(r.sinks.length > 0 ? [`  ${sinksLine(r)}`] : []),

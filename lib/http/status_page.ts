@@ -112,6 +112,7 @@ function facts(c) {
     f("page retries", fmt(c.retries), "retries", "pages of shards tried again; HTTP retries inside a page are in /metrics") +
     f("document errors", fmt(c.docErrors), "doc-errors") +
     f("dead letters", c.deadLetters, "dead") + (c.docs ? f("documents", fmt(c.documents) + " (" + esc(c.docMode || "") + ")") : "") +
+    (c.docRevisions === "unverified" ? f("document revisions", "not checked", "doc-revisions", "npm's abbreviated metadata carries no _rev: a cache behind the registry cannot be told from the current document") : "") +
     (c.verification ? f("verified", esc(c.verification.status), "verified") : "") +
     (c.sinks || []).map((s) => f("sink", s.behindNotes ? fmt(s.behindNotes) + " notes behind" : "level", "sink", s.sink)).join("") +
     (pace && running ? f("pace", paceText(pace), "pace", pace.hosts.map((h) => h.host + ": " + h.pushbacks + " pushed back of " + h.requests + " requests").join("; ")) : "") +

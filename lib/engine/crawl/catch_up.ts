@@ -27,8 +27,14 @@ import { type FeedBatch, FeedReader, seqNumber, type SinceUnknownError } from ".
 import { mapPool } from "../../base/pool.ts";
 import { compareKeys } from "../../plan/keys.ts";
 import type { ChangeRow, Source } from "../../plan/source.ts";
-import { applyDrift, type DriftChange, sampleStored, type ShardRange } from "../items/mod.ts";
-import { againstListing, askWhileBehind } from "../page/mod.ts";
+import {
+  applyDrift,
+  type DriftChange,
+  itemsByIds,
+  sampleStored,
+  type ShardRange,
+} from "../items/mod.ts";
+import { againstListing, againstStored, askWhileBehind } from "../page/mod.ts";
 import {
   type CrawlRecord,
   type DriftState,
@@ -203,7 +209,7 @@ export async function applyFeed(
     const since = claim.entry.value.seq;
     batch ??= await feed.next(since);
     const { rows, lastSeq, end } = batch;
-    const changes = await fetchChanged(deps.source, crawl, rows, claim.clock);
+    const changes = await fetchChanged(deps, crawl, rows, claim.clock);
     const next = await applyDrift(deps.kv, claim.entry, changes, {
       lastSeq,
       nowMs: claim.clock.now(),
@@ -264,7 +270,7 @@ export async function applyRows(
 ): Promise<boolean> {
   const at = claim.entry.value.seq;
   const changes = await fetchChanged(
-    deps.source,
+    deps,
     claim.crawl,
     rows.map((r) => ({ ...r, seq: at })),
     claim.clock,
@@ -310,18 +316,27 @@ export async function peekChanges(
  * The changes of a batch as items to apply: documents fetched when the crawl fetches them. A
  * document older than its change (or not there yet) comes from a host behind the feed (npm's
  * lags it): asked again after short pauses (`askWhileBehind`), then recorded
- * as the item's error; it never holds the feed up for longer, nor fails the crawl.
+ * as the item's error; it never holds the feed up for longer, nor fails the crawl. Documents
+ * without a revision (`abbreviated`) are held against the stored ones by `modified` instead
+ * (`againstStored`).
  */
-function fetchChanged(
-  source: Source,
+async function fetchChanged(
+  deps: { kv: Deno.Kv; source: Source },
   crawl: CrawlRecord,
   rows: ChangeRow[],
   clock: Clock,
 ) {
-  return mapPool(rows, async (r): Promise<DriftChange> => {
+  const { source } = deps;
+  const stored = crawl.docs && crawl.abbreviated
+    ? await itemsByIds(deps.kv, crawl.id, rows.filter((r) => !r.deleted).map((r) => r.id))
+    : null;
+  return await mapPool(rows, async (r): Promise<DriftChange> => {
     if (r.deleted) return { seq: r.seq, id: r.id, deleted: true };
     if (!crawl.docs) return { seq: r.seq, id: r.id, rev: r.rev };
-    const doc = await askWhileBehind(async () => againstListing(r, await source.doc(r.id)), clock);
+    const doc = await askWhileBehind(async () => {
+      const served = againstListing(r, await source.doc(r.id));
+      return stored ? againstStored(r, served, stored.get(r.id)) : served;
+    }, clock);
     if (doc.kind === "failed") {
       const error = { kind: "error" as const, status: doc.status, reason: doc.reason };
       return { seq: r.seq, id: r.id, rev: r.rev, doc: error };

@@ -196,6 +196,13 @@ export interface CrawlStatusReport {
   /** How the end was checked against the registry, once done. */
   verification: Verification | null;
   /**
+   * How each stored document was tied to the revision its item holds: `checked` (its `_rev`
+   * against the listed one: a document behind is asked again, never stored as current),
+   * `unverified` (npm's abbreviated metadata carries no `_rev`, so a cache behind the registry
+   * cannot be told from the current document), or null for a crawl without documents.
+   */
+  docRevisions: "checked" | "unverified" | null;
+  /**
    * Each sink ever given any of this crawl (by any process), with the notes of the ledger it was
    * not given yet (0: it holds what the store holds).
    */
@@ -280,6 +287,7 @@ export async function crawlStatus(
     drift: d ? { seq: d.seq, inserted: d.inserted, updated: d.updated, deleted: d.deleted } : null,
     driftError: crawl.driftError ?? null,
     verification: crawl.verification ?? null,
+    docRevisions: !crawl.docs ? null : crawl.abbreviated ? "unverified" : "checked",
     sinks: await sinkLag({ kv }, id, { read: { shards, feed: d } }),
     shards: shards.map((s) => shardStatus(s, now, { liveness, show: shownBound(crawl) })),
   };

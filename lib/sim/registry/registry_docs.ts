@@ -163,6 +163,24 @@ export function addDocumentRoutes(
   });
 }
 
+/** What npm's document host answers abbreviated metadata as (and is asked for it with). */
+const ABBREVIATED_TYPE = "application/vnd.npm.install-v1+json";
+
+/**
+ * npm's abbreviated form of a document, as registry.npmjs.org derives it: no `_id`, no `_rev`, and
+ * `modified`, here one hour a revision generation after 2026-01-01 (later for each revision of a
+ * document, so that an older revision's form is told apart by it alone).
+ */
+export function abbreviatedDoc(doc: Record<string, unknown>): Record<string, unknown> {
+  const gen = Number.parseInt(String(doc._rev), 10) || 1;
+  return {
+    name: doc.name,
+    modified: new Date(Date.UTC(2026, 0, 1) + gen * 3_600_000).toISOString(),
+    "dist-tags": doc["dist-tags"],
+    versions: doc.versions,
+  };
+}
+
 /**
  * The GET of one document (`:id` in the route), with the latency, hot prefix and misbehaviour of
  * `o`: the database's own route, or a document host's (`<host>/<name>`, scoped names as `%2f`).
@@ -183,6 +201,11 @@ export function docHandler(
     if (!doc || isMissing(id, o)) return notFound(c);
     if (isOversize(id, o)) return oversizeAnswer(o.hugeDocBytes ?? 40 * 1024 * 1024);
     const other = answersWrongId(id, o) ? neighbourDoc(data, id) : undefined;
+    if ((c.req.header("accept") ?? "").includes(ABBREVIATED_TYPE)) {
+      return c.body(docText(abbreviatedDoc(other ?? doc), o), 200, {
+        "content-type": ABBREVIATED_TYPE,
+      });
+    }
     return c.body(docText(other ?? doc, o), 200, { "content-type": "application/json" });
   };
 }
