@@ -62,6 +62,12 @@ Deno.test("mirror app: tokens, the welcome, _all_docs with keys, bounds, skip an
     assert.equal(JSON.parse((await m.get("/")).body).uuid, "u1");
     const info = JSON.parse((await m.get("/db/")).body);
     assert.deepEqual([info.doc_count, info.update_seq], [500, 500]);
+    assert.deepEqual(info.rankcrawl, {
+      crawl: m.id,
+      status: "done",
+      checked: "exact",
+      following: false,
+    });
     const k = m.keys;
     const page = JSON.parse(
       (await m.get(

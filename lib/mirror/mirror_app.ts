@@ -23,6 +23,7 @@ import {
   crawlItem,
   crawlItemCount,
   crawlItems,
+  findCrawl,
   getMirrorLocal,
   mirrorEntry,
   mirrorHead,
@@ -126,6 +127,7 @@ export function createMirrorApp(ctx: MirrorContext, o: MirrorOptions): Hono {
     }));
   const info = async (name: string) => {
     const d = await db(name);
+    const crawl = await findCrawl(kv, d.crawlId);
     return {
       db_name: name,
       doc_count: await crawlItemCount(kv, d.crawlId),
@@ -135,6 +137,14 @@ export function createMirrorApp(ctx: MirrorContext, o: MirrorOptions): Hono {
       compact_running: false,
       instance_start_time: "0",
       disk_format_version: 8,
+      // What the copy is, for a reader who asks (CouchDB's clients pass over unknown fields): a
+      // crawl still running or not proven serves what it holds so far, and says so here.
+      rankcrawl: {
+        crawl: d.crawlId,
+        status: crawl?.status ?? "deleted",
+        checked: crawl?.verification?.status ?? null,
+        following: crawl?.follow ?? false,
+      },
     };
   };
   app.on("HEAD", "/:db", async (c) => {
