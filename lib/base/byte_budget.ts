@@ -7,7 +7,20 @@
  * @module
  */
 
-/** A budget of bytes (see the module comment). */
+/**
+ * A budget of bytes (see the module comment).
+ *
+ * @example
+ * ```ts
+ * const budget = new ByteBudget(64 * 2 ** 20); // 64 MiB of bodies at once
+ * const giveBack = await budget.take(5 * 2 ** 20); // waits while the budget is spent
+ * try {
+ *   // read the 5 MiB body
+ * } finally {
+ *   giveBack();
+ * }
+ * ```
+ */
 export class ByteBudget {
   #limit: number;
   #held = 0;

@@ -19,7 +19,20 @@
  */
 export type Retry = "later" | "never" | "stop";
 
-/** Base class: every error this project raises on purpose. */
+/**
+ * Base class: every error this project raises on purpose.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await planShards(source, 56);
+ * } catch (err) {
+ *   if (err instanceof CrawlerError && err.retry === "later") {
+ *     // a registry that failed for now: try again after a pause
+ *   } else throw err;
+ * }
+ * ```
+ */
 export class CrawlerError extends Error {
   /** Error name. */
   override name = "CrawlerError";
@@ -27,12 +40,27 @@ export class CrawlerError extends Error {
   readonly retry: Retry = "never";
 }
 
-/** True for an error that fails the same way every time it is tried (`retry: "never"`). */
+/**
+ * True for an error that fails the same way every time it is tried (`retry: "never"`).
+ *
+ * @example
+ * ```ts
+ * neverRetried(new PermanentError("HTTP 404", { status: 404 })); // true: record it, move on
+ * neverRetried(new TransientError("HTTP 503")); // false: try again later
+ * ```
+ */
 export function neverRetried(err: unknown): boolean {
   return err instanceof CrawlerError && err.retry === "never";
 }
 
-/** Worth retrying after a delay. `retryAfterMs` carries a server's `Retry-After` when given. */
+/**
+ * Worth retrying after a delay. `retryAfterMs` carries a server's `Retry-After` when given.
+ *
+ * @example
+ * ```ts
+ * throw new TransientError("HTTP 429", { retryAfterMs: 2_000 }); // asked again in 2 s
+ * ```
+ */
 export class TransientError extends CrawlerError {
   /** Error name. */
   override name = "TransientError";
@@ -62,7 +90,14 @@ export class BusyError extends TransientError {
   override name = "BusyError";
 }
 
-/** Will fail the same way every time; record it and move on. */
+/**
+ * Will fail the same way every time; record it and move on.
+ *
+ * @example
+ * ```ts
+ * throw new PermanentError("document answered 410 Gone", { status: 410 });
+ * ```
+ */
 export class PermanentError extends CrawlerError {
   /** Error name. */
   override name = "PermanentError";
@@ -75,7 +110,14 @@ export class PermanentError extends CrawlerError {
   }
 }
 
-/** The job cannot go on: wrong source, broken contract, corrupt state. */
+/**
+ * The job cannot go on: wrong source, broken contract, corrupt state.
+ *
+ * @example
+ * ```ts
+ * throw new FatalError("the registry's offsets contradict each other: not a rank");
+ * ```
+ */
 export class FatalError extends CrawlerError {
   /** Error name. */
   override name = "FatalError";
@@ -93,7 +135,14 @@ export class StorageError extends CrawlerError {
   override readonly retry: Retry = "stop";
 }
 
-/** Bad input from a user: a flag, a request body, a parameter. */
+/**
+ * Bad input from a user: a flag, a request body, a parameter.
+ *
+ * @example
+ * ```ts
+ * throw new InputError("shards must be a whole number from 1 to 100,000"); // a 400, or one line
+ * ```
+ */
 export class InputError extends CrawlerError {
   /** Error name. */
   override name = "InputError";

@@ -4,7 +4,17 @@
  * @module
  */
 
-/** A counting semaphore. */
+/**
+ * A counting semaphore.
+ *
+ * @example
+ * ```ts
+ * const pool = new Semaphore(4); // at most 4 in flight
+ * const pages = await Promise.all(
+ *   ["a", "m"].map((start) => pool.run(() => source.list({ start, limit: 100 }))),
+ * );
+ * ```
+ */
 export class Semaphore {
   #free: number;
   #waiting: (() => void)[] = [];
@@ -43,6 +53,12 @@ export class Semaphore {
  * Maps `items` through `fn` with at most `concurrency` calls in flight, keeping input order. After
  * the first rejection no new call starts; the calls already started are waited for (so nothing of
  * this map runs on after it returns), then the map rejects with that first error.
+ *
+ * @example
+ * ```ts
+ * const ids = ["a", "b", "c"];
+ * const lengths = await mapPool(ids, async (id) => id.length, { concurrency: 2 }); // [1, 1, 1]
+ * ```
  */
 export async function mapPool<T, R>(
   items: readonly T[],

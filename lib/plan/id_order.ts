@@ -20,7 +20,15 @@ const PRIVATE_HIGH = 0xe000;
 const SHIFT_DOWN = 0x2000;
 const SHIFT_UP = 0x100000;
 
-/** The key of `id` under `order` (the id itself by code point). */
+/**
+ * The key of `id` under `order` (the id itself by code point).
+ *
+ * @example
+ * ```ts
+ * const key = keyOfId("\u{1F600}", "utf16"); // sorts by code point where pouchdb's id sorts
+ * idOfKey(key, "utf16"); // "\u{1F600}" again
+ * ```
+ */
 export function keyOfId(id: string, order: IdOrder = "codepoint"): string {
   if (order === "codepoint" || !/[\ud800-\udfff\ue000-\uffff]/.test(id)) return id;
   let out = "";
@@ -33,7 +41,14 @@ export function keyOfId(id: string, order: IdOrder = "codepoint"): string {
   return out;
 }
 
-/** The id of a key made by {@linkcode keyOfId} (or any string: the inverse is total). */
+/**
+ * The id of a key made by {@linkcode keyOfId} (or any string: the inverse is total).
+ *
+ * @example
+ * ```ts
+ * idOfKey(keyOfId("caf\uE000", "utf16"), "utf16"); // "caf\uE000"
+ * ```
+ */
 export function idOfKey(key: string, order: IdOrder = "codepoint"): string {
   if (order === "codepoint" || !/[\ue000-\uffff\ud800-\udfff]/.test(key)) return key;
   let out = "";

@@ -21,6 +21,12 @@ function fixup(unit: number): number {
  * Compares two keys in Unicode code point order (= CouchDB `_all_docs` raw collation).
  * A proper prefix sorts first; `""` sorts before everything.
  * @returns negative, zero or positive like `Array.prototype.sort` expects.
+ *
+ * @example
+ * ```ts
+ * const keys = ["b", "\u{1F600}", "\uFFFD", "a"];
+ * keys.sort(compareKeys); // ["a", "b", "\uFFFD", "\u{1F600}"]: code points, not UTF-16 units
+ * ```
  */
 export function compareKeys(a: string, b: string): number {
   if (a === b) return 0;
@@ -42,7 +48,14 @@ export function hasAstral(key: string): boolean {
   return false;
 }
 
-/** Sorts keys in place in code point order, using the fast native sort when no key needs care. */
+/**
+ * Sorts keys in place in code point order, using the fast native sort when no key needs care.
+ *
+ * @example
+ * ```ts
+ * sortKeys(["b", "a", "\u{1F600}", "\uFFFD"]); // ["a", "b", "\uFFFD", "\u{1F600}"]
+ * ```
+ */
 export function sortKeys(keys: string[]): string[] {
   if (keys.some(hasAstral)) return keys.sort(compareKeys);
   return keys.sort();

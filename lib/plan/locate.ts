@@ -245,6 +245,12 @@ export async function lastPoint(source: Listing, total?: number): Promise<Point>
  * The rank of percentile `p` (0 to 100) among `total` keys: floor(p·total/100), and `total - 1`
  * for 100. With an odd total, 50 is the exact median; with an even one, the upper of the two
  * middle keys. @throws InputError for p outside [0, 100].
+ *
+ * @example
+ * ```ts
+ * percentileRank(50, 5); // 2: the median of five keys
+ * percentileRank(100, 5); // 4: the last
+ * ```
  */
 export function percentileRank(p: number, total: number): number {
   if (!Number.isFinite(p) || p < 0 || p > 100) {
@@ -260,6 +266,13 @@ export type RankQuery = { ranks: number[] } | { percentiles: number[] };
  * Parses a comma-separated list of ranks (whole numbers) or percentiles (0 to 100), as
  * `deno task locate` and `GET /locate` take them. `name` is how errors call the parameter.
  * @throws InputError for an empty value, a value out of range, or more than `maxValues` values.
+ *
+ * @example
+ * ```ts
+ * parseRankQuery("percentile", "1, 50,99"); // { percentiles: [1, 50, 99] }
+ * parseRankQuery("rank", "0,1000"); // { ranks: [0, 1000] }
+ * parseRankQuery("percentile", "101"); // throws InputError
+ * ```
  */
 export function parseRankQuery(
   kind: "rank" | "percentile",
@@ -307,6 +320,13 @@ export interface Located {
 /**
  * The keys a {@linkcode RankQuery} asks for, in the order asked, with the search's figures. See
  * {@linkcode keysAtRanks} for the edge cases.
+ *
+ * @example
+ * ```ts
+ * const source = MemorySource.fromKeys(["a", "b", "c", "d", "e"]);
+ * const { located } = await locateRanks(source, parseRankQuery("percentile", "50,100"));
+ * // located[0].key === "c" (the median), located[1].key === "e"
+ * ```
  */
 export async function locateRanks(
   source: Listing,
@@ -345,6 +365,13 @@ export interface KeyPlace {
 /**
  * The rank and percentile of each key: one listing request each when the source's offsets are
  * ranks. A source whose offsets are not (checked first) is counted by paging from the start.
+ *
+ * @example
+ * ```ts
+ * const source = MemorySource.fromKeys(["a", "b", "c", "d"]);
+ * const [place] = await locateKeys(source, ["c"]);
+ * // place: { key: "c", rank: 2, percentile: 50, present: true, next: "c", total: 4 }
+ * ```
  */
 export async function locateKeys(source: Listing, keys: readonly string[]): Promise<KeyPlace[]> {
   const first = await source.list({ limit: 2 });

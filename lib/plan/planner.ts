@@ -80,7 +80,14 @@ export interface PlanOptions {
   onShardStart?: (start: string | null) => void;
 }
 
-/** The target ranks floor(i·total/N) for i = 1..N-1. */
+/**
+ * The target ranks floor(i·total/N) for i = 1..N-1.
+ *
+ * @example
+ * ```ts
+ * targetRanks(10, 4); // [2, 5, 7]: shards of 2, 3, 2 and 3 items
+ * ```
+ */
 export function targetRanks(total: number, shards: number): number[] {
   const out: number[] = [];
   for (let i = 1; i < shards; i++) out.push(Math.floor((i * total) / shards));

@@ -107,7 +107,15 @@ export interface MemorySourceOptions {
   listingSeq?: "served" | "ignored";
 }
 
-/** A registry listing held in memory. */
+/**
+ * A registry listing held in memory.
+ *
+ * @example
+ * ```ts
+ * const source = MemorySource.fromKeys(["b", "a", "c", "d"], { maxPage: 2 });
+ * const plan = await planShards(source, 2); // two shards of two keys
+ * ```
+ */
 export class MemorySource implements Source {
   readonly description = "memory";
   readonly capabilities: { skip: boolean; maxPage: number };

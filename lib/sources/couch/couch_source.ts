@@ -77,7 +77,20 @@ export interface CouchSourceOptions extends HttpOptions {
   docFields?: readonly string[] | null;
 }
 
-/** A CouchDB database reached over HTTP. */
+/**
+ * A CouchDB database reached over HTTP: its listing as a rank oracle (`offset`), its documents,
+ * its change feed, whatever dialect it turns out to speak (learned as it answers).
+ *
+ * @example
+ * ```ts
+ * const source = new CouchSource("https://replicate.npmjs.com/registry", {
+ *   docsUrl: "https://registry.npmjs.org", // npm's replica serves names only
+ *   headers: [parseHeader("User-Agent: my-mirror/1.0")],
+ * });
+ * const page = await source.list({ start: "react", limit: 3 });
+ * // page.offset: the names before "react"; page.rows: react and the two after it
+ * ```
+ */
 export class CouchSource implements Source {
   readonly description: string;
   readonly capabilities: { skip: boolean; maxPage: number };

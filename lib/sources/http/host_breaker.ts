@@ -16,7 +16,18 @@ import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
 import { TransientError } from "../../base/errors.ts";
 import { HOST_BREAKER, OUTAGE } from "../../base/retry_policy.ts";
 
-/** A request not sent: its host is paused (see the module comment). Retry after `retryAfterMs`. */
+/**
+ * A request not sent: its host is paused (see the module comment). Retry after `retryAfterMs`.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await new CouchSource("http://127.0.0.1:5984/registry").list({ limit: 1 });
+ * } catch (err) {
+ *   if (err instanceof HostPausedError) console.log("asked again in", err.retryAfterMs, "ms");
+ * }
+ * ```
+ */
 export class HostPausedError extends TransientError {
   /** Error name. */
   override name = "HostPausedError";
@@ -248,6 +259,18 @@ export function pauseLine(p: HostPause, options: { probeEveryMs?: number } = {})
  * An outage in one line, for logs: `127.0.0.1:5984 has failed every request since 12:00:01 UTC
  * (connection refused ×14): they are retried, and the crawl goes on when it answers`; then how
  * long it has lasted, and when it answers again, how long it was.
+ *
+ * @example
+ * ```ts
+ * outageLine({
+ *   host: "127.0.0.1:5984",
+ *   state: "down",
+ *   since: Date.UTC(2026, 0, 1, 12),
+ *   at: Date.UTC(2026, 0, 1, 12, 0, 5),
+ *   failures: 14,
+ *   reason: "connection refused ×14",
+ * }); // "127.0.0.1:5984 has failed every request since 12:00:00 UTC (connection refused ×14): …"
+ * ```
  */
 export function outageLine(o: HostOutage): string {
   const lasted = Math.round((o.at - o.since) / 1000);

@@ -88,6 +88,13 @@ export interface PacerOptions {
 /**
  * Paces requests (module comment). One per process (`sourceOpener` makes it), shared by every
  * source; `withRate` gives a crawl its own cap inside it.
+ *
+ * @example
+ * ```ts
+ * const pacer = new Pacer({ ratePerSecond: 50 }); // the process's cap, every host together
+ * const crawl = pacer.withRate(10); // one crawl's own cap inside it
+ * const source = new CouchSource("http://127.0.0.1:5984/registry", { pacer: crawl });
+ * ```
  */
 export class Pacer {
   #rate: number | null;

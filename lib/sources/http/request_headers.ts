@@ -33,6 +33,12 @@ const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 /**
  * Parses `Name: value` or `HOST=Name: value`. The error names what is wrong and never repeats the
  * value (it may be a token). @throws UsageError
+ *
+ * @example
+ * ```ts
+ * parseHeader("Authorization: Bearer abc"); // every host
+ * parseHeader("registry.example.com=Authorization: Bearer abc"); // that host's requests only
+ * ```
  */
 export function parseHeader(raw: string): RequestHeader {
   // `HOST=` only where what comes before the first `=` is a host[:port] (a value may hold `=`).
