@@ -10,7 +10,7 @@ import { compareKeys } from "../lib/plan/keys.ts";
 import { RegistryData } from "../lib/sim/registry/registry_data.ts";
 import { startRegistry } from "../lib/sim/registry/registry_server.ts";
 import { listCrawls } from "../lib/engine/store/mod.ts";
-import { deliver } from "../lib/engine/sinks/mod.ts";
+import { deliverAll } from "../lib/engine/sinks/mod.ts";
 import { runTask, spawnWatched } from "./helpers.ts";
 import { realNames, Timeline } from "./registry_timeline.ts";
 import { ndjsonSink } from "./sink_child.ts";
@@ -102,7 +102,7 @@ Deno.test("sinks e2e: a sink process and a following crawl, both killed with SIG
       const enc = new TextEncoder();
       const sink = ndjsonSink((line) => file.writeSync(enc.encode(line)));
       for (const c of await listCrawls(store)) {
-        while ((await deliver({ kv: store }, c.id, sink)).behind > 0) { /* until none are left */ }
+        await deliverAll({ kv: store }, c.id, sink);
       }
       file.close();
     }

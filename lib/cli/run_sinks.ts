@@ -8,7 +8,7 @@
  */
 import type { Clock } from "../base/clock.ts";
 import { errorLine, FatalError, PermanentError } from "../base/errors.ts";
-import { type CrawlRecord, deliver, type Sink } from "../engine/mod.ts";
+import { type CrawlRecord, deliverAll, type Sink } from "../engine/mod.ts";
 import { type OpenedSink, openSink, type SinkTableOptions } from "../sinks/mod.ts";
 
 /** How long the end of a run waits for a sink that fails to come back, ms. @default */
@@ -85,7 +85,8 @@ export async function drainSinks(
     const until = ctx.clock.now() + (o.waitMs ?? SINK_DRAIN_WAIT_MS);
     for (;;) {
       try {
-        if ((await deliver({ kv: ctx.kv }, crawlId, sink)).behind === 0) break;
+        await deliverAll({ kv: ctx.kv }, crawlId, sink);
+        break;
       } catch (err) {
         if (ctx.clock.now() < until) {
           await ctx.clock.sleep(1_000);

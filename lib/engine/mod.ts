@@ -71,6 +71,7 @@ export {
 } from "./dispatch/mod.ts";
 export {
   deliver,
+  deliverAll,
   type Delivered,
   type Sink,
   type SinkBatch,

@@ -8,7 +8,7 @@
  */
 import type { Clock } from "../base/clock.ts";
 import { errorLine } from "../base/errors.ts";
-import { type CrawlRecord, deliver } from "../engine/mod.ts";
+import { type CrawlRecord, deliverAll } from "../engine/mod.ts";
 import { mirrorSink } from "./mirror_sink.ts";
 
 /** How often the mirror's logs look for what the ledgers noted, ms. @default */
@@ -29,8 +29,7 @@ export function notServable(crawl: CrawlRecord): string | null {
  * @throws what delivering throws (an unknown crawl, KV failing)
  */
 export async function levelMirror(kv: Deno.Kv, crawlId: string): Promise<void> {
-  const sink = mirrorSink(kv);
-  while ((await deliver({ kv }, crawlId, sink)).behind > 0) { /* the next notes */ }
+  await deliverAll({ kv }, crawlId, mirrorSink(kv));
 }
 
 /** What {@linkcode keepMirrorsLevel} needs. */

@@ -80,6 +80,24 @@ export interface DeliverOptions {
   batchRows?: number;
 }
 
+/**
+ * Delivers to `sink` until it holds every note crawl `crawlId`'s ledger has (a followed crawl
+ * may note more meanwhile: those too). A sink that throws stops it, and the error is thrown.
+ *
+ * @example
+ * ```ts
+ * await deliverAll({ kv }, crawlId, sqliteSink("copy.db#packages"));
+ * ```
+ */
+export async function deliverAll(
+  ctx: { kv: Deno.Kv },
+  crawlId: string,
+  sink: Sink,
+  o: DeliverOptions = {},
+): Promise<void> {
+  while ((await deliver(ctx, crawlId, sink, o)).behind > 0) { /* the next notes */ }
+}
+
 /** Deliveries under way in this process, by sink: a second one waits for the first. */
 const underWay = new WeakMap<Sink, Promise<unknown>>();
 

@@ -6,5 +6,5 @@
  * @module
  */
 export type { Sink, SinkBatch, SinkState } from "./sink.ts";
-export { deliver, DELIVER_NOTES, sinkLag } from "./deliver.ts";
+export { deliver, DELIVER_NOTES, deliverAll, sinkLag } from "./deliver.ts";
 export type { Delivered, DeliverOptions, SinkLag } from "./deliver.ts";
