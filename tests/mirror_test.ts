@@ -166,6 +166,15 @@ Deno.test({
         const listed = JSON.parse(versions.stdout);
         assert.deepEqual([listed].flat(), Object.keys(doc.versions), pkg);
       }
+      const ping = await new Deno.Command("npm", {
+        args: [
+          ...["ping", "--registry", npm, `--//${new URL(npm).host}/npm/:_authToken=${TOKEN}`],
+          ...["--cache", `${dir}/npm-cache`],
+        ],
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      assert.equal(ping.code, 0, new TextDecoder().decode(ping.stderr));
       const unknown = await npmView("no-such-package-here");
       assert.notEqual(unknown.code, 0);
       assert.match(unknown.stderr, /E404/);

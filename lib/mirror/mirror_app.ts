@@ -313,6 +313,8 @@ export function createMirrorApp(ctx: MirrorContext, o: MirrorOptions): Hono {
 
   /** npm's packument of `name` (`@scope/name`; `@scope%2fname` is decoded by the router). */
   const npm = async (name: string, header: (h: string) => string | undefined) => {
+    // `npm ping` (and npm doctor) ask this of a registry.
+    if (name === "-/ping") return json({});
     const d = await o.npmDb();
     const notFound = () => json({ error: "Not found" }, 404);
     if (!d) return notFound();
