@@ -8,7 +8,7 @@
  * `set`) counts its key again plus its value, and its key towards the total key size; an enqueue
  * counts its payload and 4 bytes per backoff step. Key sizes are of the encoded key (the tuple
  * encoding: a tag byte, the part's bytes with NUL escaped as two bytes, a terminator).
- * `tests/kv_limits_test.ts` holds these formulas against KV itself, one byte each side of each limit.
+ * `tests/engine/store/kv_limits_test.ts` holds these formulas against KV itself, one byte each side of each limit.
  *
  * @module
  */
