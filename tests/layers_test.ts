@@ -5,8 +5,9 @@
  * dispatch) and reach each other only through their `mod.ts`, so do the sub-rooms of the other
  * layers (`lib/sources/http/`, `lib/plan/search/`, …: through their `mod.ts` from outside, and
  * without a circle between them), a file named `_x.ts` is imported only
- * from its own folder, only the verify room decides a count, only the store opens an atomic op, and
- * HTTP and CLI reach the engine only through `lib/engine/mod.ts`.
+ * from its own folder, only the verify room decides a count, only the store opens an atomic op,
+ * "followable", "replaced" and a document's revision check each have one decider, and HTTP and CLI
+ * reach the engine only through `lib/engine/mod.ts`.
  */
 import assert from "node:assert/strict";
 
@@ -212,4 +213,29 @@ Deno.test("layers: below the engine's environment, no room picks a clock of its 
     }
   }
   assert.deepEqual(wrong, [], "the clock comes from env.ts (engineEnv, envClock)");
+});
+
+Deno.test("layers: one decider each for whether a crawl is followable and whether its registry was replaced", async () => {
+  const graph = await importGraph();
+  const deciders: Record<string, string[]> = { followable: [], replaced: [], docRevisions: [] };
+  for (const file of graph.keys()) {
+    const text = await Deno.readTextFile(new URL(file, ROOT));
+    const code = text.split("\n").filter((l) => !/^\s*(\*|\/\/|\/\*\*)/.test(l)).join("\n");
+    // Whether a crawl is followed: done, with a feed position (records.ts); nobody re-derives it.
+    if (/export function followable\(|status === "done" && feedUsable\(/.test(code)) {
+      deciders.followable.push(file);
+    }
+    // Whether the registry behind a crawl's URL was replaced: the sample held against it.
+    if (/new RegistryReplacedError\(/.test(code)) deciders.replaced.push(file);
+    // Whether a document can be held against its revision: `_rev`, or another check (abbreviated).
+    if (/export function (againstListing|againstStored)[<(]/.test(code)) {
+      deciders.docRevisions.push(file);
+    }
+  }
+  for (const files of Object.values(deciders)) files.sort();
+  assert.deepEqual(deciders, {
+    followable: ["lib/engine/store/records.ts"],
+    replaced: ["lib/engine/crawl/catch_up.ts"],
+    docRevisions: ["lib/engine/page/against_stored.ts", "lib/engine/page/page_docs.ts"],
+  });
 });
