@@ -119,6 +119,12 @@ export const FLAGS = {
     default: "0",
   },
   "changes-cap": { type: "string", value: "N", help: "`_changes` answers at most N rows" },
+  offset: {
+    type: "string",
+    value: "MODE",
+    help: "what `_all_docs` says as offset: rank, zero (always 0) or absent (no rank oracle)",
+    default: "rank",
+  },
   "doc-format": {
     type: "string",
     value: "F",
@@ -334,7 +340,11 @@ export function faultFlags(f: Flags): FaultOptions {
 export function liveFlags(f: Flags): RegistryOptions {
   const formats = ["compact", "newline", "pretty"] as const;
   const [docFormat] = listFlag("doc-format", f["doc-format"] ?? "compact", { known: formats });
+  const [offsetMode] = listFlag("offset", f.offset ?? "rank", {
+    known: ["rank", "zero", "absent"] as const,
+  });
   return {
+    offsetMode,
     hideRate: numberFlag("hide-rate", f["hide-rate"], { fallback: 0, min: 0, max: 1 }),
     changesCap: f["changes-cap"] === undefined
       ? undefined

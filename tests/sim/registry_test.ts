@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { createRegistryApp } from "../../lib/sim/registry/registry_server.ts";
+import { createRegistryApp, type RegistryStats } from "../../lib/sim/registry/registry_server.ts";
 import { RegistryData } from "../../lib/sim/registry/registry_data.ts";
 import { sortKeys } from "../../lib/plan/keys.ts";
 
@@ -101,4 +101,54 @@ Deno.test("registry: injected faults are the kinds asked for, at about the rate 
   }
   assert.deepEqual([...statuses.keys()].sort(), [200, 429, 503]);
   assert.ok(statuses.get(200)! > 60 && statuses.get(200)! < 140);
+});
+
+Deno.test("registry: offset as a rank, always 0, or absent (no rank oracle)", async () => {
+  const b = KEYS.indexOf("b");
+  for (const [mode, want] of [["rank", b], ["zero", 0], ["absent", undefined]] as const) {
+    const app = createRegistryApp(new RegistryData(KEYS.slice()), { db: "db", offsetMode: mode });
+    const r = await get(app, `/db/_all_docs?${q({ startkey: '"b"', limit: "2" })}`);
+    assert.equal(r.body.offset, want, mode);
+    assert.equal("offset" in r.body, mode !== "absent");
+    assert.deepEqual(r.body.rows.map((x: { id: string }) => x.id), ["b", "c"]);
+  }
+});
+
+Deno.test("registry: documents carry an ETag and max-age, and If-None-Match answers 304 without a body", async () => {
+  const data = new RegistryData(KEYS.slice());
+  const stats: RegistryStats = {
+    requests: 0,
+    allDocs: 0,
+    docs: 0,
+    bulkGets: 0,
+    changes: 0,
+    faults: 0,
+  };
+  const app = createRegistryApp(data, { db: "db", stats });
+  const first = await app.request("/db/b");
+  const etag = first.headers.get("etag")!;
+  assert.equal(etag, `"${data.rev("b")}"`);
+  assert.equal(first.headers.get("cache-control"), "public, max-age=300");
+  assert.equal((await first.json())._rev, data.rev("b"));
+  const again = await app.request("/db/b", { headers: { "if-none-match": etag } });
+  assert.equal(again.status, 304);
+  assert.equal(await again.text(), "");
+  assert.equal(stats.notModified, 1);
+  // The abbreviated form has its own tag; a changed document, a new one.
+  const abbr = await app.request("/db/b", {
+    headers: { accept: "application/vnd.npm.install-v1+json", "if-none-match": etag },
+  });
+  assert.equal(abbr.status, 200);
+  assert.equal(abbr.headers.get("etag"), `"${data.rev("b")}-abbreviated"`);
+  assert.deepEqual(Object.keys(await abbr.json()).sort(), [
+    "dist-tags",
+    "modified",
+    "name",
+    "versions",
+  ]);
+  data.put("b");
+  const changed = await app.request("/db/b", { headers: { "if-none-match": etag } });
+  assert.equal(changed.status, 200);
+  assert.notEqual(changed.headers.get("etag"), etag);
+  await changed.body?.cancel();
 });

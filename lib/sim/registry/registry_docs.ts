@@ -188,7 +188,7 @@ export function abbreviatedDoc(doc: Record<string, unknown>): Record<string, unk
 export function docHandler(
   data: RegistryData,
   o: DocServeOptions,
-  count: { docs: number },
+  count: { docs: number; notModified?: number },
 ): (c: Context) => Promise<Response> {
   return async (c) => {
     count.docs++;
@@ -201,11 +201,22 @@ export function docHandler(
     if (!doc || isMissing(id, o)) return notFound(c);
     if (isOversize(id, o)) return oversizeAnswer(o.hugeDocBytes ?? 40 * 1024 * 1024);
     const other = answersWrongId(id, o) ? neighbourDoc(data, id) : undefined;
-    if ((c.req.header("accept") ?? "").includes(ABBREVIATED_TYPE)) {
+    const abbreviated = (c.req.header("accept") ?? "").includes(ABBREVIATED_TYPE);
+    // As registry.npmjs.org: an ETag of the revision served (and of the form), cacheable for 5
+    // minutes, and a 304 without a body for a request that names it.
+    const etag = `"${(other ?? doc)._rev}${abbreviated ? "-abbreviated" : ""}"`;
+    const cdn = { etag, "cache-control": "public, max-age=300" };
+    const asked = c.req.header("if-none-match");
+    if (asked !== undefined && asked.split(",").some((t) => t.trim() === etag)) {
+      count.notModified = (count.notModified ?? 0) + 1;
+      return c.body(null, 304, cdn);
+    }
+    if (abbreviated) {
       return c.body(docText(abbreviatedDoc(other ?? doc), o), 200, {
         "content-type": ABBREVIATED_TYPE,
+        ...cdn,
       });
     }
-    return c.body(docText(other ?? doc, o), 200, { "content-type": "application/json" });
+    return c.body(docText(other ?? doc, o), 200, { "content-type": "application/json", ...cdn });
   };
 }

@@ -52,6 +52,12 @@ export interface RegistryOptions extends FaultOptions, DocServeOptions, ProfileO
   /** `_changes` answers at most this many rows, whatever `limit` asks. @default no cap */
   changesCap?: number;
   /**
+   * What `_all_docs` says as `offset`: `rank` (the first row's rank, as CouchDB), `zero` (always
+   * 0, as pouchdb-server and some proxies), or `absent` (no `offset` at all: a replica that stopped
+   * serving it; npm's last capture with one is from 2025-09). @default "rank"
+   */
+  offsetMode?: "rank" | "zero" | "absent";
+  /**
    * Each `_changes` row carries this many bytes more (a `doc` of padding, as a feed asked with
    * `include_docs` would): an answer of many rows goes over a reader's cap. @default 0
    */
@@ -104,6 +110,8 @@ export interface RegistryStats {
   faults: number;
   /** Requests answered 429 by `rateLimit`. */
   limited?: number;
+  /** Document GETs answered 304 (`If-None-Match` named the ETag served). */
+  notModified?: number;
 }
 
 /**
@@ -239,8 +247,10 @@ function addListingRoutes(app: Hono, ctx: RouteContext): void {
     const rows = hideRate
       ? ids.map((id) => rowsJson(data, q, data.rank(id), [id], true)).join(",")
       : rowsJson(data, q, offset, ids);
+    const mode = ctx.options.offsetMode ?? "rank";
+    const said = mode === "absent" ? "" : `,"offset":${mode === "zero" ? 0 : offset}`;
     return c.body(
-      `{"total_rows":${data.size},"offset":${offset},"rows":[${rows}]${seq}}`,
+      `{"total_rows":${data.size}${said},"rows":[${rows}]${seq}}`,
       200,
       { "content-type": "application/json" },
     );

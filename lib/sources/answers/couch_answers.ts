@@ -221,7 +221,7 @@ function checkRow(r: unknown, includeDocs: boolean, bad: (why: string) => Error)
 
 /**
  * Validates a parsed `_all_docs` answer against what was asked: numbers are counts, `offset` is at
- * most `total_rows`, rows are `{id, key, value: {rev}}` with `id === key`, strictly ordered, within
+ * most `total_rows` (an absent or null `offset` is read as 0), rows are `{id, key, value: {rev}}` with `id === key`, strictly ordered, within
  * the requested bounds and no more than `limit`. Anything else is a FatalError naming the problem.
  */
 export function checkPage(body: unknown, options: ListOptions, description: string): Page {
@@ -230,6 +230,10 @@ export function checkPage(body: unknown, options: ListOptions, description: stri
   if (!isObject(body)) throw bad("not a JSON object");
   if (!Array.isArray(body.rows)) throw bad("no rows array (not a CouchDB listing?)");
   if (!isCount(body.total_rows)) throw bad("total_rows is not a count");
+  // A listing without `offset` (a replica that stopped serving it, a proxy, `keys` on CouchDB) is
+  // read as one whose offset is always 0: not a rank, which the planner checks before trusting
+  // any offset, so such a registry is planned and crawled without a rank oracle.
+  if (body.offset === undefined || body.offset === null) body.offset = 0;
   if (!isCount(body.offset)) throw bad("offset is not a count");
   if (body.offset > body.total_rows) {
     throw bad(`offset ${body.offset} > total_rows ${body.total_rows}`);
