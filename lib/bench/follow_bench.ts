@@ -18,7 +18,7 @@ import { bundledNames, prng } from "../sim/names.ts";
 import { npmReplicaProfile, RegistryData, startRegistry } from "../sim/registry/mod.ts";
 import { runChurn } from "../sim/churn_schedule.ts";
 import type { FollowState } from "../engine/store/mod.ts";
-import { table } from "./harness.ts";
+import { rssMiB, table } from "./harness.ts";
 import {
   cliFollower,
   diff,
@@ -78,16 +78,6 @@ function pct(xs: number[], p: number): number {
   if (xs.length === 0) return NaN;
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))];
-}
-
-/** Resident memory of a process, MiB (Linux). */
-function rssMiB(pid: number): number {
-  try {
-    const m = /VmRSS:\s+(\d+) kB/.exec(Deno.readTextFileSync(`/proc/${pid}/status`));
-    return m ? Number(m[1]) / 1024 : 0;
-  } catch {
-    return 0;
-  }
 }
 
 /** Runs the part and prints its tables (see the module comment). */

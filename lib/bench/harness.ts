@@ -24,6 +24,16 @@ export interface Timed {
   stderr: string;
 }
 
+/** Resident memory of process `pid` now, in MiB (Linux; 0 elsewhere, or once it has ended). */
+export function rssMiB(pid: number): number {
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(Deno.readTextFileSync(`/proc/${pid}/status`));
+    return m ? Number(m[1]) / 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
+
 function peakOf(pid: number): number {
   try {
     const status = Deno.readTextFileSync(`/proc/${pid}/status`);

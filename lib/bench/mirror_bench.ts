@@ -10,7 +10,18 @@
  * @module
  */
 import { startPouchdb } from "../sim/pouchdb_server.ts";
-import { median, n, pairedRatio, registry, rounds, s, table, timeTask, x } from "./harness.ts";
+import {
+  median,
+  n,
+  pairedRatio,
+  registry,
+  rounds,
+  rssMiB,
+  s,
+  table,
+  timeTask,
+  x,
+} from "./harness.ts";
 
 /** The mirror task in its own process (the task's permissions), and its pid for its memory. */
 async function spawnMirror(kv: string) {
@@ -43,16 +54,6 @@ async function spawnMirror(kv: string) {
         },
       };
     }
-  }
-}
-
-/** Resident memory of `pid`, in MiB (Linux; 0 elsewhere). */
-function rssMiB(pid: number): number {
-  try {
-    const m = /VmRSS:\s+(\d+) kB/.exec(Deno.readTextFileSync(`/proc/${pid}/status`));
-    return m ? Number(m[1]) / 1024 : 0;
-  } catch {
-    return 0;
   }
 }
 
