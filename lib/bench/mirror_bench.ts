@@ -10,6 +10,7 @@
  * @module
  */
 import { startPouchdb } from "../sim/pouchdb_server.ts";
+import { type SpawnedTask, spawnTask } from "../sim/spawn_task.ts";
 import {
   median,
   n,
@@ -23,38 +24,20 @@ import {
   x,
 } from "./harness.ts";
 
-/** The mirror task in its own process (the task's permissions), and its pid for its memory. */
-async function spawnMirror(kv: string) {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      ...["run", "--allow-net=127.0.0.1", "--allow-read", "--allow-write", "--allow-env"],
-      ...["tasks/mirror.ts", "--kv", kv, "--port", "0"],
+/** The mirror task in its own process (the task's permissions), reads open. */
+function spawnMirror(kv: string): Promise<SpawnedTask> {
+  return spawnTask(
+    [
+      "run",
+      "--allow-net=127.0.0.1",
+      "--allow-read",
+      "--allow-write",
+      "--allow-env",
+      "tasks/mirror.ts",
     ],
-    env: { NO_COLOR: "1", MIRROR_PUBLIC: "1" },
-    stdout: "piped",
-    stderr: "inherit",
-  }).spawn();
-  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let out = "";
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error("the mirror exited before serving");
-    out += value;
-    const m = /mirror on (\S+)/.exec(out);
-    if (m) {
-      (async () => {
-        while (!(await reader.read()).done) { /* drained */ }
-      })().catch(() => {});
-      return {
-        url: m[1],
-        pid: child.pid,
-        close: async () => {
-          child.kill("SIGINT");
-          await child.status;
-        },
-      };
-    }
-  }
+    ["--kv", kv, "--port", "0"],
+    { ready: /mirror on (\S+)/, env: { MIRROR_PUBLIC: "1" } },
+  );
 }
 
 /** Runs one replication into `target`'s new database `db`; its time in ms. @throws unless whole */
