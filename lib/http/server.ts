@@ -247,6 +247,9 @@ function startEngine(
   return { runtime, openSource, metrics };
 }
 
+/** Ticks of the mirror's loop between two levelings of every crawl (finished ones included). */
+const MIRROR_SWEEP_TICKS = 60;
+
 /**
  * The served mirror of every documents crawl in `kv`: its app (a database per crawl, named by its
  * id; `/npm/` from `o.npmCrawl` or the newest done documents crawl) and the loop that keeps each
@@ -262,8 +265,19 @@ async function servedMirror(
       ? { crawlId: c.id, docs: c.docs }
       : null;
   const stop = new AbortController();
+  // Each second the crawls whose ledger may move (running, followed, finished a moment ago); every
+  // crawl each minute (one refreshed by another process, say), so that a store of a thousand
+  // finished crawls costs little while idle.
+  let tick = 0;
   const loop = keepMirrorsLevel({ kv, clock: ctx.clock, log: ctx.log }, {
-    crawls: async () => (await crawlsOldestFirst(kv)).filter((c) => servable(c)).map((c) => c.id),
+    crawls: async () => {
+      const all = (await crawlsOldestFirst(kv)).filter((c) => servable(c));
+      const sweep = tick++ % MIRROR_SWEEP_TICKS === 0;
+      const now = ctx.clock.now();
+      return all.filter((c) =>
+        sweep || c.follow || c.status !== "done" || now - (c.finishedAt ?? 0) < 120_000
+      ).map((c) => c.id);
+    },
     signal: stop.signal,
   });
   const app = createMirrorApp({ kv, clock: ctx.clock }, {
