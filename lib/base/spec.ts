@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { hexDigest } from "./hex_digest.ts";
 import { resolve } from "node:path";
 import { InputError } from "./errors.ts";
 
@@ -304,7 +305,5 @@ export async function crawlIdFor(spec: CrawlSpec): Promise<string> {
       ? [{ fields: spec.docFields ?? null, abbreviated: spec.abbreviated ?? false }]
       : []),
   ]);
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(canon));
-  return [...new Uint8Array(digest).slice(0, 6)].map((b) => b.toString(16).padStart(2, "0"))
-    .join("");
+  return await hexDigest(canon, 6);
 }

@@ -284,9 +284,8 @@ async function servedMirror(
     db: async (name) => servable(await findCrawl(kv, name)),
     npmDb: async () => {
       if (o.npmCrawl !== null) return servable(await findCrawl(kv, o.npmCrawl));
-      const done = (await crawlsOldestFirst(kv))
-        .filter((c) => c.status === "done" && c.docs && servable(c));
-      return done.length ? servable(done.at(-1)!) : null;
+      const done = (await crawlsOldestFirst(kv)).filter((c) => c.status === "done" && c.docs);
+      return done.map(servable).findLast((d) => d !== null) ?? null;
     },
     readToken: o.readToken,
     uuid: await mirrorUuid(`rankcrawl serve\0${ctx.kvLabel}`),

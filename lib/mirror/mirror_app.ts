@@ -18,6 +18,7 @@
 import { Hono } from "hono";
 import type { Clock } from "../base/clock.ts";
 import { InputError, NotFoundError } from "../base/errors.ts";
+import { hexDigest } from "../base/hex_digest.ts";
 import { safeEqual } from "../base/safe_equal.ts";
 import {
   crawlItem,
@@ -372,7 +373,6 @@ function parseRevs(raw: string): string[] {
 }
 
 /** A stable uuid (32 hex digits) for the welcome of a mirror serving `what` (e.g. a path and id). */
-export async function mirrorUuid(what: string): Promise<string> {
-  const d = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(what));
-  return [...new Uint8Array(d).slice(0, 16)].map((b) => b.toString(16).padStart(2, "0")).join("");
+export function mirrorUuid(what: string): Promise<string> {
+  return hexDigest(what, 16);
 }

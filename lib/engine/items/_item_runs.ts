@@ -7,7 +7,7 @@
  */
 import { compareKeys } from "../../plan/keys.ts";
 import { blockHolding } from "./item_blocks.ts";
-import { decodeBlock } from "./_block_codec.ts";
+import { type BlockRow, decodeBlock } from "./_block_codec.ts";
 import { decodeItem, idKeyPart } from "./_item_codec.ts";
 import { keys, partOfKey, utf8Length } from "../store/mod.ts";
 
@@ -105,6 +105,13 @@ export async function* recordRuns(kv: Deno.Kv, crawlId: string, r: Range): Async
   if (run.items.length > 0) yield run;
 }
 
+/** A block's rows as items: each document's size told, as a record's is. */
+export function blockItems(rows: BlockRow[]): Pending[] {
+  const items: Pending[] = rows;
+  for (const it of items) if (it.doc !== undefined) it.docBytes = utf8Length(it.doc);
+  return items;
+}
+
 export async function* blockRuns(kv: Deno.Kv, crawlId: string, r: Range): AsyncGenerator<Run> {
   const prefix = keys.blocks(crawlId);
   let from = r.from;
@@ -124,9 +131,7 @@ export async function* blockRuns(kv: Deno.Kv, crawlId: string, r: Range): AsyncG
       rows = rows.filter((x) => compareKeys(x.id, after) > 0);
     }
     if (rows.length === 0) continue;
-    const items: Pending[] = rows;
-    for (const it of items) if (it.doc !== undefined) it.docBytes = utf8Length(it.doc);
-    yield { items, parts: rows.map((x) => x.id) };
+    yield { items: blockItems(rows), parts: rows.map((x) => x.id) };
   }
 }
 

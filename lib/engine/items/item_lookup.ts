@@ -8,8 +8,9 @@
 import { compareKeys } from "../../plan/keys.ts";
 import { blockHolding } from "./item_blocks.ts";
 import { idKeyPart, plainPartSize } from "./_item_codec.ts";
-import { keys, kvOp, partOfKey, utf8Length } from "../store/mod.ts";
+import { keys, kvOp, partOfKey } from "../store/mod.ts";
 import {
+  blockItems,
   blockRuns,
   type ExportedItem,
   finish,
@@ -22,8 +23,8 @@ import {
 
 /**
  * The items the crawl stores in `[from, to)` (null: open), in key order (`descending`: last key
- * first), in batches of at most 1,000 (documents read back). Ids KV cannot hold as string keys (ill-formed UTF-16) are only read
- * with an open start, where they sort.
+ * first), in batches of at most 1,000 (documents read back). Ids KV cannot hold as string keys
+ * (ill-formed UTF-16) are only read with an open start, where they sort.
  */
 export async function* itemsBetween(
   kv: Deno.Kv,
@@ -109,8 +110,7 @@ export async function itemsByIds(
     if (!inHeld) {
       const block = await blockHolding(kv, crawlId, id);
       if (!block || block.rows.length === 0) continue;
-      const rows: Pending[] = block.rows;
-      for (const r of rows) if (r.doc !== undefined) r.docBytes = utf8Length(r.doc);
+      const rows = blockItems(block.rows);
       held = {
         first: rows[0].id,
         last: rows.at(-1)!.id,

@@ -221,8 +221,9 @@ function checkRow(r: unknown, includeDocs: boolean, bad: (why: string) => Error)
 
 /**
  * Validates a parsed `_all_docs` answer against what was asked: numbers are counts, `offset` is at
- * most `total_rows` (an absent or null `offset` is read as 0), rows are `{id, key, value: {rev}}` with `id === key`, strictly ordered, within
- * the requested bounds and no more than `limit`. Anything else is a FatalError naming the problem.
+ * most `total_rows` (an absent or null `offset` is read as 0), rows are `{id, key, value: {rev}}`
+ * with `id === key`, strictly ordered, within the requested bounds and no more than `limit`.
+ * Anything else is a FatalError naming the problem.
  */
 export function checkPage(body: unknown, options: ListOptions, description: string): Page {
   const bad = (why: string) => new FatalError(`${description} answered garbage: ${why}`);
