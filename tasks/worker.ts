@@ -13,7 +13,13 @@ import { openKvFile } from "../lib/cli/kv_file.ts";
 import { RATE_FLAG, rateFromFlag, SPEC_FLAGS, specFromFlags } from "../lib/cli/spec_flags.ts";
 import { outageLine, Pacer, pauseLine } from "../lib/sources/http/mod.ts";
 import { quietWhileFailing } from "../lib/cli/outage_log.ts";
-import { createCrawl, createRuntime, DEFAULT_WORKERS, MAX_WORKERS } from "../lib/engine/mod.ts";
+import {
+  createCrawl,
+  createRuntime,
+  DEFAULT_WORKERS,
+  MAX_WORKERS,
+  pendingPassLine,
+} from "../lib/engine/mod.ts";
 import { sourceOpener } from "../lib/sources/open_source.ts";
 
 const FLAGS = {
@@ -80,6 +86,7 @@ runMain(async () => {
     leaseMs,
     label: owner,
     log: quietWhileFailing(log, pacer.breaker),
+    pendingDocs: { onError: (crawlId, err) => log(pendingPassLine(crawlId, err)) },
     onEvent: (e) => {
       if (e.kind === "crawl-failed") log(`crawl ${e.crawlId} failed: ${e.error}`);
       if (e.kind === "crawl-done") log(`crawl ${e.crawlId} done`);

@@ -52,12 +52,31 @@ export const DOCUMENT_RETRY = {
   damagedRounds: 2,
   /** Failed attempts of its page after which a document that keeps failing is recorded. */
   recordAfterPageFailures: 2,
+} as const;
+
+/**
+ * A document behind its item's revision on its host (npm's CDN serves the previous packument, or a
+ * 404 for a package just published, for a while after `_changes` reports it): the item is stored
+ * at its listed revision with the document **pending**, and the document is asked again,
+ * conditionally, on a growing schedule (`engine/crawl/pending_ask.ts`), never holding a page, a
+ * shard or the feed.
+ */
+export const PENDING_DOCS = {
+  /** First pause before a pending document is asked again, in milliseconds (then doubled). */
+  firstPauseMs: 1_000,
+  /** Longest pause between two asks of one document, in milliseconds. */
+  maxPauseMs: 60_000,
   /**
-   * Pauses before a changed document is asked again while the document served is older than the
-   * change (a document host lagging the feed), in milliseconds; after the last it is recorded as
-   * the item's error.
+   * A document still behind this long after it was first found so is recorded as its item's error
+   * (with its reason), in milliseconds: longer than a CDN's `max-age` of 300 s.
    */
-  behindFeedPausesMs: [250, 500, 1_000],
+  windowMs: 600_000,
+  /** Pending documents asked at once by one process, per crawl. */
+  concurrency: 16,
+  /** Due documents taken by one pass at most. */
+  passLimit: 512,
+  /** How often a living process looks for pending documents that are due, in milliseconds. */
+  lookEveryMs: 1_000,
 } as const;
 
 /** Level 3: a page of a shard (`engine/dispatch/_shard_runner.ts`). */

@@ -19,6 +19,7 @@ import {
   StorageError,
 } from "../base/errors.ts";
 import type { CrawlSpec } from "../base/spec.ts";
+import { PENDING_DOCS } from "../base/retry_policy.ts";
 import type { Plan } from "../plan/planner.ts";
 import type { CouchSourceOptions } from "../sources/couch/mod.ts";
 import {
@@ -31,6 +32,7 @@ import {
   findCrawl,
   type OpenAction,
   openCrawl,
+  pendingPassLine,
   type RebalanceOptions,
   type Runtime,
   type Sink,
@@ -209,6 +211,7 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
     onProcessError: (err) => broken.push(err),
     log,
     sinks: sinkLoopOptions(options.sinks ?? [], log, () => opened),
+    pendingDocs: { onError: (crawlId, err) => log(pendingPassLine(crawlId, err)) },
   });
 
   // Its first write (the heartbeat) is the first to find a damaged file: inside the try.
@@ -247,7 +250,12 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
         verifyRowsEveryMs: options.verifyRowsEveryMs,
       })
       : null;
-    const end = await waitForEnd(kv, crawl.id, { runtime, poll, broken }, options);
+    let end = await waitForEnd(kv, crawl.id, { runtime, poll, broken }, options);
+    // Documents behind their revision on the document host: the run ends when they landed (or
+    // were given up on after the window); one that follows asks them again as it goes.
+    if (!options.follow) {
+      end = await waitForPendingDocs(kv, crawl.id, { runtime, poll }, end, options);
+    }
     if (options.follow && !options.signal?.aborted) {
       await followRun({ kv, runtime }, crawl.id, {
         signal: options.signal ?? new AbortController().signal,
@@ -353,6 +361,38 @@ async function waitForEnd(
     // A status reads every shard: with many, it is read less often (2,000 shards: every 0.4 s).
     const every = options.pollMs ?? 200 + Math.min(1800, report.shardCount / 10);
     await poll.sleep(every);
+  }
+}
+
+/**
+ * Waits, drawing progress, until no document of the done crawl is pending (each landed at its
+ * item's revision, or was given up on after `PENDING_DOCS.windowMs`), asking them again as they
+ * fall due. Interrupted, it stops waiting: what is pending stays so in KV, and the same command
+ * asks it again.
+ */
+async function waitForPendingDocs(
+  kv: Deno.Kv,
+  crawlId: string,
+  run: { runtime: Runtime; poll: Poll },
+  end: { report: CrawlStatusReport; itemsBefore: number },
+  options: LocalCrawlOptions,
+): Promise<{ report: CrawlStatusReport; itemsBefore: number }> {
+  if (!end.report.docs) return end;
+  let said = false;
+  for (;;) {
+    const pass = await run.runtime.pendingPass(crawlId);
+    const report = await crawlStatus(kv, crawlId, { clock: run.runtime.deps.clock });
+    if (pass.pending === 0 || options.signal?.aborted) return { ...end, report };
+    if (!said) {
+      said = true;
+      options.log?.(
+        `${pass.pending} documents are behind their revision on the document host: asking them ` +
+          `again until they land (at most ${PENDING_DOCS.windowMs / 60_000} min each)`,
+      );
+    }
+    options.progress?.update(report, false);
+    const now = run.runtime.deps.clock.now();
+    await run.poll.sleep(Math.max(100, Math.min(1_000, (pass.nextMs ?? now) - now)));
   }
 }
 

@@ -209,6 +209,7 @@ export class Progress {
       ? `${r.id} ${followLine(r.follow, t)}`
       : `${r.id} ${r.status}: ${itemsPart(r)} ${n(rate)} items/s${ending} ${shardsPart(r)}` +
         (r.deadLetters ? `, ${r.deadLetters} shards given up on (dead letters)` : "") +
+        (r.pendingDocs?.pending ? `, ${n(r.pendingDocs.pending)} documents pending` : "") +
         (sinksLine(r, { behindOnly: true }) ? `, ${sinksLine(r, { behindOnly: true })}` : "");
     const pace = this.#o.pace ? paceLine(this.#o.pace(), t) : null;
     if (!this.#o.tty) {
@@ -349,6 +350,19 @@ export function followLine(f: NonNullable<CrawlStatusReport["follow"]>, nowMs: n
     (f.repaired > 0 ? `, ${n(f.repaired)} ranges repaired` : "");
 }
 
+/**
+ * What the summary and the progress line say of documents behind their revision on the document
+ * host (null when there never were any): how many wait, how many landed later, how many were given
+ * up on, and how the host answered the asks.
+ */
+export function pendingLine(r: CrawlStatusReport): string | null {
+  const p = r.pendingDocs;
+  if (!p || (p.pending === 0 && p.landed === 0 && p.expired === 0)) return null;
+  return `documents behind the document host: ${n(p.pending)} pending, ${n(p.landed)} landed ` +
+    `later, ${n(p.expired)} given up on (errors); ${n(p.asked)} asked again, ` +
+    `${n(p.notModified)} answered 304`;
+}
+
 /** The end-of-crawl summary lines. */
 export function summary(
   r: CrawlStatusReport,
@@ -392,6 +406,7 @@ export function summary(
         }`,
       ]
       : []),
+    ...(pendingLine(r) ? [`  ${pendingLine(r)}`] : []),
     ...(r.docRevisions === "unverified"
       ? [
         `  documents: not checked against their listed revisions (npm's abbreviated metadata ` +

@@ -154,6 +154,30 @@ export async function renderMetrics(
       (r) => r.docErrors,
     ],
     [
+      "rankcrawl_documents_pending",
+      "gauge",
+      "Documents behind their revision on the document host, asked again.",
+      (r) => r.pendingDocs?.pending ?? 0,
+    ],
+    [
+      "rankcrawl_documents_landed_late_total",
+      "counter",
+      "Pending documents that landed at their revision later.",
+      (r) => r.pendingDocs?.landed ?? 0,
+    ],
+    [
+      "rankcrawl_documents_asked_again_total",
+      "counter",
+      "Pending documents asked again.",
+      (r) => r.pendingDocs?.asked ?? 0,
+    ],
+    [
+      "rankcrawl_documents_not_modified_total",
+      "counter",
+      "Asks again answered 304 (If-None-Match: no body sent).",
+      (r) => r.pendingDocs?.notModified ?? 0,
+    ],
+    [
       "rankcrawl_documents_too_large_total",
       "counter",
       "Documents over the size limit.",

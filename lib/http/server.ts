@@ -33,6 +33,7 @@ import {
   findCrawl,
   kvOp,
   listCrawlSummaries,
+  pendingPassLine,
 } from "../engine/mod.ts";
 import { createMirrorApp, keepMirrorsLevel, mirrorUuid, notServable } from "../mirror/mod.ts";
 import { Metrics } from "./metrics.ts";
@@ -238,6 +239,11 @@ function startEngine(
       if (e.kind === "crawl-done") o.log(`crawl ${e.crawlId} done`);
     },
     onProcessError: (err) => o.log(`error: ${errorLine(err)}`),
+    // A process that lives (it follows by polling) asks pending documents again every second; on
+    // Deploy the watchdog's cron tick does.
+    pendingDocs: config.follow?.pollMs === 0
+      ? null
+      : { onError: (crawlId, err) => o.log(pendingPassLine(crawlId, err)) },
     sinks: o.sinks.size === 0 ? null : {
       sinksFor: (crawl) => (crawl.sinks ?? []).flatMap((n) => o.sinks.get(n) ?? []),
       onError: (crawlId, sink, reason) =>

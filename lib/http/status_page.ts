@@ -111,6 +111,7 @@ function facts(c) {
     f("shards", c.shardsDone + " / " + plural(c.shardCount, "shard") + " done", "shard-count") + f("splits", c.splits.length, "splits") +
     f("page retries", fmt(c.retries), "retries", "pages of shards tried again; HTTP retries inside a page are in /metrics") +
     f("document errors", fmt(c.docErrors), "doc-errors") +
+    (c.pendingDocs && (c.pendingDocs.pending || c.pendingDocs.landed || c.pendingDocs.expired) ? f("documents pending", fmt(c.pendingDocs.pending), "docs-pending", "behind their revision on the document host, asked again: " + fmt(c.pendingDocs.landed) + " landed later, " + fmt(c.pendingDocs.expired) + " given up on; " + fmt(c.pendingDocs.asked) + " asked again, " + fmt(c.pendingDocs.notModified) + " answered 304") : "") +
     f("dead letters", c.deadLetters, "dead") + (c.docs ? f("documents", fmt(c.documents) + " (" + esc(c.docMode || "") + ")") : "") +
     (c.docRevisions === "unverified" ? f("document revisions", "not checked", "doc-revisions", "npm's abbreviated metadata carries no _rev: a cache behind the registry cannot be told from the current document") : "") +
     (c.verification ? f("verified", esc(c.verification.status), "verified") : "") +

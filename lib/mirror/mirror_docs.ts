@@ -2,7 +2,8 @@
  * What the mirror answers for one document: the stored JSON text as CouchDB would give it (with
  * `_id` and `_rev`; `_revisions` when asked), or why there is none. Items the crawl recorded with an
  * error or over the size cap have no body: they are answered 404 with the reason, never as a
- * document a replicator would store as the content (a stub would overwrite the real one).
+ * document a replicator would store as the content (a stub would overwrite the real one); so are
+ * pending ones (their host behind their revision), until their document lands.
  *
  * @module
  */
@@ -25,6 +26,9 @@ export function servedDoc(
       error: "not_found",
       reason: it.tooLarge
         ? "the mirror holds no body for this document: it was over the crawl's size cap"
+        : it.pending
+        ? "the mirror holds no body for this revision yet: its document host still serves an " +
+          `older one (${it.error!.reason}); it is asked again and served once it lands`
         : `the mirror holds no body for this document: its host answered ${it.error!.status} ` +
           `(${it.error!.reason})`,
     };

@@ -90,17 +90,21 @@ export interface ListOptions {
  * as `raw` bytes instead of text (its structure checked, its `_id` and `_rev` read).
  */
 export type DocResult =
-  | { kind: "doc"; json: string; docRev?: string | null }
+  | { kind: "doc"; json: string; docRev?: string | null; etag?: string }
   /** A large document's JSON as UTF-8 bytes, on one line (kept as bytes: never held as text). */
-  | { kind: "raw"; bytes: Uint8Array; docRev?: string | null }
+  | { kind: "raw"; bytes: Uint8Array; docRev?: string | null; etag?: string }
   /** A document the caller stored as it arrived (see `DocOptions.keep`): its size and parts. */
-  | { kind: "stored"; bytes: number; chunks: number; docRev?: string | null }
+  | { kind: "stored"; bytes: number; chunks: number; docRev?: string | null; etag?: string }
   | { kind: "tooLarge"; bytes: number }
   /**
    * `later`: the answer may change soon (a 404 from a document host that lags the registry's
-   * listing, as npm's does for a package just published): asked again before it is recorded.
+   * listing, as npm's does for a package just published; a 304 to `DocOptions.ifNoneMatch`: the
+   * host still serves what it served then): asked again before it is recorded.
+   *
+   * `etag` on a document: the host's `ETag` of what it served, for a conditional ask later (on a
+   * `later` error: of the older document that made it one).
    */
-  | { kind: "error"; status: number; reason: string; later?: boolean };
+  | { kind: "error"; status: number; reason: string; later?: boolean; etag?: string };
 
 /**
  * The bytes a document outcome holds in memory while it waits to be written: a document's text as
@@ -214,6 +218,11 @@ export interface DocOptions {
    * `keep` stores go there as they came. @default the source's own (1 MiB for CouchDB sources)
    */
   rawOverBytes?: number;
+  /**
+   * The `ETag` of an answer seen before (`If-None-Match`): a host that still serves it answers
+   * 304 with no body, which is an `error` with status 304 and `later`. @default unconditional
+   */
+  ifNoneMatch?: string;
 }
 
 /** How a request of the feed is asked. */

@@ -39,6 +39,7 @@ function report(items: number, over: Partial<CrawlStatusReport> = {}): CrawlStat
     pages: 3,
     documents: 0,
     docErrors: 0,
+    pendingDocs: null,
     tooLarge: 0,
     shardCount: 2,
     shardsDone: 0,

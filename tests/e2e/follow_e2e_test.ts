@@ -9,9 +9,31 @@ import assert from "node:assert/strict";
 import { RegistryData } from "../../lib/sim/registry/registry_data.ts";
 import { startRegistry } from "../../lib/sim/registry/registry_server.ts";
 import { npmReplicaProfile } from "../../lib/sim/registry/registry_profile.ts";
-import { getFeed, listCrawls } from "../../lib/engine/store/mod.ts";
+import { getFeed, keys, listCrawls } from "../../lib/engine/store/mod.ts";
 import { runTask, spawnServer, spawnWatched, waitHealthy } from "../helpers.ts";
 import { assertExportIs, realNames, Timeline } from "../registry_timeline.ts";
+
+/**
+ * Waits until the crawl in the KV file at `path` has no document pending (behind its revision on
+ * the lagging document host: asked again by the follower until it lands).
+ */
+async function untilNonePending(path: string, ms = 30_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  let pending = -1;
+  while (Date.now() < deadline) {
+    try {
+      using kv = await Deno.openKv(path);
+      const [crawl] = await listCrawls(kv);
+      pending = 0;
+      for await (const _ of kv.list({ prefix: keys.pendingDocs(crawl.id) })) pending++;
+    } catch {
+      pending = -1; // locked for a moment by the follower
+    }
+    if (pending === 0) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${pending} documents still pending after ${ms} ms`);
+}
 
 /** Waits until the crawl in the KV file at `path` stands at sequence `seq`. */
 async function untilFeedAt(path: string, seq: string, ms = 30_000): Promise<void> {
@@ -58,12 +80,18 @@ Deno.test("follow: the CLI on npm's replica with documents elsewhere, killed wit
     const changes = moving.stop();
     assert.ok(changes > 50, `the registry changed ${changes} times`);
     await untilFeedAt(kv, String(data.updateSeq));
+    await untilNonePending(kv);
     second.child.kill("SIGINT");
     const end = await second.end();
     assert.equal(end.code, 0, end.out.slice(-2000));
     assert.match(
       end.out,
       /following: seq \d+, 0 changes behind, lag [\d.]+ s, \d+ changes applied/,
+    );
+    // Documents the lagging host served behind their change were pending, then landed.
+    assert.match(
+      end.out,
+      /documents behind the document host: 0 pending, [1-9][\d,]* landed later, 0 given up on/,
     );
     const exported = await runTask("export", ["--kv", kv]);
     assert.equal(exported.code, 0, exported.stderr);

@@ -3,7 +3,7 @@ import { SYSTEM_CLOCK } from "../../lib/base/clock.ts";
 import { type AppDeps, createApp } from "../../lib/http/app.ts";
 import { planCrawl } from "../../lib/engine/crawl/planning.ts";
 import { MemorySource } from "../../lib/sources/memory_source.ts";
-import { getCrawl, listCrawls, listShards } from "../../lib/engine/store/mod.ts";
+import { getCrawl, keys, listCrawls, listShards } from "../../lib/engine/store/mod.ts";
 import { finishAll, RecordingDispatcher, runOne } from "../engine_helpers.ts";
 import { dataOf, randomKeys, wrapSource } from "../helpers.ts";
 
@@ -275,6 +275,40 @@ Deno.test("api: /metrics takes the API token or the scraper's, and counts what t
       );
       assert.ok(!text.includes(TOKEN));
     }
+  } finally {
+    kv.close();
+  }
+});
+
+Deno.test("api: a documents crawl's pending documents are in its status and /metrics", async () => {
+  const { kv, call } = await setup();
+  try {
+    const { id } = await (await call("POST", "/crawls", { source: SRC, shards: 2, docs: true }))
+      .json();
+    await kv.set(keys.pendingDocsState(id), {
+      notes: 7,
+      pending: 3,
+      asked: 20,
+      notModified: 12,
+      landed: 7,
+      expired: 1,
+      atMs: 0,
+    });
+    const status = await (await call("GET", `/crawls/${id}`)).json();
+    assert.deepEqual(status.pendingDocs, {
+      pending: 3,
+      landed: 7,
+      expired: 1,
+      asked: 20,
+      notModified: 12,
+    });
+    assert.equal(status.docErrors, 1, "one given up on is a document error");
+    const text = await (await call("GET", "/metrics")).text();
+    assert.match(text, new RegExp(`^rankcrawl_documents_pending\\{crawl="${id}"\\} 3$`, "m"));
+    assert.match(
+      text,
+      new RegExp(`^rankcrawl_documents_not_modified_total\\{crawl="${id}"\\} 12$`, "m"),
+    );
   } finally {
     kv.close();
   }

@@ -34,7 +34,7 @@ import {
   sampleStored,
   type ShardRange,
 } from "../items/mod.ts";
-import { againstListing, againstStored, askWhileBehind } from "../page/mod.ts";
+import { againstListing, againstStored, failedDoc } from "../page/mod.ts";
 import {
   type CrawlRecord,
   type DriftState,
@@ -209,7 +209,7 @@ export async function applyFeed(
     const since = claim.entry.value.seq;
     batch ??= await feed.next(since);
     const { rows, lastSeq, end } = batch;
-    const changes = await fetchChanged(deps, crawl, rows, claim.clock);
+    const changes = await fetchChanged(deps, crawl, rows);
     const next = await applyDrift(deps.kv, claim.entry, changes, {
       lastSeq,
       nowMs: claim.clock.now(),
@@ -273,7 +273,6 @@ export async function applyRows(
     deps,
     claim.crawl,
     rows.map((r) => ({ ...r, seq: at })),
-    claim.clock,
   );
   const next = await applyDrift(deps.kv, claim.entry, changes, {
     lastSeq: o.to ?? at,
@@ -315,16 +314,15 @@ export async function peekChanges(
 /**
  * The changes of a batch as items to apply: documents fetched when the crawl fetches them. A
  * document older than its change (or not there yet) comes from a host behind the feed (npm's
- * lags it): asked again after short pauses (`askWhileBehind`), then recorded
- * as the item's error; it never holds the feed up for longer, nor fails the crawl. Documents
- * without a revision (`abbreviated`) are held against the stored ones by `modified` instead
+ * lags it): the item is stored at the change's revision with its document pending, asked again
+ * later (`pending_ask.ts`); it never holds the feed up, nor fails the crawl. Documents without a
+ * revision (`abbreviated`) are held against the stored ones by `modified` instead
  * (`againstStored`).
  */
 async function fetchChanged(
   deps: { kv: Deno.Kv; source: Source },
   crawl: CrawlRecord,
   rows: ChangeRow[],
-  clock: Clock,
 ) {
   const { source } = deps;
   const stored = crawl.docs && crawl.abbreviated
@@ -333,14 +331,11 @@ async function fetchChanged(
   return await mapPool(rows, async (r): Promise<DriftChange> => {
     if (r.deleted) return { seq: r.seq, id: r.id, deleted: true };
     if (!crawl.docs) return { seq: r.seq, id: r.id, rev: r.rev };
-    const doc = await askWhileBehind(async () => {
-      const served = againstListing(r, await source.doc(r.id));
-      return stored ? againstStored(r, served, stored.get(r.id)) : served;
-    }, clock);
-    if (doc.kind === "failed") {
-      const error = { kind: "error" as const, status: doc.status, reason: doc.reason };
-      return { seq: r.seq, id: r.id, rev: r.rev, doc: error };
-    }
+    const held = againstListing(r, await source.doc(r.id));
+    const doc = stored ? againstStored(r, held, stored.get(r.id)) : held;
+    // Behind its change (npm's CDN lags the feed): the item takes the change's revision with its
+    // document pending, asked again later (`pending_ask.ts`); the feed goes on.
+    if (doc.kind === "failed") return { seq: r.seq, id: r.id, rev: r.rev, doc: failedDoc(doc) };
     const served = doc.kind === "doc" || doc.kind === "raw" ? doc.docRev : null;
     const rev = served && served !== r.rev ? served : r.rev;
     return { seq: r.seq, id: r.id, rev, doc };

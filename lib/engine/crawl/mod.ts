@@ -2,7 +2,8 @@
  * The crawl room: a crawl's life as a whole. Creation and planning (`planning.ts`), resuming,
  * pausing, cancelling, failing and deleting (`lifecycle.ts`), the registry's change feed claimed,
  * read and applied (`catch_up.ts`), splitting stragglers (`rebalance.ts`), what readers see
- * (`status.ts`, `crawl_reads.ts`) and pages listed ahead while a crawl is planned (`_prefetch.ts`).
+ * (`status.ts`, `crawl_reads.ts`), documents behind their revision asked again (`pending_ask.ts`)
+ * and pages listed ahead while a crawl is planned (`_prefetch.ts`).
  * The sources a crawl reads are opened outside the engine (`lib/sources/open_source.ts`). Whether a crawl is done is the
  * verify room's to say.
  *
@@ -47,7 +48,9 @@ export type { CatchUpResult, FeedClaim } from "./catch_up.ts";
 export { splitStraggler } from "./rebalance.ts";
 export type { RebalanceOptions, SplitDeps } from "./rebalance.ts";
 export { crawlStatus } from "./status.ts";
-export type { CrawlStatusReport, ShardStatus } from "./status.ts";
+export type { CrawlStatusReport, PendingDocsReport, ShardStatus } from "./status.ts";
+export { askPendingDocs, pendingPassLine } from "./pending_ask.ts";
+export type { PendingAskContext, PendingPass } from "./pending_ask.ts";
 export {
   crawlDocErrors,
   crawlItemBatches,
@@ -59,6 +62,7 @@ export {
   listCrawlListings,
   listCrawlSummaries,
   listCrawlVersions,
+  requireCrawl,
 } from "./crawl_reads.ts";
 export type { CrawlListing, CrawlSummary } from "./crawl_reads.ts";
 export {

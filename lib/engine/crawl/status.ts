@@ -11,6 +11,7 @@ import { capabilityLine } from "../../sources/couch/mod.ts";
 import type { LearnedCaps } from "../../plan/source.ts";
 import { remainingSeconds } from "./rebalance.ts";
 import { type SinkLag, sinkLag } from "../sinks/mod.ts";
+import { pendingDocsState } from "../items/mod.ts";
 import { requireCrawl, shownBound, shownSource } from "./crawl_reads.ts";
 import {
   type CrawlRecord,
@@ -72,6 +73,20 @@ export interface ShardStatus {
   unproven: string | null;
   /** The shard it was split from, if any. */
   parent: number | null;
+}
+
+/** Pending documents of a crawl (see {@linkcode CrawlStatusReport.pendingDocs}). */
+export interface PendingDocsReport {
+  /** Documents pending now. */
+  pending: number;
+  /** Documents that landed at their item's revision after waiting. */
+  landed: number;
+  /** Documents still behind after the window, recorded as errors. */
+  expired: number;
+  /** Asks made again. */
+  asked: number;
+  /** Of those, answered 304 (no body sent). */
+  notModified: number;
 }
 
 /** How far behind its registry a followed crawl is, and what was last proven of it. */
@@ -144,8 +159,18 @@ export interface CrawlStatusReport {
   pages: number;
   /** Documents fetched. */
   documents: number;
-  /** Documents that could not be had (recorded on their items). */
+  /**
+   * Documents that could not be had (recorded on their items; with those still behind after the
+   * pending window).
+   */
   docErrors: number;
+  /**
+   * Documents behind their item's revision on the document host (npm's CDN lags its feed), stored
+   * pending and asked again (`pending_ask.ts`): how many wait now (as of the last pass of the asker,
+   * at most a second old while a process runs it), and what asking again did in all. Null for a
+   * crawl without documents.
+   */
+  pendingDocs: PendingDocsReport | null;
   /** Documents recorded as too large. */
   tooLarge: number;
   /** Shards, including split-off ones. */
@@ -239,9 +264,10 @@ export async function crawlStatus(
   const splits = await listSplits(kv, id);
   const shards = (await listShards(kv, id)).map((e) => e.value);
   const sum = (f: (s: (typeof shards)[number]) => number) => shards.reduce((n, s) => n + f(s), 0);
-  const [d, f] = await Promise.all([
+  const [d, f, p] = await Promise.all([
     getFeed(kv, id).then((e) => e.value),
     getFollow(kv, id).then((e) => e.value),
+    crawl.docs ? pendingDocsState(kv, id).then((e) => e.value) : null,
   ]);
   const itemsStored = await storedCount(kv, id, shards);
   const from = crawl.startedAt ?? crawl.createdAt;
@@ -258,7 +284,16 @@ export async function crawlStatus(
     itemsStored,
     pages: sum((s) => s.pages),
     documents: sum((s) => s.docs),
-    docErrors: sum((s) => s.docErrors),
+    docErrors: sum((s) => s.docErrors) + (p?.expired ?? 0),
+    pendingDocs: crawl.docs
+      ? {
+        pending: p?.pending ?? 0,
+        landed: p?.landed ?? 0,
+        expired: p?.expired ?? 0,
+        asked: p?.asked ?? 0,
+        notModified: p?.notModified ?? 0,
+      }
+      : null,
     tooLarge: sum((s) => s.tooLarge),
     shardCount: shards.length,
     shardsDone: shards.filter((s) => s.done).length,
@@ -288,7 +323,7 @@ export async function crawlStatus(
     driftError: crawl.driftError ?? null,
     verification: crawl.verification ?? null,
     docRevisions: !crawl.docs ? null : crawl.abbreviated ? "unverified" : "checked",
-    sinks: await sinkLag({ kv }, id, { read: { shards, feed: d } }),
+    sinks: await sinkLag({ kv }, id, { read: { shards, feed: d, docs: p } }),
     shards: shards.map((s) => shardStatus(s, now, { liveness, show: shownBound(crawl) })),
   };
 }

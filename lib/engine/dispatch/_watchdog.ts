@@ -1,11 +1,13 @@
 /**
  * The watchdog keeps work moving when a process died: it re-dispatches shards nobody holds,
  * finishes crawls whose shards are all done (`completion.ts`), gets stuck planning going again,
- * finishes interrupted deletes, and follows changes of finished crawls created with `follow`.
+ * finishes interrupted deletes, follows changes of finished crawls created with `follow`, and, in a
+ * process without an asker of its own, asks pending documents again.
  *
  * @module
  */
 import type { Clock } from "../../base/clock.ts";
+import type { PendingAsker } from "./_pending_loop.ts";
 import type { Source } from "../../plan/source.ts";
 import { checkCompletion, followTick } from "../verify/mod.ts";
 import { deleteCrawl, type Dispatcher } from "../crawl/mod.ts";
@@ -31,6 +33,11 @@ export interface WatchdogDeps {
   openSource?: (crawl: CrawlRecord) => Source;
   /** Told when the watchdog is the one that finishes a crawl. @default none */
   onFinished?: (crawlId: string) => void;
+  /**
+   * Asks crawls' pending documents again on each tick (a process without a loop of its own:
+   * Deploy's cron). @default none
+   */
+  asker?: PendingAsker;
 }
 
 /**
@@ -50,6 +57,7 @@ export async function watchdog(
   const now = clock.now();
   const stallMs = options.stallMs ?? 60_000;
   let n = 0;
+  await deps.asker?.tick().catch(() => {}); // tried again on the next tick
   for (const crawl of await listCrawls(deps.kv)) {
     if (crawl.status === "deleting") {
       await deleteCrawl(deps.kv, crawl.id, { clock }).catch(() => {}); // tried again on the next tick

@@ -11,7 +11,7 @@ import type { Clock } from "../../base/clock.ts";
 import { type FollowConfig, followLoop } from "./_follow_loop.ts";
 import { watchdog } from "./_watchdog.ts";
 import { sinkLoop, type SinkLoopOptions } from "./_sink_loop.ts";
-import type { Dispatcher } from "../crawl/mod.ts";
+import { type Dispatcher, type PendingPass, requireCrawl } from "../crawl/mod.ts";
 import {
   LeaseDispatcher,
   type LeaseWorkerOptions,
@@ -23,6 +23,7 @@ import { CrawlSlots, DocMemory } from "../page/mod.ts";
 import { ListingCache } from "../../sources/cache/mod.ts";
 import { createQueueHandler, QueueDispatcher } from "./_queue_dispatch.ts";
 import { DEFAULT_WORKERS, MAX_WORKERS } from "./work.ts";
+import { PendingAsker } from "./_pending_loop.ts";
 import { engineEnv, type Env, envClock, type EnvOptions } from "./env.ts";
 
 export { DEFAULT_WORKERS, MAX_WORKERS };
@@ -83,6 +84,13 @@ export interface RuntimeOptions extends
    * the sinks each crawl has, from positions kept in KV). @default none
    */
   sinks?: SinkLoopOptions | null;
+  /**
+   * Asks crawls' pending documents again from this process every second (`_pending_loop.ts`:
+   * documents found behind their revision on the document host); otherwise each watchdog tick
+   * does (Deploy's cron). `onError` is told a pass that failed (tried again at the next look).
+   * @default null: only the watchdog's ticks
+   */
+  pendingDocs?: { onError?: (crawlId: string, err: unknown) => void } | null;
 }
 
 /** A running engine: its dispatcher and the hooks entry points call. */
@@ -106,6 +114,11 @@ export interface Runtime {
    * runtime's store, sources and dispatcher; ends before `close()` returns.
    */
   follow(signal: AbortSignal, options?: FollowConfig): Promise<void>;
+  /**
+   * One pass over crawl `crawlId`'s pending documents (or the pass under way in this process):
+   * what a run waiting for its last documents asks. @throws NotFoundError for an unknown crawl
+   */
+  pendingPass(crawlId: string): Promise<PendingPass>;
   /** Runs one lease worker with this runtime's hooks until `options` say stop. */
   runWorker(options?: LeaseWorkerOptions): Promise<LeaseWorkerStats>;
   /**
@@ -180,6 +193,9 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   if (following) background.push(following);
   // Sinks are fed beside the crawl, never inside its commits: a slow or failing one holds nothing.
   if (options.sinks) background.push(sinkLoop({ kv, clock }, stop.signal, options.sinks));
+  const asker = new PendingAsker(deps);
+  const asking = options.pendingDocs ? asker.run(stop.signal, options.pendingDocs) : null;
+  if (asking) background.push(asking);
   if (options.dispatch === "queue") {
     background.push(listenQueue(deps, options, { beat, stopping: () => stop.signal.aborted }));
   } else {
@@ -196,12 +212,15 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         dispatcher,
         openSource,
         onFinished: (crawlId) => options.onEvent?.({ kind: "crawl-done", crawlId }),
+        // Without a loop of this process's own (Deploy), each tick asks pending documents again.
+        asker: asking ? undefined : asker,
       }, {
         stallMs: o.stallMs,
         clock,
         verifyEveryMs: options.follow?.verifyEveryMs,
         verifyRowsEveryMs: options.follow?.verifyRowsEveryMs,
       }),
+    pendingPass: async (crawlId) => asker.pass(await requireCrawl(kv, crawlId)),
     leaseTick: (ms) =>
       options.dispatch === "lease"
         ? worker({ maxRunMs: ms, exitWhenIdle: true })
@@ -220,8 +239,9 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       // end at their next step (a page they still commit is refused if another worker took the
       // shard). The queue listener ends only when KV closes.
       await beat.stop();
-      // A follow tick under way ends before the store closes.
+      // A follow tick or a pass under way ends before the store closes.
       if (following) await following.catch(() => {});
+      if (asking) await asking.catch(() => {});
       if (options.dispatch === "lease") await Promise.allSettled(background);
     },
     finished: Promise.allSettled(background).then(() => {}),

@@ -134,6 +134,11 @@ export interface ItemRecord {
   tooLarge?: boolean;
   /** Why the document could not be had. */
   error?: { status: number; reason: string };
+  /**
+   * The document is pending, not an error: its host served an older revision than the item's
+   * (or none yet), and it is asked again (`pending_docs.ts`); `error` says what it answered.
+   */
+  pending?: true;
 }
 
 const HAS_ID = 1;
@@ -143,6 +148,7 @@ const TOO_LARGE = 8;
 const ERROR = 16;
 const DOC_SIZE = 32;
 const ID_CUT = 64;
+const PENDING = 128;
 
 class Writer {
   bytes: Uint8Array;
@@ -211,7 +217,8 @@ export function encodeItem(r: ItemRecord): Uint8Array {
   const w = new Writer(size);
   const flags = (r.id !== undefined ? HAS_ID : 0) | (r.doc ? DOC_INLINE : 0) |
     (r.chunks ? CHUNKED : 0) | (r.tooLarge ? TOO_LARGE : 0) | (r.error ? ERROR : 0) |
-    (r.docBytes !== undefined ? DOC_SIZE : 0) | (r.idLength !== undefined ? ID_CUT : 0);
+    (r.docBytes !== undefined ? DOC_SIZE : 0) | (r.idLength !== undefined ? ID_CUT : 0) |
+    (r.pending && r.error ? PENDING : 0);
   w.bytes[w.at++] = flags;
   w.text(r.rev);
   if (idUnits) {
@@ -254,6 +261,7 @@ export function decodeItem(bytes: Uint8Array): ItemRecord {
     const n = r.varint();
     out.error = { status, reason: dec.decode(bytes.subarray(r.at, r.at + n)) };
     r.at += n;
+    if (flags & PENDING) out.pending = true;
   }
   if (flags & DOC_INLINE) out.doc = bytes.subarray(r.at);
   if (r.at > bytes.length) throw new RangeError("item record is cut short");

@@ -25,6 +25,11 @@ export interface ExportedItem {
   tooLarge?: boolean;
   /** Why the document could not be had. */
   error?: { status: number; reason: string };
+  /**
+   * The document is pending: its host answered `error` (an older revision, or not found yet) and
+   * it is asked again until it serves the item's revision (then the item holds it).
+   */
+  pending?: true;
   /** The whole id's length, when `id` is only its start (too long to keep). */
   idLength?: number;
 }
@@ -49,6 +54,7 @@ export function toItem(e: Deno.KvEntry<Uint8Array>, bare = false): Pending {
   if (r.docBytes !== undefined) out.docBytes = r.docBytes;
   if (r.tooLarge) out.tooLarge = true;
   if (r.error) out.error = r.error;
+  if (r.pending) out.pending = true;
   if (r.idLength !== undefined) out.idLength = r.idLength;
   return out;
 }

@@ -1,6 +1,6 @@
 /**
  * The documents a crawl could not have (404, 403, bodies that were not JSON, another document's
- * answer…), page by page: they are item records (`_item_codec.ts`) whose `error` is set, never in
+ * answer…), page by page (pending ones, behind their revision and asked again, are not among them): they are item records (`_item_codec.ts`) whose `error` is set, never in
  * blocks, so a page reads records only, a bounded number per call.
  *
  * @module
@@ -44,7 +44,7 @@ export async function pageDocErrors(
     if (after !== null && comparePart(part, after) <= 0) continue; // the cursor's own
     scanned++;
     const r = decodeItem(e.value);
-    if (r.error) {
+    if (r.error && !r.pending) { // a pending document is asked again, not an error
       const id = r.id ?? (typeof part === "string" ? part : "");
       errors.push({ id, status: r.error.status, reason: r.error.reason });
     }

@@ -173,6 +173,7 @@ async function applyGroup(
   const writes = await prepareWrites(crawl, upserts, {
     maxDocBytes: next.maxDocBytes,
     inline: false,
+    nowMs: next.nowMs,
   });
   const chunks = writes.filter((w) => parseKey(w.key)?.kind === "chunk");
   await setInBatches(kv, chunks);
@@ -181,6 +182,8 @@ async function applyGroup(
   );
   const plan = new OpPlan().check(claimed);
   dropFromBlocks(plan, held);
+  // Documents behind their change: their entries among pending documents, with their records.
+  for (const w of writes) if (w.pending) plan.set(w.key, w.value);
   const counts = new Counts(next.ranges);
   for (const id of ids) {
     const record = held.records.get(id)!;

@@ -14,6 +14,7 @@ import {
   plainPartSize,
 } from "./_item_codec.ts";
 import { AtomicBudget, commitPlan, keys, keySize, MAX_VALUE_BYTES, OpPlan } from "../store/mod.ts";
+import { PENDING_DOCS } from "../../base/retry_policy.ts";
 
 /** Documents above this many bytes are chunked (with room for the record's other fields). */
 export const INLINE_DOC_BYTES = 60_000;
@@ -103,7 +104,10 @@ export async function spillDocument(
   return { kind: "stored", bytes: bytes.length, chunks };
 }
 
-/** One KV `set` of an item's record or of one chunk of its document. */
+/**
+ * One KV `set` of an item's record, of one chunk of its document, or of its entry among the pending
+ * documents (`pending`: written in the same op as the record, after it).
+ */
 export interface ItemWrite {
   /** The item it belongs to. */
   id: string;
@@ -113,6 +117,8 @@ export interface ItemWrite {
   value: Uint8Array;
   /** Encoded size of the key. */
   keyBytes: number;
+  /** The item's entry among pending documents (`pending_docs.ts`), not its record or a chunk. */
+  pending?: true;
 }
 
 /** What a set of items holds, counted the way status reports it. */
@@ -123,7 +129,7 @@ export interface ItemCounts {
   docs: number;
   /** Documents recorded as too large. */
   tooLarge: number;
-  /** Documents that could not be had. */
+  /** Documents that could not be had (pending ones, asked again, are not counted). */
   docErrors: number;
 }
 
@@ -135,8 +141,9 @@ export function tallyItems(items: readonly ItemInput[], maxDocBytes: number): It
   for (const it of items) {
     const d = storedForm(it).doc;
     if (!d) continue;
-    if (d.kind === "error") c.docErrors++;
-    else if (d.kind === "stored") c.docs++;
+    if (d.kind === "error") {
+      if (!d.later) c.docErrors++; // a pending document is neither: it is asked again
+    } else if (d.kind === "stored") c.docs++;
     else if (d.kind === "raw") {
       c.docs++;
       if (d.bytes.length > maxDocBytes) c.tooLarge++;
@@ -162,7 +169,7 @@ function tooBig(json: string, maxDocBytes: number): boolean {
 export async function prepareWrites(
   crawlId: string,
   items: readonly ItemInput[],
-  options: { maxDocBytes?: number; inline?: boolean } = {},
+  options: { maxDocBytes?: number; inline?: boolean; nowMs?: number } = {},
 ): Promise<ItemWrite[]> {
   const maxDoc = options.maxDocBytes ?? DEFAULT_MAX_DOC_BYTES;
   const out: ItemWrite[] = [];
@@ -186,8 +193,10 @@ export async function prepareWrites(
     if (typeof part !== "string") rec.id = it.id;
     if (it.id.length > MAX_STORED_ID_UNITS) [rec.id, rec.idLength] = [idStart(it.id), it.id.length];
     const d = it.doc;
-    if (d?.kind === "error") rec.error = { status: d.status, reason: d.reason.slice(0, 500) };
-    else if (d?.kind === "tooLarge") [rec.tooLarge, rec.docBytes] = [true, d.bytes];
+    if (d?.kind === "error") {
+      rec.error = { status: d.status, reason: d.reason.slice(0, 500) };
+      if (d.later) rec.pending = true;
+    } else if (d?.kind === "tooLarge") [rec.tooLarge, rec.docBytes] = [true, d.bytes];
     else if (d?.kind === "stored") [rec.docBytes, rec.chunks] = [d.bytes, d.chunks];
     else if (d?.kind === "doc" || d?.kind === "raw") {
       const doc = d.kind === "raw" ? d.bytes : enc.encode(d.json);
@@ -210,6 +219,9 @@ export async function prepareWrites(
     }
     const key = keys.item(crawlId, part);
     out.push({ id: it.id, key, value, keyBytes: keySize(key) });
+    if (rec.pending && d?.kind === "error") {
+      out.push(pendingWrite(crawlId, part, { ...d, id: it.id, rev: it.rev }, options.nowMs ?? 0));
+    }
   }
   return out;
 }
@@ -243,7 +255,7 @@ export async function writeItems(
   kv: Deno.Kv,
   crawlId: string,
   items: readonly ItemInput[],
-  options: { maxDocBytes?: number; batchMutations?: number } = {},
+  options: { maxDocBytes?: number; batchMutations?: number; nowMs?: number } = {},
 ): Promise<ItemCounts> {
   const writes = await prepareWrites(crawlId, items, options);
   const reserve = new AtomicBudget();
@@ -266,4 +278,53 @@ export async function setInBatches(
     for (const w of batch) plan.set(w.key, w.value);
     await commitPlan(kv, plan);
   }
+}
+
+/** A pending document's entry: what its item waits for, and when it is asked again. */
+export interface PendingDoc {
+  /** The item's id. */
+  id: string;
+  /** The revision the item holds, whose document is awaited. */
+  rev: string;
+  /** When it was first found behind, epoch ms. */
+  sinceMs: number;
+  /** When it is asked again, epoch ms. */
+  nextMs: number;
+  /** Asks made again so far. */
+  tries: number;
+  /** The `ETag` of what the host served last (asked with `If-None-Match`), when it gave one. */
+  etag?: string;
+}
+
+/** The pause before ask number `tries + 1`: doubling from `firstPauseMs`, at most `maxPauseMs`. */
+export function pendingPauseMs(tries: number): number {
+  return Math.min(PENDING_DOCS.maxPauseMs, PENDING_DOCS.firstPauseMs * 2 ** Math.min(tries, 20));
+}
+
+/**
+ * The entry of an item stored with its document pending (`doc`: the host's `later` answer), due a
+ * first pause after `nowMs`. Bytes of JSON, as the item part's other writes.
+ */
+export function pendingWrite(
+  crawlId: string,
+  part: Deno.KvKeyPart,
+  item: { id: string; rev: string; etag?: string },
+  nowMs: number,
+): ItemWrite {
+  const entry: PendingDoc = {
+    id: item.id,
+    rev: item.rev,
+    sinceMs: nowMs,
+    nextMs: nowMs + pendingPauseMs(0),
+    tries: 0,
+    ...(item.etag !== undefined ? { etag: item.etag } : {}),
+  };
+  const key = keys.pendingDoc(crawlId, part);
+  return {
+    id: item.id,
+    key,
+    value: enc.encode(JSON.stringify(entry)),
+    keyBytes: keySize(key),
+    pending: true,
+  };
 }

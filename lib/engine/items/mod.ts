@@ -3,7 +3,8 @@
  * rows (`item_blocks.ts`, their bytes in `_block_codec.ts`), the rest in compact records
  * (`_item_codec.ts`, `item_store.ts`), large documents in chunks; readers merge both layouts in key
  * order (`item_read.ts`); changes from the registry's feed are applied with exact counts
- * (`drift_store.ts`); a range's items are counted and cut into parts for the final check
+ * (`drift_store.ts`); documents behind their item's revision wait as pending (`pending_docs.ts`);
+ * a range's items are counted and cut into parts for the final check
  * (`stored_parts.ts`). Keys come from the store room.
  *
  * @module
@@ -20,12 +21,22 @@ export type { Position } from "./item_blocks.ts";
 export {
   DEFAULT_MAX_DOC_BYTES,
   INLINE_DOC_BYTES,
+  pendingPauseMs,
   prepareWrites,
   setInBatches,
   spillDocument,
   tallyItems,
 } from "./item_store.ts";
-export type { ItemInput } from "./item_store.ts";
+export type { ItemInput, PendingDoc } from "./item_store.ts";
+export {
+  duePendingDocs,
+  emptyPendingDocsState,
+  notePendingCount,
+  pendingDocsState,
+  settlePending,
+  stillPending,
+} from "./pending_docs.ts";
+export type { DuePending, PendingOutcome } from "./pending_docs.ts";
 export {
   blockNdjsonBatches,
   chunkKeys,

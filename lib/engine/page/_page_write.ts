@@ -249,12 +249,21 @@ async function fillRows(
       }
       continue;
     }
-    const ws = await prepareWrites(crawl.id, [kept[rows]], { maxDocBytes: ctx.maxDocBytes });
-    const record = ws.at(-1)!;
+    const ws = await prepareWrites(crawl.id, [kept[rows]], {
+      maxDocBytes: ctx.maxDocBytes,
+      nowMs: ctx.clock.now(),
+    });
+    // The record, and a pending document's entry with it (`pending_docs.ts`), in the guarded op.
+    const guarded = ws.filter((w) => w.pending || parseKey(w.key)?.kind === "item");
+    const [record, entry] = guarded;
     if (!budget.fitsSet(record.keyBytes, record.value.length)) break;
-    await setInBatches(ctx.kv, ws.slice(0, -1)); // a large document's chunks, idempotent
-    budget.set(record.keyBytes, record.value.length);
-    writes.push(record);
+    const withRecord = new AtomicBudget().set(record.keyBytes, record.value.length);
+    if (entry && !budget.fitsSet(entry.keyBytes, entry.value.length, withRecord)) break;
+    await setInBatches(ctx.kv, ws.filter((w) => !guarded.includes(w))); // a large document's chunks
+    for (const w of guarded) {
+      budget.set(w.keyBytes, w.value.length);
+      writes.push(w);
+    }
     rows++;
   }
   return { rows, writes };

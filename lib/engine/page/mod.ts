@@ -15,7 +15,7 @@ export type { Held, PageContext } from "./page.ts";
 export type { ShardCheck, ShardEndCheck } from "./page_guard.ts";
 export { pageLimit, rowsPerPage } from "./page_listing.ts";
 export type { ListedPage } from "./page_listing.ts";
-export { againstListing, askWhileBehind, docsNotHereLine } from "./page_docs.ts";
+export { againstListing, docsNotHereLine, failedDoc } from "./page_docs.ts";
 export { againstStored } from "./against_stored.ts";
 export { DocMemory } from "./doc_memory.ts";
 export { CrawlSlots } from "./doc_slots.ts";

@@ -110,7 +110,6 @@ export async function processPage(
         limit: ctx.docLimit,
         slots: ctx.docSlots,
         currentEnd: () => guard.end(),
-        clock: ctx.clock,
         pageFailures: held.entry.value.failures ?? 0,
         progress: (nextKey, started) => beat.progress(nextKey, started),
         memory: ctx.docMemory,

@@ -3,7 +3,10 @@
  * a few `_bulk_get` requests, or one GET per id at a concurrency that adapts to the registry (it
  * grows while answers stay fast and shrinks when they slow down or fail).
  *
- * Every document gets an outcome; one bad document never stops the crawl. A document whose
+ * Every document gets an outcome; one bad document never stops the crawl. A document behind its
+ * row's revision on its host (an older one, or a 404 for a package just published) is stored
+ * **pending** with the item at its listed revision, and asked again later without holding the page
+ * (`crawl/pending_ask.ts`). A document whose
  * requests keep failing transiently fails the page, which is retried later; once the page failed
  * twice, such a document gets a second round of attempts and, failing again, is recorded as an
  * error (the registry is up; that document is bad). The page also fails when every document
@@ -14,7 +17,6 @@
  *
  * @module
  */
-import type { Clock } from "../../base/clock.ts";
 import { DOCUMENT_RETRY } from "../../base/retry_policy.ts";
 import { errorLine, FatalError, TransientError } from "../../base/errors.ts";
 import type { AdaptiveLimit } from "../../base/adaptive_limit.ts";
@@ -67,8 +69,6 @@ export interface DocFetch {
    * so that the page does not hold it. @default documents stay with the page
    */
   spill?: (id: string, doc: DocResult) => Promise<DocResult>;
-  /** What the pauses before a document behind its listing is asked again wait on (the page's). */
-  clock: Clock;
 }
 
 /**
@@ -96,7 +96,14 @@ function attemptBytes(r: Attempt | undefined): number {
  * A document request that kept failing transiently (its own error, or the page's). `behind`: the
  * answer was older than the listing (a document host behind the registry), which a pause mends.
  */
-export type Failed = { kind: "failed"; status: number; reason: string; behind?: true };
+export type Failed = {
+  kind: "failed";
+  status: number;
+  reason: string;
+  behind?: true;
+  /** A behind answer's `ETag` (what to ask with next time). */
+  etag?: string;
+};
 
 /** What became of one document request. */
 export type Attempt = DocResult | Failed;
@@ -152,10 +159,24 @@ async function outcomes(source: Source, rows: Row[], o: DocFetch): Promise<ItemI
         newer(r.docRev, rows[i].rev)
       ? r.docRev
       : rows[i].rev,
-    doc: r.kind === "failed"
-      ? { kind: "error", status: r.status, reason: `gave up: ${r.reason}` }
-      : r,
+    doc: r.kind === "failed" ? failedDoc(r) : r,
   }));
+}
+
+/**
+ * What an item holds for a document that was not had: one behind its listing is pending (asked
+ * again later: `pending_ask.ts`, with the ETag it was served with), any other an error for good.
+ */
+export function failedDoc(r: Failed): DocResult {
+  return r.behind
+    ? {
+      kind: "error",
+      status: r.status,
+      reason: r.reason,
+      later: true,
+      ...(r.etag !== undefined ? { etag: r.etag } : {}),
+    }
+    : { kind: "error", status: r.status, reason: `gave up: ${r.reason}` };
 }
 
 /** The generation of a CouchDB revision (`3-abc…` → 3), or null for anything else. */
@@ -182,7 +203,13 @@ export function againstListing<T extends Attempt>(
   r: T,
 ): T | Failed {
   if (r?.kind === "error" && r.later) {
-    return { kind: "failed", status: r.status, reason: r.reason, behind: true };
+    return {
+      kind: "failed",
+      status: r.status,
+      reason: r.reason,
+      behind: true,
+      ...(r.etag !== undefined ? { etag: r.etag } : {}),
+    };
   }
   const served = r?.kind === "doc" || r?.kind === "raw" || r?.kind === "stored" ? r.docRev : null;
   if (!served || served === row.rev) return r;
@@ -193,48 +220,30 @@ export function againstListing<T extends Attempt>(
     reason: `the document served is revision ${served.slice(0, 40)}, not the listed ` +
       row.rev.slice(0, 40),
     behind: true,
+    ...(r.kind !== "failed" && r.kind !== "tooLarge" && r.kind !== "error" && r.etag !== undefined
+      ? { etag: r.etag }
+      : {}),
   };
-}
-
-/**
- * `ask`ed again after each pause of `DOCUMENT_RETRY.behindFeedPausesMs` while its answer is behind
- * the listing (see {@linkcode againstListing}), so that a document host lagging the registry by
- * less than the pauses is never taken for a bad document; the last answer is returned as it is.
- */
-export async function askWhileBehind(
-  ask: () => Promise<Attempt>,
-  clock: Clock,
-): Promise<Attempt> {
-  let r = await ask();
-  for (const ms of DOCUMENT_RETRY.behindFeedPausesMs) {
-    if (r?.kind !== "failed" || !r.behind) break;
-    await clock.sleep(ms);
-    r = await ask();
-  }
-  return r;
 }
 
 /**
  * On the attempt that would record them, documents that failed transiently while others were
  * served get a second round of attempts (one GET each): on a registry dropping a fifth of its
  * answers, four failures in a row hit some document of a page by chance, eight practically never,
- * and the document recorded must be one that keeps failing, not an unlucky one. One behind its
- * listing is asked again after pauses ({@linkcode askWhileBehind}): the page listed again may hold
- * a row published a moment ago, whose first answer this is. Where every document failed, the
- * registry is down and the page fails instead.
+ * and the document recorded must be one that keeps failing, not an unlucky one. (One behind its
+ * listing is pending, not failed: it is asked again later, `pending_ask.ts`.) Where every document
+ * failed, the registry is down and the page fails instead.
  */
 async function secondRound(source: Source, rows: Row[], results: Attempt[], o: DocFetch) {
-  const again = results.flatMap((r, i) => r.kind === "failed" ? [i] : []);
+  const again = results.flatMap((r, i) => r.kind === "failed" && !r.behind ? [i] : []);
   if (again.length === 0 || again.length === results.length) return;
   await mapPool(again, async (i) => {
-    results[i] = await askWhileBehind(async () => {
-      try {
-        return await arrived(rows[i], await source.doc(rows[i].id), o);
-      } catch (err) {
-        if (!(err instanceof TransientError)) throw err;
-        return failedAttempt(err);
-      }
-    }, o.clock);
+    try {
+      results[i] = await arrived(rows[i], await source.doc(rows[i].id), o);
+    } catch (err) {
+      if (!(err instanceof TransientError)) throw err;
+      results[i] = failedAttempt(err);
+    }
   }, { concurrency: Math.max(1, o.limit.value) });
 }
 
@@ -266,7 +275,10 @@ const ALL_MISSING_ROWS = 50;
  * enough to call them bad (`record` false), or nearly all were refused.
  */
 function judge(results: Attempt[], rows: Row[], source: Source, record: boolean): void {
-  const failed = results.flatMap((r, i) => r.kind === "failed" ? [{ ...r, id: rows[i].id }] : []);
+  // A document behind its listing is pending (its host answered), not failed.
+  const failed = results.flatMap((r, i) =>
+    r.kind === "failed" && !r.behind ? [{ ...r, id: rows[i].id }] : []
+  );
   if (results.length > 0 && failed.length === results.length) {
     throw new TransientError(`every document of the page failed (${failed[0].reason})`);
   }
@@ -278,7 +290,8 @@ function judge(results: Attempt[], rows: Row[], source: Source, record: boolean)
   }
   // Listed ids whose documents are all missing: the crawl asks the wrong host (a registry whose
   // listing is on one host and documents on another), not a page of deleted documents.
-  const missing = results.filter((r) => r.kind === "error" && r.status === 404).length;
+  const missing =
+    results.filter((r) => (r.kind === "error" || r.kind === "failed") && r.status === 404).length;
   if (missing >= ALL_MISSING_ROWS && missing === results.length) {
     throw new FatalError(docsNotHereLine(source.docsUrl ?? source.description, {
       docsUrlGiven: Boolean(source.docsUrl),

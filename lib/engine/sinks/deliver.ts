@@ -1,6 +1,6 @@
 /**
  * Giving a sink what the ledger noted since its position: for each stream of a crawl (the feed's,
- * and each shard's pages), the notes after the sink's position there, each turned into batches of
+ * each shard's pages, and pending documents that landed later), the notes after the sink's position there, each turned into batches of
  * what the store holds now where the note says it changed, and the position moved on after each
  * note was applied (at least once: a sink killed between the two is given that note again, which
  * changes nothing). A sink whose position fell behind what a stream keeps (`MAX_NOTES`), or that
@@ -9,15 +9,17 @@
  *
  * @module
  */
-import { itemsBetween, storedRevision } from "../items/mod.ts";
+import { itemsBetween, pendingDocsState, storedRevision } from "../items/mod.ts";
 import {
   type CrawlRecord,
+  DOCS_STREAM,
   type DriftState,
   FEED_STREAM,
   keys,
   kvOp,
   listShards,
   type Note,
+  type PendingDocsState,
   type ShardRecord,
   shardStream,
 } from "../store/mod.ts";
@@ -191,8 +193,15 @@ export async function sinkLag(
   ctx: { kv: Deno.Kv },
   crawlId: string,
   o: {
-    /** The crawl's shards and feed as the caller read them (read here otherwise). */
-    read?: { shards: readonly ShardRecord[]; feed: DriftState | null };
+    /**
+     * The crawl's shards, feed and pending documents' state as the caller read them (read here
+     * otherwise).
+     */
+    read?: {
+      shards: readonly ShardRecord[];
+      feed: DriftState | null;
+      docs: PendingDocsState | null;
+    };
   } = {},
 ): Promise<SinkLag[]> {
   const { kv } = ctx;
@@ -205,7 +214,7 @@ export async function sinkLag(
   // A crawl no sink was ever given reads nothing more (status reads this at every refresh).
   if (at.size === 0) return [];
   const streams = o.read
-    ? headsOf(o.read.feed, o.read.shards)
+    ? headsOf(o.read.feed, o.read.shards, o.read.docs)
     : (await ledgerOf(kv, crawlId, null)).streams;
   return [...at].map(([sink, pos]) => ({
     sink,
@@ -213,11 +222,19 @@ export async function sinkLag(
   }));
 }
 
-/** A crawl's streams and the last note each holds, from its feed and shard records. */
-function headsOf(feed: DriftState | null, shards: readonly ShardRecord[]): Stream[] {
+/**
+ * A crawl's streams and the last note each holds, from its feed, shard and pending documents'
+ * records (the `docs` stream only once a document landed late).
+ */
+function headsOf(
+  feed: DriftState | null,
+  shards: readonly ShardRecord[],
+  docs: PendingDocsState | null,
+): Stream[] {
   return [
     { name: FEED_STREAM, head: feed?.notes ?? 0, at: 0 },
     ...shards.map((s) => ({ name: shardStream(s.id), head: s.notes ?? 0, at: 0 })),
+    ...(docs?.notes ? [{ name: DOCS_STREAM, head: docs.notes, at: 0 }] : []),
   ];
 }
 
@@ -226,12 +243,13 @@ function headsOf(feed: DriftState | null, shards: readonly ShardRecord[]): Strea
  * when null), and what its store is current at.
  */
 async function ledgerOf(kv: Deno.Kv, crawlId: string, sink: string | null): Promise<Ledger> {
-  const [feed, crawl, shards] = await Promise.all([
+  const [feed, crawl, shards, docs] = await Promise.all([
     kvOp(() => kv.get<DriftState>(keys.feed(crawlId))),
     kvOp(() => kv.get<CrawlRecord>(keys.crawl(crawlId))),
     listShards(kv, crawlId),
+    pendingDocsState(kv, crawlId),
   ]);
-  const heads = headsOf(feed.value, shards.map((e) => e.value));
+  const heads = headsOf(feed.value, shards.map((e) => e.value), docs.value);
   const at = new Map<string, number>();
   if (sink !== null) {
     for await (const e of kv.list<number>({ prefix: keys.sinksAt(crawlId, sink) })) {

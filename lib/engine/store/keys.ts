@@ -30,6 +30,11 @@
  *                                         one entry per id: an id's older entry is deleted)
  *     ["mdoc", crawlId, id]               MirrorEntry: an id's last change (sequence, revision)
  *     ["mlocal", crawlId, id]             a replicator's `_local` document written to the mirror
+ *     ["pdoc", crawlId, idKeyPart]        a pending document: its item's document is behind its
+ *                                         revision on the document host, asked again (bytes of
+ *                                         JSON: `pending_docs.ts`)
+ *     ["pdocs", crawlId]                  PendingDocsState: what asking them again did, and the
+ *                                         `docs` stream's notes (documents that landed)
  *
  * @module
  */
@@ -88,6 +93,9 @@ export const keys = {
   mirrorDocs: (crawlId: string): Deno.KvKey => ["mdoc", crawlId],
   mirrorLocal: (crawlId: string, id: string): Deno.KvKey => ["mlocal", crawlId, id],
   mirrorLocals: (crawlId: string): Deno.KvKey => ["mlocal", crawlId],
+  pendingDoc: (crawlId: string, part: Deno.KvKeyPart): Deno.KvKey => ["pdoc", crawlId, part],
+  pendingDocs: (crawlId: string): Deno.KvKey => ["pdoc", crawlId],
+  pendingDocsState: (crawlId: string): Deno.KvKey => ["pdocs", crawlId],
   beat: (processId: string): Deno.KvKey => ["beat", processId],
   beats: (): Deno.KvKey => ["beat"],
 };

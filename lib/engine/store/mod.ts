@@ -24,6 +24,7 @@ export type {
   FollowState,
   FollowVerify,
   InFlight,
+  PendingDocsState,
   PlanningState,
   RowSweep,
   ShardRecord,
@@ -97,6 +98,7 @@ export type { Liveness } from "./leases.ts";
 export { ShardNotices } from "./shard_notices.ts";
 export {
   addNote,
+  DOCS_STREAM,
   FEED_STREAM,
   idsNote,
   MAX_NOTE_ID_UNITS,

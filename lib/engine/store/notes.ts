@@ -7,8 +7,9 @@
  * reads what the store holds there when it is told, so a note delivered twice, or late, changes
  * nothing (idempotent by id and revision).
  *
- * Streams: `s<shardId>` (its pages, numbered by `ShardRecord.notes`) and `feed` (the feed's
- * batches, repairs and windows, numbered by `DriftState.notes`). Each stream keeps its last
+ * Streams: `s<shardId>` (its pages, numbered by `ShardRecord.notes`), `feed` (the feed's
+ * batches, repairs and windows, numbered by `DriftState.notes`) and `docs` (pending documents that
+ * landed later, numbered by `PendingDocsState.notes`). Each stream keeps its last
  * {@linkcode MAX_NOTES} notes: the op that writes note n deletes note n − MAX_NOTES; a sink further
  * behind is given the whole crawl again, range by range.
  *
@@ -38,6 +39,9 @@ export function shardStream(shardId: number): string {
 
 /** The stream the feed's batches and repairs note into. */
 export const FEED_STREAM = "feed";
+
+/** The stream pending documents that landed note into (`PendingDocsState.notes` numbers it). */
+export const DOCS_STREAM = "docs";
 
 /**
  * The note for a batch of ids: the ids themselves, or, when they would not fit one value, the key

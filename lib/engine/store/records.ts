@@ -149,6 +149,27 @@ export interface DriftState {
 }
 
 /**
+ * What asking a crawl's pending documents again did (`["pdocs", crawlId]`, written by each pass of
+ * `pending_ask.ts`, guarded: it also numbers the `docs` stream's notes).
+ */
+export interface PendingDocsState {
+  /** Notes written to the `docs` stream (one per document that landed or was recorded). */
+  notes: number;
+  /** Documents pending after the last pass. */
+  pending: number;
+  /** Asks made again, in all. */
+  asked: number;
+  /** Of those, answered 304 (no body: the host still served what it served before). */
+  notModified: number;
+  /** Documents that landed at their item's revision (or a later one). */
+  landed: number;
+  /** Documents still behind after the window, recorded as their item's error. */
+  expired: number;
+  /** When the last pass ended, epoch ms. */
+  atMs: number;
+}
+
+/**
  * How far behind the registry a crawl that follows its changes is (`["follow", crawlId]`), as its
  * last follow tick saw it: written by whoever ticks (one record, last writer wins).
  */

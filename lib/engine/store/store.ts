@@ -325,6 +325,7 @@ export async function deleteCrawlData(
     keys.mirrorSeqs(id),
     keys.mirrorDocs(id),
     keys.mirrorLocals(id),
+    keys.pendingDocs(id),
   ];
   for (const prefix of prefixes) {
     for (;;) {
@@ -346,6 +347,7 @@ export async function deleteCrawlData(
     keys.finish(id),
     keys.follow(id),
     keys.mirrorHead(id),
+    keys.pendingDocsState(id),
   ];
   const own = (await kvOp(() => kv.getMany(owned)))
     .filter((e) => e.versionstamp !== null).map((e) => e.key);

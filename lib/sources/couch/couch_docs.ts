@@ -87,8 +87,17 @@ export class CouchDocs {
         maxBytes: this.#o.maxDocBytes,
         maxAttempts: this.#o.attempts,
         timeoutMs: this.#o.timeoutMs,
+        ifNoneMatch: options.ifNoneMatch,
       }, async (a) => {
         if (a.status >= 400) return docError(a);
+        if (a.status === 304) {
+          return {
+            kind: "error",
+            status: 304,
+            reason: "not modified: the document host still serves what it served before",
+            later: true,
+          };
+        }
         let doc: DocResult;
         try {
           doc = docFromBody(a.body, a.headers.get("content-type"), expectedId, {
@@ -102,7 +111,11 @@ export class CouchDocs {
           throw err;
         }
         // Stored while this answer still holds its large-answer permit.
-        return doc.kind === "raw" && options.keep ? await options.keep(expectedId, doc) : doc;
+        const kept = doc.kind === "raw" && options.keep ? await options.keep(expectedId, doc) : doc;
+        const etag = a.headers.get("etag");
+        return etag !== null && kept.kind !== "error" && kept.kind !== "tooLarge"
+          ? { ...kept, etag }
+          : kept;
       });
     } catch (err) {
       if (err instanceof TooLargeError) return { kind: "tooLarge", bytes: err.bytes };

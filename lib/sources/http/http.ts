@@ -107,6 +107,8 @@ export interface HttpRequest {
    * again like a 5xx instead of failing as a {@linkcode TooLargeError}. @default false
    */
   oversizeIsTransient?: boolean;
+  /** `If-None-Match`: an `ETag` seen before (a 304 then comes back as it is). @default none */
+  ifNoneMatch?: string;
 }
 
 /** An answer: its status, headers and body (bytes, at most `maxBytes`). */
@@ -276,6 +278,7 @@ export class HttpClient {
           headers: headersFor(url, this.#o.headers, {
             body: req.body !== undefined,
             firstOrigin: new URL(req.url).origin,
+            ifNoneMatch: req.ifNoneMatch,
           }),
         });
       } catch (err) {

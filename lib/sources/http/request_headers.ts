@@ -78,7 +78,7 @@ export function parseHeader(raw: string): RequestHeader {
 export function headersFor(
   url: URL,
   user: readonly RequestHeader[],
-  o: { body: boolean; firstOrigin: string },
+  o: { body: boolean; firstOrigin: string; ifNoneMatch?: string },
 ): Headers {
   // Bodies come as sent (`identity`): a compressed one is inflated here, within the answer's cap
   // (`body_read.ts`), where fetch would inflate it whole ahead of any reader (a gzip bomb).
@@ -88,6 +88,7 @@ export function headersFor(
     "user-agent": USER_AGENT,
   });
   if (o.body) h.set("content-type", "application/json");
+  if (o.ifNoneMatch !== undefined) h.set("if-none-match", o.ifNoneMatch);
   for (const u of user) {
     if (u.host !== null && u.host !== url.host) continue;
     if (u.host === null && url.origin !== o.firstOrigin) continue;

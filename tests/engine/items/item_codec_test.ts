@@ -28,6 +28,18 @@ Deno.test("item codec: records round-trip with only the fields they have", () =>
     docBytes: 9e9,
   });
   assert.throws(() => decodeItem(encodeItem(full).subarray(0, 8)), RangeError);
+  // A pending document: its host's answer as the error, and the mark that it is asked again.
+  const pending = {
+    rev: "2-b",
+    error: { status: 304, reason: "not modified" },
+    pending: true as const,
+  };
+  assert.deepEqual(decodeItem(encodeItem(pending)), pending);
+  assert.equal(
+    decodeItem(encodeItem({ rev: "2-b", pending: true })).pending,
+    undefined,
+    "only with its error",
+  );
 });
 
 Deno.test("item codec: key parts are the id when UTF-8 holds it exactly, bytes otherwise", async () => {

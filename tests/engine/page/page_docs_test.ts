@@ -1,13 +1,11 @@
 /**
- * A page's documents: a document host behind the registry is waited out before a document is
- * recorded, and what the page charged to the process's budget of bytes always goes back.
+ * A page's documents: a document behind its listing on a document host lagging the registry is
+ * pending (never an error, never a pause of the page), and what the page charged to the process's
+ * budget of bytes always goes back.
  */
-import { SYSTEM_CLOCK } from "../../../lib/base/clock.ts";
-import { JumpingClock } from "../../fake_clock.ts";
 import assert from "node:assert/strict";
 import { FatalError, TransientError } from "../../../lib/base/errors.ts";
 import { AdaptiveLimit } from "../../../lib/base/adaptive_limit.ts";
-import { DOCUMENT_RETRY } from "../../../lib/base/retry_policy.ts";
 import type { DocResult } from "../../../lib/plan/source.ts";
 import { DocMemory } from "../../../lib/engine/page/doc_memory.ts";
 import { type DocFetch, fetchDocs } from "../../../lib/engine/page/page_docs.ts";
@@ -24,7 +22,7 @@ const LAGGING: DocResult = {
 
 /**
  * A source over a, b, c, d whose documents answer as `answer` says (else as they are), its rows,
- * and `fetch`: the page's documents by one GET each, with the pauses it made recorded (none real).
+ * and `fetch`: the page's documents by one GET each.
  */
 async function answering(answer: (id: string, n: number) => Promise<DocResult> | null) {
   const inner = new MemorySource(dataOf(["a", "b", "c", "d"]));
@@ -37,63 +35,62 @@ async function answering(answer: (id: string, n: number) => Promise<DocResult> |
     },
   });
   const rows = (await inner.list({ start: null, limit: 10 })).rows;
-  const clock = new JumpingClock();
-  const pauses = clock.slept;
   const fetch = (o: Partial<DocFetch> = {}) =>
     fetchDocs(source, rows, {
       mode: "get",
       limit: new AdaptiveLimit(4),
       currentEnd: () => null,
-      clock,
       ...o,
     });
-  return { inner, calls, pauses, fetch };
+  return { inner, calls, rows, fetch };
 }
 
-Deno.test("page docs: a lagging document host's 404 fails the page, never its item at once", async () => {
-  const { calls, pauses, fetch } = await answering((id) =>
+Deno.test("page docs: a lagging document host's 404 makes its item pending at once: no failed page, no pause", async () => {
+  const { calls, rows, fetch } = await answering((id) =>
     id === "b" ? Promise.resolve(LAGGING) : null
   );
-  await assert.rejects(fetch({ pageFailures: 0 }), /kept failing.*"b".*may lag the registry/);
-  await assert.rejects(
-    fetch({ pageFailures: 1 }),
-    TransientError,
-    "nor on the page's second attempt",
-  );
-  assert.deepEqual(pauses, [], "a failing page is retried later: no pause of its own");
-  calls.clear();
-  // On the attempt that records: its second round asks again after each pause, then records.
-  const items = await fetch({ pageFailures: 2 });
-  assert.deepEqual(pauses, DOCUMENT_RETRY.behindFeedPausesMs);
-  assert.equal(calls.get("b"), 2 + DOCUMENT_RETRY.behindFeedPausesMs.length);
-  assert.deepEqual(items[1].doc, {
-    kind: "error",
-    status: 404,
-    reason: "gave up: not found on the document host (it may lag the registry)",
-  });
+  const items = await fetch({ pageFailures: 0 });
+  assert.deepEqual(items[1].doc, LAGGING);
+  assert.equal(items[1].rev, rows[1].rev);
+  assert.equal(calls.get("b"), 1, "asked again later, by the pending documents' asker");
   assert.deepEqual(items.map((it) => it.doc?.kind), ["doc", "error", "doc", "doc"]);
 });
 
-Deno.test("page docs: a row published a moment ago on the page's recording attempt is waited for", async () => {
-  // "c" is new on the relisted page: its first two answers are the lagging host's, then it is there.
-  const { calls, pauses, fetch } = await answering((id, n) =>
-    id === "c" && n <= 2 ? Promise.resolve(LAGGING) : null
+Deno.test("page docs: a document served at an older revision is pending at the listed one, with the ETag it came with", async () => {
+  const { rows, fetch } = await answering((id) =>
+    id === "c"
+      ? Promise.resolve({ kind: "doc", json: '{"_id":"c"}', docRev: "0-old", etag: '"e1"' })
+      : null
   );
-  const items = await fetch({ pageFailures: 2 });
-  assert.deepEqual(items.map((it) => it.doc?.kind), ["doc", "doc", "doc", "doc"]);
-  assert.equal(items[2].doc?.kind === "doc" && JSON.parse(items[2].doc.json)._id, "c");
-  assert.equal(calls.get("c"), 3);
-  assert.deepEqual(pauses, [DOCUMENT_RETRY.behindFeedPausesMs[0]]);
+  const items = await fetch({ pageFailures: 0 });
+  assert.equal(items[2].rev, rows[2].rev);
+  assert.deepEqual(items[2].doc, {
+    kind: "error",
+    status: 0,
+    reason: `the document served is revision 0-old, not the listed ${rows[2].rev}`,
+    later: true,
+    etag: '"e1"',
+  });
+});
+
+Deno.test("page docs: a page whose every document is behind is not a failed page (the host answered)", async () => {
+  const { fetch } = await answering(() => Promise.resolve(LAGGING));
+  const items = await fetch({ pageFailures: 0 });
+  assert.deepEqual(items.map((it) => it.doc?.kind === "error" && it.doc.later), [
+    true,
+    true,
+    true,
+    true,
+  ]);
 });
 
 Deno.test("page docs: a document that kept failing for the network is not paused for", async () => {
-  const { calls, pauses, fetch } = await answering((id) =>
+  const { calls, fetch } = await answering((id) =>
     id === "d" ? Promise.reject(new TransientError("HTTP 503", { status: 503 })) : null
   );
   const items = await fetch({ pageFailures: 2 });
   assert.equal(items[3].doc?.kind, "error");
   assert.equal(calls.get("d"), 2, "its first round and its second");
-  assert.deepEqual(pauses, []);
 });
 
 Deno.test("page docs: every byte a failing page charged goes back to the budget", async () => {
@@ -149,7 +146,6 @@ Deno.test("page docs: a page of 50 or more whose every document answers 404 fail
     });
     const rows = (await inner.list({ start: null, limit: 100 })).rows;
     return fetchDocs(source, rows, {
-      clock: SYSTEM_CLOCK,
       mode: "get",
       limit: new AdaptiveLimit(8),
       currentEnd: () => null,

@@ -241,7 +241,6 @@ Deno.test("page: a document is recorded as failing only when it fails again in a
   const rows = (await inner.list({ start: null, limit: 10 })).rows;
   const fetch = (pageFailures: number) =>
     fetchDocs(source, rows, {
-      clock: SYSTEM_CLOCK,
       mode: "get",
       limit: new AdaptiveLimit(4),
       currentEnd: () => null,

@@ -1,0 +1,181 @@
+/**
+ * Pending documents asked again: a document its host served behind its item's revision (npm's CDN
+ * serves the previous packument, or a 404 for a package just published, for a while after
+ * `_changes` names it) was stored pending (`items/pending_docs.ts`). Each pass takes those due,
+ * asks each again — with `If-None-Match` and the ETag it was served with, so that a host still
+ * serving the same thing answers 304 with no body — and commits what came back: the document at
+ * the item's revision (or a later one) lands; still behind, it is asked again after a longer pause
+ * (1 s doubling to 60 s); still behind after `PENDING_DOCS.windowMs` (10 min, past a CDN's
+ * `max-age` of 5 min) it is recorded as the item's error with its reason. Nothing here holds a
+ * page, a shard or the feed; a pass is bounded (`passLimit` documents, `concurrency` at once).
+ *
+ * @module
+ */
+import type { Clock } from "../../base/clock.ts";
+import { errorLine, TransientError } from "../../base/errors.ts";
+import { mapPool } from "../../base/pool.ts";
+import { PENDING_DOCS } from "../../base/retry_policy.ts";
+import type { DocResult, Source } from "../../plan/source.ts";
+import {
+  type DuePending,
+  duePendingDocs,
+  notePendingCount,
+  pendingDocsState,
+  type PendingOutcome,
+  pendingPauseMs,
+  settlePending,
+  stillPending,
+} from "../items/mod.ts";
+import { againstListing, againstStored } from "../page/mod.ts";
+import type { CrawlRecord, PendingDocsState } from "../store/mod.ts";
+
+/** What a crawl's pending documents need: its store, its source, and the time. */
+export interface PendingAskContext {
+  /** The store. */
+  kv: Deno.Kv;
+  /** The crawl's source (its document host). */
+  source: Source;
+  /** What "due" and the window are read from (the environment's). */
+  clock: Clock;
+  /** Documents above this many bytes are recorded as too large (the environment's). */
+  maxDocBytes: number;
+}
+
+/** What one pass did. */
+export interface PendingPass {
+  /** Documents pending after the pass. */
+  pending: number;
+  /** Asked again in this pass. */
+  asked: number;
+  /** Of those, answered 304. */
+  notModified: number;
+  /** Landed at their item's revision in this pass. */
+  landed: number;
+  /** Recorded as their item's error in this pass (still behind after the window). */
+  expired: number;
+  /** When the next pending document is due, epoch ms (null: none pending). */
+  nextMs: number | null;
+  /** The state after the pass (totals since the crawl began). */
+  state: PendingDocsState | null;
+}
+
+/**
+ * One pass over crawl `crawl`'s pending documents (see the module comment). Answers that lost a
+ * race (the item rewritten meanwhile, another asker) are left for the next pass; a host that fails
+ * outright (a transient error) leaves the document pending, asked again later.
+ */
+export async function askPendingDocs(
+  ctx: PendingAskContext,
+  crawl: CrawlRecord,
+  options: { windowMs?: number; limit?: number; concurrency?: number } = {},
+): Promise<PendingPass> {
+  const { kv, clock } = ctx;
+  const windowMs = options.windowMs ?? PENDING_DOCS.windowMs;
+  const found = await duePendingDocs(kv, crawl.id, {
+    nowMs: clock.now(),
+    limit: options.limit ?? PENDING_DOCS.passLimit,
+  });
+  const pass: PendingPass = {
+    pending: found.pending,
+    asked: 0,
+    notModified: 0,
+    landed: 0,
+    expired: 0,
+    nextMs: found.nextMs,
+    state: null,
+  };
+  let state = await pendingDocsState(kv, crawl.id);
+  const answers = await mapPool(found.due, async (due) => {
+    if (!stillPending(due)) {
+      return { due, outcome: { kind: "drop" } as PendingOutcome, asked: false };
+    }
+    if (clock.now() - due.doc.sinceMs >= windowMs) {
+      return { due, outcome: expiry(due, windowMs), asked: false, expired: true };
+    }
+    return { due, outcome: await askAgain(ctx, crawl, due), asked: true };
+  }, { concurrency: options.concurrency ?? PENDING_DOCS.concurrency });
+  // Committed one by one: each op also moves the state record, which numbers the notes.
+  for (const settled of answers) {
+    const nowMs = clock.now();
+    const next = await settlePending(kv, crawl.id, settled, {
+      state,
+      nowMs,
+      maxDocBytes: ctx.maxDocBytes,
+    });
+    if (next === null) {
+      state = await pendingDocsState(kv, crawl.id); // another writer: this one waits a pass
+      pass.nextMs = nowMs;
+      continue;
+    }
+    state = next;
+    const o = settled.outcome;
+    if (settled.asked) pass.asked++;
+    if (o.kind === "again") {
+      if (o.notModified) pass.notModified++;
+      const due = nowMs + pendingPauseMs(settled.due.doc.tries + 1);
+      pass.nextMs = Math.min(pass.nextMs ?? Infinity, due);
+    } else {
+      pass.pending--;
+      if (settled.expired) pass.expired++;
+      else if (o.kind === "land") pass.landed++;
+    }
+  }
+  if (state.value === null || state.value.pending !== pass.pending) {
+    const noted = await notePendingCount(kv, crawl.id, {
+      state,
+      pending: pass.pending,
+      nowMs: clock.now(),
+    });
+    state = noted ?? state;
+  }
+  pass.state = state.value;
+  if (pass.pending === 0) pass.nextMs = null;
+  return pass;
+}
+
+/** The item's error once the window passed: why, and since when. */
+function expiry(due: DuePending, windowMs: number): PendingOutcome {
+  const was = due.item.record?.error;
+  const doc: DocResult = {
+    kind: "error",
+    status: was?.status ?? 0,
+    reason: `still behind its revision ${due.doc.rev.slice(0, 40)} after ` +
+      `${Math.round(windowMs / 1000)} s and ${due.doc.tries} asks: ${was?.reason ?? "no answer"}`,
+  };
+  return { kind: "land", doc, rev: due.doc.rev };
+}
+
+/** Asks the host again, conditionally, and says what becomes of the document. */
+async function askAgain(
+  ctx: PendingAskContext,
+  crawl: CrawlRecord,
+  due: DuePending,
+): Promise<PendingOutcome> {
+  const row = { id: due.doc.id, rev: due.doc.rev };
+  let served: DocResult;
+  try {
+    served = await ctx.source.doc(due.doc.id, { ifNoneMatch: due.doc.etag });
+  } catch (err) {
+    if (!(err instanceof TransientError)) throw err;
+    return { kind: "again", notModified: false }; // the host failed: asked again later
+  }
+  const notModified = served.kind === "error" && served.status === 304;
+  const held = againstListing(row, served);
+  // Without a revision in the document (abbreviated), by `modified` against what the item was
+  // held against when it became pending (its reason keeps it).
+  const checked = crawl.abbreviated
+    ? againstStored(row, held, { rev: due.doc.rev, error: due.item.record?.error })
+    : held;
+  if (checked.kind === "failed") {
+    return { kind: "again", notModified, etag: notModified ? due.doc.etag : checked.etag };
+  }
+  const rev = (checked.kind === "doc" || checked.kind === "raw") && checked.docRev
+    ? checked.docRev
+    : due.doc.rev;
+  return { kind: "land", doc: checked, rev };
+}
+
+/** The message of an error, for a pass that failed as a whole (the caller's log). */
+export function pendingPassLine(crawlId: string, err: unknown): string {
+  return `pending documents of crawl ${crawlId}: ${errorLine(err)}; asked again later`;
+}

@@ -1,0 +1,192 @@
+/**
+ * The store's pending documents: items whose document was behind their revision on the document
+ * host (an older revision, a 304 to the ETag of one, or a 404 for a package just published), kept
+ * at their listed revision with the document marked pending (`_item_codec.ts`), and indexed under
+ * `["pdoc", crawlId, idKeyPart]` with when to ask again. The entry is written in the same op as the
+ * item's record (`prepareWrites`), so an item is never pending without one. Only the asker
+ * (`crawl/pending_ask.ts`) deletes entries: when the document lands, when it is recorded as the
+ * item's error, or when the item no longer waits for it (rewritten or deleted since) — writers of
+ * items never need to.
+ *
+ * @module
+ */
+import type { DocResult } from "../../plan/source.ts";
+import { decodeItem, type ItemRecord } from "./_item_codec.ts";
+import {
+  type ItemInput,
+  type PendingDoc,
+  pendingPauseMs,
+  prepareWrites,
+  setInBatches,
+} from "./item_store.ts";
+import {
+  addNote,
+  commitPlan,
+  DOCS_STREAM,
+  keys,
+  kvOp,
+  OpPlan,
+  parseKey,
+  partOfKey,
+  type PendingDocsState,
+} from "../store/mod.ts";
+
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+
+/** A pending document due now, with the entries an answer to it is committed against. */
+export interface DuePending {
+  /** Its entry, as read. */
+  doc: PendingDoc;
+  /** The entry's KV entry (checked when it is settled). */
+  entry: Deno.KvEntry<Uint8Array>;
+  /** The item's record as read (null: none any more), with its versionstamp. */
+  item: { record: ItemRecord | null; versionstamp: string | null };
+}
+
+/**
+ * The crawl's pending documents: how many there are, and up to `limit` of those due at `nowMs`
+ * (earliest first), each with its item's record as it is now.
+ */
+export async function duePendingDocs(
+  kv: Deno.Kv,
+  crawlId: string,
+  options: { nowMs: number; limit: number },
+): Promise<{ pending: number; due: DuePending[]; nextMs: number | null }> {
+  let pending = 0;
+  let nextMs: number | null = null;
+  const due: { doc: PendingDoc; entry: Deno.KvEntry<Uint8Array> }[] = [];
+  for await (
+    const e of kv.list<Uint8Array>({ prefix: keys.pendingDocs(crawlId) }, { batchSize: 500 })
+  ) {
+    pending++;
+    const doc = JSON.parse(dec.decode(e.value)) as PendingDoc;
+    if (doc.nextMs <= options.nowMs) due.push({ doc, entry: e });
+    else nextMs = Math.min(nextMs ?? Infinity, doc.nextMs);
+  }
+  due.sort((a, b) => a.doc.nextMs - b.doc.nextMs);
+  const taken = due.slice(0, options.limit);
+  if (taken.length < due.length) nextMs = options.nowMs;
+  const out: DuePending[] = [];
+  for (let i = 0; i < taken.length; i += 10) {
+    const group = taken.slice(i, i + 10);
+    const items = await kvOp(() =>
+      kv.getMany<Uint8Array[]>(group.map((g) => keys.item(crawlId, partOfKey(g.entry.key))))
+    );
+    group.forEach((g, j) => {
+      const e = items[j];
+      out.push({
+        ...g,
+        item: {
+          record: e.value === null ? null : decodeItem(e.value),
+          versionstamp: e.versionstamp,
+        },
+      });
+    });
+  }
+  return { pending, due: out, nextMs };
+}
+
+/** True while the item still waits for the entry's document (same revision, still pending). */
+export function stillPending(d: DuePending): boolean {
+  const r = d.item.record;
+  return r !== null && r.pending === true && r.rev === d.doc.rev;
+}
+
+/** What becomes of a due pending document after it was asked (or not). */
+export type PendingOutcome =
+  /** The document (or the host's own error for it) is the item's now: the entry goes. */
+  | { kind: "land"; doc: DocResult; rev: string }
+  /** Still behind: asked again later (`etag`: the one to ask with). */
+  | { kind: "again"; etag?: string; notModified: boolean }
+  /** The item no longer waits for it: the entry goes, nothing else changes. */
+  | { kind: "drop" };
+
+/** The state record as it is, or empty. */
+export async function pendingDocsState(
+  kv: Deno.Kv,
+  crawlId: string,
+): Promise<Deno.KvEntryMaybe<PendingDocsState>> {
+  return await kvOp(() => kv.get<PendingDocsState>(keys.pendingDocsState(crawlId)));
+}
+
+/** A state with nothing done yet. */
+export function emptyPendingDocsState(): PendingDocsState {
+  return { notes: 0, pending: 0, asked: 0, notModified: 0, landed: 0, expired: 0, atMs: 0 };
+}
+
+/**
+ * Commits one settled pending document in one op guarded by its entry, its item's record and the
+ * state record (`state`, whose successor is returned; null when another writer came first: the
+ * document is asked again at the next pass). A landing writes the item at `rev` with its document
+ * (a large one's chunks first, idempotent) and a note on the `docs` stream, so that sinks and the
+ * mirror see it.
+ */
+export async function settlePending(
+  kv: Deno.Kv,
+  crawlId: string,
+  settled: { due: DuePending; outcome: PendingOutcome; asked: boolean; expired?: boolean },
+  o: { state: Deno.KvEntryMaybe<PendingDocsState>; nowMs: number; maxDocBytes?: number },
+): Promise<Deno.KvEntry<PendingDocsState> | null> {
+  const { due, outcome } = settled;
+  const cur = o.state.value ?? emptyPendingDocsState();
+  const next: PendingDocsState = { ...cur };
+  const plan = new OpPlan().check(due.entry);
+  plan.check(o.state);
+  if (outcome.kind === "again") {
+    const tries = due.doc.tries + 1;
+    const doc: PendingDoc = {
+      ...due.doc,
+      tries,
+      nextMs: o.nowMs + pendingPauseMs(tries),
+      ...(outcome.etag !== undefined ? { etag: outcome.etag } : {}),
+    };
+    plan.set(due.entry.key, enc.encode(JSON.stringify(doc)));
+    if (outcome.notModified) next.notModified++;
+  } else {
+    plan.delete(due.entry.key);
+    if (outcome.kind === "land") {
+      const key = keys.item(crawlId, partOfKey(due.entry.key));
+      plan.check({ key, versionstamp: due.item.versionstamp });
+      const item: ItemInput = { id: due.doc.id, rev: outcome.rev, doc: outcome.doc };
+      const writes = await prepareWrites(crawlId, [item], {
+        maxDocBytes: o.maxDocBytes,
+        nowMs: o.nowMs,
+      });
+      const record = writes.find((w) => parseKey(w.key)?.kind === "item")!;
+      await setInBatches(kv, writes.filter((w) => w !== record && !w.pending)); // chunks
+      plan.set(record.key, record.value);
+      next.notes++;
+      addNote(plan, crawlId, {
+        stream: DOCS_STREAM,
+        n: next.notes,
+        note: { kind: "ids", ids: [due.doc.id] },
+      });
+      if (settled.expired) next.expired++;
+      else next.landed++;
+    }
+  }
+  if (settled.asked) next.asked++;
+  next.atMs = o.nowMs;
+  plan.set(keys.pendingDocsState(crawlId), next);
+  const res = await commitPlan(kv, plan);
+  return res.ok
+    ? { key: keys.pendingDocsState(crawlId), value: next, versionstamp: res.versionstamp }
+    : null;
+}
+
+/** Writes the pass's count of pending documents into the state (guarded; null: another writer). */
+export async function notePendingCount(
+  kv: Deno.Kv,
+  crawlId: string,
+  o: { state: Deno.KvEntryMaybe<PendingDocsState>; pending: number; nowMs: number },
+): Promise<Deno.KvEntry<PendingDocsState> | null> {
+  const next = { ...(o.state.value ?? emptyPendingDocsState()), pending: o.pending, atMs: o.nowMs };
+  const res = await commitPlan(
+    kv,
+    new OpPlan().check(o.state).set(keys.pendingDocsState(crawlId), next),
+  );
+  return res.ok
+    ? { key: keys.pendingDocsState(crawlId), value: next, versionstamp: res.versionstamp }
+    : null;
+}
