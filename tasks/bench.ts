@@ -15,11 +15,13 @@ import { benchFollow } from "../lib/bench/follow_bench.ts";
 import { benchWorkers } from "../lib/bench/workers_bench.ts";
 import { benchSinks } from "../lib/bench/sinks_bench.ts";
 import { benchMirror } from "../lib/bench/mirror_bench.ts";
+import { benchNoRank } from "../lib/bench/no_rank_bench.ts";
 
 const PARTS = [
   "plan",
   "keys",
   "replica",
+  "no-rank",
   "docs",
   "heavy",
   "rebalance",
@@ -79,6 +81,9 @@ runMain(async () => {
   }
   if (all || part === "replica") {
     await benchReplica({ size: quick ? 100_000 : 300_000, runs, log });
+  }
+  if (all || part === "no-rank") {
+    await benchNoRank({ size: quick ? 200_000 : 1_000_000, runs, log });
   }
   if (all || part === "docs") {
     // A small registry, where fixed costs weigh most, then a larger one and the by-GET table.

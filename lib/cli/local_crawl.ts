@@ -149,6 +149,8 @@ const PLAN_METHOD_WORDS: Record<string, string> = {
   rank: "each cut where the registry ranks a key",
   skip: "each cut found by skipping rows: the registry gives no rank",
   listing: "cuts found by listing every row first: the registry gives no rank",
+  prior: "the registry gives no rank: cut where npm's names fall in equal shares, no row listed " +
+    "first; each shard's count an estimate, the total checked at the end",
 };
 
 /** One log line per work event worth telling a person about. */
@@ -230,7 +232,8 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
         clock: runtime.deps.clock,
         onPlanned: (p) =>
           log(
-            `planned ${n(p.total)} items into ${p.shards.length} shards of equal count with ` +
+            `planned ${n(p.total)} items into ${p.shards.length} shards` +
+              `${p.method === "prior" ? "" : " of equal count"} with ` +
               `${p.requests} listing requests (${PLAN_METHOD_WORDS[p.method] ?? p.method})`,
           ),
       },

@@ -205,11 +205,12 @@ export class Progress {
     const eta = this.#smoothEta(t, rate > 0 ? Math.max(left / rate, r.etaSeconds ?? 0) : null);
     // An ETA only while there is something left to wait for: never on a finished line.
     const ending = r.status === "running" || r.status === "planning" ? ` ETA ${duration(eta)}` : "";
+    const pending = r.pendingDocs?.pending ? `, ${n(r.pendingDocs.pending)} documents pending` : "";
     const head = r.status === "done" && r.follow && this.#o.following
-      ? `${r.id} ${followLine(r.follow, t)}`
+      ? `${r.id} ${followLine(r.follow, t)}${pending}`
       : `${r.id} ${r.status}: ${itemsPart(r)} ${n(rate)} items/s${ending} ${shardsPart(r)}` +
         (r.deadLetters ? `, ${r.deadLetters} shards given up on (dead letters)` : "") +
-        (r.pendingDocs?.pending ? `, ${n(r.pendingDocs.pending)} documents pending` : "") +
+        pending +
         (sinksLine(r, { behindOnly: true }) ? `, ${sinksLine(r, { behindOnly: true })}` : "");
     const pace = this.#o.pace ? paceLine(this.#o.pace(), t) : null;
     if (!this.#o.tty) {

@@ -52,6 +52,32 @@ export interface RankSearchOptions {
    * or not, once the offsets are known to be ranks. @default none
    */
   onFound?: (rank: number, key: string) => void;
+  /**
+   * What to do when the offsets are not ranks and `skip` is not honoured: `list` every row once
+   * (exact keys, a whole pass first), or `throw` an {@linkcode UnrankedError} so that the caller
+   * cuts another way (the planner's prior). @default "list"
+   */
+  unranked?: "list" | "throw";
+}
+
+/**
+ * The source gives no rank (its offsets are not ranks) and refuses `skip`: the keys at ranks
+ * could only be had by listing every row (see {@linkcode RankSearchOptions.unranked}).
+ */
+export class UnrankedError extends FatalError {
+  /** Error name. */
+  override name = "UnrankedError";
+  /** Keys in the source (its `total_rows`). */
+  readonly total: number;
+  /** Listing requests made before it was known. */
+  readonly requests: number;
+
+  /** The error for a source of `total` keys, after `requests` listing requests. */
+  constructor(total: number, requests: number) {
+    super("the registry gives no rank (its offsets are not ranks) and refuses skip");
+    this.total = total;
+    this.requests = requests;
+  }
 }
 
 /** Keys found at ranks, and what it took. */
@@ -145,7 +171,9 @@ export async function keysAtRanks(
     stop = true;
     await searching.catch(() => {});
     // The offset is not a rank: a binary search would find wrong keys.
-    const byRank = source.capabilities.skip || await skipWorks(source, first)
+    const skips = source.capabilities.skip || await skipWorks(source, first);
+    if (!skips && options.unranked === "throw") throw new UnrankedError(total, source.requests);
+    const byRank = skips
       ? { keys: await planBySkip(source, todo, maxPage, options.concurrency ?? 8), how: "skip" }
       : { keys: await planByListing(source, todo, maxPage), how: "listing" };
     todo.forEach((r, i) => found.set(r, byRank.keys[i]));

@@ -16,7 +16,8 @@
  */
 import { FatalError, InputError, PermanentError } from "../base/errors.ts";
 import { isLongKey, MAX_CUT_UNITS, separator } from "./keys.ts";
-import { keysAtRanks } from "./locate.ts";
+import { keysAtRanks, UnrankedError } from "./locate.ts";
+import { priorCuts } from "./npm_prior.ts";
 import type { Listing } from "./source.ts";
 import { allSettledOrThrow } from "../base/pool.ts";
 
@@ -29,7 +30,10 @@ export interface ShardSpec {
   start: string | null;
   /** End key (exclusive); null = the end of the key space. */
   end: string | null;
-  /** Items in [start, end) when planned. */
+  /**
+   * Items in [start, end) when planned (an estimate in a plan by `prior`: the registry gave no
+   * rank to count them by).
+   */
   items: number;
 }
 
@@ -41,8 +45,11 @@ export interface Plan {
   shards: ShardSpec[];
   /** Listing requests the planner made. */
   requests: number;
-  /** How ranks were found: `rank` (offset oracle), `skip`, or `listing` (a full pass). */
-  method: "rank" | "skip" | "listing";
+  /**
+   * How ranks were found: `rank` (offset oracle), `skip`, `listing` (a full pass), or `prior`
+   * (none: cut where a prior of npm's names puts equal shares, `npm_prior.ts`).
+   */
+  method: "rank" | "skip" | "listing" | "prior";
   /** Page size used. */
   maxPage: number;
 }
@@ -78,6 +85,12 @@ export interface PlanOptions {
    * calls. @default none
    */
   onShardStart?: (start: string | null) => void;
+  /**
+   * A registry that gives no rank and refuses `skip`: cut at once where a prior of npm's names
+   * puts equal shares (`prior`: each shard's count an estimate, the crawl starts without a pass),
+   * or at the exact ranks found by listing every row first (`listing`). @default "prior"
+   */
+  withoutRanks?: "prior" | "listing";
 }
 
 /**
@@ -135,22 +148,31 @@ export async function planShards(
     return cut;
   };
   const onShardStart = options.onShardStart;
-  const found = await keysAtRanks(source, (total) => {
+  const atRanks = (total: number) => {
     if (shards > total) {
       throw new InputError(
         `cannot cut ${total} items into ${shards} shards (more shards than items)`,
       );
     }
     return targets = targetRanks(total, shards);
-  }, {
-    ...options,
-    maxPage,
-    onFound: onShardStart && ((rank, key) => {
-      if (rank === 0) return onShardStart(null);
-      // A failed cut is the plan's failure (below); here it only means no early start.
-      boundOf(key).then(onShardStart, () => {});
-    }),
-  });
+  };
+  let found;
+  try {
+    found = await keysAtRanks(source, atRanks, {
+      ...options,
+      maxPage,
+      unranked: (options.withoutRanks ?? "prior") === "prior" ? "throw" : "list",
+      onFound: onShardStart && ((rank, key) => {
+        if (rank === 0) return onShardStart(null);
+        // A failed cut is the plan's failure (below); here it only means no early start.
+        boundOf(key).then(onShardStart, () => {});
+      }),
+    });
+  } catch (err) {
+    if (!(err instanceof UnrankedError)) throw err;
+    atRanks(err.total);
+    return priorPlan(err.total, shards, { requests: err.requests, maxPage });
+  }
   const keys = await allSettledOrThrow(found.keys.map(boundOf));
   return {
     total: found.total,
@@ -158,6 +180,29 @@ export async function planShards(
     requests: found.requests,
     method: found.method,
     maxPage,
+  };
+}
+
+/**
+ * A plan of `shards` shares of a prior of npm's names (`npm_prior.ts`) over a registry of `total`
+ * keys that gives no rank: cuts known without a request, each shard's count an even share of the
+ * total (an estimate). Fewer shards when the prior's shares run out (over 4,096).
+ */
+function priorPlan(
+  total: number,
+  shards: number,
+  o: { requests: number; maxPage: number },
+): Plan {
+  const cuts = priorCuts(shards);
+  const starts = [null, ...cuts];
+  const ends = [...cuts, null];
+  const ranks = [0, ...targetRanks(total, starts.length), total];
+  return {
+    total,
+    shards: starts.map((start, i) => ({ start, end: ends[i], items: ranks[i + 1] - ranks[i] })),
+    requests: o.requests,
+    method: "prior",
+    maxPage: o.maxPage,
   };
 }
 

@@ -96,6 +96,10 @@ Deno.test("progress: plain lines at most every interval, with rate and ETA", () 
     out[2],
     /^progress: c1 done: 1,000\/1,000 items \(100\.0%\) \d+ items\/s shards 2\/2\n$/,
   );
+  t = 13000;
+  const pendingDocs = { pending: 34, landed: 7, expired: 0, asked: 20, notModified: 9 };
+  p.update(report(1000, { status: "done", shardsDone: 2, docs: true, pendingDocs }), true);
+  assert.match(out[3], /shards 2\/2, 34 documents pending\n$/, "waiting for the last documents");
 });
 
 Deno.test("progress: a TTY gets one bar per shard, redrawn in place", () => {
@@ -141,6 +145,17 @@ Deno.test("progress: summary and durations", () => {
     },
   );
   assert.match(noFeed, /no drift catch-up: change feed unavailable: 404/);
+  // Documents behind their revision on the document host: said only when there were some.
+  assert.doesNotMatch(s, /documents behind/);
+  const pendingDocs = { pending: 2, landed: 1_205, expired: 1, asked: 4_000, notModified: 3_100 };
+  const behind = summary(report(1000, { status: "done", docs: true, pendingDocs }), {
+    elapsedMs: 1000,
+    retries: 0,
+  });
+  assert.match(
+    behind,
+    /documents behind the document host: 2 pending, 1,205 landed later, 1 given up on \(errors\); 4,000 asked again, 3,100 answered 304/,
+  );
   // Documents tied to their revisions are not remarked on; abbreviated ones are said unchecked.
   assert.doesNotMatch(s, /documents: not checked/);
   const abbreviated = summary(

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { MemorySource } from "../../lib/sources/memory_source.ts";
 import { planShards, targetRanks } from "../../lib/plan/planner.ts";
+import { priorCuts } from "../../lib/plan/npm_prior.ts";
 import { spreadOrder } from "../../lib/plan/search/search_order.ts";
 import { InputError } from "../../lib/base/errors.ts";
 import { bundledNames, syntheticNames } from "../../lib/sim/names.ts";
@@ -101,6 +102,7 @@ Deno.test("planner: a source refusing descending listings is still planned exact
   const p = await planShards(
     new MemorySource(broken, { noDescending: true, brokenOffsets: true }),
     5,
+    { withoutRanks: "listing" },
   );
   assert.equal(p.method, "listing");
   assertExactPlan(p, broken, 5);
@@ -114,9 +116,31 @@ Deno.test("planner: offsets that are not ranks are detected; skip or listing pla
   const byListing = await planShards(
     new MemorySource(data, { brokenOffsets: true, maxPage: 100 }),
     7,
+    { withoutRanks: "listing" },
   );
   assert.equal(byListing.method, "listing");
   assertExactPlan(byListing, data, 7);
+});
+
+Deno.test("planner: no rank and no skip: cut at once where a prior of npm's names falls, no row listed first", async () => {
+  const data = dataOf(syntheticNames(await bundledNames(), 20_000));
+  const source = new MemorySource(data, { brokenOffsets: true, maxPage: 100 });
+  const plan = await planShards(source, 16);
+  assert.equal(plan.method, "prior");
+  assert.equal(plan.total, 20_000);
+  assert.deepEqual(plan.shards.slice(1).map((s) => s.start), priorCuts(16));
+  assert.equal(plan.shards[0].start, null);
+  assert.equal(plan.shards.at(-1)!.end, null);
+  assert.ok(plan.shards.every((s, i) => i === 0 || s.start === plan.shards[i - 1].end));
+  assert.equal(plan.shards.reduce((n, s) => n + s.items, 0), 20_000, "estimates sum to the total");
+  // The first page, the last key, the check of offsets and the probes sent beside it: no pass.
+  assert.ok(plan.requests < 40, `${plan.requests} requests, not a pass over 200 pages`);
+  // On names with npm's skew, the prior's shares are near equal (what a crawl's speed rests on).
+  const held = plan.shards.map((s) =>
+    data.keys.filter((k) => (s.start === null || k >= s.start) && (s.end === null || k < s.end))
+      .length
+  );
+  assert.ok(Math.max(...held) < 1.3 * (20_000 / 16), `shares ${held.join(", ")}`);
 });
 
 Deno.test("planner: an error from the source propagates (no wrong plan)", async () => {

@@ -264,6 +264,8 @@ async function makePlan(
       maxPage: Math.min(PLAN_PAGE, cap),
       readPage: Math.min(SEARCH_READ_PAGE, cap),
       onShardStart: listings && listAheadOf(listings, source, { crawl, docMode, after: startSeq }),
+      // A view's keys are JSON: a prior of npm's names says nothing of where they fall.
+      withoutRanks: crawl.view ? "listing" : "prior",
     });
     // Answers whose offsets are not ranks, or whose keys are not in code-point order, tell the
     // shards nothing they could trust (pouchdb-server drops some ids from listings without an

@@ -15,7 +15,13 @@ import { cutStored, sampleStored, storedItems, storedRevision } from "../items/m
 import { checkListed, listable } from "./_listed_check.ts";
 import { done, notePending, provenExact, settle } from "./_outcome.ts";
 export { done, noteVerification, settle } from "./_outcome.ts";
-import { listRangeDrift, listShards, type ShardRecord, shardStored } from "../store/mod.ts";
+import {
+  type CrawlRecord,
+  listRangeDrift,
+  listShards,
+  type ShardRecord,
+  shardStored,
+} from "../store/mod.ts";
 import {
   type ChangeWindow,
   checkRanges,
@@ -223,20 +229,23 @@ export async function rankRound(
 
 /**
  * One round holding the total against `total_rows`, where offsets are not ranks; and, while the
- * registry holds what it held when planned (`planned` items), each shard against the count its
- * plan found.
+ * registry holds what it held when planned (`crawl.total` items), each shard against the count its
+ * plan found (not for a plan by `prior`, whose counts are estimates: each of its ranges was listed
+ * to its end, and the total is what is checked).
  */
 export async function totalRound(
   pass: Pass,
   at: string | null,
-  planned: number,
+  crawl: Pick<CrawlRecord, "total" | "planMethod">,
 ): Promise<"done" | "pending" | "relisted"> {
+  const planned = crawl.total;
+  const counted = crawl.planMethod !== "prior";
   const shards = await listShards(pass.kv, pass.id);
   const drift = await listRangeDrift(pass.kv, pass.id);
   const stored = shards.map((e) => shardStored(e.value, drift));
   const verdict = await checkTotal(pass.source, stored, windowOf(pass, at));
   if (verdict.verdict === "undecided") return "pending";
-  const still = verdict.verdict === "equal" && verdict.span === planned;
+  const still = counted && verdict.verdict === "equal" && verdict.span === planned;
   if (still) {
     const off = plannedCountVerdicts(shards.map((e) => e.value), stored)
       .filter((v) => v.verdict === "mismatch");
@@ -265,6 +274,9 @@ export async function totalRound(
         (still
           ? `, and each of ${shards.length} shards as many as its plan counted there (offsets ` +
             "are not ranks: counted by skip or one pass)"
+          : !counted
+          ? `; it gives no rank, so its ${shards.length} shards were cut by a prior and each ` +
+            "listed to its end, not counted one by one"
           : "; its offsets are not ranks and it changed since planned, so shards were not checked one by one") +
         (window.applied > 0
           ? `, and the ${window.applied} changes read after it applied too (to seq ${window.to})`

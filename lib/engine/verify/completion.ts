@@ -203,7 +203,7 @@ async function finish(
       const current = (await getCrawl(kv, id)).value!;
       return current.planMethod === "rank"
         ? await rankRound(pass, at)
-        : await totalRound(pass, at, current.total);
+        : await totalRound(pass, at, current);
     });
     if (outcome === "done") return true;
     if (outcome === "relisted" || outcome === "lost") return false;
