@@ -71,6 +71,11 @@ export const PENDING_DOCS = {
    * (with its reason), in milliseconds: longer than a CDN's `max-age` of 300 s.
    */
   windowMs: 600_000,
+  /**
+   * After the window, how often a document recorded as its item's error is asked again (the item
+   * takes it when it comes), in milliseconds.
+   */
+  afterWindowEveryMs: 3_600_000,
   /** Pending documents asked at once by one process, per crawl. */
   concurrency: 16,
   /** Due documents taken by one pass at most. */

@@ -6,7 +6,8 @@
  * serving the same thing answers 304 with no body — and commits what came back: the document at
  * the item's revision (or a later one) lands; still behind, it is asked again after a longer pause
  * (1 s doubling to 60 s); still behind after `PENDING_DOCS.windowMs` (10 min, past a CDN's
- * `max-age` of 5 min) it is recorded as the item's error with its reason. Nothing here holds a
+ * `max-age` of 5 min) it is recorded as the item's error with its reason, and asked again every
+ * hour (the item takes the document when it comes). Nothing here holds a
  * page, a shard or the feed; a pass is bounded (`passLimit` documents, `concurrency` at once).
  *
  * @module
@@ -89,8 +90,8 @@ export async function askPendingDocs(
     if (!stillPending(due)) {
       return { due, outcome: { kind: "drop" } as PendingOutcome, asked: false };
     }
-    if (clock.now() - due.doc.sinceMs >= windowMs) {
-      return { due, outcome: expiry(due, windowMs), asked: false, expired: true };
+    if (!due.doc.expired && clock.now() - due.doc.sinceMs >= windowMs) {
+      return { due, outcome: expiry(due, windowMs), asked: false };
     }
     return { due, outcome: await askAgain(ctx, crawl, due), asked: true };
   }, { concurrency: options.concurrency ?? PENDING_DOCS.concurrency });
@@ -114,11 +115,13 @@ export async function askPendingDocs(
       if (o.notModified) pass.notModified++;
       const due = nowMs + pendingPauseMs(settled.due.doc.tries + 1);
       pass.nextMs = Math.min(pass.nextMs ?? Infinity, due);
-    } else {
+    } else if (o.kind === "expire") {
       pass.pending--;
-      if (settled.expired) pass.expired++;
-      else if (o.kind === "land") pass.landed++;
-    }
+      pass.expired++;
+    } else if (!settled.due.doc.expired) {
+      pass.pending--;
+      if (o.kind === "land") pass.landed++;
+    } else if (o.kind === "land") pass.landed++;
   }
   if (state.value === null || state.value.pending !== pass.pending) {
     const noted = await notePendingCount(kv, crawl.id, {
@@ -140,9 +143,10 @@ function expiry(due: DuePending, windowMs: number): PendingOutcome {
     kind: "error",
     status: was?.status ?? 0,
     reason: `still behind its revision ${due.doc.rev.slice(0, 40)} after ` +
-      `${Math.round(windowMs / 1000)} s and ${due.doc.tries} asks: ${was?.reason ?? "no answer"}`,
+      `${Math.round(windowMs / 1000)} s and ${due.doc.tries} asks (asked again hourly): ` +
+      (was?.reason ?? "no answer"),
   };
-  return { kind: "land", doc, rev: due.doc.rev };
+  return { kind: "expire", doc };
 }
 
 /** Asks the host again, conditionally, and says what becomes of the document. */

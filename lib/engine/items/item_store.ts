@@ -294,6 +294,11 @@ export interface PendingDoc {
   tries: number;
   /** The `ETag` of what the host served last (asked with `If-None-Match`), when it gave one. */
   etag?: string;
+  /**
+   * Still behind after the window: its item holds the error now, and it is asked again every
+   * `PENDING_DOCS.afterWindowEveryMs` (the item takes the document when it comes).
+   */
+  expired?: true;
 }
 
 /** The pause before ask number `tries + 1`: doubling from `firstPauseMs`, at most `maxPauseMs`. */

@@ -12,6 +12,7 @@
  */
 import type { DocResult } from "../../plan/source.ts";
 import { decodeItem, type ItemRecord } from "./_item_codec.ts";
+import { PENDING_DOCS } from "../../base/retry_policy.ts";
 import {
   type ItemInput,
   type PendingDoc,
@@ -45,22 +46,25 @@ export interface DuePending {
 }
 
 /**
- * The crawl's pending documents: how many there are, and up to `limit` of those due at `nowMs`
- * (earliest first), each with its item's record as it is now.
+ * The crawl's pending documents: how many there are (`pending`; `expired`: those past the window,
+ * their items errors meanwhile), and up to `limit` of those due at `nowMs` (earliest first), each
+ * with its item's record as it is now.
  */
 export async function duePendingDocs(
   kv: Deno.Kv,
   crawlId: string,
   options: { nowMs: number; limit: number },
-): Promise<{ pending: number; due: DuePending[]; nextMs: number | null }> {
+): Promise<{ pending: number; expired: number; due: DuePending[]; nextMs: number | null }> {
   let pending = 0;
+  let expired = 0;
   let nextMs: number | null = null;
   const due: { doc: PendingDoc; entry: Deno.KvEntry<Uint8Array> }[] = [];
   for await (
     const e of kv.list<Uint8Array>({ prefix: keys.pendingDocs(crawlId) }, { batchSize: 500 })
   ) {
-    pending++;
     const doc = JSON.parse(dec.decode(e.value)) as PendingDoc;
+    if (doc.expired) expired++;
+    else pending++;
     if (doc.nextMs <= options.nowMs) due.push({ doc, entry: e });
     else nextMs = Math.min(nextMs ?? Infinity, doc.nextMs);
   }
@@ -84,19 +88,28 @@ export async function duePendingDocs(
       });
     });
   }
-  return { pending, due: out, nextMs };
+  return { pending, expired, due: out, nextMs };
 }
 
-/** True while the item still waits for the entry's document (same revision, still pending). */
+/**
+ * True while the item still waits for the entry's document: the same revision, still pending (or,
+ * past the window, still the error it was recorded with).
+ */
 export function stillPending(d: DuePending): boolean {
   const r = d.item.record;
-  return r !== null && r.pending === true && r.rev === d.doc.rev;
+  if (r === null || r.rev !== d.doc.rev) return false;
+  return d.doc.expired ? r.error !== undefined && !r.pending : r.pending === true;
 }
 
 /** What becomes of a due pending document after it was asked (or not). */
 export type PendingOutcome =
   /** The document (or the host's own error for it) is the item's now: the entry goes. */
   | { kind: "land"; doc: DocResult; rev: string }
+  /**
+   * Still behind after the window: the item holds `doc` (an error with its reason) and the entry
+   * is asked again every `PENDING_DOCS.afterWindowEveryMs`.
+   */
+  | { kind: "expire"; doc: DocResult }
   /** Still behind: asked again later (`etag`: the one to ask with). */
   | { kind: "again"; etag?: string; notModified: boolean }
   /** The item no longer waits for it: the entry goes, nothing else changes. */
@@ -119,13 +132,13 @@ export function emptyPendingDocsState(): PendingDocsState {
  * Commits one settled pending document in one op guarded by its entry, its item's record and the
  * state record (`state`, whose successor is returned; null when another writer came first: the
  * document is asked again at the next pass). A landing writes the item at `rev` with its document
- * (a large one's chunks first, idempotent) and a note on the `docs` stream, so that sinks and the
- * mirror see it.
+ * (a large one's chunks first, idempotent), an expiry the item's error, each with a note on the
+ * `docs` stream, so that sinks and the mirror see it; an expired entry stays, asked again hourly.
  */
 export async function settlePending(
   kv: Deno.Kv,
   crawlId: string,
-  settled: { due: DuePending; outcome: PendingOutcome; asked: boolean; expired?: boolean },
+  settled: { due: DuePending; outcome: PendingOutcome; asked: boolean },
   o: { state: Deno.KvEntryMaybe<PendingDocsState>; nowMs: number; maxDocBytes?: number },
 ): Promise<Deno.KvEntry<PendingDocsState> | null> {
   const { due, outcome } = settled;
@@ -133,37 +146,44 @@ export async function settlePending(
   const next: PendingDocsState = { ...cur };
   const plan = new OpPlan().check(due.entry);
   plan.check(o.state);
-  if (outcome.kind === "again") {
-    const tries = due.doc.tries + 1;
+  if (outcome.kind === "again" || outcome.kind === "expire") {
+    const tries = due.doc.tries + (outcome.kind === "again" ? 1 : 0);
+    const late = due.doc.expired || outcome.kind === "expire";
     const doc: PendingDoc = {
       ...due.doc,
       tries,
-      nextMs: o.nowMs + pendingPauseMs(tries),
-      ...(outcome.etag !== undefined ? { etag: outcome.etag } : {}),
+      nextMs: o.nowMs + (late ? PENDING_DOCS.afterWindowEveryMs : pendingPauseMs(tries)),
+      ...(outcome.kind === "again" && outcome.etag !== undefined ? { etag: outcome.etag } : {}),
+      ...(late ? { expired: true as const } : {}),
     };
     plan.set(due.entry.key, enc.encode(JSON.stringify(doc)));
-    if (outcome.notModified) next.notModified++;
-  } else {
-    plan.delete(due.entry.key);
-    if (outcome.kind === "land") {
-      const key = keys.item(crawlId, partOfKey(due.entry.key));
-      plan.check({ key, versionstamp: due.item.versionstamp });
-      const item: ItemInput = { id: due.doc.id, rev: outcome.rev, doc: outcome.doc };
-      const writes = await prepareWrites(crawlId, [item], {
-        maxDocBytes: o.maxDocBytes,
-        nowMs: o.nowMs,
-      });
-      const record = writes.find((w) => parseKey(w.key)?.kind === "item")!;
-      await setInBatches(kv, writes.filter((w) => w !== record && !w.pending)); // chunks
-      plan.set(record.key, record.value);
-      next.notes++;
-      addNote(plan, crawlId, {
-        stream: DOCS_STREAM,
-        n: next.notes,
-        note: { kind: "ids", ids: [due.doc.id] },
-      });
-      if (settled.expired) next.expired++;
-      else next.landed++;
+    if (outcome.kind === "again" && outcome.notModified) next.notModified++;
+  } else plan.delete(due.entry.key);
+  if (outcome.kind === "land" || outcome.kind === "expire") {
+    const key = keys.item(crawlId, partOfKey(due.entry.key));
+    plan.check({ key, versionstamp: due.item.versionstamp });
+    const item: ItemInput = {
+      id: due.doc.id,
+      rev: outcome.kind === "land" ? outcome.rev : due.doc.rev,
+      doc: outcome.doc,
+    };
+    const writes = await prepareWrites(crawlId, [item], {
+      maxDocBytes: o.maxDocBytes,
+      nowMs: o.nowMs,
+    });
+    const record = writes.find((w) => parseKey(w.key)?.kind === "item")!;
+    await setInBatches(kv, writes.filter((w) => w !== record && !w.pending)); // chunks
+    plan.set(record.key, record.value);
+    next.notes++;
+    addNote(plan, crawlId, {
+      stream: DOCS_STREAM,
+      n: next.notes,
+      note: { kind: "ids", ids: [due.doc.id] },
+    });
+    if (outcome.kind === "expire") next.expired++;
+    else {
+      next.landed++;
+      if (due.doc.expired) next.expired = Math.max(0, next.expired - 1); // an error no more
     }
   }
   if (settled.asked) next.asked++;

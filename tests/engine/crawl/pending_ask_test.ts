@@ -93,16 +93,35 @@ Deno.test("pending docs: asked again with the ETag seen, a 304 waits longer, the
   }
 });
 
-Deno.test("pending docs: one still behind after the window is its item's error, with its reason", async () => {
-  const { kv, crawl, clock, pass } = await setup(() => BEHIND);
+Deno.test("pending docs: one still behind after the window is its item's error, asked again hourly, and the item takes it when it comes", async () => {
+  let current = false;
+  const { kv, crawl, clock, pass } = await setup((id) =>
+    current ? { kind: "doc", json: `{"_id":"${id}","_rev":"2-new"}`, docRev: "2-new" } : BEHIND
+  );
   try {
     await clock.advance(PENDING_DOCS.windowMs);
-    const p = await pass();
+    let p = await pass();
     assert.deepEqual([p.pending, p.expired, p.landed, p.asked], [0, 2, 0, 0]);
+    assert.equal(p.state?.expired, 2);
     const a = (await itemsByIds(kv, crawl.id, ["a"])).get("a")!;
     assert.equal(a.rev, "2-new");
     assert.equal(a.pending, undefined);
-    assert.match(a.error!.reason, /^still behind its revision 2-new after 600 s and 0 asks: the/);
+    assert.match(
+      a.error!.reason,
+      /^still behind its revision 2-new after 600 s and 0 asks \(asked again hourly\): the/,
+    );
+    await clock.advance(PENDING_DOCS.firstPauseMs);
+    p = await pass();
+    assert.equal(p.asked, 0, "not asked again before the hour");
+    current = true;
+    await clock.advance(PENDING_DOCS.afterWindowEveryMs);
+    p = await pass();
+    assert.deepEqual([p.pending, p.landed, p.asked], [0, 2, 2]);
+    assert.equal(p.state?.expired, 0, "no longer errors");
+    assert.equal(p.state?.landed, 2);
+    const landed = (await itemsByIds(kv, crawl.id, ["a"])).get("a")!;
+    assert.equal(landed.doc, '{"_id":"a","_rev":"2-new"}');
+    assert.equal(landed.error, undefined);
   } finally {
     kv.close();
   }
