@@ -5,7 +5,7 @@ import { prng } from "../lib/sim/names.ts";
 import { compareKeys, sortKeys } from "../lib/plan/keys.ts";
 import { countItems, iterateItems } from "../lib/engine/items/item_read.ts";
 import { crawlStatus } from "../lib/engine/crawl/status.ts";
-import { listShards } from "../lib/engine/store/mod.ts";
+import { getFeed, listCrawls, listShards } from "../lib/engine/store/mod.ts";
 import type { Plan } from "../lib/plan/planner.ts";
 import { RegistryData } from "../lib/sim/registry/registry_data.ts";
 import { type SpawnedTask, spawnTask } from "../lib/sim/spawn_task.ts";
@@ -298,4 +298,25 @@ export function spawnWatched(task: string, args: string[], env: Record<string, s
       return { code, out };
     },
   };
+}
+
+/** Changes the feed of the crawl in the KV file at `path` applied (inserted, updated, deleted). */
+export async function applied(path: string): Promise<number> {
+  try {
+    using kv = await Deno.openKv(path);
+    const [crawl] = await listCrawls(kv);
+    const d = crawl ? (await getFeed(kv, crawl.id)).value : null;
+    return d ? d.inserted + d.updated + d.deleted : 0;
+  } catch {
+    return 0; // locked for a moment by the follower
+  }
+}
+
+/** Waits until the follower of the KV file at `path` applied at least `n` changes. */
+export async function untilApplied(path: string, n: number, ms = 30_000): Promise<number> {
+  const deadline = Date.now() + ms;
+  for (let got = 0; Date.now() < deadline; await new Promise((r) => setTimeout(r, 100))) {
+    if ((got = await applied(path)) >= n) return got;
+  }
+  throw new Error(`fewer than ${n} changes applied after ${ms} ms`);
 }

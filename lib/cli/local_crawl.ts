@@ -271,7 +271,8 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
         watchdogTick: () => runtime.watchdogTick({ stallMs: options.stallMs ?? 30_000 }),
       });
     }
-    // What the crawl stored is in its sinks before the run says it ended.
+    // What the crawl stored is in its sinks before the run says it ended (nothing lands after).
+    await runtime.stopPendingDocs();
     await drainSinks({ kv, clock: runtime.deps.clock }, crawl.id, {
       sinks: options.sinks ?? [],
       log,

@@ -10,7 +10,7 @@ import { RegistryData } from "../../lib/sim/registry/registry_data.ts";
 import { startRegistry } from "../../lib/sim/registry/registry_server.ts";
 import { npmReplicaProfile } from "../../lib/sim/registry/registry_profile.ts";
 import { getFeed, keys, listCrawls } from "../../lib/engine/store/mod.ts";
-import { runTask, spawnServer, spawnWatched, waitHealthy } from "../helpers.ts";
+import { runTask, spawnServer, spawnWatched, untilApplied, waitHealthy } from "../helpers.ts";
 import { assertExportIs, realNames, Timeline } from "../registry_timeline.ts";
 
 /**
@@ -69,14 +69,15 @@ Deno.test("follow: the CLI on npm's replica with documents elsewhere, killed wit
     moving = timeline.churn(20);
     const first = spawnWatched("crawl", args);
     await first.waitFor(/following the registry's changes/);
-    await new Promise((r) => setTimeout(r, 2000));
+    // Killed while it follows: once it applied some of the changes, at no fixed moment.
+    const before = await untilApplied(kv, 20);
     first.child.kill("SIGKILL");
     assert.notEqual((await first.end()).code, 0);
     const second = spawnWatched("crawl", args);
     await second.waitFor(/following the registry's changes/);
     assert.match(second.text(), /refreshed crawl \S+ .*applied \d+ changes|and is current/);
     assert.doesNotMatch(second.text(), /planned [\d,]+ items/, "not crawled again");
-    await new Promise((r) => setTimeout(r, 3000));
+    await untilApplied(kv, before + 40); // the same command follows on from where it stood
     const changes = moving.stop();
     assert.ok(changes > 50, `the registry changed ${changes} times`);
     await untilFeedAt(kv, String(data.updateSeq));

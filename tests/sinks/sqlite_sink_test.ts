@@ -13,7 +13,7 @@ import { getFeed, listCrawls } from "../../lib/engine/store/mod.ts";
 import { RegistryData } from "../../lib/sim/registry/registry_data.ts";
 import { startRegistry } from "../../lib/sim/registry/registry_server.ts";
 import { npmReplicaProfile } from "../../lib/sim/registry/registry_profile.ts";
-import { runTask, spawnWatched } from "../helpers.ts";
+import { runTask, spawnWatched, untilApplied } from "../helpers.ts";
 import { realNames, Timeline } from "../registry_timeline.ts";
 
 type Row = { id: string; rev: string; doc: string | null; error: string | null; too_large: number };
@@ -117,12 +117,12 @@ Deno.test("sqlite sink: `deno task crawl --sink` with documents, following a reg
     moving = timeline.churn(20);
     const first = spawnWatched("crawl", args);
     await first.waitFor(/following the registry's changes/);
-    await new Promise((r) => setTimeout(r, 1500));
+    const before = await untilApplied(kv, 20); // killed while it follows, at no fixed moment
     first.child.kill("SIGKILL");
     assert.notEqual((await first.end()).code, 0);
     const second = spawnWatched("crawl", args);
     await second.waitFor(/following the registry's changes/);
-    await new Promise((r) => setTimeout(r, 2000));
+    await untilApplied(kv, before + 30);
     moving.stop();
     // Where the registry stands now, then a second for the sink's next delivery.
     const head = String(data.updateSeq);

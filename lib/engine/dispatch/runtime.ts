@@ -119,6 +119,11 @@ export interface Runtime {
    * what a run waiting for its last documents asks. @throws NotFoundError for an unknown crawl
    */
   pendingPass(crawlId: string): Promise<PendingPass>;
+  /**
+   * Stops this process's loop asking pending documents again (`pendingDocs`) and waits for its
+   * pass under way: a run that ends drains its sinks after this, so nothing lands unseen by them.
+   */
+  stopPendingDocs(): Promise<void>;
   /** Runs one lease worker with this runtime's hooks until `options` say stop. */
   runWorker(options?: LeaseWorkerOptions): Promise<LeaseWorkerStats>;
   /**
@@ -194,7 +199,10 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   // Sinks are fed beside the crawl, never inside its commits: a slow or failing one holds nothing.
   if (options.sinks) background.push(sinkLoop({ kv, clock }, stop.signal, options.sinks));
   const asker = new PendingAsker(deps);
-  const asking = options.pendingDocs ? asker.run(stop.signal, options.pendingDocs) : null;
+  const stopAsking = new AbortController();
+  const asking = options.pendingDocs
+    ? asker.run(AbortSignal.any([stop.signal, stopAsking.signal]), options.pendingDocs)
+    : null;
   if (asking) background.push(asking);
   if (options.dispatch === "queue") {
     background.push(listenQueue(deps, options, { beat, stopping: () => stop.signal.aborted }));
@@ -221,6 +229,10 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         verifyRowsEveryMs: options.follow?.verifyRowsEveryMs,
       }),
     pendingPass: async (crawlId) => asker.pass(await requireCrawl(kv, crawlId)),
+    stopPendingDocs: async () => {
+      stopAsking.abort();
+      await asking?.catch(() => {});
+    },
     leaseTick: (ms) =>
       options.dispatch === "lease"
         ? worker({ maxRunMs: ms, exitWhenIdle: true })
