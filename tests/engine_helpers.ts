@@ -6,7 +6,7 @@ import { getCrawl, listShards } from "../lib/engine/store/mod.ts";
 import type { RegistryData } from "../lib/sim/registry/registry_data.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import type { CrawlSpec } from "../lib/base/spec.ts";
-import type { Dispatcher } from "../lib/engine/crawl/planning.ts";
+import type { Dispatcher } from "../lib/engine/crawl/context.ts";
 import { openCrawl } from "../lib/engine/crawl/lifecycle.ts";
 import { type RunResult, runShard } from "../lib/engine/dispatch/_shard_runner.ts";
 import { workShard } from "../lib/engine/dispatch/work.ts";

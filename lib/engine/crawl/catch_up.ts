@@ -22,6 +22,7 @@
  * @module
  */
 import type { Clock } from "../../base/clock.ts";
+import type { CrawlContext } from "./context.ts";
 import { FatalError } from "../../base/errors.ts";
 import { type FeedBatch, FeedReader, seqNumber, type SinceUnknownError } from "./feed_read.ts";
 import { mapPool } from "../../base/pool.ts";
@@ -47,6 +48,9 @@ import {
   releaseLease,
   takeLease,
 } from "../store/mod.ts";
+
+/** What reading and applying the feed needs: the store and the crawl's source. */
+export type FeedContext = Pick<CrawlContext, "kv" | "source">;
 
 /** Options of {@linkcode catchUp}. */
 export interface CatchUpOptions {
@@ -87,7 +91,7 @@ const REPLACED_SAMPLE_SHARDS = 8;
  * are gone, with no change since `seen` to explain it. Nothing stored yet: nothing to merge.
  */
 export async function checkSameRegistry(
-  deps: { kv: Deno.Kv; source: Source },
+  deps: FeedContext,
   crawl: CrawlRecord,
   o: { current?: string | null; seen?: string | null; force?: boolean; clock: Clock },
 ): Promise<void> {
@@ -175,7 +179,7 @@ async function rangesOf(kv: Deno.Kv, crawlId: string): Promise<ShardRange[]> {
  * the feed now; what was committed stays counted).
  */
 export async function applyToEnd(
-  deps: { kv: Deno.Kv; source: Source },
+  deps: FeedContext,
   claim: FeedClaim,
   options: { batch?: number } = {},
 ): Promise<number | null> {
@@ -191,7 +195,7 @@ export async function applyToEnd(
  * @throws SinceUnknownError when the feed does not know the sequence the crawl stands at.
  */
 export async function applyFeed(
-  deps: { kv: Deno.Kv; source: Source },
+  deps: FeedContext,
   claim: FeedClaim,
   options: { batch?: number; maxChanges?: number } = {},
 ): Promise<{ applied: number; atEnd: boolean; bounded?: boolean } | null> {
@@ -242,7 +246,7 @@ export async function applyFeed(
  * URL is a {@linkcode RegistryReplacedError}, never merged. False when the claim was lost.
  */
 export async function reanchor(
-  deps: { kv: Deno.Kv; source: Source },
+  deps: FeedContext,
   claim: FeedClaim,
   err: SinceUnknownError,
 ): Promise<boolean> {
@@ -263,7 +267,7 @@ export async function reanchor(
  * sequence ahead of what was applied). False when the claim was lost.
  */
 export async function applyRows(
-  deps: { kv: Deno.Kv; source: Source },
+  deps: FeedContext,
   claim: FeedClaim,
   rows: readonly ChangeRow[],
   o: { to?: string } = {},
@@ -320,7 +324,7 @@ export async function peekChanges(
  * (`againstStored`).
  */
 async function fetchChanged(
-  deps: { kv: Deno.Kv; source: Source },
+  deps: FeedContext,
   crawl: CrawlRecord,
   rows: ChangeRow[],
 ) {
@@ -368,7 +372,7 @@ export async function releaseFeed(
  * @throws RegistryReplacedError when the registry went back below what was applied.
  */
 export async function catchUp(
-  deps: { kv: Deno.Kv; source: Source },
+  deps: FeedContext,
   crawlId: string,
   options: CatchUpOptions,
 ): Promise<CatchUpResult> {

@@ -10,13 +10,8 @@ import { ConflictError, errorLine, NotFoundError } from "../../base/errors.ts";
 import { crawlIdFor, type CrawlSpec } from "../../base/spec.ts";
 import { checkSameRegistry } from "./catch_up.ts";
 import { checkDocsHere } from "./docs_check.ts";
-import {
-  createCrawl,
-  type Dispatcher,
-  planCrawl,
-  type PlanCrawlOptions,
-  type PlanDeps,
-} from "./planning.ts";
+import { createCrawl, type PlanContext, planCrawl, type PlanCrawlOptions } from "./planning.ts";
+import type { CrawlContext } from "./context.ts";
 import {
   clearPlanning,
   commitShard,
@@ -47,7 +42,7 @@ export type OpenAction = "created" | "planned" | "resumed" | "joined" | "already
  * (`docs_check.ts`).
  */
 export async function openCrawl(
-  deps: PlanDeps,
+  deps: PlanContext,
   spec: CrawlSpec,
   options: PlanCrawlOptions & { where?: string },
 ): Promise<{ crawl: CrawlRecord; action: OpenAction }> {
@@ -185,7 +180,7 @@ export function failCrawl(
  * @throws ConflictError for a cancelled crawl.
  */
 export async function resumeCrawl(
-  deps: { kv: Deno.Kv; dispatcher: Dispatcher },
+  deps: Pick<CrawlContext, "kv" | "dispatcher">,
   id: string,
   options: { clock: Clock },
 ): Promise<CrawlRecord> {

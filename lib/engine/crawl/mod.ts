@@ -1,5 +1,6 @@
 /**
- * The crawl room: a crawl's life as a whole. Creation and planning (`planning.ts`), resuming,
+ * The crawl room: a crawl's life as a whole, working with its slice of the engine's environment
+ * (`context.ts`: each function takes the `Pick` of `CrawlContext` it needs). Creation and planning (`planning.ts`), resuming,
  * pausing, cancelling, failing and deleting (`lifecycle.ts`), the registry's change feed claimed,
  * read and applied (`catch_up.ts`), splitting stragglers (`rebalance.ts`), what readers see
  * (`status.ts`, `crawl_reads.ts`), documents behind their revision asked again (`pending_ask.ts`)
@@ -10,7 +11,8 @@
  * @module
  */
 export { createCrawl, planCrawl } from "./planning.ts";
-export type { CrawlLimits, Dispatcher } from "./planning.ts";
+export type { CrawlLimits, PlanContext } from "./planning.ts";
+export type { CrawlContext, Dispatcher } from "./context.ts";
 export {
   cancelCrawl,
   deleteCrawl,
@@ -44,9 +46,9 @@ export {
   SinceUnknownError,
 } from "./feed_read.ts";
 export type { FeedBatch } from "./feed_read.ts";
-export type { CatchUpResult, FeedClaim } from "./catch_up.ts";
+export type { CatchUpResult, FeedClaim, FeedContext } from "./catch_up.ts";
 export { splitStraggler } from "./rebalance.ts";
-export type { RebalanceOptions, SplitDeps } from "./rebalance.ts";
+export type { RebalanceOptions, SplitContext } from "./rebalance.ts";
 export { crawlStatus } from "./status.ts";
 export type { CrawlStatusReport, PendingDocsReport, ShardStatus } from "./status.ts";
 export { askPendingDocs, pendingPassLine } from "./pending_ask.ts";

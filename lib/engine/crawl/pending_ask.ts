@@ -12,11 +12,10 @@
  *
  * @module
  */
-import type { Clock } from "../../base/clock.ts";
 import { errorLine, TransientError } from "../../base/errors.ts";
 import { mapPool } from "../../base/pool.ts";
 import { PENDING_DOCS } from "../../base/retry_policy.ts";
-import type { DocResult, Source } from "../../plan/source.ts";
+import type { DocResult } from "../../plan/source.ts";
 import {
   type DuePending,
   duePendingDocs,
@@ -29,18 +28,13 @@ import {
 } from "../items/mod.ts";
 import { againstListing, againstStored } from "../page/mod.ts";
 import type { CrawlRecord, PendingDocsState } from "../store/mod.ts";
+import type { CrawlContext } from "./context.ts";
 
-/** What a crawl's pending documents need: its store, its source, and the time. */
-export interface PendingAskContext {
-  /** The store. */
-  kv: Deno.Kv;
-  /** The crawl's source (its document host). */
-  source: Source;
-  /** What "due" and the window are read from (the environment's). */
-  clock: Clock;
-  /** Documents above this many bytes are recorded as too large (the environment's). */
-  maxDocBytes: number;
-}
+/**
+ * What asking a crawl's pending documents again needs: its store, its source (the document host),
+ * the time, and the largest document stored.
+ */
+export type PendingAskContext = Pick<CrawlContext, "kv" | "source" | "clock" | "maxDocBytes">;
 
 /** What one pass did. */
 export interface PendingPass {

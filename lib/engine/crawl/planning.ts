@@ -17,6 +17,7 @@ import { ITEM_LAYOUT } from "../items/mod.ts";
 import { pageLimit } from "../page/mod.ts";
 import type { ListingCache } from "../../sources/cache/mod.ts";
 import { listAheadOf } from "./_prefetch.ts";
+import type { CrawlContext } from "./context.ts";
 import { feedAnchor } from "./feed_read.ts";
 import {
   BusyError,
@@ -49,14 +50,6 @@ import {
   writePlannedShards,
 } from "../store/mod.ts";
 
-/** How work reaches workers: a queue message, or nothing (lease workers find it by polling). */
-export interface Dispatcher {
-  /** Makes sure the shard will be worked on (a wake-up; duplicates are harmless). */
-  dispatch(crawlId: string, shardId: number, options?: { delayMs?: number }): Promise<void>;
-  /** Makes sure a crawl in `planning` gets planned. */
-  plan(crawlId: string, options?: { delayMs?: number }): Promise<void>;
-}
-
 /** Shard records for a fresh plan. */
 export function shardsFromPlan(plan: Plan, nowMs: number): ShardRecord[] {
   return plan.shards.map((s, i) =>
@@ -64,21 +57,8 @@ export function shardsFromPlan(plan: Plan, nowMs: number): ShardRecord[] {
   );
 }
 
-/** What planning needs (all injected). */
-export interface PlanDeps {
-  /** The store. */
-  kv: Deno.Kv;
-  /** The crawl's source. */
-  source: Source;
-  /** Where the planned shards go. */
-  dispatcher: Dispatcher;
-  /**
-   * The process's listing cache: the planner's reads are kept there, and shards' first pages are
-   * listed ahead into it while the plan is searched (registries with ranks; see `_prefetch.ts`).
-   * @default none: shards list everything once planned
-   */
-  listings?: ListingCache;
-}
+/** What planning needs: the store, the crawl's source, where its shards go, the listing cache. */
+export type PlanContext = Pick<CrawlContext, "kv" | "source" | "dispatcher" | "listings">;
 
 /** Options of {@linkcode planCrawl} and the functions that plan through it. */
 export interface PlanCrawlOptions {
@@ -194,7 +174,7 @@ async function claimPlanning(
  * record is returned either way.
  */
 export async function planCrawl(
-  deps: PlanDeps,
+  deps: PlanContext,
   id: string,
   options: PlanCrawlOptions,
 ): Promise<CrawlRecord | null> {
@@ -293,7 +273,7 @@ async function makePlan(
 }
 
 async function startPlanned(
-  deps: { kv: Deno.Kv; dispatcher: Dispatcher },
+  deps: Pick<CrawlContext, "kv" | "dispatcher">,
   claimed: Deno.KvEntry<PlanningState>,
   p: Awaited<ReturnType<typeof makePlan>>,
   now: () => number,
@@ -335,7 +315,7 @@ async function startPlanned(
 
 /** Records a planning failure: the crawl fails, or (transient) waits and is planned again. */
 async function planningFailed(
-  deps: { kv: Deno.Kv; dispatcher: Dispatcher },
+  deps: Pick<CrawlContext, "kv" | "dispatcher">,
   claimed: Deno.KvEntry<PlanningState>,
   err: unknown,
   o: PlanCrawlOptions & { now: () => number },

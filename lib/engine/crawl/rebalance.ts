@@ -18,13 +18,12 @@
  *
  * @module
  */
-import type { Clock } from "../../base/clock.ts";
 import { findKeysAtRanks, type Point } from "../../plan/search/mod.ts";
 import { compareKeys } from "../../plan/keys.ts";
 import { lastPoint } from "../../plan/locate.ts";
 import { shortCut } from "../../plan/planner.ts";
 import type { Source } from "../../plan/source.ts";
-import type { Dispatcher } from "./planning.ts";
+import type { CrawlContext } from "./context.ts";
 import { pageLimit, rowsPerPage } from "../page/mod.ts";
 import {
   commitSplit,
@@ -39,7 +38,6 @@ import {
   newShard,
   present,
   readLiveness,
-  type ShardNotices,
   type ShardRecord,
 } from "../store/mod.ts";
 
@@ -54,19 +52,12 @@ export interface RebalanceOptions {
   maxShards?: number;
 }
 
-/** What {@linkcode splitStraggler} needs. */
-export interface SplitDeps {
-  /** The store. */
-  kv: Deno.Kv;
-  /** The crawl's source (ranks and the split key's search). */
-  source: Source;
-  /** Where the child shard goes. */
-  dispatcher: Dispatcher;
-  /** What remaining times and the split's time are read from (the environment's). */
-  clock: Clock;
-  /** Where the victim's new entry is posted for its worker in this process. @default none */
-  notices?: ShardNotices;
-}
+/**
+ * What {@linkcode splitStraggler} needs: the store, the crawl's source (ranks and the split key's
+ * search), where the child shard goes, the time, and where the victim's new end is posted for its
+ * worker in this process (optional).
+ */
+export type SplitContext = Pick<CrawlContext, "kv" | "source" | "dispatcher" | "clock" | "notices">;
 
 /** What a split did, for logs and tests. */
 export interface SplitResult {
@@ -139,7 +130,7 @@ async function unclaimedWork(kv: Deno.Kv, crawl: CrawlRecord, nowMs: number): Pr
  * or null when nothing qualifies (all done, ranges too small, shard bound reached, or a lost race).
  */
 export async function splitStraggler(
-  deps: SplitDeps,
+  deps: SplitContext,
   crawlId: string,
   options: RebalanceOptions = {},
 ): Promise<SplitResult | null> {
@@ -176,7 +167,7 @@ export async function splitStraggler(
 }
 
 async function trySplit(
-  deps: SplitDeps,
+  deps: SplitContext,
   crawlEntry: Deno.KvEntry<CrawlRecord>,
   victim: Deno.KvEntry<ShardRecord>,
   o: { minItems: number; now: number },

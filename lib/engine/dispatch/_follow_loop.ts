@@ -6,8 +6,8 @@
  *
  * @module
  */
+import type { Env } from "./env.ts";
 import { FOLLOW_POLL } from "../../base/retry_policy.ts";
-import type { Source } from "../../plan/source.ts";
 import {
   type FollowOptions,
   followPauseMs,
@@ -47,7 +47,7 @@ export interface FollowLoopOptions extends FollowOptions {
  * created with `follow` (or `only`).
  */
 export async function followLoop(
-  deps: { kv: Deno.Kv; openSource: (crawl: CrawlRecord) => Source },
+  deps: Pick<Env, "kv" | "openSource">,
   signal: AbortSignal,
   options: FollowLoopOptions,
 ): Promise<void> {

@@ -7,7 +7,7 @@
  *
  * @module
  */
-import type { Clock } from "../../base/clock.ts";
+import type { Env } from "./env.ts";
 import { errorLine } from "../../base/errors.ts";
 import { deliver, type Sink } from "../sinks/mod.ts";
 import { type CrawlRecord, listCrawls } from "../store/mod.ts";
@@ -27,7 +27,7 @@ export interface SinkLoopOptions {
 
 /** Delivers every crawl's notes to its sinks until `signal` aborts (see the module comment). */
 export async function sinkLoop(
-  ctx: { kv: Deno.Kv; clock: Clock },
+  ctx: Pick<Env, "kv" | "clock">,
   signal: AbortSignal,
   o: SinkLoopOptions,
 ): Promise<void> {

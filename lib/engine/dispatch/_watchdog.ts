@@ -8,12 +8,11 @@
  */
 import type { Clock } from "../../base/clock.ts";
 import type { PendingAsker } from "./_pending_loop.ts";
-import type { Source } from "../../plan/source.ts";
+import type { Env } from "./env.ts";
 import { checkCompletion, followTick } from "../verify/mod.ts";
-import { deleteCrawl, type Dispatcher } from "../crawl/mod.ts";
+import { deleteCrawl } from "../crawl/mod.ts";
 import {
   clearDeadLetter,
-  type CrawlRecord,
   followable,
   getPlanning,
   leaseHeld,
@@ -23,29 +22,23 @@ import {
   readLiveness,
 } from "../store/mod.ts";
 
-/** What the watchdog works with. */
-export interface WatchdogDeps {
-  /** The store. */
-  kv: Deno.Kv;
-  /** Where revived shards and plans go. */
-  dispatcher: Dispatcher;
-  /** Opens a crawl's source (its final check, a followed crawl's catch-up). @default none */
-  openSource?: (crawl: CrawlRecord) => Source;
-  /** Told when the watchdog is the one that finishes a crawl. @default none */
-  onFinished?: (crawlId: string) => void;
-  /**
-   * Asks crawls' pending documents again on each tick (a process without a loop of its own:
-   * Deploy's cron). @default none
-   */
-  asker?: PendingAsker;
-}
+/**
+ * What the watchdog works with: the store, where revived shards and plans go, the crawls' sources
+ * (their final check, a followed crawl's catch-up; without them no crawl is finished or followed,
+ * tests only), who is told when the watchdog finishes a crawl, and, in a process without an asker
+ * of its own (Deploy's cron), the asker of pending documents.
+ */
+export type WatchdogContext =
+  & Pick<Env, "kv" | "dispatcher">
+  & Partial<Pick<Env, "openSource">>
+  & { onFinished?: (crawlId: string) => void; asker?: PendingAsker };
 
 /**
  * Keeps work moving (see the module comment). Returns how many shards were re-dispatched. A shard
  * held by a live lease, or waiting out its retry backoff, is never re-dispatched.
  */
 export async function watchdog(
-  deps: WatchdogDeps,
+  deps: WatchdogContext,
   options: {
     stallMs?: number;
     clock: Clock;
@@ -87,7 +80,7 @@ export async function watchdog(
 }
 
 async function reviveShards(
-  deps: WatchdogDeps,
+  deps: WatchdogContext,
   crawlId: string,
   o: { clock: Clock; now: number; stallMs: number },
 ): Promise<number> {

@@ -31,13 +31,13 @@ import {
   claimFeed,
   type Dispatcher,
   type FeedBatch,
+  type FeedContext,
   FeedReader,
   reanchor,
   releaseFeed,
   seqNumber,
   SinceUnknownError,
 } from "../crawl/mod.ts";
-import type { Source } from "../../plan/source.ts";
 import { dueRanges, freshVerify, reproveDue, VERIFY_EVERY_MS } from "./reprove.ts";
 import { freshSweep, sweepDue, sweepRows, VERIFY_ROWS_EVERY_MS } from "./row_sweep.ts";
 import { applyLate, extendTrail, lateDue } from "./late_changes.ts";
@@ -116,7 +116,7 @@ export interface FollowTick {
  * URL is a `RegistryReplacedError`.
  */
 export async function followTick(
-  deps: { kv: Deno.Kv; source: Source },
+  deps: FeedContext,
   crawlId: string,
   options: FollowOptions,
 ): Promise<FollowTick | null> {
@@ -150,7 +150,7 @@ export async function followTick(
 
 /** The tick proper (see {@linkcode followTick}), its failures recorded by the caller. */
 async function tick(
-  deps: { kv: Deno.Kv; source: Source },
+  deps: FeedContext,
   crawl: CrawlRecord & { startSeq: string },
   at: { prior: FollowState | null; before: string },
   options: FollowOptions,

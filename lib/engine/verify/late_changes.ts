@@ -11,8 +11,14 @@
  * @module
  */
 import { mapPool } from "../../base/pool.ts";
-import type { ChangeRow, Source } from "../../plan/source.ts";
-import { applyRows, FEED_BATCH, type FeedClaim, seqNumber } from "../crawl/mod.ts";
+import type { ChangeRow } from "../../plan/source.ts";
+import {
+  applyRows,
+  FEED_BATCH,
+  type FeedClaim,
+  type FeedContext,
+  seqNumber,
+} from "../crawl/mod.ts";
 import { storedRevision } from "../items/mod.ts";
 
 /** How far back a follower looks for changes that reached the feed late, in milliseconds. */
@@ -49,7 +55,7 @@ export function lateDue(
  * sequence stays). Returns the rows read and applied.
  */
 export async function applyLate(
-  deps: { kv: Deno.Kv; source: Source },
+  deps: FeedContext,
   claim: FeedClaim,
   trail: Trail,
 ): Promise<{ read: number; applied: number }> {

@@ -15,8 +15,7 @@
  *
  * @module
  */
-import type { Source } from "../../plan/source.ts";
-import { type Dispatcher, type FeedClaim, transition } from "../crawl/mod.ts";
+import { type Dispatcher, type FeedClaim, type FeedContext, transition } from "../crawl/mod.ts";
 import { checkShards, noteVerification, type Pass, settle } from "./_final_rounds.ts";
 import { MAX_RELISTS, type RangeVerdict } from "./_verdicts.ts";
 import { RangeParts } from "./_range_parts.ts";
@@ -86,7 +85,7 @@ export function dueRanges(v: FollowVerify, ranges: number, everyMs: number, nowM
  * round, as many as the time since the round began makes due (at most 32 a tick).
  */
 export async function reproveDue(
-  deps: { kv: Deno.Kv; source: Source },
+  deps: FeedContext,
   claim: FeedClaim,
   prior: FollowVerify,
   options: ReproveOptions = {},

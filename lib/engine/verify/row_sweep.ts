@@ -23,10 +23,10 @@
  *
  * @module
  */
-import type { ChangeRow, Row, Source } from "../../plan/source.ts";
+import type { ChangeRow, Row } from "../../plan/source.ts";
 import { OPEN_END } from "../../plan/source.ts";
 import { compareKeys } from "../../plan/keys.ts";
-import { applyRows, type FeedClaim, peekChanges } from "../crawl/mod.ts";
+import { applyRows, type FeedClaim, type FeedContext, peekChanges } from "../crawl/mod.ts";
 import { storedItems, type StoredRow } from "../items/mod.ts";
 import { pageLimit } from "../page/mod.ts";
 import type { RowSweep } from "../store/mod.ts";
@@ -94,7 +94,7 @@ export interface SweepResult {
  * @throws SinceUnknownError when the feed does not know where the crawl stands.
  */
 export async function sweepRows(
-  deps: { kv: Deno.Kv; source: Source },
+  deps: FeedContext,
   claim: FeedClaim,
   prior: RowSweep,
   o: { total: number; everyMs: number; maxPages?: number },
@@ -147,7 +147,7 @@ interface PageCompared {
  * decided now (its window was too large or cut short, or the claim was lost).
  */
 async function comparePage(
-  deps: { kv: Deno.Kv; source: Source },
+  deps: FeedContext,
   claim: FeedClaim,
   cursor: string | null,
 ): Promise<PageCompared | null> {
