@@ -105,17 +105,17 @@ export async function askPendingDocs(
     state = next;
     const o = settled.outcome;
     if (settled.asked) pass.asked++;
+    const late = settled.due.doc.expired === true;
     if (o.kind === "again") {
       if (o.notModified) pass.notModified++;
-      const due = nowMs + pendingPauseMs(settled.due.doc.tries + 1);
+      const due = nowMs +
+        (late ? PENDING_DOCS.afterWindowEveryMs : pendingPauseMs(settled.due.doc.tries + 1));
       pass.nextMs = Math.min(pass.nextMs ?? Infinity, due);
-    } else if (o.kind === "expire") {
-      pass.pending--;
-      pass.expired++;
-    } else if (!settled.due.doc.expired) {
-      pass.pending--;
-      if (o.kind === "land") pass.landed++;
-    } else if (o.kind === "land") pass.landed++;
+      continue;
+    }
+    if (!late) pass.pending--;
+    if (o.kind === "expire" || (o.kind === "land" && o.doc.kind === "error")) pass.expired++;
+    else if (o.kind === "land") pass.landed++;
   }
   if (state.value === null || state.value.pending !== pass.pending) {
     const noted = await notePendingCount(kv, crawl.id, {

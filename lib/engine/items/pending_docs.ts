@@ -180,11 +180,11 @@ export async function settlePending(
       n: next.notes,
       note: { kind: "ids", ids: [due.doc.id] },
     });
-    if (outcome.kind === "expire") next.expired++;
-    else {
-      next.landed++;
-      if (due.doc.expired) next.expired = Math.max(0, next.expired - 1); // an error no more
-    }
+    // A host's own error for it (a 403, a damaged body) is recorded as given up on, not landed.
+    const error = outcome.kind === "expire" || outcome.doc.kind === "error";
+    if (due.doc.expired) next.expired = Math.max(0, next.expired - 1); // recorded anew below
+    if (error) next.expired++;
+    else next.landed++;
   }
   if (settled.asked) next.asked++;
   next.atMs = o.nowMs;

@@ -147,3 +147,22 @@ Deno.test("pending docs: an entry whose item moved on (rewritten, deleted) is dr
     kv.close();
   }
 });
+
+Deno.test("pending docs: the host's own error for one (a 403) is its item's error, counted as given up on, not landed", async () => {
+  const { kv, crawl, clock, pass } = await setup(() => ({
+    kind: "error",
+    status: 403,
+    reason: "access denied",
+  }));
+  try {
+    await clock.advance(PENDING_DOCS.firstPauseMs);
+    const p = await pass();
+    assert.deepEqual([p.pending, p.asked, p.landed, p.expired], [0, 2, 0, 2]);
+    assert.deepEqual([p.state?.landed, p.state?.expired], [0, 2]);
+    const a = (await itemsByIds(kv, crawl.id, ["a"])).get("a")!;
+    assert.deepEqual(a.error, { status: 403, reason: "access denied" });
+    assert.equal(a.pending, undefined);
+  } finally {
+    kv.close();
+  }
+});
