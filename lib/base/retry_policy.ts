@@ -82,6 +82,11 @@ export const PENDING_DOCS = {
   passLimit: 512,
   /** How often a living process looks for pending documents that are due, in milliseconds. */
   lookEveryMs: 1_000,
+  /**
+   * A pass's lease on a crawl's pending documents, in milliseconds (a process that died holding
+   * it holds nothing after this; a pass outliving it only shares its asks).
+   */
+  passLeaseMs: 120_000,
 } as const;
 
 /** Level 3: a page of a shard (`engine/dispatch/_shard_runner.ts`). */

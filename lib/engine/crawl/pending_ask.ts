@@ -19,6 +19,7 @@ import type { DocResult } from "../../plan/source.ts";
 import {
   type DuePending,
   duePendingDocs,
+  emptyPendingDocsState,
   notePendingCount,
   pendingDocsState,
   type PendingOutcome,
@@ -27,7 +28,13 @@ import {
   stillPending,
 } from "../items/mod.ts";
 import { againstListing, againstStored } from "../page/mod.ts";
-import type { CrawlRecord, PendingDocsState } from "../store/mod.ts";
+import {
+  type CrawlRecord,
+  keys,
+  type PendingDocsState,
+  releaseLease,
+  takeLease,
+} from "../store/mod.ts";
 import type { CrawlContext } from "./context.ts";
 
 /**
@@ -62,7 +69,15 @@ export interface PendingPass {
 export async function askPendingDocs(
   ctx: PendingAskContext,
   crawl: CrawlRecord,
-  options: { windowMs?: number; limit?: number; concurrency?: number } = {},
+  options: {
+    windowMs?: number;
+    limit?: number;
+    concurrency?: number;
+    /** This asker's name in the pass's lease. @default a random one */
+    owner?: string;
+    /** The pass's lease, in milliseconds. @default PENDING_DOCS.passLeaseMs */
+    leaseMs?: number;
+  } = {},
 ): Promise<PendingPass> {
   const { kv, clock } = ctx;
   const windowMs = options.windowMs ?? PENDING_DOCS.windowMs;
@@ -80,6 +95,52 @@ export async function askPendingDocs(
     state: null,
   };
   let state = await pendingDocsState(kv, crawl.id);
+  // One process asks a crawl's due documents at a time; a pass with nothing due writes nothing.
+  const owner = options.owner ?? `pending-${crypto.randomUUID()}`;
+  if (found.due.length > 0) {
+    const taken = await takeLease<PendingDocsState>(kv, keys.pendingDocsState(crawl.id), {
+      owner,
+      nowMs: clock.now(),
+      leaseMs: options.leaseMs ?? PENDING_DOCS.passLeaseMs,
+      record: (cur, lease) => ({ ...(cur ?? emptyPendingDocsState()), lease }),
+    });
+    if (taken === null) {
+      // Another process asks them now: what it found is the count.
+      return { ...pass, nextMs: clock.now() + PENDING_DOCS.lookEveryMs, state: state.value };
+    }
+    state = taken;
+  }
+  const rest = { found, pass, state, windowMs, concurrency: options.concurrency };
+  if (found.due.length === 0) return await askDue(ctx, crawl, rest);
+  let done: PendingPass | null = null;
+  try {
+    done = await askDue(ctx, crawl, rest);
+  } finally {
+    const released = await releaseLease<PendingDocsState>(
+      kv,
+      keys.pendingDocsState(crawl.id),
+      owner,
+    );
+    if (done) done.state = released.value ?? done.state;
+  }
+  return done;
+}
+
+/** The rest of a pass, its lease held: each due document asked, and what came committed. */
+async function askDue(
+  ctx: PendingAskContext,
+  crawl: CrawlRecord,
+  o: {
+    found: { due: DuePending[] };
+    pass: PendingPass;
+    state: Deno.KvEntryMaybe<PendingDocsState>;
+    windowMs: number;
+    concurrency?: number;
+  },
+): Promise<PendingPass> {
+  const { kv, clock } = ctx;
+  const { found, pass, windowMs } = o;
+  let state = o.state;
   const answers = await mapPool(found.due, async (due) => {
     if (!stillPending(due)) {
       return { due, outcome: { kind: "drop" } as PendingOutcome, asked: false };
@@ -88,7 +149,7 @@ export async function askPendingDocs(
       return { due, outcome: expiry(due, windowMs), asked: false };
     }
     return { due, outcome: await askAgain(ctx, crawl, due), asked: true };
-  }, { concurrency: options.concurrency ?? PENDING_DOCS.concurrency });
+  }, { concurrency: o.concurrency ?? PENDING_DOCS.concurrency });
   // Committed one by one: each op also moves the state record, which numbers the notes.
   for (const settled of answers) {
     const nowMs = clock.now();

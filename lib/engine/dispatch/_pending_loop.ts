@@ -32,6 +32,8 @@ const HEAVY_LOOK_MS = 10_000;
 export class PendingAsker {
   #env: PendingAskerEnv;
   #passes = new Map<string, Promise<PendingPass>>();
+  // This process's name in the passes' leases (one process asks a crawl's documents at a time).
+  #owner = `pending-${crypto.randomUUID()}`;
   #last = new Map<string, { atMs: number; pending: number; nextMs: number | null }>();
 
   /** An asker over `env`; nothing is asked until a pass or {@linkcode run}. */
@@ -47,10 +49,8 @@ export class PendingAsker {
     const under = this.#passes.get(crawl.id);
     if (under) return under;
     const { kv, clock, maxDocBytes } = this.#env;
-    const run = askPendingDocs(
-      { kv, clock, maxDocBytes, source: this.#env.openSource(crawl) },
-      crawl,
-    )
+    const ctx = { kv, clock, maxDocBytes, source: this.#env.openSource(crawl) };
+    const run = askPendingDocs(ctx, crawl, { owner: this.#owner })
       .then((p) => {
         this.#last.set(crawl.id, { atMs: clock.now(), pending: p.pending, nextMs: p.nextMs });
         return p;

@@ -167,6 +167,11 @@ export interface PendingDocsState {
   expired: number;
   /** When the last pass ended, epoch ms. */
   atMs: number;
+  /**
+   * Held by the pass asking due documents now (one process at a time asks a crawl's documents:
+   * several would send each ask as many times). @default null
+   */
+  lease?: Lease | null;
 }
 
 /**

@@ -77,6 +77,7 @@ Deno.test("pending docs: asked again with the ETag seen, a 304 waits longer, the
       landed: 2,
       expired: 0,
       atMs: 0,
+      lease: null,
     });
     const items = await itemsByIds(kv, crawl.id, ["a", "b"]);
     assert.equal(items.get("a")?.doc, '{"_id":"a","_rev":"2-new"}');
@@ -162,6 +163,33 @@ Deno.test("pending docs: the host's own error for one (a 403) is its item's erro
     const a = (await itemsByIds(kv, crawl.id, ["a"])).get("a")!;
     assert.deepEqual(a.error, { status: 403, reason: "access denied" });
     assert.equal(a.pending, undefined);
+  } finally {
+    kv.close();
+  }
+});
+
+Deno.test("pending docs: two askers of one crawl at once: one asks, the other leaves it to it", async () => {
+  let answer!: () => void;
+  const held = new Promise<void>((r) => answer = r);
+  const { kv, crawl, clock, asked } = await setup(() => BEHIND);
+  try {
+    const source = wrapSource(new MemorySource(dataOf(["a", "b"])), {
+      doc: async (id) => (asked.push({ id }), await held, BEHIND),
+    });
+    const ctx = { kv, source, clock, maxDocBytes: 1 << 20 };
+    await clock.advance(PENDING_DOCS.firstPauseMs);
+    const first = askPendingDocs(ctx, crawl, { owner: "one" });
+    while (asked.length < 2) await new Promise((r) => setTimeout(r, 1));
+    const second = await askPendingDocs(ctx, crawl, { owner: "two" });
+    assert.deepEqual([second.asked, second.pending], [0, 2], "the first holds the lease");
+    answer();
+    const p = await first;
+    assert.equal(p.asked, 2);
+    assert.equal(asked.length, 2, "each document asked once");
+    assert.equal(
+      (await kv.get<{ lease: unknown }>(keys.pendingDocsState(crawl.id))).value?.lease,
+      null,
+    );
   } finally {
     kv.close();
   }
