@@ -70,8 +70,11 @@ export async function askPendingDocs(
   ctx: PendingAskContext,
   crawl: CrawlRecord,
   options: {
+    /** Still behind this long, a document is its item's error, in ms. @default PENDING_DOCS.windowMs */
     windowMs?: number;
+    /** Due documents taken by this pass at most. @default PENDING_DOCS.passLimit */
     limit?: number;
+    /** Documents asked at once. @default PENDING_DOCS.concurrency */
     concurrency?: number;
     /** This asker's name in the pass's lease. @default a random one */
     owner?: string;
