@@ -23,7 +23,6 @@ import {
   notePendingCount,
   pendingDocsState,
   type PendingOutcome,
-  pendingPauseMs,
   settlePending,
   stillPending,
 } from "../items/mod.ts";
@@ -166,20 +165,14 @@ async function askDue(
       pass.nextMs = nowMs;
       continue;
     }
-    state = next;
+    state = next.state;
     const o = settled.outcome;
     if (settled.asked) pass.asked++;
-    const late = settled.due.doc.expired === true;
-    if (o.kind === "again") {
-      if (o.notModified) pass.notModified++;
-      const due = nowMs +
-        (late ? PENDING_DOCS.afterWindowEveryMs : pendingPauseMs(settled.due.doc.tries + 1));
-      pass.nextMs = Math.min(pass.nextMs ?? Infinity, due);
-      continue;
-    }
-    if (!late) pass.pending--;
-    if (o.kind === "expire" || (o.kind === "land" && o.doc.kind === "error")) pass.expired++;
-    else if (o.kind === "land") pass.landed++;
+    if (o.kind === "again" && o.notModified) pass.notModified++;
+    if (next.counted) pass[next.counted]++;
+    if (next.nextMs !== null) pass.nextMs = Math.min(pass.nextMs ?? Infinity, next.nextMs);
+    // One that landed, expired or was dropped leaves the count (one past the window was not in it).
+    if (o.kind !== "again" && !settled.due.doc.expired) pass.pending--;
   }
   if (state.value === null || state.value.pending !== pass.pending) {
     const noted = await notePendingCount(kv, crawl.id, {

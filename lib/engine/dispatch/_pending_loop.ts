@@ -65,13 +65,13 @@ export class PendingAsker {
    * empty range and a read). A crawl's failing pass is told to `onError` and tried at the next
    * look.
    */
-  async tick(options: { force?: boolean; onError?: (crawlId: string, err: unknown) => void } = {}) {
+  async tick(options: { onError?: (crawlId: string, err: unknown) => void } = {}) {
     const now = this.#env.clock.now();
     for (const crawl of (await listCrawls(this.#env.kv)).filter(asksFor)) {
       const last = this.#last.get(crawl.id);
       const heavy = last !== undefined && last.pending > HEAVY_PENDING &&
         (last.nextMs ?? Infinity) > now && now - last.atMs < HEAVY_LOOK_MS;
-      if (heavy && !options.force) continue;
+      if (heavy) continue;
       await this.pass(crawl).catch((err) => options.onError?.(crawl.id, err));
     }
   }

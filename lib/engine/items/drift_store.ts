@@ -175,15 +175,15 @@ async function applyGroup(
     inline: false,
     nowMs: next.nowMs,
   });
-  const chunks = writes.filter((w) => parseKey(w.key)?.kind === "chunk");
+  const chunks = writes.filter((w) => w.role === "chunk");
   await setInBatches(kv, chunks);
   const records = new Map(
-    writes.filter((w) => parseKey(w.key)?.kind === "item").map((w) => [w.id, w]),
+    writes.filter((w) => w.role === "record").map((w) => [w.id, w]),
   );
   const plan = new OpPlan().check(claimed);
   dropFromBlocks(plan, held);
   // Documents behind their change: their entries among pending documents, with their records.
-  for (const w of writes) if (w.pending) plan.set(w.key, w.value);
+  for (const w of writes) if (w.role === "pending") plan.set(w.key, w.value);
   const counts = new Counts(next.ranges);
   for (const id of ids) {
     const record = held.records.get(id)!;

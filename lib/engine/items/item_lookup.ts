@@ -8,7 +8,7 @@
 import { compareKeys } from "../../plan/keys.ts";
 import { blockHolding } from "./item_blocks.ts";
 import { idKeyPart, plainPartSize } from "./_item_codec.ts";
-import { keys, kvOp, partOfKey } from "../store/mod.ts";
+import { getEntries, keys, partOfKey } from "../store/mod.ts";
 import {
   blockItems,
   blockRuns,
@@ -88,19 +88,12 @@ export async function itemsByIds(
   const wanted = [...new Set(ids)];
   const out = new Map<string, ExportedItem>();
   const parts = await Promise.all(wanted.map((id) => idKeyPart(id)));
-  const reads: Promise<void>[] = [];
-  for (let i = 0; i < wanted.length; i += 10) {
-    const slice = parts.slice(i, i + 10).map((p) => keys.item(crawlId, p));
-    reads.push((async () => {
-      const got = await kvOp(() => kv.getMany<Uint8Array[]>(slice));
-      for (const e of got) {
-        if (e.value === null) continue;
-        const it = await withChunks(kv, crawlId, toItem(e as Deno.KvEntry<Uint8Array>));
-        out.set(it.id, it);
-      }
-    })());
-  }
-  await Promise.all(reads);
+  const got = await getEntries<Uint8Array>(kv, parts.map((p) => keys.item(crawlId, p)));
+  await Promise.all(got.map(async (e) => {
+    if (e.value === null) return;
+    const it = await withChunks(kv, crawlId, toItem(e as Deno.KvEntry<Uint8Array>));
+    out.set(it.id, it);
+  }));
   // The rest may be rows of blocks: each block read once, its rows kept while ids fall in it.
   const rest = wanted.filter((id) => !out.has(id) && plainPartSize(id) > 0).sort(compareKeys);
   let held: { first: string; last: string; byId: Map<string, Pending> } | null = null;

@@ -12,7 +12,7 @@ import { compareKeys } from "../../plan/keys.ts";
 import { blockHolding } from "./item_blocks.ts";
 import { blockNdjson, decodeBlock } from "./_block_codec.ts";
 import { decodeItem, idKeyPart, plainPartSize } from "./_item_codec.ts";
-import { keys, kvOp, partOfKey } from "../store/mod.ts";
+import { getEntries, keys, kvOp, partOfKey } from "../store/mod.ts";
 import {
   type ExportedItem,
   finish,
@@ -158,12 +158,8 @@ export async function itemPresence(
   ids: readonly string[],
 ): Promise<{ key: Deno.KvKey; versionstamp: string | null }[]> {
   const keyList = await Promise.all(ids.map(async (id) => keys.item(crawlId, await idKeyPart(id))));
-  const out: { key: Deno.KvKey; versionstamp: string | null }[] = [];
-  for (let i = 0; i < keyList.length; i += 10) {
-    const got = await kvOp(() => kv.getMany(keyList.slice(i, i + 10)));
-    for (const e of got) out.push({ key: e.key, versionstamp: e.versionstamp });
-  }
-  return out;
+  const got = await getEntries(kv, keyList);
+  return got.map((e) => ({ key: e.key, versionstamp: e.versionstamp }));
 }
 
 /** The chunk keys of an item (to delete them with it). */

@@ -98,6 +98,7 @@ export async function spillDocument(
       key,
       value: bytes.subarray(i * CHUNK_BYTES, (i + 1) * CHUNK_BYTES),
       keyBytes: keySize(key),
+      role: "chunk",
     });
   }
   await setInBatches(kv, writes);
@@ -106,7 +107,8 @@ export async function spillDocument(
 
 /**
  * One KV `set` of an item's record, of one chunk of its document, or of its entry among the pending
- * documents (`pending`: written in the same op as the record, after it).
+ * documents. Chunks are written first and alone (idempotent); a record, and the entry that goes
+ * with it, in the caller's guarded op.
  */
 export interface ItemWrite {
   /** The item it belongs to. */
@@ -117,8 +119,8 @@ export interface ItemWrite {
   value: Uint8Array;
   /** Encoded size of the key. */
   keyBytes: number;
-  /** The item's entry among pending documents (`pending_docs.ts`), not its record or a chunk. */
-  pending?: true;
+  /** What it is: the item's record, a chunk of its document, or its pending entry (`pending_docs.ts`). */
+  role: "record" | "chunk" | "pending";
 }
 
 /** What a set of items holds, counted the way status reports it. */
@@ -185,6 +187,7 @@ export async function prepareWrites(
         key: keys.item(crawlId, it.id),
         value: fast,
         keyBytes: prefix + plain,
+        role: "record",
       });
       continue;
     }
@@ -208,7 +211,7 @@ export async function prepareWrites(
         for (let i = 0; i < rec.chunks; i++) {
           const key = keys.chunk(crawlId, part, i);
           const value = doc.subarray(i * CHUNK_BYTES, (i + 1) * CHUNK_BYTES);
-          out.push({ id: it.id, key, value, keyBytes: keySize(key) });
+          out.push({ id: it.id, key, value, keyBytes: keySize(key), role: "chunk" });
         }
       }
     }
@@ -218,7 +221,7 @@ export async function prepareWrites(
       return await prepareWrites(crawlId, items, { ...options, inline: false });
     }
     const key = keys.item(crawlId, part);
-    out.push({ id: it.id, key, value, keyBytes: keySize(key) });
+    out.push({ id: it.id, key, value, keyBytes: keySize(key), role: "record" });
     if (rec.pending && d?.kind === "error") {
       out.push(pendingWrite(crawlId, part, { ...d, id: it.id, rev: it.rev }, options.nowMs ?? 0));
     }
@@ -301,9 +304,15 @@ export interface PendingDoc {
   expired?: true;
 }
 
-/** The pause before ask number `tries + 1`: doubling from `firstPauseMs`, at most `maxPauseMs`. */
-export function pendingPauseMs(tries: number): number {
-  return Math.min(PENDING_DOCS.maxPauseMs, PENDING_DOCS.firstPauseMs * 2 ** Math.min(tries, 20));
+/**
+ * When a pending document with `tries` asks behind it is asked next, from `nowMs`: after a pause
+ * doubling from `firstPauseMs` to at most `maxPauseMs`; past the window (`expired`), an hour on.
+ */
+export function nextAskMs(nowMs: number, doc: { tries: number; expired?: true }): number {
+  return nowMs + (doc.expired ? PENDING_DOCS.afterWindowEveryMs : Math.min(
+    PENDING_DOCS.maxPauseMs,
+    PENDING_DOCS.firstPauseMs * 2 ** Math.min(doc.tries, 20),
+  ));
 }
 
 /**
@@ -320,7 +329,7 @@ export function pendingWrite(
     id: item.id,
     rev: item.rev,
     sinceMs: nowMs,
-    nextMs: nowMs + pendingPauseMs(0),
+    nextMs: nextAskMs(nowMs, { tries: 0 }),
     tries: 0,
     ...(item.etag !== undefined ? { etag: item.etag } : {}),
   };
@@ -330,6 +339,6 @@ export function pendingWrite(
     key,
     value: enc.encode(JSON.stringify(entry)),
     keyBytes: keySize(key),
-    pending: true,
+    role: "pending",
   };
 }

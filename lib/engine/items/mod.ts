@@ -21,7 +21,7 @@ export type { Position } from "./item_blocks.ts";
 export {
   DEFAULT_MAX_DOC_BYTES,
   INLINE_DOC_BYTES,
-  pendingPauseMs,
+  nextAskMs,
   prepareWrites,
   setInBatches,
   spillDocument,

@@ -12,11 +12,10 @@
  */
 import type { DocResult } from "../../plan/source.ts";
 import { decodeItem, type ItemRecord } from "./_item_codec.ts";
-import { PENDING_DOCS } from "../../base/retry_policy.ts";
 import {
   type ItemInput,
+  nextAskMs,
   type PendingDoc,
-  pendingPauseMs,
   prepareWrites,
   setInBatches,
 } from "./item_store.ts";
@@ -24,10 +23,10 @@ import {
   addNote,
   commitPlan,
   DOCS_STREAM,
+  getEntries,
   keys,
   kvOp,
   OpPlan,
-  parseKey,
   partOfKey,
   type PendingDocsState,
 } from "../store/mod.ts";
@@ -71,23 +70,17 @@ export async function duePendingDocs(
   due.sort((a, b) => a.doc.nextMs - b.doc.nextMs);
   const taken = due.slice(0, options.limit);
   if (taken.length < due.length) nextMs = options.nowMs;
-  const out: DuePending[] = [];
-  for (let i = 0; i < taken.length; i += 10) {
-    const group = taken.slice(i, i + 10);
-    const items = await kvOp(() =>
-      kv.getMany<Uint8Array[]>(group.map((g) => keys.item(crawlId, partOfKey(g.entry.key))))
-    );
-    group.forEach((g, j) => {
-      const e = items[j];
-      out.push({
-        ...g,
-        item: {
-          record: e.value === null ? null : decodeItem(e.value),
-          versionstamp: e.versionstamp,
-        },
-      });
-    });
-  }
+  const items = await getEntries<Uint8Array>(
+    kv,
+    taken.map((g) => keys.item(crawlId, partOfKey(g.entry.key))),
+  );
+  const out = taken.map((g, j): DuePending => ({
+    ...g,
+    item: {
+      record: items[j].value === null ? null : decodeItem(items[j].value),
+      versionstamp: items[j].versionstamp,
+    },
+  }));
   return { pending, expired, due: out, nextMs };
 }
 
@@ -128,37 +121,49 @@ export function emptyPendingDocsState(): PendingDocsState {
   return { notes: 0, pending: 0, asked: 0, notModified: 0, landed: 0, expired: 0, atMs: 0 };
 }
 
+/** What committing a settled pending document made true. */
+export interface Settled {
+  /** The state record after it. */
+  state: Deno.KvEntry<PendingDocsState>;
+  /** When its entry is asked next (null: the entry is gone). */
+  nextMs: number | null;
+  /** What it counts as: a document that landed, one given up on (an error recorded), or neither. */
+  counted: "landed" | "expired" | null;
+}
+
 /**
  * Commits one settled pending document in one op guarded by its entry, its item's record and the
- * state record (`state`, whose successor is returned; null when another writer came first: the
- * document is asked again at the next pass). A landing writes the item at `rev` with its document
- * (a large one's chunks first, idempotent), an expiry the item's error, each with a note on the
- * `docs` stream, so that sinks and the mirror see it; an expired entry stays, asked again hourly.
+ * state record (`state`; null when another writer came first: the document is asked again at the
+ * next pass). A landing writes the item at `rev` with its document (a large one's chunks first,
+ * idempotent), an expiry the item's error, each with a note on the `docs` stream, so that sinks and
+ * the mirror see it; an expired entry stays, asked again hourly. A host's own error for it (a 403,
+ * a damaged body) counts as given up on, not landed.
  */
 export async function settlePending(
   kv: Deno.Kv,
   crawlId: string,
   settled: { due: DuePending; outcome: PendingOutcome; asked: boolean },
   o: { state: Deno.KvEntryMaybe<PendingDocsState>; nowMs: number; maxDocBytes?: number },
-): Promise<Deno.KvEntry<PendingDocsState> | null> {
+): Promise<Settled | null> {
   const { due, outcome } = settled;
-  const cur = o.state.value ?? emptyPendingDocsState();
-  const next: PendingDocsState = { ...cur };
+  const next: PendingDocsState = { ...(o.state.value ?? emptyPendingDocsState()) };
   const plan = new OpPlan().check(due.entry);
   plan.check(o.state);
+  let nextMs: number | null = null;
   if (outcome.kind === "again" || outcome.kind === "expire") {
     const tries = due.doc.tries + (outcome.kind === "again" ? 1 : 0);
     const late = due.doc.expired || outcome.kind === "expire";
     const doc: PendingDoc = {
       ...due.doc,
       tries,
-      nextMs: o.nowMs + (late ? PENDING_DOCS.afterWindowEveryMs : pendingPauseMs(tries)),
       ...(outcome.kind === "again" && outcome.etag !== undefined ? { etag: outcome.etag } : {}),
       ...(late ? { expired: true as const } : {}),
     };
+    nextMs = doc.nextMs = nextAskMs(o.nowMs, doc);
     plan.set(due.entry.key, enc.encode(JSON.stringify(doc)));
     if (outcome.kind === "again" && outcome.notModified) next.notModified++;
   } else plan.delete(due.entry.key);
+  let counted: Settled["counted"] = null;
   if (outcome.kind === "land" || outcome.kind === "expire") {
     const key = keys.item(crawlId, partOfKey(due.entry.key));
     plan.check({ key, versionstamp: due.item.versionstamp });
@@ -171,8 +176,8 @@ export async function settlePending(
       maxDocBytes: o.maxDocBytes,
       nowMs: o.nowMs,
     });
-    const record = writes.find((w) => parseKey(w.key)?.kind === "item")!;
-    await setInBatches(kv, writes.filter((w) => w !== record && !w.pending)); // chunks
+    const record = writes.find((w) => w.role === "record")!;
+    await setInBatches(kv, writes.filter((w) => w.role === "chunk"));
     plan.set(record.key, record.value);
     next.notes++;
     addNote(plan, crawlId, {
@@ -180,19 +185,26 @@ export async function settlePending(
       n: next.notes,
       note: { kind: "ids", ids: [due.doc.id] },
     });
-    // A host's own error for it (a 403, a damaged body) is recorded as given up on, not landed.
-    const error = outcome.kind === "expire" || outcome.doc.kind === "error";
+    counted = outcome.kind === "expire" || outcome.doc.kind === "error" ? "expired" : "landed";
     if (due.doc.expired) next.expired = Math.max(0, next.expired - 1); // recorded anew below
-    if (error) next.expired++;
-    else next.landed++;
+    next[counted]++;
   }
   if (settled.asked) next.asked++;
   next.atMs = o.nowMs;
-  plan.set(keys.pendingDocsState(crawlId), next);
-  const res = await commitPlan(kv, plan);
-  return res.ok
-    ? { key: keys.pendingDocsState(crawlId), value: next, versionstamp: res.versionstamp }
-    : null;
+  const state = await commitState(kv, crawlId, plan, next);
+  return state && { state, nextMs, counted };
+}
+
+/** Sets the state record to `next` in `plan` and commits it; null when a check failed. */
+async function commitState(
+  kv: Deno.Kv,
+  crawlId: string,
+  plan: OpPlan,
+  next: PendingDocsState,
+): Promise<Deno.KvEntry<PendingDocsState> | null> {
+  const key = keys.pendingDocsState(crawlId);
+  const res = await commitPlan(kv, plan.set(key, next));
+  return res.ok ? { key, value: next, versionstamp: res.versionstamp } : null;
 }
 
 /** Writes the pass's count of pending documents into the state (guarded; null: another writer). */
@@ -202,11 +214,5 @@ export async function notePendingCount(
   o: { state: Deno.KvEntryMaybe<PendingDocsState>; pending: number; nowMs: number },
 ): Promise<Deno.KvEntry<PendingDocsState> | null> {
   const next = { ...(o.state.value ?? emptyPendingDocsState()), pending: o.pending, atMs: o.nowMs };
-  const res = await commitPlan(
-    kv,
-    new OpPlan().check(o.state).set(keys.pendingDocsState(crawlId), next),
-  );
-  return res.ok
-    ? { key: keys.pendingDocsState(crawlId), value: next, versionstamp: res.versionstamp }
-    : null;
+  return await commitState(kv, crawlId, new OpPlan().check(o.state), next);
 }

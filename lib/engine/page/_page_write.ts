@@ -254,12 +254,12 @@ async function fillRows(
       nowMs: ctx.clock.now(),
     });
     // The record, and a pending document's entry with it (`pending_docs.ts`), in the guarded op.
-    const guarded = ws.filter((w) => w.pending || parseKey(w.key)?.kind === "item");
+    const guarded = ws.filter((w) => w.role !== "chunk");
     const [record, entry] = guarded;
     if (!budget.fitsSet(record.keyBytes, record.value.length)) break;
     const withRecord = new AtomicBudget().set(record.keyBytes, record.value.length);
     if (entry && !budget.fitsSet(entry.keyBytes, entry.value.length, withRecord)) break;
-    await setInBatches(ctx.kv, ws.filter((w) => !guarded.includes(w))); // a large document's chunks
+    await setInBatches(ctx.kv, ws.filter((w) => w.role === "chunk")); // chunks first, idempotent
     for (const w of guarded) {
       budget.set(w.keyBytes, w.value.length);
       writes.push(w);

@@ -202,14 +202,10 @@ export function againstListing<T extends Attempt>(
   row: { id: string; rev: string },
   r: T,
 ): T | Failed {
+  // What was served behind is asked again with its ETag (a 304 then costs no body).
+  const etag = r && "etag" in r && r.etag !== undefined ? { etag: r.etag } : {};
   if (r?.kind === "error" && r.later) {
-    return {
-      kind: "failed",
-      status: r.status,
-      reason: r.reason,
-      behind: true,
-      ...(r.etag !== undefined ? { etag: r.etag } : {}),
-    };
+    return { kind: "failed", status: r.status, reason: r.reason, behind: true, ...etag };
   }
   const served = r?.kind === "doc" || r?.kind === "raw" || r?.kind === "stored" ? r.docRev : null;
   if (!served || served === row.rev) return r;
@@ -220,9 +216,7 @@ export function againstListing<T extends Attempt>(
     reason: `the document served is revision ${served.slice(0, 40)}, not the listed ` +
       row.rev.slice(0, 40),
     behind: true,
-    ...(r.kind !== "failed" && r.kind !== "tooLarge" && r.kind !== "error" && r.etag !== undefined
-      ? { etag: r.etag }
-      : {}),
+    ...etag,
   };
 }
 

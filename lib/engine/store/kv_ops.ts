@@ -1,7 +1,8 @@
 /**
  * KV operations as the store runs them: a locked file (several processes) retried a bounded number
  * of times, a full disk turned into a {@linkcode StorageError}, one read-modify-write loop with
- * bounded retries for every single-record update, and one typed view of a maybe-absent entry.
+ * bounded retries for every single-record update, reads of any number of keys within `getMany`'s
+ * limit, and one typed view of a maybe-absent entry.
  *
  * @module
  */
@@ -38,6 +39,25 @@ export async function kvOp<T>(fn: () => Promise<T>, options: { maxAttempts?: num
       await SYSTEM_CLOCK.sleep(backoff(LOCKED_PAUSE, attempt));
     }
   }
+}
+
+/** Keys one `getMany` reads at most (KV's limit). */
+const GET_MANY = 10;
+
+/**
+ * The entries at `keys`, in their order, however many: read {@linkcode GET_MANY} a `getMany`, the
+ * reads at once (each through {@linkcode kvOp}).
+ */
+export async function getEntries<T>(
+  kv: Deno.Kv,
+  keys: readonly Deno.KvKey[],
+): Promise<Deno.KvEntryMaybe<T>[]> {
+  const reads: Promise<Deno.KvEntryMaybe<T>[]>[] = [];
+  for (let i = 0; i < keys.length; i += GET_MANY) {
+    const slice = keys.slice(i, i + GET_MANY);
+    reads.push(kvOp(() => kv.getMany<T[]>(slice)));
+  }
+  return (await Promise.all(reads)).flat();
 }
 
 /**

@@ -10,7 +10,7 @@
 import { ConflictError, InputError } from "../../base/errors.ts";
 import { keys } from "./keys.ts";
 import { AtomicBudget, keySize, valueSizeBound } from "./kv_limits.ts";
-import { kvOp } from "./kv_ops.ts";
+import { getEntries, kvOp } from "./kv_ops.ts";
 
 /** One change the mirror applied. */
 export interface MirrorChange {
@@ -76,18 +76,8 @@ export async function mirrorEntriesOf(
   crawlId: string,
   ids: readonly string[],
 ): Promise<Map<string, Deno.KvEntryMaybe<MirrorEntry>>> {
-  const out = new Map<string, Deno.KvEntryMaybe<MirrorEntry>>();
-  const reads: Promise<void>[] = [];
-  for (let i = 0; i < ids.length; i += 10) {
-    const slice = ids.slice(i, i + 10).map((id) => keys.mirrorDoc(crawlId, id));
-    reads.push(
-      kvOp(() => kv.getMany<MirrorEntry[]>(slice)).then((got) => {
-        for (const e of got) out.set(e.key[2] as string, e);
-      }),
-    );
-  }
-  await Promise.all(reads);
-  return out;
+  const got = await getEntries<MirrorEntry>(kv, ids.map((id) => keys.mirrorDoc(crawlId, id)));
+  return new Map(got.map((e) => [e.key[2] as string, e]));
 }
 
 /**

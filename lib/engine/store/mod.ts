@@ -56,7 +56,7 @@ export {
   setFollow,
   updateCrawl,
 } from "./store.ts";
-export { commitPlan, kvOp, present, updateRecord } from "./kv_ops.ts";
+export { commitPlan, getEntries, kvOp, present, updateRecord } from "./kv_ops.ts";
 export { endPlanning, renewPlanning, takePlanning, writePlannedShards } from "./planning_ops.ts";
 export { listRangeDrift, shardStored, storedCount } from "./range_drift.ts";
 export {

@@ -12,7 +12,7 @@
  */
 import { FatalError } from "../../base/errors.ts";
 import { keys } from "./keys.ts";
-import { kvOp, present } from "./kv_ops.ts";
+import { getEntries, kvOp, present } from "./kv_ops.ts";
 
 import type {
   CrawlRecord,
@@ -220,14 +220,8 @@ export async function getShards(
   crawlId: string,
   ids: readonly number[],
 ): Promise<Deno.KvEntry<ShardRecord>[]> {
-  const out: Deno.KvEntry<ShardRecord>[] = [];
-  for (let i = 0; i < ids.length; i += 10) {
-    const got = await kvOp(() =>
-      kv.getMany<ShardRecord[]>(ids.slice(i, i + 10).map((id) => keys.shard(crawlId, id)))
-    );
-    for (const e of got) if (present(e)) out.push(present(e)!);
-  }
-  return out;
+  const got = await getEntries<ShardRecord>(kv, ids.map((id) => keys.shard(crawlId, id)));
+  return got.flatMap((e) => present(e) ?? []);
 }
 
 /**
