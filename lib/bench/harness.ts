@@ -100,6 +100,20 @@ export function checkExported(run: Timed, items: number): void {
   }
 }
 
+/**
+ * `deno task crawl --source <url> --kv <kv>` (with `args`), then `deno task export` of it to
+ * `out`, each timed; the export checked to hold `items` ({@linkcode checkExported}).
+ */
+export async function crawlThenExport(
+  url: string,
+  o: { kv: string; out: string; items: number; args?: string[] },
+): Promise<{ crawl: Timed; exported: Timed }> {
+  const crawl = await timeTask("tasks/crawl.ts", ["--source", url, "--kv", o.kv, ...o.args ?? []]);
+  const exported = await timeTask("tasks/export.ts", ["--kv", o.kv], { stdoutTo: o.out });
+  checkExported(exported, o.items);
+  return { crawl, exported };
+}
+
 /** Times an async function, in milliseconds. */
 export async function timeIt(fn: () => Promise<unknown>): Promise<number> {
   const t = performance.now();

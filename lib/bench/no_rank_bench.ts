@@ -9,7 +9,7 @@
  */
 import { sequentialPager } from "./peers.ts";
 import {
-  checkExported,
+  crawlThenExport,
   median,
   n,
   pairedRatio,
@@ -18,7 +18,6 @@ import {
   s,
   table,
   timeIt,
-  timeTask,
   x,
 } from "./harness.ts";
 
@@ -32,14 +31,14 @@ export async function benchNoRank(o: { size: number; runs: number; log: (s: stri
     let round = 0;
     const crawlAndExport = async (url: string, side: string) => {
       const kv = `${dir}/${side}-${round}.kv`;
-      const crawl = await timeTask("tasks/crawl.ts", ["--source", url, "--kv", kv]);
+      const { crawl, exported } = await crawlThenExport(url, {
+        kv,
+        out: `${dir}/${side}.ndjson`,
+        items: o.size,
+      });
       if (!/checked: (exact|total)/.test(crawl.stdout)) {
         throw new Error(`crawl of ${side} did not end proven: ${crawl.stdout.slice(-500)}`);
       }
-      const exported = await timeTask("tasks/export.ts", ["--kv", kv], {
-        stdoutTo: `${dir}/${side}.ndjson`,
-      });
-      checkExported(exported, o.size);
       await Deno.remove(kv).catch(() => {});
       return crawl.ms + exported.ms;
     };

@@ -5,17 +5,7 @@
  *
  * @module
  */
-import {
-  checkExported,
-  median,
-  pairedRatio,
-  registry,
-  rounds,
-  s,
-  table,
-  timeTask,
-  x,
-} from "./harness.ts";
+import { crawlThenExport, median, pairedRatio, registry, rounds, s, table, x } from "./harness.ts";
 
 /** Prints the table: crawl, export and both for each registry, and the replica's ratio. */
 export async function benchReplica(o: { size: number; runs: number; log: (s: string) => void }) {
@@ -27,11 +17,11 @@ export async function benchReplica(o: { size: number; runs: number; log: (s: str
     let round = 0;
     const kv = (side: string) => `${dir}/${side}-${round}.kv`;
     const both = async (side: string, url: string) => {
-      const crawl = await timeTask("tasks/crawl.ts", ["--source", url, "--kv", kv(side)]);
-      const exported = await timeTask("tasks/export.ts", ["--kv", kv(side)], {
-        stdoutTo: `${dir}/${side}.ndjson`,
+      const { crawl, exported } = await crawlThenExport(url, {
+        kv: kv(side),
+        out: `${dir}/${side}.ndjson`,
+        items: o.size,
       });
-      checkExported(exported, o.size);
       times[side].push({ crawl: crawl.ms, export: exported.ms });
       return crawl.ms + exported.ms;
     };
