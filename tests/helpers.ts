@@ -5,7 +5,7 @@ import { prng } from "../lib/sim/names.ts";
 import { compareKeys, sortKeys } from "../lib/plan/keys.ts";
 import { countItems, iterateItems } from "../lib/engine/items/item_read.ts";
 import { crawlStatus } from "../lib/engine/crawl/status.ts";
-import { getFeed, listCrawls, listShards } from "../lib/engine/store/mod.ts";
+import { getFeed, keys, listCrawls, listShards } from "../lib/engine/store/mod.ts";
 import type { Plan } from "../lib/plan/planner.ts";
 import { RegistryData } from "../lib/sim/registry/registry_data.ts";
 import { type SpawnedTask, spawnTask } from "../lib/sim/spawn_task.ts";
@@ -300,23 +300,72 @@ export function spawnWatched(task: string, args: string[], env: Record<string, s
   };
 }
 
-/** Changes the feed of the crawl in the KV file at `path` applied (inserted, updated, deleted). */
-export async function applied(path: string): Promise<number> {
-  try {
-    using kv = await Deno.openKv(path);
-    const [crawl] = await listCrawls(kv);
-    const d = crawl ? (await getFeed(kv, crawl.id)).value : null;
-    return d ? d.inserted + d.updated + d.deleted : 0;
-  } catch {
-    return 0; // locked for a moment by the follower
+/**
+ * Reads `read` of the (first) crawl in the KV file at `path` every 100 ms, while a task may hold it
+ * (a read that meets its lock is tried again), until `done` says so; the value it took. A
+ * `what` that never came in `ms` fails with what was read last.
+ */
+export async function untilCrawl<T>(
+  path: string,
+  read: (kv: Deno.Kv, crawlId: string) => Promise<T>,
+  done: (value: T) => boolean,
+  o: { what: string; ms?: number },
+): Promise<T> {
+  const ms = o.ms ?? 30_000;
+  const deadline = Date.now() + ms;
+  let last: T | undefined;
+  for (;;) {
+    try {
+      using kv = await Deno.openKv(path);
+      const [crawl] = await listCrawls(kv);
+      if (crawl) last = await read(kv, crawl.id);
+    } catch {
+      // Locked for a moment by the task.
+    }
+    if (last !== undefined && done(last)) return last;
+    if (Date.now() >= deadline) {
+      throw new Error(`${o.what} not after ${ms} ms (last read: ${JSON.stringify(last)})`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
   }
 }
 
-/** Waits until the follower of the KV file at `path` applied at least `n` changes. */
+/** Waits until the crawl in the KV file at `path` stands at sequence `seq`. */
+export async function untilFeedAt(path: string, seq: string, ms = 30_000): Promise<void> {
+  await untilCrawl(
+    path,
+    async (kv, id) => (await getFeed(kv, id)).value?.seq ?? null,
+    (at) => at === seq,
+    { what: `the follower at seq ${seq}`, ms },
+  );
+}
+
+/** Waits until the follower of the KV file at `path` applied at least `n` changes; how many. */
 export async function untilApplied(path: string, n: number, ms = 30_000): Promise<number> {
-  const deadline = Date.now() + ms;
-  for (let got = 0; Date.now() < deadline; await new Promise((r) => setTimeout(r, 100))) {
-    if ((got = await applied(path)) >= n) return got;
-  }
-  throw new Error(`fewer than ${n} changes applied after ${ms} ms`);
+  return await untilCrawl(
+    path,
+    async (kv, id) => {
+      const d = (await getFeed(kv, id)).value;
+      return d ? d.inserted + d.updated + d.deleted : 0;
+    },
+    (got) => got >= n,
+    { what: `${n} changes applied`, ms },
+  );
+}
+
+/**
+ * Waits until the crawl in the KV file at `path` has no document pending (behind its revision on
+ * a lagging document host: asked again until it lands).
+ */
+export async function untilNonePending(path: string, ms = 30_000): Promise<void> {
+  await untilCrawl(
+    path,
+    async (kv, id) => {
+      let pending = 0;
+      for await (const _ of kv.list({ prefix: keys.pendingDocs(id) })) pending++;
+      return pending;
+    },
+    (n) => n === 0,
+    { what: "no document pending", ms },
+  );
 }

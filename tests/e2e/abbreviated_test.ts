@@ -11,8 +11,7 @@ import { startRegistry } from "../../lib/sim/registry/registry_server.ts";
 import { npmReplicaProfile } from "../../lib/sim/registry/registry_profile.ts";
 import { abbreviatedDoc } from "../../lib/sim/registry/registry_docs.ts";
 import { prng } from "../../lib/sim/names.ts";
-import { getFeed, listCrawls } from "../../lib/engine/store/mod.ts";
-import { runTask, spawnWatched } from "../helpers.ts";
+import { runTask, spawnWatched, untilFeedAt } from "../helpers.ts";
 import { realNames } from "../registry_timeline.ts";
 
 Deno.test("abbreviated: a change's document served stale by a lagging host is never stored as the new revision's", async () => {
@@ -34,14 +33,7 @@ Deno.test("abbreviated: a change's document served stale by a lagging host is ne
     const changed = new Set<string>();
     while (changed.size < 30) changed.add(data.keys[Math.floor(rand() * data.keys.length)]);
     for (const id of changed) data.put(id);
-    const seq = String(data.updateSeq);
-    for (const deadline = Date.now() + 60_000;;) {
-      using store = await Deno.openKv(kv);
-      const [c] = await listCrawls(store);
-      if ((await getFeed(store, c.id)).value?.seq === seq) break;
-      assert.ok(Date.now() < deadline, "the follower never reached the registry's head");
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await untilFeedAt(kv, String(data.updateSeq), 60_000);
     crawl.child.kill("SIGINT");
     const end = await crawl.end();
     assert.equal(end.code, 0, end.out.slice(-2000));

@@ -9,49 +9,17 @@ import assert from "node:assert/strict";
 import { RegistryData } from "../../lib/sim/registry/registry_data.ts";
 import { startRegistry } from "../../lib/sim/registry/registry_server.ts";
 import { npmReplicaProfile } from "../../lib/sim/registry/registry_profile.ts";
-import { getFeed, keys, listCrawls } from "../../lib/engine/store/mod.ts";
-import { runTask, spawnServer, spawnWatched, untilApplied, waitHealthy } from "../helpers.ts";
+import { listCrawls } from "../../lib/engine/store/mod.ts";
+import {
+  runTask,
+  spawnServer,
+  spawnWatched,
+  untilApplied,
+  untilFeedAt,
+  untilNonePending,
+  waitHealthy,
+} from "../helpers.ts";
 import { assertExportIs, realNames, Timeline } from "../registry_timeline.ts";
-
-/**
- * Waits until the crawl in the KV file at `path` has no document pending (behind its revision on
- * the lagging document host: asked again by the follower until it lands).
- */
-async function untilNonePending(path: string, ms = 30_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  let pending = -1;
-  while (Date.now() < deadline) {
-    try {
-      using kv = await Deno.openKv(path);
-      const [crawl] = await listCrawls(kv);
-      pending = 0;
-      for await (const _ of kv.list({ prefix: keys.pendingDocs(crawl.id) })) pending++;
-    } catch {
-      pending = -1; // locked for a moment by the follower
-    }
-    if (pending === 0) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`${pending} documents still pending after ${ms} ms`);
-}
-
-/** Waits until the crawl in the KV file at `path` stands at sequence `seq`. */
-async function untilFeedAt(path: string, seq: string, ms = 30_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  let at: string | undefined;
-  while (Date.now() < deadline) {
-    try {
-      using kv = await Deno.openKv(path);
-      const [crawl] = await listCrawls(kv);
-      at = crawl ? (await getFeed(kv, crawl.id)).value?.seq : undefined;
-    } catch {
-      // Locked for a moment by the follower.
-    }
-    if (at === seq) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`the follower stands at ${at}, not ${seq}, after ${ms} ms`);
-}
 
 Deno.test("follow: the CLI on npm's replica with documents elsewhere, killed with SIGKILL while following, then the same command again: exact at the end", async () => {
   const data = new RegistryData(await realNames(5_000));

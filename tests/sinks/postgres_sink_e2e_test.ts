@@ -13,14 +13,13 @@ import { isDeepStrictEqual } from "node:util";
 import { DatabaseSync } from "node:sqlite";
 import postgres from "postgres";
 import { SYSTEM_CLOCK } from "../../lib/base/clock.ts";
-import { getFeed, listCrawls } from "../../lib/engine/store/mod.ts";
 import { Metrics, renderMetrics } from "../../lib/http/metrics.ts";
 import { RegistryData } from "../../lib/sim/registry/registry_data.ts";
 import { startRegistry } from "../../lib/sim/registry/registry_server.ts";
 import { npmReplicaProfile } from "../../lib/sim/registry/registry_profile.ts";
 import { havePostgres } from "../optional_tools.ts";
 import { startPostgres } from "../../lib/sim/postgres_server.ts";
-import { runTask, spawnWatched } from "../helpers.ts";
+import { runTask, spawnWatched, untilFeedAt } from "../helpers.ts";
 import { realNames, Timeline } from "../registry_timeline.ts";
 
 type Row = {
@@ -93,14 +92,7 @@ Deno.test({
       const stoppedAt = Date.now();
       // Where the registry stands now, then the tables until they hold it.
       const head = String(data.updateSeq);
-      for (let at: string | undefined; at !== head;) {
-        await sleep(100);
-        try {
-          using store = await Deno.openKv(kv);
-          const [crawl] = await listCrawls(store);
-          at = crawl ? (await getFeed(store, crawl.id)).value?.seq : undefined;
-        } catch { /* locked a moment by the follower */ }
-      }
+      await untilFeedAt(kv, head, 300_000);
       for (const deadline = Date.now() + 120_000;;) {
         const [s] = await sql<{ seq: string }[]>`SELECT seq FROM rankcrawl_state`.catch(() => []);
         if (s?.seq === head) break;

@@ -9,11 +9,10 @@ import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import { sqliteSink } from "../../lib/sinks/mod.ts";
 import type { SinkBatch } from "../../lib/engine/mod.ts";
-import { getFeed, listCrawls } from "../../lib/engine/store/mod.ts";
 import { RegistryData } from "../../lib/sim/registry/registry_data.ts";
 import { startRegistry } from "../../lib/sim/registry/registry_server.ts";
 import { npmReplicaProfile } from "../../lib/sim/registry/registry_profile.ts";
-import { runTask, spawnWatched, untilApplied } from "../helpers.ts";
+import { runTask, spawnWatched, untilApplied, untilFeedAt } from "../helpers.ts";
 import { realNames, Timeline } from "../registry_timeline.ts";
 
 type Row = { id: string; rev: string; doc: string | null; error: string | null; too_large: number };
@@ -125,15 +124,7 @@ Deno.test("sqlite sink: `deno task crawl --sink` with documents, following a reg
     await untilApplied(kv, before + 30);
     moving.stop();
     // Where the registry stands now, then a second for the sink's next delivery.
-    const head = String(data.updateSeq);
-    for (let at: string | undefined; at !== head;) {
-      await new Promise((r) => setTimeout(r, 100));
-      try {
-        using store = await Deno.openKv(kv);
-        const [crawl] = await listCrawls(store);
-        at = crawl ? (await getFeed(store, crawl.id)).value?.seq : undefined;
-      } catch { /* locked a moment by the follower */ }
-    }
+    await untilFeedAt(kv, String(data.updateSeq));
     await new Promise((r) => setTimeout(r, 1500));
     second.child.kill("SIGINT");
     const end = await second.end();
