@@ -1,12 +1,13 @@
 /** Drives the engine in tests without a queue: shard runners called by hand, in-process. */
-import { clockWithNow, SYSTEM_CLOCK } from "../lib/base/clock.ts";
+import { type Clock, clockWithNow } from "../lib/base/clock.ts";
+import type { WatchdogContext } from "../lib/engine/dispatch/_watchdog.ts";
 import assert from "node:assert/strict";
 import { checkCompletion } from "../lib/engine/verify/completion.ts";
 import { getCrawl, listShards } from "../lib/engine/store/mod.ts";
 import type { RegistryData } from "../lib/sim/registry/registry_data.ts";
 import { MemorySource } from "../lib/sources/memory_source.ts";
 import type { CrawlSpec } from "../lib/base/spec.ts";
-import type { Dispatcher } from "../lib/engine/crawl/context.ts";
+import type { CrawlContext, Dispatcher } from "../lib/engine/crawl/context.ts";
 import { openCrawl } from "../lib/engine/crawl/lifecycle.ts";
 import { type RunResult, runShard } from "../lib/engine/dispatch/_shard_runner.ts";
 import { workShard } from "../lib/engine/dispatch/work.ts";
@@ -46,10 +47,8 @@ export function spec(over: Partial<CrawlSpec> = {}): CrawlSpec {
 /** Starts (creates and plans) a crawl over `source` with the id "t". */
 export async function begin(kv: Deno.Kv, source: Source, s: CrawlSpec, id = "t") {
   const dispatcher = new RecordingDispatcher();
-  const { crawl } = await openCrawl({ kv, source, dispatcher }, s, {
-    clock: SYSTEM_CLOCK,
+  const { crawl } = await openCrawl(ctxOf(kv, source, { dispatcher, maxPlanAttempts: 1 }), s, {
     id,
-    maxPlanAttempts: 1,
   });
   return { id: crawl.id, crawl, dispatcher };
 }
@@ -62,6 +61,40 @@ export function workDeps(kv: Deno.Kv, source: Source, over: Partial<EnvOptions> 
     dispatcher: new RecordingDispatcher(),
     ...over,
   });
+}
+
+/**
+ * A worker's context in a test: the environment {@linkcode workDeps} builds over `source`, the
+ * source, and a worker's name (a new one each call, as each worker of a process has its own):
+ * what the crawl, verify and follow rooms take.
+ */
+export function ctxOf(
+  kv: Deno.Kv,
+  source: Source,
+  over: Partial<EnvOptions> & { owner?: string } = {},
+): Env & CrawlContext {
+  const { owner, ...env } = over;
+  return {
+    ...workDeps(kv, source, env),
+    source,
+    owner: owner ?? `test-${crypto.randomUUID().slice(0, 8)}`,
+  };
+}
+
+/**
+ * The watchdog's context in a test: the store, the dispatcher, and the crawls' sources when given
+ * (without them nothing is finished or followed, as the watchdog says).
+ */
+export function watchdogCtx(
+  kv: Deno.Kv,
+  dispatcher: Dispatcher,
+  o: { clock?: Clock; openSource?: () => Source; onFinished?: (crawlId: string) => void } = {},
+): WatchdogContext {
+  const none = () => {
+    throw new Error("this test gives the watchdog no source");
+  };
+  const env = engineEnv({ kv, dispatcher, openSource: o.openSource ?? none, clock: o.clock });
+  return { ...env, openSource: o.openSource, onFinished: o.onFinished };
 }
 
 /** Runs one shard to its end (or failure) as owner `owner`. */
@@ -124,7 +157,7 @@ export async function doneCrawl(
   );
   await finishAll(kv, source, id);
   assert.equal(
-    await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+    await checkCompletion(ctxOf(kv, source), id),
     true,
   );
   const crawl = (await getCrawl(kv, id)).value!;

@@ -215,6 +215,24 @@ Deno.test("layers: below the engine's environment, no room picks a clock of its 
   assert.deepEqual(wrong, [], "the clock comes from env.ts (engineEnv, envClock)");
 });
 
+Deno.test("layers: below the engine's environment, no room names a lease's owner of its own", async () => {
+  const graph = await importGraph();
+  const wrong: string[] = [];
+  for (const file of graph.keys()) {
+    if (!file.startsWith("lib/engine/") || file === "lib/engine/dispatch/env.ts") continue;
+    // The process's own id, which every owner of the process carries (`ProcessBeat`).
+    if (file === "lib/engine/store/leases.ts") continue;
+    const text = await Deno.readTextFile(new URL(file, ROOT));
+    const code = text.split("\n").filter((l) => !/^\s*(\*|\/\/|\/\*\*)/.test(l)).join("\n");
+    if (code.includes("randomUUID(")) wrong.push(file);
+    if (/\bowner\?: string/.test(code) && !file.startsWith("lib/engine/dispatch/")) {
+      wrong.push(`${file}: an optional owner`);
+    }
+  }
+  // An owner picked below would be no process's: its leases would only expire, never end with it.
+  assert.deepEqual(wrong, [], "owners come from the environment (Env.ownerName)");
+});
+
 Deno.test("layers: one decider each for whether a crawl is followable and whether its registry was replaced", async () => {
   const graph = await importGraph();
   const deciders: Record<string, string[]> = { followable: [], replaced: [], docRevisions: [] };

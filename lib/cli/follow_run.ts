@@ -5,7 +5,6 @@
  *
  * @module
  */
-import { type Clock, SYSTEM_CLOCK } from "../base/clock.ts";
 import { errorLine, FatalError, InputError } from "../base/errors.ts";
 import { abortableSleep } from "../base/sleep.ts";
 import { FOLLOW_POLL } from "../base/retry_policy.ts";
@@ -14,12 +13,12 @@ import {
   crawlStatus,
   feedUsable,
   findCrawl,
+  type FollowContext,
   type FollowTick,
   followTick,
   type Runtime,
   VERIFY_ROWS_EVERY_MS,
 } from "../engine/mod.ts";
-import type { Source } from "../plan/source.ts";
 import { followLine, type Progress } from "./progress.ts";
 
 /** What a refresh of a done crawl applied. */
@@ -47,16 +46,11 @@ const REFRESH_WAIT_MS = 35_000;
  * one line that offers the re-crawl, as an {@linkcode InputError}.
  */
 export async function refreshDone(
-  kv: Deno.Kv,
-  source: Source,
+  ctx: FollowContext,
   crawl: CrawlRecord,
   o: {
     log: (line: string) => void;
-    /** Time and the pauses while another process holds the feed. @default SYSTEM_CLOCK */
-    clock?: Clock;
     kvPath: string;
-    /** This process's name in the feed's lease (a live process's, see `Runtime.ownerName`). */
-    owner?: string;
     /** Every row compared when the last sweep is older than this, ms; 0: never. @default a day */
     verifyRowsEveryMs?: number;
   },
@@ -68,7 +62,7 @@ export async function refreshDone(
     );
     return null;
   }
-  const clock = o.clock ?? SYSTEM_CLOCK;
+  const { kv, clock } = ctx;
   const rowsEvery = o.verifyRowsEveryMs ?? VERIFY_ROWS_EVERY_MS;
   let applied = 0;
   let fromSeq: string | null = null;
@@ -82,7 +76,7 @@ export async function refreshDone(
     for (let i = 0; i < REFRESH_TICKS; i++) {
       let tick;
       try {
-        tick = await followTick({ kv, source }, crawl.id, { clock, owner: o.owner, ...opts });
+        tick = await followTick(ctx, crawl.id, opts);
       } catch (err) {
         // Where it stands: the last tick's, else the feed's record (read only on this rare path).
         const at = fromSeq === null

@@ -23,6 +23,7 @@ import { PENDING_DOCS } from "../base/retry_policy.ts";
 import type { Plan } from "../plan/planner.ts";
 import type { CouchSourceOptions } from "../sources/couch/mod.ts";
 import {
+  crawlContext,
   type CrawlRecord,
   crawlStatus,
   type CrawlStatusReport,
@@ -221,15 +222,12 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
   try {
     release = await runtime.acquire();
     const { crawl, action } = await openCrawl(
-      { kv, source, dispatcher: runtime.dispatcher, listings: runtime.deps.listings },
+      crawlContext(runtime.deps, source, runtime.ownerName("local")),
       options.spec,
       {
         id: options.id,
         plan: options.plan,
         where: options.kvPath,
-        owner: runtime.ownerName("local"),
-        maxPlanAttempts: 1,
-        clock: runtime.deps.clock,
         onPlanned: (p) =>
           log(
             `planned ${n(p.total)} items into ${p.shards.length} shards` +
@@ -246,10 +244,9 @@ export async function runLocalCrawl(options: LocalCrawlOptions): Promise<LocalCr
     await options.onOpened?.({ kv, source, crawl, created: action === "created", workers });
     // A crawl already done is refreshed from its sequence: the same command keeps a copy current.
     const refreshed = action === "already-done"
-      ? await refreshDone(kv, source, crawl, {
+      ? await refreshDone(crawlContext(runtime.deps, source, runtime.ownerName("refresh")), crawl, {
         log,
         kvPath: options.kvPath,
-        owner: runtime.ownerName("refresh"),
         verifyRowsEveryMs: options.verifyRowsEveryMs,
       })
       : null;

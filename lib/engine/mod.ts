@@ -54,17 +54,20 @@ export {
   type ShardStatus,
 } from "./crawl/mod.ts";
 export {
+  type FollowContext,
   type FollowTick,
   followTick,
   VERIFY_EVERY_MS,
   VERIFY_ROWS_EVERY_MS,
 } from "./verify/mod.ts";
 export {
+  crawlContext,
   createRuntime,
   DEFAULT_WORKERS,
   type DispatchMode,
+  engineEnv,
+  type Env,
   type FollowConfig,
-  type FollowLoopOptions,
   MAX_WORKERS,
   type Runtime,
   type RuntimeOptions,

@@ -1,7 +1,7 @@
 import { clockWithNow } from "../../lib/base/clock.ts";
 import assert from "node:assert/strict";
 import { duration, followLine, n, paceLine, Progress, summary } from "../../lib/cli/progress.ts";
-import type { CrawlStatusReport, ShardStatus } from "../../lib/engine/crawl/status.ts";
+import type { CrawlStatusReport, ShardStatus } from "../../lib/engine/crawl/mod.ts";
 import { TerminalScreen } from "../terminal_screen.ts";
 import type { HostPace } from "../../lib/sources/http/mod.ts";
 

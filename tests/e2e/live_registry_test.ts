@@ -30,7 +30,15 @@ import {
 } from "../../lib/sim/registry/registry_server.ts";
 import { CouchSource, type CouchSourceOptions } from "../../lib/sources/couch/couch_source.ts";
 import { MemorySource } from "../../lib/sources/memory_source.ts";
-import { begin, finishAll, RecordingDispatcher, runOne, spec } from "../engine_helpers.ts";
+import {
+  begin,
+  ctxOf,
+  finishAll,
+  RecordingDispatcher,
+  runOne,
+  spec,
+  watchdogCtx,
+} from "../engine_helpers.ts";
 import { assertCrawledExactly, exportText, wrapSource } from "../helpers.ts";
 import { JumpingClock } from "../fake_clock.ts";
 
@@ -110,7 +118,7 @@ Deno.test("live: a registry inserting, updating and deleting 20 times a second e
       const feed = (await getFeed(kv, crawl.id)).value!;
       assert.ok(feed.inserted + feed.deleted > 0, "it did change");
       // What --follow does next: the store stays the registry's state.
-      await catchUp({ kv, source: new CouchSource(run.url) }, crawl.id, { clock: SYSTEM_CLOCK });
+      await catchUp(ctxOf(kv, new CouchSource(run.url)), crawl.id);
       await assertCrawledExactly(kv, crawl.id, data.keys, { revs: (k) => data.rev(k) });
     } finally {
       await cleanup(run);
@@ -140,7 +148,7 @@ Deno.test("live: one range over a registry changing 200 times a second is proven
     const [crawl] = await listCrawls(kv);
     const feed = (await getFeed(kv, crawl.id)).value!;
     assert.ok(feed.inserted + feed.deleted > 100, "changes were applied");
-    await catchUp({ kv, source: new CouchSource(run.url) }, crawl.id, { clock: SYSTEM_CLOCK });
+    await catchUp(ctxOf(kv, new CouchSource(run.url)), crawl.id);
     await assertCrawledExactly(kv, crawl.id, data.keys, { revs: (k) => data.rev(k) });
   } finally {
     await cleanup(run);
@@ -218,14 +226,14 @@ Deno.test("live: a change feed capped at 50 rows a request is read to its proven
   await finishAll(kv, source, id);
   for (
     let i = 0;
-    i < 20 && !await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source });
+    i < 20 && !await checkCompletion(ctxOf(kv, source), id);
     i++
   );
   const st = await crawlStatus(kv, id, { clock: SYSTEM_CLOCK });
   assert.equal(st.status, "done");
   assert.equal(st.verification?.status, "exact", st.verification?.detail);
   // Nothing moved after the last read of the feed but what its last reads applied.
-  await catchUp({ kv, source: mem }, id, { clock: SYSTEM_CLOCK });
+  await catchUp(ctxOf(kv, mem), id);
   await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k) });
   assert.ok(reads >= 400 / 50, `the feed was read in ${reads} requests`);
 });
@@ -241,7 +249,7 @@ Deno.test("live: a database replaced behind the same URL is never merged into th
     data.replace(await names(2_000, 14));
     await finishAll(kv, source, id);
     assert.equal(
-      await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+      await checkCompletion(ctxOf(kv, source), id),
       false,
     );
     const crawl = (await getCrawl(kv, id)).value!;
@@ -261,11 +269,7 @@ Deno.test("live: a database replaced behind the same URL is never merged into th
     for (let round = 0; round < 6; round++) {
       await finishAll(kv, source, id);
       if (
-        await checkCompletion(kv, id, {
-          clock: SYSTEM_CLOCK,
-          openSource: () => source,
-          dispatcher,
-        })
+        await checkCompletion(ctxOf(kv, source, { dispatcher }), id)
       ) break;
     }
     const st = await crawlStatus(kv, id, { clock: SYSTEM_CLOCK });
@@ -316,7 +320,7 @@ Deno.test("live: a document over any answer's size keeps its row; no other page 
     assert.ok(r.pages < 60, `${r.pages} pages for ${r.itemsStored} items`);
     using kv = await Deno.openKv(run.kvPath);
     const [crawl] = await listCrawls(kv);
-    await catchUp({ kv, source: new CouchSource(run.url) }, crawl.id, { clock: SYSTEM_CLOCK });
+    await catchUp(ctxOf(kv, new CouchSource(run.url)), crawl.id);
     await assertCrawledExactly(kv, crawl.id, data.keys, { revs: (k) => data.rev(k) });
     let tooLarge = 0;
     for await (const it of iterateItems(kv, crawl.id)) if (it.tooLarge) tooLarge++;
@@ -424,7 +428,7 @@ Deno.test("live: a delete killed half-way never leaves a crawl that says done", 
   const { id, dispatcher } = await begin(kv, source, spec({ shards: 2 }));
   await finishAll(kv, source, id);
   assert.equal(
-    await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+    await checkCompletion(ctxOf(kv, source), id),
     true,
   );
   // Records, not only blocks: more keys than one delete batch.
@@ -454,7 +458,7 @@ Deno.test("live: a delete killed half-way never leaves a crawl that says done", 
     /being deleted; its items cannot be read/,
   );
   // Any process finishes it: the watchdog here.
-  await watchdog({ kv, dispatcher }, { clock: SYSTEM_CLOCK });
+  await watchdog(watchdogCtx(kv, dispatcher));
   assert.equal((await getCrawl(kv, id)).value, null);
   assert.equal((await Array.fromAsync(kv.list({ prefix: [] }))).length, 0, "nothing left");
 });

@@ -1,10 +1,9 @@
 import assert from "node:assert/strict";
-import { SYSTEM_CLOCK } from "../../lib/base/clock.ts";
 import { type AppDeps, createApp } from "../../lib/http/app.ts";
 import { planCrawl } from "../../lib/engine/crawl/planning.ts";
 import { MemorySource } from "../../lib/sources/memory_source.ts";
 import { getCrawl, keys, listCrawls, listShards } from "../../lib/engine/store/mod.ts";
-import { finishAll, RecordingDispatcher, runOne } from "../engine_helpers.ts";
+import { ctxOf, finishAll, RecordingDispatcher, runOne } from "../engine_helpers.ts";
 import { dataOf, randomKeys, wrapSource } from "../helpers.ts";
 
 const TOKEN = "t0ps3cret-token";
@@ -124,7 +123,7 @@ Deno.test("api: lifecycle: create, plan, run, pause, resume, finish, items, canc
     assert.equal(again.status, 200, "the same spec is the same crawl");
     assert.equal((await again.json()).id, id);
     // The planner (a queue message in production) runs:
-    await planCrawl({ kv, source, dispatcher }, id, { clock: SYSTEM_CLOCK });
+    await planCrawl(ctxOf(kv, source, { dispatcher }), id);
     let st = await (await call("GET", `/crawls/${id}`)).json();
     assert.equal(st.status, "running");
     assert.equal(st.total, data.size);
@@ -163,7 +162,7 @@ Deno.test("api: lifecycle: create, plan, run, pause, resume, finish, items, canc
     // A second crawl is cancelled while running; its shards stay as they were.
     const c2 = await (await call("POST", "/crawls", { source: SRC, shards: 2, id: "second" }))
       .json();
-    await planCrawl({ kv, source, dispatcher }, c2.id, { clock: SYSTEM_CLOCK });
+    await planCrawl(ctxOf(kv, source, { dispatcher }), c2.id);
     assert.equal((await (await call("POST", `/crawls/second/cancel`)).json()).status, "cancelled");
     assert.equal((await getCrawl(kv, "second")).value!.status, "cancelled");
     assert.equal((await listShards(kv, "second")).length, 2);
@@ -199,9 +198,7 @@ Deno.test("api: a forged items cursor is a 400 or stays inside its crawl, never 
   try {
     for (const id of ["mine", "other"]) {
       await call("POST", "/crawls", { source: SRC, shards: 2, id });
-      await planCrawl({ kv, source, dispatcher: new RecordingDispatcher() }, id, {
-        clock: SYSTEM_CLOCK,
-      });
+      await planCrawl(ctxOf(kv, source, { dispatcher: new RecordingDispatcher() }), id);
       await finishAll(kv, source, id, { deps: {} });
     }
     const first = await (await call("GET", `/crawls/mine/items?limit=5`)).json();
@@ -230,9 +227,7 @@ Deno.test("api: DELETE removes a crawl and everything it stored; only it", async
   try {
     for (const id of ["one", "two"]) {
       await call("POST", "/crawls", { source: SRC, shards: 2, id });
-      await planCrawl({ kv, source, dispatcher: new RecordingDispatcher() }, id, {
-        clock: SYSTEM_CLOCK,
-      });
+      await planCrawl(ctxOf(kv, source, { dispatcher: new RecordingDispatcher() }), id);
       await finishAll(kv, source, id);
     }
     let before = 0;
@@ -257,9 +252,7 @@ Deno.test("api: /metrics takes the API token or the scraper's, and counts what t
   const { kv, call, source, data } = await setup();
   try {
     const { id } = await (await call("POST", "/crawls", { source: SRC, shards: 2 })).json();
-    await planCrawl({ kv, source, dispatcher: new RecordingDispatcher() }, id, {
-      clock: SYSTEM_CLOCK,
-    });
+    await planCrawl(ctxOf(kv, source, { dispatcher: new RecordingDispatcher() }), id);
     await finishAll(kv, source, id);
     assert.equal((await call("GET", "/metrics", undefined, null)).status, 401);
     assert.equal((await call("GET", "/metrics", undefined, "wrong")).status, 401);
@@ -318,9 +311,7 @@ Deno.test("api: plan.svg draws the plan; /events streams crawl states", async ()
   const { kv, call, source } = await setup();
   try {
     const { id } = await (await call("POST", "/crawls", { source: SRC, shards: 5 })).json();
-    await planCrawl({ kv, source, dispatcher: new RecordingDispatcher() }, id, {
-      clock: SYSTEM_CLOCK,
-    });
+    await planCrawl(ctxOf(kv, source, { dispatcher: new RecordingDispatcher() }), id);
     const svg = await call("GET", `/crawls/${id}/plan.svg`);
     assert.equal(svg.status, 200);
     assert.equal(svg.headers.get("content-type"), "image/svg+xml");
@@ -468,7 +459,7 @@ Deno.test("api: GET /crawls/:id/errors pages through the documents that could no
     });
     const created = await call("POST", "/crawls", { source: SRC, shards: 3, docs: true });
     const { id } = await created.json();
-    await planCrawl({ kv, source: failing, dispatcher }, id, { clock: SYSTEM_CLOCK });
+    await planCrawl(ctxOf(kv, failing, { dispatcher }), id);
     await finishAll(kv, failing, id, { deps: { dispatcher } });
     const st = await (await call("GET", `/crawls/${id}`)).json();
     const want = data.keys.filter((_, n) => n % 7 === 0 || n % 11 === 0);

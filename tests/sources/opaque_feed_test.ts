@@ -18,7 +18,7 @@ import type { ChangeRow, Source } from "../../lib/plan/source.ts";
 import { bundledNames, prng, syntheticNames } from "../../lib/sim/names.ts";
 import { RegistryData } from "../../lib/sim/registry/registry_data.ts";
 import { MemorySource } from "../../lib/sources/memory_source.ts";
-import { begin, finishAll, RecordingDispatcher, runOne, spec } from "../engine_helpers.ts";
+import { begin, ctxOf, finishAll, RecordingDispatcher, runOne, spec } from "../engine_helpers.ts";
 import { assertCrawledExactly, wrapSource } from "../helpers.ts";
 
 const names = async (n: number, seed = 31) => syntheticNames(await bundledNames(), n, { seed });
@@ -149,17 +149,13 @@ Deno.test("feed: a cluster's jittering sequences, going down now and then, are n
   for (let round = 0; round < 8; round++) {
     await finishAll(kv, source, id);
     if (
-      await checkCompletion(kv, id, {
-        clock: SYSTEM_CLOCK,
-        openSource: () => source,
-        dispatcher,
-      })
+      await checkCompletion(ctxOf(kv, source, { dispatcher }), id)
     ) break;
     data.churn(3, prng(round));
   }
   const crawl = (await getCrawl(kv, id)).value!;
   assert.equal(crawl.status, "done", crawl.error ?? crawl.verification?.detail);
-  await catchUp({ kv, source }, id, { clock: SYSTEM_CLOCK });
+  await catchUp(ctxOf(kv, source), id);
   await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k) });
 });
 
@@ -172,20 +168,11 @@ Deno.test("feed: a lower number is a hint; the stored items decide whether the d
   const crawl = (await getCrawl(kv, id)).value!;
   assert.equal((await listShards(kv, id)).length, 2);
   // The same data, its sequence spelled lower: carried on.
-  await checkSameRegistry({ kv, source }, crawl, {
-    clock: SYSTEM_CLOCK,
-    current: "1000",
-    seen: "2000",
-  });
+  await checkSameRegistry(ctxOf(kv, source), crawl, { current: "1000", seen: "2000" });
   // Another database: most stored items differ, and no change explains it.
   data.replace(await names(1_000, 36));
   await assert.rejects(
-    () =>
-      checkSameRegistry({ kv, source }, crawl, {
-        clock: SYSTEM_CLOCK,
-        current: "1000",
-        seen: "2000",
-      }),
+    () => checkSameRegistry(ctxOf(kv, source), crawl, { current: "1000", seen: "2000" }),
     /replaced or rolled back .*update_seq 1000 is below 2000, and \d+ of \d+ stored items/,
   );
 });

@@ -27,7 +27,7 @@ import { FatalError } from "../../base/errors.ts";
 import { type FeedBatch, FeedReader, seqNumber, type SinceUnknownError } from "./feed_read.ts";
 import { mapPool } from "../../base/pool.ts";
 import { compareKeys } from "../../plan/keys.ts";
-import type { ChangeRow, Source } from "../../plan/source.ts";
+import type { ChangeRow } from "../../plan/source.ts";
 import {
   applyDrift,
   type DriftChange,
@@ -42,27 +42,17 @@ import {
   getCrawl,
   getFeed,
   keys,
-  LEASE_MS,
   listShards,
   present,
   releaseLease,
   takeLease,
 } from "../store/mod.ts";
 
-/** What reading and applying the feed needs: the store and the crawl's source. */
-export type FeedContext = Pick<CrawlContext, "kv" | "source">;
+/** What reading and applying the feed needs: the store, the crawl's source and the clock. */
+export type FeedContext = Pick<CrawlContext, "kv" | "source" | "clock">;
 
-/** Options of {@linkcode catchUp}. */
-export interface CatchUpOptions {
-  /** Changes read per request. @default 200 */
-  batch?: number;
-  /** Time and timers (the lease, pauses for documents behind the feed): the environment's. */
-  clock: Clock;
-  /** This runner's name in the lease. @default a random UUID */
-  owner?: string;
-  /** Lease length (how long a crashed runner blocks others), in milliseconds. @default {@linkcode LEASE_MS} */
-  leaseMs?: number;
-}
+/** What claiming the feed needs: the store, the clock, the runner's name and its lease's length. */
+export type FeedClaimContext = Pick<CrawlContext, "kv" | "clock" | "owner" | "leaseMs">;
 
 /** What a catch-up pass did. */
 export interface CatchUpResult {
@@ -93,7 +83,7 @@ const REPLACED_SAMPLE_SHARDS = 8;
 export async function checkSameRegistry(
   deps: FeedContext,
   crawl: CrawlRecord,
-  o: { current?: string | null; seen?: string | null; force?: boolean; clock: Clock },
+  o: { current?: string | null; seen?: string | null; force?: boolean },
 ): Promise<void> {
   const seen = o.seen === undefined ? crawl.startSeq : o.seen;
   const [was, now] = [seqNumber(seen), seqNumber(o.current)];
@@ -108,7 +98,7 @@ export async function checkSameRegistry(
   if (sample.length === 0) return;
   const [revs, changed] = await Promise.all([
     deps.source.revs(sample.map((it) => it.id)),
-    peekChanges(deps.source, seen, { max: 10_000, clock: o.clock }).catch(() => null),
+    peekChanges(deps, seen, { max: 10_000 }).catch(() => null),
   ]);
   const explained = new Set((changed ?? []).map((c) => c.id));
   const off = sample.filter((it, i) => revs[i] !== it.rev && !explained.has(it.id)).length;
@@ -141,13 +131,10 @@ export interface FeedClaim {
  * feed, or another runner holds it.
  */
 export async function claimFeed(
-  kv: Deno.Kv,
+  ctx: FeedClaimContext,
   crawlId: string,
-  options: CatchUpOptions,
 ): Promise<FeedClaim | null> {
-  const clock = options.clock;
-  const owner = options.owner ?? crypto.randomUUID();
-  const leaseMs = options.leaseMs ?? LEASE_MS;
+  const { kv, clock, owner, leaseMs } = ctx;
   const crawl = (await getCrawl(kv, crawlId)).value;
   if (!crawl || crawl.startSeq === null) return null;
   const held = await takeLease<DriftState>(kv, keys.feed(crawlId), {
@@ -205,7 +192,7 @@ export async function applyFeed(
   const feed = new FeedReader(deps.source, { clock: claim.clock, batch: options.batch });
   const seen = claim.entry.value.seq;
   const first = await feed.next(seen);
-  await checkSameRegistry(deps, crawl, { current: feed.target ?? null, seen, clock: claim.clock });
+  await checkSameRegistry(deps, crawl, { current: feed.target ?? null, seen });
   const ranges = await rangesOf(deps.kv, crawl.id);
   let applied = 0;
   let conflicts = 0;
@@ -254,7 +241,6 @@ export async function reanchor(
     seen: err.since,
     current: err.head,
     force: true,
-    clock: claim.clock,
   });
   return await applyRows(deps, claim, [], { to: err.head });
 }
@@ -297,15 +283,12 @@ export async function applyRows(
  * @throws SinceUnknownError when the feed does not know `since`.
  */
 export async function peekChanges(
-  source: Source,
+  ctx: Pick<CrawlContext, "source" | "clock">,
   since: string,
-  options: { batch?: number; max?: number; clock: Clock },
+  options: { batch?: number; max?: number } = {},
 ): Promise<ChangeRow[] | null> {
   const out: ChangeRow[] = [];
-  const feed = new FeedReader(source, {
-    clock: options.clock,
-    batch: options.batch,
-  });
+  const feed = new FeedReader(ctx.source, { clock: ctx.clock, batch: options.batch });
   for (let at = since;;) {
     const { rows, lastSeq, end } = await feed.next(at);
     out.push(...rows);
@@ -372,11 +355,14 @@ export async function releaseFeed(
  * @throws RegistryReplacedError when the registry went back below what was applied.
  */
 export async function catchUp(
-  deps: FeedContext,
+  deps: FeedContext & FeedClaimContext,
   crawlId: string,
-  options: CatchUpOptions,
+  options: {
+    /** Changes read per request. @default FEED_BATCH (200) */
+    batch?: number;
+  } = {},
 ): Promise<CatchUpResult> {
-  const claim = await claimFeed(deps.kv, crawlId, options);
+  const claim = await claimFeed(deps, crawlId);
   if (!claim) {
     const [crawl, feed] = await Promise.all([
       getCrawl(deps.kv, crawlId),

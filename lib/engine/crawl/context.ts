@@ -29,6 +29,17 @@ export interface CrawlContext {
   dispatcher: Dispatcher;
   /** Time and timers: the environment's. */
   clock: Clock;
+  /**
+   * This worker's name in the leases it takes (planning's, the feed's, the final check's): named
+   * by the environment (`Env.ownerName`), so that its leases end with its process.
+   */
+  owner: string;
+  /** Lease length of shards, the feed and the final check, in milliseconds. */
+  leaseMs: number;
+  /** The planning lease, renewed while planning runs, in milliseconds. */
+  planLeaseMs: number;
+  /** Planning attempts failing transiently before the crawl fails. */
+  maxPlanAttempts: number;
   /** Documents above this many bytes are recorded as too large. */
   maxDocBytes: number;
   /**

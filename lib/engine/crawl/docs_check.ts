@@ -7,28 +7,14 @@
  *
  * @module
  */
-import type { Clock } from "../../base/clock.ts";
 import { PermanentError } from "../../base/errors.ts";
 import { redactUrl } from "../../base/redact.ts";
 import type { CrawlSpec } from "../../base/spec.ts";
-import type { Source } from "../../plan/source.ts";
+import type { CrawlContext } from "./context.ts";
 import { docsNotHereLine } from "../page/mod.ts";
 
 /** Ids the check asks for, by default: the first ones listed. */
 export const DOCS_CHECK_SAMPLE = 3;
-
-/** How the check asks. */
-export interface DocsCheckOptions {
-  /** Ids asked for: the first ones listed. @default DOCS_CHECK_SAMPLE (3) */
-  sample?: number;
-  /**
-   * Longest the check waits for its answers; past it, it says nothing, in milliseconds.
-   * @default 10000
-   */
-  timeoutMs?: number;
-  /** What that wait is timed by (the environment's). */
-  clock: Clock;
-}
 
 /**
  * Resolves when the documents of `spec` may be where the crawl will ask for them: a crawl without
@@ -38,14 +24,20 @@ export interface DocsCheckOptions {
  * every id asked answered 404.
  */
 export async function checkDocsHere(
-  source: Source,
+  ctx: Pick<CrawlContext, "source" | "clock">,
   spec: CrawlSpec,
-  options: DocsCheckOptions,
+  options: {
+    /** Ids asked for: the first ones listed. @default DOCS_CHECK_SAMPLE (3) */
+    sample?: number;
+    /** Longest the check waits for its answers, in milliseconds. @default 10000 */
+    timeoutMs?: number;
+  } = {},
 ): Promise<void> {
   if (!spec.docs) return;
+  const { source, clock } = ctx;
   const sample = options.sample ?? DOCS_CHECK_SAMPLE;
   const done = new AbortController();
-  const late = options.clock.sleep(options.timeoutMs ?? 10_000, done.signal).then(() => null);
+  const late = clock.sleep(options.timeoutMs ?? 10_000, done.signal).then(() => null);
   const asked = (async () => {
     const rows = (await source.list({ limit: sample })).rows;
     const answers = await Promise.all(rows.map((r) => source.doc(r.id)));

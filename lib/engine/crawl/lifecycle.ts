@@ -10,7 +10,7 @@ import { ConflictError, errorLine, NotFoundError } from "../../base/errors.ts";
 import { crawlIdFor, type CrawlSpec } from "../../base/spec.ts";
 import { checkSameRegistry } from "./catch_up.ts";
 import { checkDocsHere } from "./docs_check.ts";
-import { createCrawl, type PlanContext, planCrawl, type PlanCrawlOptions } from "./planning.ts";
+import { createCrawl, type PlanContext, planCrawl, type PlanInput } from "./planning.ts";
 import type { CrawlContext } from "./context.ts";
 import {
   clearPlanning,
@@ -44,24 +44,30 @@ export type OpenAction = "created" | "planned" | "resumed" | "joined" | "already
 export async function openCrawl(
   deps: PlanContext,
   spec: CrawlSpec,
-  options: PlanCrawlOptions & { where?: string },
+  options: PlanInput & {
+    /** The crawl id. @default crawlIdFor(spec) */
+    id?: string;
+    /** Where the crawl is kept, for the refusal of one started otherwise (a KV path). */
+    where?: string;
+  } = {},
 ): Promise<{ crawl: CrawlRecord; action: OpenAction }> {
+  const clock = deps.clock;
   const id = options.id ?? await crawlIdFor(spec);
   // Documents that are not where the crawl would ask for them: said before a crawl is made (a
   // failed crawl left in the file would be one more to pick from; the corrected command makes it).
   if (spec.docs && !(await getCrawl(deps.kv, id)).value) {
-    await checkDocsHere(deps.source, spec, { clock: options.clock });
+    await checkDocsHere(deps, spec);
   }
   const { crawl: existing, created } = await createCrawl(deps.kv, spec, {
     id,
-    clock: options.clock,
+    clock,
   });
   if (created) {
     return { crawl: await planCrawl(deps, id, options) ?? existing, action: "created" };
   }
   if (existing.status === "deleting") {
     // A delete was interrupted: finish it; then this is a new crawl.
-    await deleteCrawl(deps.kv, id, { clock: options.clock });
+    await deleteCrawl(deps.kv, id, { clock });
     return await openCrawl(deps, spec, options);
   }
   const differs =
@@ -82,9 +88,9 @@ export async function openCrawl(
     // the one it started on.
     try {
       const current = await deps.source.updateSeq().catch(() => null);
-      await checkSameRegistry(deps, existing, { current, clock: options.clock });
+      await checkSameRegistry(deps, existing, { current });
     } catch (err) {
-      await failCrawl(deps.kv, id, { reason: (err as Error).message, clock: options.clock })
+      await failCrawl(deps.kv, id, { reason: (err as Error).message, clock })
         .catch(() => {});
       throw err;
     }
@@ -106,7 +112,7 @@ export async function openCrawl(
       }
       return { crawl: existing, action: "resumed" };
     default:
-      return { crawl: await resumeCrawl(deps, id, options), action: "resumed" };
+      return { crawl: await resumeCrawl(deps, id, { clock }), action: "resumed" };
   }
 }
 

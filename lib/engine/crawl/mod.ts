@@ -11,7 +11,7 @@
  * @module
  */
 export { createCrawl, planCrawl } from "./planning.ts";
-export type { CrawlLimits, PlanContext } from "./planning.ts";
+export type { CrawlLimits, PlanContext, PlanInput } from "./planning.ts";
 export type { CrawlContext, Dispatcher } from "./context.ts";
 export {
   cancelCrawl,
@@ -46,11 +46,11 @@ export {
   SinceUnknownError,
 } from "./feed_read.ts";
 export type { FeedBatch } from "./feed_read.ts";
-export type { CatchUpResult, FeedClaim, FeedContext } from "./catch_up.ts";
+export type { CatchUpResult, FeedClaim, FeedClaimContext, FeedContext } from "./catch_up.ts";
 export { splitStraggler } from "./rebalance.ts";
 export type { RebalanceOptions, SplitContext } from "./rebalance.ts";
 export { crawlStatus } from "./status.ts";
-export type { CrawlStatusReport, PendingDocsReport, ShardStatus } from "./status.ts";
+export type { CrawlStatusReport, PendingDocsReport, ShardStatus } from "./status_report.ts";
 export { askPendingDocs, pendingPassLine } from "./pending_ask.ts";
 export type { PendingAskContext, PendingPass } from "./pending_ask.ts";
 export {

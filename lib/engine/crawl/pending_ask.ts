@@ -38,9 +38,12 @@ import type { CrawlContext } from "./context.ts";
 
 /**
  * What asking a crawl's pending documents again needs: its store, its source (the document host),
- * the time, and the largest document stored.
+ * the time, the asker's name (the pass's lease) and the largest document stored.
  */
-export type PendingAskContext = Pick<CrawlContext, "kv" | "source" | "clock" | "maxDocBytes">;
+export type PendingAskContext = Pick<
+  CrawlContext,
+  "kv" | "source" | "clock" | "owner" | "maxDocBytes"
+>;
 
 /** What one pass did. */
 export interface PendingPass {
@@ -75,8 +78,6 @@ export async function askPendingDocs(
     limit?: number;
     /** Documents asked at once. @default PENDING_DOCS.concurrency */
     concurrency?: number;
-    /** This asker's name in the pass's lease. @default a random one */
-    owner?: string;
     /** The pass's lease, in milliseconds. @default PENDING_DOCS.passLeaseMs */
     leaseMs?: number;
   } = {},
@@ -98,7 +99,7 @@ export async function askPendingDocs(
   };
   let state = await pendingDocsState(kv, crawl.id);
   // One process asks a crawl's due documents at a time; a pass with nothing due writes nothing.
-  const owner = options.owner ?? `pending-${crypto.randomUUID()}`;
+  const owner = ctx.owner;
   if (found.due.length > 0) {
     const taken = await takeLease<PendingDocsState>(kv, keys.pendingDocsState(crawl.id), {
       owner,

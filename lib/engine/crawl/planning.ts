@@ -57,25 +57,28 @@ export function shardsFromPlan(plan: Plan, nowMs: number): ShardRecord[] {
   );
 }
 
-/** What planning needs: the store, the crawl's source, where its shards go, the listing cache. */
-export type PlanContext = Pick<CrawlContext, "kv" | "source" | "dispatcher" | "listings">;
+/**
+ * What planning needs: the store, the crawl's source, where its shards go, the listing cache, the
+ * clock, the planner's name and its lease, and how often a transient failure is tried again.
+ */
+export type PlanContext = Pick<
+  CrawlContext,
+  | "kv"
+  | "source"
+  | "dispatcher"
+  | "listings"
+  | "clock"
+  | "owner"
+  | "planLeaseMs"
+  | "maxPlanAttempts"
+>;
 
-/** Options of {@linkcode planCrawl} and the functions that plan through it. */
-export interface PlanCrawlOptions {
-  /** The crawl id. @default crawlIdFor(spec) */
-  id?: string;
+/** What a call of {@linkcode planCrawl} plans with, beyond its context. */
+export interface PlanInput {
   /** A baked plan (from `deno task plan --out`); planned from the source otherwise. */
   plan?: Plan;
-  /** Time and timers (the records' times, the planning lease's renewal): the environment's. */
-  clock: Clock;
   /** Called with the plan once made (for logs). */
   onPlanned?: (plan: Plan) => void;
-  /** Who plans (for the planning lease). @default a random id */
-  owner?: string;
-  /** The planning lease, renewed while planning runs, in milliseconds. @default 20000 */
-  planLeaseMs?: number;
-  /** Planning attempts failing transiently before the crawl fails. @default 5 */
-  maxPlanAttempts?: number;
 }
 
 /** A crawl record in `planning` state for a spec. */
@@ -176,12 +179,10 @@ async function claimPlanning(
 export async function planCrawl(
   deps: PlanContext,
   id: string,
-  options: PlanCrawlOptions,
+  options: PlanInput = {},
 ): Promise<CrawlRecord | null> {
-  const clock = options.clock;
+  const { clock, owner, planLeaseMs: leaseMs } = deps;
   const now = () => clock.now();
-  const owner = options.owner ?? crypto.randomUUID();
-  const leaseMs = options.planLeaseMs ?? 20_000;
   const got = await claimPlanning(deps.kv, id, { owner, leaseMs, nowMs: now() });
   if (got === null || !("versionstamp" in got)) return got;
   let claimed = got;
@@ -199,7 +200,7 @@ export async function planCrawl(
   } catch (err) {
     await stopRenewing();
     deps.listings?.drop(id);
-    return await planningFailed(deps, claimed, err, { ...options, now });
+    return await planningFailed(deps, claimed, err, { now });
   }
 }
 
@@ -207,7 +208,7 @@ export async function planCrawl(
 async function makePlan(
   source: Source,
   crawl: CrawlRecord,
-  options: PlanCrawlOptions & { listings?: ListingCache },
+  options: PlanInput & { listings?: ListingCache },
 ) {
   // Everything here is asked for at once: a far registry costs one round trip of waiting, not
   // four. The start sequence is still taken before any shard lists a row. No change feed makes
@@ -315,10 +316,10 @@ async function startPlanned(
 
 /** Records a planning failure: the crawl fails, or (transient) waits and is planned again. */
 async function planningFailed(
-  deps: Pick<CrawlContext, "kv" | "dispatcher">,
+  deps: Pick<CrawlContext, "kv" | "dispatcher" | "maxPlanAttempts">,
   claimed: Deno.KvEntry<PlanningState>,
   err: unknown,
-  o: PlanCrawlOptions & { now: () => number },
+  o: { now: () => number },
 ): Promise<CrawlRecord | null> {
   const id = crawlOfKey(claimed.key);
   const message = errorLine(err);
@@ -326,7 +327,7 @@ async function planningFailed(
   // A registry that answers 4xx to a listing, or garbage, will not answer better in a minute.
   const permanent = neverRetried(err);
   const t = o.now();
-  const gaveUp = permanent || failures >= (o.maxPlanAttempts ?? PLANNING_RETRY.maxAttempts);
+  const gaveUp = permanent || failures >= deps.maxPlanAttempts;
   const { firstDelayMs: firstMs, maxDelayMs: maxMs } = PLANNING_RETRY;
   const retryAt = t + backoff({ firstMs, maxMs, growth: "double", jitter: "none" }, failures);
   const planning: PlanningState = { lease: null, failures, retryAt: gaveUp ? 0 : retryAt };

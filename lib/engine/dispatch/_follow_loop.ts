@@ -21,13 +21,10 @@ import { type CrawlRecord, followable, listCrawls } from "../store/mod.ts";
 const LOOK_FOR_NEW_MS = 1000;
 
 /**
- * What a process's follower is asked (`RuntimeOptions.follow`, `Runtime.follow`): the runtime
- * adds its clock, dispatcher and owner ({@linkcode FollowLoopOptions}).
+ * What a process's follower is asked (`RuntimeOptions.follow`, `Runtime.follow`), beside the
+ * environment's parts (its store, sources, clock, dispatcher and the follower's name).
  */
-export type FollowConfig = Omit<FollowLoopOptions, "clock">;
-
-/** Options of {@linkcode followLoop}. */
-export interface FollowLoopOptions extends FollowOptions {
+export interface FollowConfig extends FollowOptions {
   /** Pause between looks at a crawl whose registry changes, ms. @default FOLLOW_POLL.pollMs */
   pollMs?: number;
   /** Longest pause between looks at an idle registry, ms. @default FOLLOW_POLL.idleMs */
@@ -41,20 +38,27 @@ export interface FollowLoopOptions extends FollowOptions {
   onTick?: (crawlId: string, tick: FollowTick | null, error?: unknown) => void;
 }
 
+/** What a follower works with of the engine's environment. */
+export type FollowLoopEnv = Pick<
+  Env,
+  "kv" | "openSource" | "clock" | "dispatcher" | "leaseMs" | "ownerName"
+>;
+
 /**
  * Ticks followed crawls until `signal` aborts (see the module comment); a failing tick is told
  * to `onTick` and tried again at the crawl's next look. Crawls followed are those `done` and
  * created with `follow` (or `only`).
  */
 export async function followLoop(
-  deps: Pick<Env, "kv" | "openSource">,
+  deps: FollowLoopEnv,
   signal: AbortSignal,
-  options: FollowLoopOptions,
+  options: FollowConfig = {},
 ): Promise<void> {
-  const clock = options.clock;
+  const clock = deps.clock;
   const now = () => clock.now();
   const pollMs = options.pollMs ?? FOLLOW_POLL.pollMs;
-  const owner = options.owner ?? `follow-${crypto.randomUUID()}`;
+  // In this process's name: the feed's lease is free at once when the process dies.
+  const owner = deps.ownerName("follow");
   const pace = new Map<string, { quiet: number; nextAt: number }>();
   while (!signal.aborted) {
     // A crawl done meanwhile is looked for every second, not only at the next idle look.
@@ -66,10 +70,8 @@ export async function followLoop(
         if (p.nextAt <= now()) {
           let tick: FollowTick | null = null;
           try {
-            tick = await followTick({ kv: deps.kv, source: deps.openSource(crawl) }, crawl.id, {
-              ...options,
-              owner,
-            });
+            const source = deps.openSource(crawl);
+            tick = await followTick({ ...deps, source, owner }, crawl.id, options);
             options.onTick?.(crawl.id, tick);
           } catch (err) {
             options.onTick?.(crawl.id, null, err);

@@ -11,7 +11,6 @@
 import { backoff, IDLE_BACKOFF } from "../../base/retry_policy.ts";
 import type { Clock } from "../../base/clock.ts";
 import { errorLine, StorageError } from "../../base/errors.ts";
-import { checkCompletion } from "../verify/mod.ts";
 import type { Dispatcher } from "../crawl/mod.ts";
 import { claimable } from "./_shard_runner.ts";
 import {
@@ -25,7 +24,7 @@ import {
   readLiveness,
   type ShardRecord,
 } from "../store/mod.ts";
-import { finishingOptions, workPlan, workShard } from "./work.ts";
+import { finishCrawl, workPlan, workShard } from "./work.ts";
 import type { Env } from "./env.ts";
 
 /**
@@ -220,7 +219,7 @@ async function oneRound(
     }
     const shards = await candidates(deps.kv, crawl, deps.random);
     if (shards.length === 0) {
-      await checkCompletion(deps.kv, crawl.id, finishingOptions(deps, crawl.id));
+      await finishCrawl(deps, crawl.id);
       continue;
     }
     const local = deps.dispatcher instanceof LeaseDispatcher ? deps.dispatcher : null;

@@ -13,7 +13,10 @@ import { type CrawlRecord, listCrawls } from "../store/mod.ts";
 import type { Env } from "./env.ts";
 
 /** What the asker needs of the engine's environment. */
-export type PendingAskerEnv = Pick<Env, "kv" | "openSource" | "clock" | "maxDocBytes">;
+export type PendingAskerEnv = Pick<
+  Env,
+  "kv" | "openSource" | "clock" | "maxDocBytes" | "ownerName"
+>;
 
 /** Crawls whose documents may be pending: with documents, running or done. */
 function asksFor(c: CrawlRecord): boolean {
@@ -33,12 +36,13 @@ export class PendingAsker {
   #env: PendingAskerEnv;
   #passes = new Map<string, Promise<PendingPass>>();
   // This process's name in the passes' leases (one process asks a crawl's documents at a time).
-  #owner = `pending-${crypto.randomUUID()}`;
+  #owner: string;
   #last = new Map<string, { atMs: number; pending: number; nextMs: number | null }>();
 
   /** An asker over `env`; nothing is asked until a pass or {@linkcode run}. */
   constructor(env: PendingAskerEnv) {
     this.#env = env;
+    this.#owner = env.ownerName("pending");
   }
 
   /**
@@ -49,8 +53,8 @@ export class PendingAsker {
     const under = this.#passes.get(crawl.id);
     if (under) return under;
     const { kv, clock, maxDocBytes } = this.#env;
-    const ctx = { kv, clock, maxDocBytes, source: this.#env.openSource(crawl) };
-    const run = askPendingDocs(ctx, crawl, { owner: this.#owner })
+    const source = this.#env.openSource(crawl);
+    const run = askPendingDocs({ kv, clock, maxDocBytes, source, owner: this.#owner }, crawl)
       .then((p) => {
         this.#last.set(crawl.id, { atMs: clock.now(), pending: p.pending, nextMs: p.nextMs });
         return p;

@@ -6,9 +6,9 @@
  *
  * @module
  */
-import type { Clock } from "../../base/clock.ts";
 import type { PendingAsker } from "./_pending_loop.ts";
 import type { Env } from "./env.ts";
+import { finisherContext } from "./work.ts";
 import { checkCompletion, followTick } from "../verify/mod.ts";
 import { deleteCrawl } from "../crawl/mod.ts";
 import {
@@ -29,7 +29,7 @@ import {
  * of its own (Deploy's cron), the asker of pending documents.
  */
 export type WatchdogContext =
-  & Pick<Env, "kv" | "dispatcher">
+  & Pick<Env, "kv" | "dispatcher" | "clock" | "leaseMs" | "ownerName">
   & Partial<Pick<Env, "openSource">>
   & { onFinished?: (crawlId: string) => void; asker?: PendingAsker };
 
@@ -40,13 +40,15 @@ export type WatchdogContext =
 export async function watchdog(
   deps: WatchdogContext,
   options: {
+    /** A shard not moved for this long (and not held) is dispatched again, in ms. @default 60000 */
     stallMs?: number;
-    clock: Clock;
+    /** A followed crawl's ranges re-proven at least this often, in ms. @default VERIFY_EVERY_MS */
     verifyEveryMs?: number;
+    /** A followed crawl's rows compared at least this often, in ms. @default VERIFY_ROWS_EVERY_MS */
     verifyRowsEveryMs?: number;
-  },
+  } = {},
 ): Promise<number> {
-  const clock = options.clock;
+  const clock = deps.clock;
   const now = clock.now();
   const stallMs = options.stallMs ?? 60_000;
   let n = 0;
@@ -59,9 +61,8 @@ export async function watchdog(
     if (crawl.follow && deps.openSource && followable(crawl)) {
       // Followed crawls stay equal to the registry: each tick applies the changes since the last
       // (on Deploy this is the follower; locally `serve` ticks them more often).
-      await followTick({ kv: deps.kv, source: deps.openSource(crawl) }, crawl.id, {
-        clock,
-        dispatcher: deps.dispatcher,
+      const source = deps.openSource(crawl);
+      await followTick({ ...deps, source, owner: deps.ownerName("follow") }, crawl.id, {
         verifyEveryMs: options.verifyEveryMs,
         verifyRowsEveryMs: options.verifyRowsEveryMs,
       }).catch(() => {}); // a failing feed is tried again on the next tick
@@ -74,7 +75,7 @@ export async function watchdog(
       continue;
     }
     if (crawl.status !== "running") continue;
-    n += await reviveShards(deps, crawl.id, { clock, now, stallMs });
+    n += await reviveShards(deps, crawl.id, { now, stallMs });
   }
   return n;
 }
@@ -82,7 +83,7 @@ export async function watchdog(
 async function reviveShards(
   deps: WatchdogContext,
   crawlId: string,
-  o: { clock: Clock; now: number; stallMs: number },
+  o: { now: number; stallMs: number },
 ): Promise<number> {
   const shards = await listShards(deps.kv, crawlId);
   const dead = new Set(await listDeadLetters(deps.kv, crawlId));
@@ -98,13 +99,10 @@ async function reviveShards(
       n++;
     }
   }
-  if (shards.length > 0 && shards.every((s) => s.value.done)) {
-    await checkCompletion(deps.kv, crawlId, {
-      openSource: deps.openSource,
-      dispatcher: deps.dispatcher,
-      clock: o.clock,
-      onFinished: () => deps.onFinished?.(crawlId),
-    });
+  // Without the crawls' sources nothing is proven, so nothing is finished (tests of revival).
+  if (deps.openSource && shards.length > 0 && shards.every((s) => s.value.done)) {
+    const ctx = finisherContext({ ...deps, openSource: deps.openSource });
+    await checkCompletion(ctx, crawlId, { onFinished: () => deps.onFinished?.(crawlId) });
   }
   return n;
 }

@@ -11,7 +11,7 @@ import { type Clock, SYSTEM_CLOCK } from "../../base/clock.ts";
 import { PLANNING_RETRY, SHARD_RETRY } from "../../base/retry_policy.ts";
 import type { Source } from "../../plan/source.ts";
 import type { ListingCache } from "../../sources/cache/mod.ts";
-import type { Dispatcher, RebalanceOptions } from "../crawl/mod.ts";
+import type { CrawlContext, Dispatcher, RebalanceOptions } from "../crawl/mod.ts";
 import { DEFAULT_MAX_DOC_BYTES } from "../items/mod.ts";
 import type { CrawlSlots, DocMemory } from "../page/mod.ts";
 import { type CrawlRecord, LEASE_MS, type ShardNotices } from "../store/mod.ts";
@@ -27,6 +27,11 @@ export const ENGINE_DEFAULTS = {
   leaseMs: LEASE_MS,
   /** Planning attempts failing transiently before a crawl fails (`PLANNING_RETRY`). */
   maxPlanAttempts: PLANNING_RETRY.maxAttempts,
+  /**
+   * The planning lease, renewed a quarter of it while planning runs, in milliseconds: shorter than
+   * a shard's, since nothing else of the crawl moves while its planner is gone.
+   */
+  planLeaseMs: 20_000,
   /** Failed attempts of a shard in a row before the crawl fails (`SHARD_RETRY`). */
   maxShardFailures: SHARD_RETRY.maxFailures,
   /** Documents above this many bytes are recorded as too large (`items/item_store.ts`). */
@@ -71,6 +76,8 @@ export interface EnvOptions {
   leaseMs?: number;
   /** Planning attempts failing transiently before the crawl fails. @default 5 */
   maxPlanAttempts?: number;
+  /** The planning lease, in milliseconds. @default ENGINE_DEFAULTS.planLeaseMs (20000) */
+  planLeaseMs?: number;
   /** Failed attempts of a shard in a row before the crawl fails. @default 8 */
   maxShardFailures?: number;
   /** Documents above this many bytes are recorded as too large. @default 33554432 */
@@ -116,6 +123,7 @@ type Resolved =
   | "random"
   | "leaseMs"
   | "maxPlanAttempts"
+  | "planLeaseMs"
   | "maxShardFailures"
   | "maxDocBytes"
   | "statusEveryMs"
@@ -133,10 +141,25 @@ export function engineEnv(options: EnvOptions): Env {
     random: options.random ?? Math.random,
     leaseMs: options.leaseMs ?? ENGINE_DEFAULTS.leaseMs,
     maxPlanAttempts: options.maxPlanAttempts ?? ENGINE_DEFAULTS.maxPlanAttempts,
+    planLeaseMs: options.planLeaseMs ?? ENGINE_DEFAULTS.planLeaseMs,
     maxShardFailures: options.maxShardFailures ?? ENGINE_DEFAULTS.maxShardFailures,
     maxDocBytes: options.maxDocBytes ?? ENGINE_DEFAULTS.maxDocBytes,
     statusEveryMs: options.statusEveryMs ?? ENGINE_DEFAULTS.statusEveryMs,
     rebalance: options.rebalance ?? {},
     ownerName: options.ownerName ?? ((label) => `${label}-${crypto.randomUUID().slice(0, 8)}`),
   };
+}
+
+/**
+ * The crawl room's context (the verify room's takes the same parts) for a worker of this process
+ * named `owner` (from `env.ownerName`, so that its leases end with the process) over `source`.
+ *
+ * @example
+ * ```ts
+ * const env = engineEnv({ kv, openSource: () => source, dispatcher });
+ * await openCrawl(crawlContext(env, source, env.ownerName("cli")), spec);
+ * ```
+ */
+export function crawlContext(env: Env, source: Source, owner: string): CrawlContext {
+  return { ...env, source, owner };
 }

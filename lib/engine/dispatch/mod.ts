@@ -12,6 +12,13 @@
 export { createRuntime } from "./runtime.ts";
 export type { DispatchMode, Runtime, RuntimeOptions } from "./runtime.ts";
 export { DEFAULT_WORKERS, MAX_WORKERS } from "./work.ts";
-export { ENGINE_DEFAULTS, engineEnv, type Env, type EnvOptions, type WorkEvent } from "./env.ts";
-export type { FollowConfig, FollowLoopOptions } from "./_follow_loop.ts";
+export {
+  crawlContext,
+  ENGINE_DEFAULTS,
+  engineEnv,
+  type Env,
+  type EnvOptions,
+  type WorkEvent,
+} from "./env.ts";
+export type { FollowConfig } from "./_follow_loop.ts";
 export { SINK_POLL_MS, type SinkLoopOptions } from "./_sink_loop.ts";

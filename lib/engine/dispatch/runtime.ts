@@ -151,14 +151,14 @@ export interface Runtime {
  * ```ts
  * const kv = await Deno.openKv(":memory:");
  * const runtime = createRuntime({ kv, openSource: () => source, dispatch: "lease", workers: 4 });
- * await openCrawl({ kv, source, dispatcher: runtime.dispatcher }, buildSpec({ source: url }));
+ * await openCrawl(crawlContext(runtime.deps, source, "cli"), buildSpec({ source: url }));
  * // ... poll crawlStatus(kv, id) until done ...
  * await runtime.close();
  * kv.close();
  * ```
  */
 export function createRuntime(options: RuntimeOptions): Runtime {
-  const { kv, openSource } = options;
+  const { kv } = options;
   const clock = envClock(options.clock);
   const stop = new AbortController();
   const background: Promise<unknown>[] = [];
@@ -184,14 +184,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   // A follower holds the process's heartbeat while it runs: its feed lease (in this process's
   // name) is free at once when the process dies, and held while it lives.
   const follow = (signal: AbortSignal, o: FollowConfig) =>
-    beat.acquire().then((release) =>
-      followLoop({ kv, openSource }, signal, {
-        dispatcher,
-        owner: beat.owner("follow"),
-        ...o,
-        clock,
-      }).finally(release)
-    );
+    beat.acquire().then((release) => followLoop(deps, signal, o).finally(release));
   const following = options.follow && options.follow.pollMs !== 0
     ? follow(stop.signal, options.follow)
     : null;
@@ -216,15 +209,12 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     deps,
     watchdogTick: (o = {}) =>
       watchdog({
-        kv,
-        dispatcher,
-        openSource,
+        ...deps,
         onFinished: (crawlId) => options.onEvent?.({ kind: "crawl-done", crawlId }),
         // Without a loop of this process's own (Deploy), each tick asks pending documents again.
         asker: asking ? undefined : asker,
       }, {
         stallMs: o.stallMs,
-        clock,
         verifyEveryMs: options.follow?.verifyEveryMs,
         verifyRowsEveryMs: options.follow?.verifyRowsEveryMs,
       }),

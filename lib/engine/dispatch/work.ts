@@ -7,11 +7,11 @@
  * @module
  */
 import { errorLine, StorageError } from "../../base/errors.ts";
-import { checkCompletion, type CompletionOptions } from "../verify/mod.ts";
+import { checkCompletion, type VerifyContext } from "../verify/mod.ts";
 import { planCrawl, splitStraggler } from "../crawl/mod.ts";
 import { type RunResult, runShard } from "./_shard_runner.ts";
 import { getCrawl } from "../store/mod.ts";
-import type { Env, SplitLooks } from "./env.ts";
+import { crawlContext, type Env, type SplitLooks } from "./env.ts";
 
 /**
  * Shards a process runs at once unless told otherwise (lease workers, or queue messages handled at
@@ -27,11 +27,7 @@ export const MAX_WORKERS = 256;
 export async function workPlan(deps: Env, crawlId: string, owner: string): Promise<void> {
   const crawl = (await getCrawl(deps.kv, crawlId)).value;
   if (!crawl || crawl.status !== "planning") return;
-  const after = await planCrawl({ ...deps, source: deps.openSource(crawl) }, crawlId, {
-    owner,
-    clock: deps.clock,
-    maxPlanAttempts: deps.maxPlanAttempts,
-  });
+  const after = await planCrawl(crawlContext(deps, deps.openSource(crawl), owner), crawlId);
   if (after?.status === "failed") {
     deps.onEvent?.({ kind: "crawl-failed", crawlId, error: after.error ?? "failed" });
   } else if (after?.status === "running") {
@@ -67,18 +63,25 @@ export async function workShard(
 }
 
 /**
- * How a worker of `deps` finishes a crawl: telling `crawl-done` when it is the one that did. The
- * finishing lease (and the feed it holds while finishing) is in this process's name, so a process
- * killed mid-check frees them within the heartbeat bound, not after `LEASE_MS`.
+ * The verify room's context of a final check made by this process: a new owner each call, in this
+ * process's name (its leases end with the process).
  */
-export function finishingOptions(deps: Env, crawlId: string): CompletionOptions {
-  return {
-    owner: deps.ownerName("finish"),
-    clock: deps.clock,
-    openSource: deps.openSource,
-    dispatcher: deps.dispatcher,
+export function finisherContext(
+  deps: Pick<Env, "kv" | "clock" | "leaseMs" | "dispatcher" | "openSource" | "ownerName">,
+): VerifyContext {
+  const { kv, clock, leaseMs, dispatcher, openSource } = deps;
+  return { kv, clock, leaseMs, dispatcher, openSource, owner: deps.ownerName("finish") };
+}
+
+/**
+ * How a worker of `deps` finishes crawl `crawlId`: the finishing lease (and the feed it holds
+ * while finishing) in this process's name, so that a process killed mid-check frees them within
+ * the heartbeat bound, not after the lease; `crawl-done` told when this call is the one that did.
+ */
+export function finishCrawl(deps: Env, crawlId: string): Promise<boolean> {
+  return checkCompletion(finisherContext(deps), crawlId, {
     onFinished: () => deps.onEvent?.({ kind: "crawl-done", crawlId }),
-  };
+  });
 }
 
 /**
@@ -122,5 +125,5 @@ async function afterShardDone(deps: Env, crawlId: string): Promise<void> {
     };
     await (deps.splitting ? queueLook(deps.splitting, crawlId, look) : look());
   }
-  await checkCompletion(deps.kv, crawlId, finishingOptions(deps, crawlId));
+  await finishCrawl(deps, crawlId);
 }

@@ -1,6 +1,6 @@
 /**
  * The store room: the only code that knows where things live in Deno KV. The key layout
- * (`keys.ts`), records of crawls, shards and splits (`records.ts`) and the operations on them
+ * (`keys.ts`), records of crawls (`records.ts`), of shards and splits (`shard_record.ts`) and the operations on them
  * (`store.ts`: every multi-key update is one atomic op guarded by versionstamps, every
  * `{ ok: false }` goes back to the caller), a locked file retried and one read-modify-write loop
  * (`kv_ops.ts`), the changes counted per shard range (`range_drift.ts`), KV's limits counted
@@ -15,7 +15,8 @@
  * @module
  */
 export { crawlOfKey, keys, parseKey, partOfKey } from "./keys.ts";
-export { feedUsable, followable, lagSeconds, newShard, relisted } from "./records.ts";
+export { feedUsable, followable, lagSeconds } from "./records.ts";
+export { newShard, relisted } from "./shard_record.ts";
 export type {
   CrawlRecord,
   CrawlStatus,
@@ -23,14 +24,12 @@ export type {
   FinishState,
   FollowState,
   FollowVerify,
-  InFlight,
   PendingDocsState,
   PlanningState,
   RowSweep,
-  ShardRecord,
-  SplitRecord,
   Verification,
 } from "./records.ts";
+export type { InFlight, ShardRecord, SplitRecord } from "./shard_record.ts";
 export {
   clearDeadLetter,
   clearPlanning,

@@ -10,7 +10,8 @@ import { AtomicBudget, keySize, valueSizeBound } from "./kv_limits.ts";
 import { crawlOfKey, keys } from "./keys.ts";
 import { kvOp } from "./kv_ops.ts";
 import { takeLease } from "./leases.ts";
-import type { CrawlRecord, Lease, PlanningState, ShardRecord } from "./records.ts";
+import type { CrawlRecord, Lease, PlanningState } from "./records.ts";
+import type { ShardRecord } from "./shard_record.ts";
 import { listShards } from "./store.ts";
 
 /**

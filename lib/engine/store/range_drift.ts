@@ -7,7 +7,7 @@
  */
 import { keys } from "./keys.ts";
 import { kvOp } from "./kv_ops.ts";
-import type { ShardRecord } from "./records.ts";
+import type { ShardRecord } from "./shard_record.ts";
 
 /** Items added and removed by applied changes in one shard's range since it was listed. */
 export interface RangeDrift {

@@ -15,7 +15,7 @@
  *
  * @module
  */
-import type { ShardRecord } from "./records.ts";
+import type { ShardRecord } from "./shard_record.ts";
 import { crawlOfKey } from "./keys.ts";
 
 /** Notices kept at most. */

@@ -14,14 +14,8 @@ import { FatalError } from "../../base/errors.ts";
 import { keys } from "./keys.ts";
 import { getEntries, kvOp, present } from "./kv_ops.ts";
 
-import type {
-  CrawlRecord,
-  DriftState,
-  FollowState,
-  PlanningState,
-  ShardRecord,
-  SplitRecord,
-} from "./records.ts";
+import type { CrawlRecord, DriftState, FollowState, PlanningState } from "./records.ts";
+import type { ShardRecord, SplitRecord } from "./shard_record.ts";
 
 /**
  * Commits a shard listed again from its start (`next` from `relisted`), guarded like any shard

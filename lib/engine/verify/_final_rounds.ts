@@ -10,7 +10,7 @@ import { FatalError } from "../../base/errors.ts";
 import { peekChanges } from "../crawl/mod.ts";
 import { applyWindow, noteWindow } from "./_pass_feed.ts";
 import type { Pass } from "./_pass.ts";
-export type { CompletionOptions, Pass } from "./_pass.ts";
+export type { Pass, PassSettings } from "./_pass.ts";
 import { cutStored, sampleStored, storedItems, storedRevision } from "../items/mod.ts";
 import { checkListed, listable } from "./_listed_check.ts";
 import { done, notePending, provenExact, settle } from "./_outcome.ts";
@@ -44,7 +44,7 @@ const STORED_SAMPLE = 8;
 function windowOf(pass: Pass, at: string | null): () => Promise<ChangeWindow> {
   return async () => {
     if (!pass.feed || at === null) return "no-feed";
-    const rows = await peekChanges(pass.source, at, { clock: pass.o.clock });
+    const rows = await peekChanges({ source: pass.source, clock: pass.o.clock }, at);
     if (rows === null) return "too-many";
     noteWindow(pass, at, rows);
     return rows;

@@ -9,7 +9,7 @@
 import type { LearnedCaps } from "../../plan/source.ts";
 import { transition } from "../crawl/mod.ts";
 import { applyWindow } from "./_pass_feed.ts";
-import type { CompletionOptions, Pass } from "./_pass.ts";
+import type { Pass, PassSettings } from "./_pass.ts";
 import {
   commitRelist,
   commitShard,
@@ -89,7 +89,9 @@ export async function settle(
   id: string,
   todo: Deno.KvEntry<ShardRecord>[],
   verdicts: RangeVerdict[],
-  o: CompletionOptions & {
+  o: Omit<PassSettings, "dispatcher"> & {
+    /** Where ranges listed again go. @default none: ranges equal or stuck are only marked */
+    dispatcher?: PassSettings["dispatcher"];
     at: string | null;
     view?: boolean;
     unproven?: Map<number, string>;
@@ -163,7 +165,7 @@ export async function noteVerification(
 export async function done(
   kv: Deno.Kv,
   id: string,
-  o: CompletionOptions,
+  o: PassSettings,
   end: { verification?: Verification; driftError?: string; learned?: Readonly<LearnedCaps> } = {},
 ): Promise<boolean> {
   let mine = false;

@@ -1,5 +1,5 @@
 /**
- * One pass of the final check (`completion.ts`): what it is given (`CompletionOptions`) and what
+ * One pass of the final check (`completion.ts`): what it is given (`VerifyContext`, `PassSettings`) and what
  * it holds across its rounds (`Pass`), shared by the rounds (`_final_rounds.ts`), the feed they
  * read (`_pass_feed.ts`) and the re-proof while following (`reprove.ts`).
  *
@@ -7,26 +7,43 @@
  */
 import type { Clock } from "../../base/clock.ts";
 import type { ChangeRow, Source } from "../../plan/source.ts";
-import type { Dispatcher, FeedClaim } from "../crawl/mod.ts";
+import type { CrawlContext, Dispatcher, FeedClaim } from "../crawl/mod.ts";
 import type { RangeParts } from "./_range_parts.ts";
 import type { CrawlRecord } from "../store/mod.ts";
 
-/** Options of the final check (`checkCompletion` in `completion.ts`). */
-export interface CompletionOptions {
-  /** Time and timers (leases, records' times, pauses between rounds): the environment's. */
+/**
+ * The verify room's slice of the engine's environment: the store, the clock, the checker's name
+ * (the finishing lease, the feed's), the lease's length, where ranges listed again go, and how a
+ * crawl's source is opened (the check reads the crawl first).
+ */
+export type VerifyContext =
+  & Pick<CrawlContext, "kv" | "clock" | "owner" | "leaseMs" | "dispatcher">
+  & {
+    /** Opens the crawl's source. */
+    openSource: (crawl: CrawlRecord) => Source;
+  };
+
+/**
+ * What a follow tick needs (`follow.ts`): the store, the crawl's source, the clock, the follower's
+ * name and its lease's length (the feed's), and where ranges found wrong go.
+ */
+export type FollowContext = Pick<
+  CrawlContext,
+  "kv" | "source" | "clock" | "owner" | "leaseMs" | "dispatcher"
+>;
+
+/** What a pass's rounds work with beside its store and source (`Pass.o`). */
+export interface PassSettings {
+  /** Time and timers (records' times, pauses between rounds): the environment's. */
   clock: Clock;
-  /** Opens the crawl's source; without it the crawl is marked done unchecked (tests only). */
-  openSource?: (crawl: CrawlRecord) => Source;
-  /** Where shards listed again go (lease workers find them without). */
-  dispatcher?: Dispatcher;
-  /** Who checks (the feed's lease). @default a random id */
-  owner?: string;
+  /** Where shards listed again go. */
+  dispatcher: Dispatcher;
   /**
    * Checks in a row that prove nothing before giving the turn back (one that proves a range or a
-   * part of one starts the count again). @default 8
+   * part of one starts the count again). @default FINAL_CHECK_RETRY.roundsPerPass
    */
   maxRounds?: number;
-  /** Called when this call marks the crawl done (not when it found it done). @default none */
+  /** Called when this pass marks the crawl done (not when it found it done). @default none */
   onFinished?: () => void;
 }
 
@@ -35,7 +52,7 @@ export interface Pass {
   kv: Deno.Kv;
   source: Source;
   id: string;
-  o: CompletionOptions;
+  o: PassSettings;
   /** The feed this pass holds; null: none (or it proved unusable). */
   feed: FeedClaim | null;
   /** Changes applied by this pass. */

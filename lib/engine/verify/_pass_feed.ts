@@ -45,7 +45,10 @@ const RESYNCS_PER_PASS = 2;
 export async function advanceFeed(pass: Pass): Promise<"ok" | "lost" | "skip"> {
   if (!pass.feed) return "ok";
   try {
-    const n = await applyToEnd({ kv: pass.kv, source: pass.source }, pass.feed);
+    const n = await applyToEnd(
+      { kv: pass.kv, source: pass.source, clock: pass.o.clock },
+      pass.feed,
+    );
     if (n === null) return "lost";
     pass.applied += n;
     pass.feedRefusals = 0;
@@ -78,7 +81,7 @@ export async function resyncPass(
   if ((pass.resynced?.times ?? 0) >= RESYNCS_PER_PASS) {
     throw new FatalError(`${err.message}, again after being taken up at its head twice`);
   }
-  const deps = { kv: pass.kv, source: pass.source };
+  const deps = { kv: pass.kv, source: pass.source, clock: pass.o.clock };
   if (!await reanchor(deps, pass.feed, err)) return false;
   const clock = pass.feed.clock;
   const why = `the feed did not know seq ${err.since}`;
@@ -131,14 +134,14 @@ export async function applyWindow(
   let rows = pass.window?.at === at ? pass.window.rows : null;
   if (rows === null && o.read === false) return { applied: 0, to: null };
   if (rows === null) {
-    rows = await peekChanges(pass.source, at, { clock: feed.clock });
+    rows = await peekChanges({ source: pass.source, clock: feed.clock }, at);
     if (rows === null) {
       throw new TransientError(`too many changes after seq ${at} to finish the crawl at it now`);
     }
   }
   pass.window = null;
   if (rows.length === 0) return { applied: 0, to: null };
-  if (!await applyRows({ kv: pass.kv, source: pass.source }, feed, rows)) {
+  if (!await applyRows({ kv: pass.kv, source: pass.source, clock: pass.o.clock }, feed, rows)) {
     throw new TransientError("the change feed was taken over while the crawl was being finished");
   }
   return { applied: rows.length, to: rows.at(-1)!.seq };

@@ -8,7 +8,6 @@
  *
  * @module
  */
-import type { Clock } from "../../base/clock.ts";
 import { errorLine, FatalError, PermanentError } from "../../base/errors.ts";
 import type { Source } from "../../plan/source.ts";
 import {
@@ -27,21 +26,14 @@ import {
   type FinishState,
   getCrawl,
   keys,
-  LEASE_MS,
   listPending,
   listShards,
   releaseLease,
   takeLease,
 } from "../store/mod.ts";
 import { RangeParts } from "./_range_parts.ts";
-import {
-  type CompletionOptions,
-  done,
-  heldStill,
-  type Pass,
-  rankRound,
-  totalRound,
-} from "./_final_rounds.ts";
+import type { PassSettings, VerifyContext } from "./_pass.ts";
+import { heldStill, type Pass, rankRound, totalRound } from "./_final_rounds.ts";
 
 /** The pause before a round after rounds that proved nothing (doubling). */
 const QUIET_PAUSE: BackoffPolicy = {
@@ -50,8 +42,6 @@ const QUIET_PAUSE: BackoffPolicy = {
   growth: "double",
   jitter: "none",
 };
-
-export type { CompletionOptions } from "./_final_rounds.ts";
 
 /**
  * Marks the crawl done when every shard is done and the store is proven to hold what the registry
@@ -62,10 +52,19 @@ export type { CompletionOptions } from "./_final_rounds.ts";
  * @throws TransientError when the registry failed for now (the next call tries again).
  */
 export async function checkCompletion(
-  kv: Deno.Kv,
+  ctx: VerifyContext,
   id: string,
-  options: CompletionOptions,
+  options: {
+    /**
+     * Checks in a row that prove nothing before giving the turn back (one that proves a range or a
+     * part of one starts the count again). @default FINAL_CHECK_RETRY.roundsPerPass
+     */
+    maxRounds?: number;
+    /** Called when this call marks the crawl done (not when it found it done). @default none */
+    onFinished?: () => void;
+  } = {},
 ): Promise<boolean> {
+  const { kv, clock, owner } = ctx;
   const crawl = (await getCrawl(kv, id)).value;
   if (!crawl) return false;
   if (crawl.status === "done") return true;
@@ -74,18 +73,16 @@ export async function checkCompletion(
   if (crawl.indexed && (await listPending(kv, id, { limit: 1 })).length > 0) return false;
   const shards = (await listShards(kv, id)).map((e) => e.value);
   if (shards.length === 0 || shards.some((s) => !s.done)) return false;
-  if (!options.openSource) return await done(kv, id, options);
-  const source = options.openSource(crawl);
+  const source = ctx.openSource(crawl);
   // One runner at a time checks a crawl, under its finishing lease (renewed each round); with a
   // feed it holds the feed too, to apply it. Two at once raced: one listed a range again (its shard
   // reset) while the other counted the shards, found half the items missing and failed the crawl.
-  const owner = options.owner ?? `finish-${crypto.randomUUID()}`;
-  const clock = options.clock;
-  if (!await holdFinishing(kv, id, owner, clock)) return false; // another runner has it
+  const hold = () => holdFinishing(ctx, id);
+  if (!await hold()) return false; // another runner has it
   let claim: FeedClaim | null = null;
   try {
     if (feedUsable(crawl)) {
-      claim = await claimFeed(kv, id, { owner, clock });
+      claim = await claimFeed(ctx, id);
       if (!claim) return false; // another runner holds the feed
     }
     // Another runner may have finished the crawl since it was read above (it marks the crawl done
@@ -93,17 +90,17 @@ export async function checkCompletion(
     const status = (await getCrawl(kv, id)).value?.status;
     if (status !== "running") return status === "done";
     if ((await listShards(kv, id)).some((e) => !e.value.done)) return false;
-    const renew = () => holdFinishing(kv, id, owner, clock);
+    const settings = { clock, dispatcher: ctx.dispatcher, ...options };
     // A refusal that asking again in every form the registry takes did not avoid comes again:
     // a few passes, then the crawl is failed with it, never left running on it.
     const { permanentAttempts, permanentPauseMs } = FINAL_CHECK_RETRY;
     for (let attempt = 1;; attempt++) {
       try {
-        return await finish(kv, source, claim, crawl, { ...options, owner, clock }, renew);
+        return await finish(kv, source, claim, crawl, settings, hold);
       } catch (err) {
         if (!(err instanceof PermanentError) || attempt >= permanentAttempts) throw err;
         await clock.sleep(permanentPauseMs * attempt);
-        if (!await renew()) return false;
+        if (!await hold()) return false;
       }
     }
   } catch (err) {
@@ -129,15 +126,13 @@ export async function checkCompletion(
  * (a dead process's lease is free at once, see `leases.ts`).
  */
 async function holdFinishing(
-  kv: Deno.Kv,
+  ctx: Pick<VerifyContext, "kv" | "clock" | "owner" | "leaseMs">,
   id: string,
-  owner: string,
-  clock: Clock,
 ): Promise<boolean> {
-  const held = await takeLease<FinishState>(kv, keys.finish(id), {
-    owner,
-    nowMs: clock.now(),
-    leaseMs: LEASE_MS, // each round renews it
+  const held = await takeLease<FinishState>(ctx.kv, keys.finish(id), {
+    owner: ctx.owner,
+    nowMs: ctx.clock.now(),
+    leaseMs: ctx.leaseMs, // each round renews it
     record: (_, lease) => ({ lease }),
   });
   return held !== null;
@@ -149,7 +144,7 @@ async function finish(
   source: Source,
   claim: FeedClaim | null,
   crawl: CrawlRecord,
-  o: CompletionOptions,
+  o: PassSettings,
   renew: () => Promise<boolean>,
 ): Promise<boolean> {
   const id = crawl.id;

@@ -23,15 +23,12 @@
  *
  * @module
  */
-import type { Clock } from "../../base/clock.ts";
 import { errorLine } from "../../base/errors.ts";
 import { backoff, FOLLOW_POLL } from "../../base/retry_policy.ts";
 import {
   applyFeed,
   claimFeed,
-  type Dispatcher,
   type FeedBatch,
-  type FeedContext,
   FeedReader,
   reanchor,
   releaseFeed,
@@ -41,6 +38,7 @@ import {
 import { dueRanges, freshVerify, reproveDue, VERIFY_EVERY_MS } from "./reprove.ts";
 import { freshSweep, sweepDue, sweepRows, VERIFY_ROWS_EVERY_MS } from "./row_sweep.ts";
 import { applyLate, extendTrail, lateDue } from "./late_changes.ts";
+import type { FollowContext } from "./_pass.ts";
 import {
   type CrawlRecord,
   followable,
@@ -61,12 +59,8 @@ export const FOLLOW_MAX_CHANGES = 20_000;
  */
 const LOOK_ATTEMPTS = 2;
 
-/** Options of {@linkcode followTick}. */
+/** How a follow tick goes about its work (the environment's parts are in `FollowContext`). */
 export interface FollowOptions {
-  /** Time and timers (the feed's lease, lags, pauses for documents behind it): the environment's. */
-  clock: Clock;
-  /** This follower's name in the feed's lease. @default a random UUID */
-  owner?: string;
   /** Changes applied at most by this tick. @default FOLLOW_MAX_CHANGES */
   maxChanges?: number;
   /** Every range's count re-proven at least this often, in milliseconds; 0: never. @default 600000 */
@@ -76,8 +70,6 @@ export interface FollowOptions {
    * sweep is forced (a feed taken up again at its head). @default VERIFY_ROWS_EVERY_MS (a day)
    */
   verifyRowsEveryMs?: number;
-  /** Where a range found wrong goes to be listed again. @default lease workers find it */
-  dispatcher?: Dispatcher;
 }
 
 /** What one follow tick did. */
@@ -116,11 +108,11 @@ export interface FollowTick {
  * URL is a `RegistryReplacedError`.
  */
 export async function followTick(
-  deps: FeedContext,
+  deps: FollowContext,
   crawlId: string,
-  options: FollowOptions,
+  options: FollowOptions = {},
 ): Promise<FollowTick | null> {
-  const clock = options.clock;
+  const clock = deps.clock;
   const crawl = (await getCrawl(deps.kv, crawlId)).value;
   if (!followable(crawl)) return null;
   const [prior, feed] = await Promise.all([
@@ -150,13 +142,13 @@ export async function followTick(
 
 /** The tick proper (see {@linkcode followTick}), its failures recorded by the caller. */
 async function tick(
-  deps: FeedContext,
+  deps: FollowContext,
   crawl: CrawlRecord & { startSeq: string },
   at: { prior: FollowState | null; before: string },
   options: FollowOptions,
 ): Promise<FollowTick> {
   const { prior, before } = at;
-  const clock = options.clock;
+  const clock = deps.clock;
   const now = () => clock.now();
   const crawlId = crawl.id;
   const everyMs = options.verifyEveryMs ?? VERIFY_EVERY_MS;
@@ -225,7 +217,7 @@ async function tick(
     await setFollow(deps.kv, crawlId, s);
     return { ...idle, atEnd: true, ran: true, state: s };
   }
-  const claim = await claimFeed(deps.kv, crawlId, { owner: options.owner, clock });
+  const claim = await claimFeed(deps, crawlId);
   if (!claim) return { ...idle, atEnd: false, ran: false, state: state({}) };
   try {
     let verify = verify0;
@@ -252,10 +244,7 @@ async function tick(
     const seq = claim.entry.value.seq;
     const applied = (prior?.applied ?? 0) + res.applied;
     const proof = res.atEnd && everyMs > 0
-      ? await reproveDue(deps, claim, verify, {
-        verifyEveryMs: everyMs,
-        dispatcher: options.dispatcher,
-      })
+      ? await reproveDue(deps, claim, verify, { verifyEveryMs: everyMs })
       : { verify, checked: 0, reopened: 0, roundEnded: false };
     verify = proof.verify;
     const rows = res.atEnd && sweepDue(verify.rows!, { ...sweeping, nowMs: now() })

@@ -13,7 +13,7 @@
  */
 export { checkShardEnd } from "./shard_end.ts";
 export { checkCompletion } from "./completion.ts";
-export type { CompletionOptions } from "./completion.ts";
+export type { FollowContext, VerifyContext } from "./_pass.ts";
 export { followPauseMs, followTick, quietTicks } from "./follow.ts";
 export type { FollowOptions, FollowTick } from "./follow.ts";
 export { VERIFY_EVERY_MS } from "./reprove.ts";

@@ -15,7 +15,8 @@
  *
  * @module
  */
-import { type Dispatcher, type FeedClaim, type FeedContext, transition } from "../crawl/mod.ts";
+import { type FeedClaim, transition } from "../crawl/mod.ts";
+import type { FollowContext } from "./_pass.ts";
 import { checkShards, noteVerification, type Pass, settle } from "./_final_rounds.ts";
 import { MAX_RELISTS, type RangeVerdict } from "./_verdicts.ts";
 import { RangeParts } from "./_range_parts.ts";
@@ -30,14 +31,6 @@ const RANGES_PER_TICK = 32;
 
 /** Tries of a range left undecided before its round gives up on it. */
 const UNDECIDED_TRIES = 5;
-
-/** Options of {@linkcode reproveDue}. */
-export interface ReproveOptions {
-  /** Every range re-proven at least this often, in milliseconds. @default VERIFY_EVERY_MS */
-  verifyEveryMs?: number;
-  /** Where a range found wrong goes to be listed again (lease workers find it without). */
-  dispatcher?: Dispatcher;
-}
 
 /** What a re-proof tick did. */
 export interface ReproveResult {
@@ -85,10 +78,13 @@ export function dueRanges(v: FollowVerify, ranges: number, everyMs: number, nowM
  * round, as many as the time since the round began makes due (at most 32 a tick).
  */
 export async function reproveDue(
-  deps: FeedContext,
+  deps: Pick<FollowContext, "kv" | "source" | "dispatcher">,
   claim: FeedClaim,
   prior: FollowVerify,
-  options: ReproveOptions = {},
+  options: {
+    /** Every range re-proven at least this often, in milliseconds. @default VERIFY_EVERY_MS */
+    verifyEveryMs?: number;
+  } = {},
 ): Promise<ReproveResult> {
   const now = () => claim.clock.now();
   const everyMs = Math.max(1, options.verifyEveryMs ?? VERIFY_EVERY_MS);
@@ -109,7 +105,7 @@ export async function reproveDue(
       kv: deps.kv,
       source: deps.source,
       id,
-      o: { clock: claim.clock, dispatcher: options.dispatcher },
+      o: { clock: claim.clock, dispatcher: deps.dispatcher },
       feed: claim,
       applied: 0,
       proven: new Set(),
@@ -177,7 +173,7 @@ export async function reproveDue(
       );
       reopened = await settle(deps.kv, id, entries, again, {
         clock: claim.clock,
-        dispatcher: options.dispatcher,
+        dispatcher: deps.dispatcher,
         at: claim.entry.value.seq,
         keepDone: true,
       });

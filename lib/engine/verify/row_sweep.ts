@@ -166,7 +166,7 @@ async function comparePage(
   const held = await storedItems(deps.kv, crawl.id, { start: cursor, end }, {
     maxRows: 4 * limit + 1000,
   });
-  const window = await peekChanges(deps.source, at, { clock: claim.clock });
+  const window = await peekChanges(deps, at);
   if (window === null) return null;
   if (held === null) {
     return { next: end, compared: 0, repaired: 0, skipped: page.rows.length };

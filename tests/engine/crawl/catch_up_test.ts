@@ -7,7 +7,7 @@ import { watchdog } from "../../../lib/engine/dispatch/_watchdog.ts";
 import { crawlStatus } from "../../../lib/engine/crawl/status.ts";
 import { MemorySource } from "../../../lib/sources/memory_source.ts";
 import { type CrawlRecord, getCrawl, getFeed, updateCrawl } from "../../../lib/engine/store/mod.ts";
-import { begin, finishAll, runOne, spec } from "../../engine_helpers.ts";
+import { begin, ctxOf, finishAll, runOne, spec, watchdogCtx } from "../../engine_helpers.ts";
 import { assertCrawledExactly, dataOf, randomKeys, wrapSource } from "../../helpers.ts";
 
 const ASCII = "abcdefghijklmnop-".split("");
@@ -31,7 +31,7 @@ Deno.test("catch-up: inserts, updates and deletions during the crawl end up appl
     data.delete("aaaa-short-lived");
     await finishAll(kv, source, id);
     assert.equal(
-      await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+      await checkCompletion(ctxOf(kv, source), id),
       true,
     );
     await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k) });
@@ -43,7 +43,7 @@ Deno.test("catch-up: inserts, updates and deletions during the crawl end up appl
     // Following later changes (what --follow does) keeps KV equal to the registry.
     data.delete(keys[100]);
     data.put("zzzz-after");
-    const res = await catchUp({ kv, source }, id, { clock: SYSTEM_CLOCK });
+    const res = await catchUp(ctxOf(kv, source), id);
     assert.equal(res.applied, 2);
     await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k) });
   }
@@ -63,7 +63,7 @@ Deno.test("catch-up: a crash mid-feed resumes from the committed sequence, count
       ++calls === 2 ? Promise.reject(new Error("feed broke")) : source.changes(s, l),
   });
   await assert.rejects(
-    () => catchUp({ kv, source: flaky }, id, { clock: SYSTEM_CLOCK, batch: 15, owner: "me" }),
+    () => catchUp(ctxOf(kv, flaky, { owner: "me" }), id, { batch: 15 }),
     /feed broke/,
   );
   const mid = (await getFeed(kv, id)).value!;
@@ -80,21 +80,17 @@ Deno.test("catch-up: a crash mid-feed resumes from the committed sequence, count
       return source.changes(s, l);
     },
   });
-  const running = catchUp({ kv, source: slow }, id, {
-    clock: SYSTEM_CLOCK,
-    batch: 15,
-    owner: "next",
-  });
+  const running = catchUp(ctxOf(kv, slow, { owner: "next" }), id, { batch: 15 });
   await holding;
   assert.equal(
-    (await catchUp({ kv, source }, id, { clock: SYSTEM_CLOCK, owner: "other" })).ran,
+    (await catchUp(ctxOf(kv, source, { owner: "other" }), id)).ran,
     false,
     "one runner at a time",
   );
   release();
   assert.ok((await running).ran);
   assert.equal(
-    await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+    await checkCompletion(ctxOf(kv, source), id),
     true,
   );
   await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k) });
@@ -115,7 +111,7 @@ Deno.test("catch-up: a registry without a usable _changes feed still finishes it
     data.put(data.keys[7]); // the registry moved: its feed is needed, and is found unusable
     await finishAll(kv, noFeed, id);
     assert.equal(
-      await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => noFeed }),
+      await checkCompletion(ctxOf(kv, noFeed), id),
       true,
     );
     const st = await crawlStatus(kv, id, { clock: SYSTEM_CLOCK });
@@ -132,12 +128,12 @@ Deno.test("catch-up: a registry without a usable _changes feed still finishes it
   data.put("zz-moved");
   await finishAll(kv, down, id);
   await assert.rejects(
-    () => checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => down }),
+    () => checkCompletion(ctxOf(kv, down), id),
     TransientError,
   );
   assert.equal((await crawlStatus(kv, id, { clock: SYSTEM_CLOCK })).status, "running");
   assert.equal(
-    await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+    await checkCompletion(ctxOf(kv, source), id),
     true,
   );
 });
@@ -149,12 +145,12 @@ Deno.test("catch-up: the watchdog keeps a finished crawl created with follow equ
   const { id, dispatcher } = await begin(kv, source, spec({ shards: 2, follow: true }));
   await finishAll(kv, source, id);
   assert.equal(
-    await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+    await checkCompletion(ctxOf(kv, source), id),
     true,
   );
   data.put("zzzz-later");
   data.delete(data.keys[3]);
-  await watchdog({ kv, dispatcher, openSource: () => source }, { clock: SYSTEM_CLOCK });
+  await watchdog(watchdogCtx(kv, dispatcher, { openSource: () => source }));
   await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k) });
 });
 
@@ -178,17 +174,13 @@ Deno.test("catch-up: another write to the crawl record mid-feed neither stops it
       return source.changes(s, l);
     },
   });
-  const res = await catchUp({ kv, source: busy }, id, {
-    clock: SYSTEM_CLOCK,
-    batch: 8,
-    owner: "me",
-  });
+  const res = await catchUp(ctxOf(kv, busy, { owner: "me" }), id, { batch: 8 });
   assert.equal(res.ran, true);
   const drift = (await getFeed(kv, id)).value!;
   assert.equal(drift.inserted, 20, "every change applied once");
   assert.equal(drift.lease, null, "the lease is not left behind");
   assert.equal(
-    (await catchUp({ kv, source }, id, { clock: SYSTEM_CLOCK, owner: "next" })).ran,
+    (await catchUp(ctxOf(kv, source, { owner: "next" }), id)).ran,
     true,
   );
   await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k) });

@@ -61,20 +61,21 @@ Deno.test("docs check: one document there, a listing that fails, an empty regist
   const missing = { kind: "error" as const, status: 404, reason: "not_found" };
   const allMissing = wrapSource(inner, { doc: () => Promise.resolve(missing) });
   await assert.rejects(
-    checkDocsHere(allMissing, spec, { clock: SYSTEM_CLOCK }),
+    checkDocsHere({ source: allMissing, clock: SYSTEM_CLOCK }, spec),
     /3 ids listed \("a", "b", "c"\)/,
   );
-  await checkDocsHere(allMissing, { ...spec, docs: false }, { clock: SYSTEM_CLOCK });
+  await checkDocsHere({ source: allMissing, clock: SYSTEM_CLOCK }, { ...spec, docs: false });
   const oneThere = wrapSource(inner, {
     doc: (id) => id === "b" ? inner.doc(id) : Promise.resolve(missing),
   });
-  await checkDocsHere(oneThere, spec, { clock: SYSTEM_CLOCK });
+  await checkDocsHere({ source: oneThere, clock: SYSTEM_CLOCK }, spec);
   const gone = wrapSource(inner, { list: () => Promise.reject(new Error("down")) });
-  await checkDocsHere(gone, spec, { clock: SYSTEM_CLOCK });
-  await checkDocsHere(wrapSource(new MemorySource(dataOf([])), {}), spec, { clock: SYSTEM_CLOCK });
+  await checkDocsHere({ source: gone, clock: SYSTEM_CLOCK }, spec);
+  const empty = wrapSource(new MemorySource(dataOf([])), {});
+  await checkDocsHere({ source: empty, clock: SYSTEM_CLOCK }, spec);
   // A document host that never answers: the check says nothing after its time.
   const silent = wrapSource(inner, { doc: () => new Promise(() => {}) });
-  await checkDocsHere(silent, spec, { clock: SYSTEM_CLOCK, timeoutMs: 50 });
+  await checkDocsHere({ source: silent, clock: SYSTEM_CLOCK }, spec, { timeoutMs: 50 });
   // And a source that says where its documents are is named with that host.
   const couch = new CouchSource("http://127.0.0.1:1/db", { docsUrl: "http://127.0.0.1:2/" });
   assert.equal(couch.docsUrl, "http://127.0.0.1:2");

@@ -14,7 +14,7 @@ import type { DocOptions, DocResult } from "../../../lib/plan/source.ts";
 import { MemorySource } from "../../../lib/sources/memory_source.ts";
 import { FakeClock } from "../../fake_clock.ts";
 import { dataOf, wrapSource } from "../../helpers.ts";
-import { begin, spec } from "../../engine_helpers.ts";
+import { begin, ctxOf, spec } from "../../engine_helpers.ts";
 
 const BEHIND: DocResult = {
   kind: "error",
@@ -41,7 +41,7 @@ async function setup(answer: (id: string, o: DocOptions) => DocResult) {
     { id: "a", rev: "2-new", doc: BEHIND },
     { id: "b", rev: "2-new", doc: BEHIND },
   ], { nowMs: clock.now() });
-  const pass = () => askPendingDocs({ kv, source, clock, maxDocBytes: 1 << 20 }, crawl);
+  const pass = () => askPendingDocs(ctxOf(kv, source, { clock, maxDocBytes: 1 << 20 }), crawl);
   return { kv, crawl, clock, asked, pass };
 }
 
@@ -178,9 +178,9 @@ Deno.test("pending docs: two askers of one crawl at once: one asks, the other le
     });
     const ctx = { kv, source, clock, maxDocBytes: 1 << 20 };
     await clock.advance(PENDING_DOCS.firstPauseMs);
-    const first = askPendingDocs(ctx, crawl, { owner: "one" });
+    const first = askPendingDocs({ ...ctx, owner: "one" }, crawl);
     while (asked.length < 2) await new Promise((r) => setTimeout(r, 1));
-    const second = await askPendingDocs(ctx, crawl, { owner: "two" });
+    const second = await askPendingDocs({ ...ctx, owner: "two" }, crawl);
     assert.deepEqual([second.asked, second.pending], [0, 2], "the first holds the lease");
     answer();
     const p = await first;

@@ -20,6 +20,7 @@ import {
   RecordingDispatcher,
   runOne,
   spec,
+  watchdogCtx,
   workDeps,
 } from "../../engine_helpers.ts";
 import { queueLook, workShard } from "../../../lib/engine/dispatch/work.ts";
@@ -252,12 +253,16 @@ Deno.test("rebalance: a shard whose worker died is split, and the watchdog reviv
   assert.equal(split?.parent, 2, "the dead shard is the straggler");
   assert.deepEqual(dispatcher.shards.map((d) => d.shardId), [split!.child]);
   assert.equal(
-    await watchdog({ kv, dispatcher }, { stallMs: 0, clock: clockWithNow(() => t + 1000) }),
+    await watchdog(watchdogCtx(kv, dispatcher, { clock: clockWithNow(() => t + 1000) }), {
+      stallMs: 0,
+    }),
     1,
     "the child only: shard 2's lease is still live",
   );
   assert.equal(
-    await watchdog({ kv, dispatcher }, { stallMs: 0, clock: clockWithNow(() => t + 61_000) }),
+    await watchdog(watchdogCtx(kv, dispatcher, { clock: clockWithNow(() => t + 61_000) }), {
+      stallMs: 0,
+    }),
     2,
     "once the lease expired, shard 2 too",
   );
@@ -363,15 +368,13 @@ Deno.test("watchdog: the tick that finishes a crawl says so, once", async () => 
   const { id, dispatcher } = await begin(kv, source, spec({ shards: 2, maxPage: 60 }));
   for (const s of [0, 1]) assert.equal((await runOne(kv, source, id, s)).kind, "done");
   const finished: string[] = [];
-  const deps = {
-    kv,
-    dispatcher,
+  const deps = watchdogCtx(kv, dispatcher, {
     openSource: () => source,
     onFinished: (c: string) => finished.push(c),
-  };
-  await watchdog(deps, { clock: SYSTEM_CLOCK, stallMs: 0 });
+  });
+  await watchdog(deps, { stallMs: 0 });
   assert.equal((await crawlStatus(kv, id, { clock: SYSTEM_CLOCK })).status, "done");
-  await watchdog(deps, { clock: SYSTEM_CLOCK, stallMs: 0 });
+  await watchdog(deps, { stallMs: 0 });
   assert.deepEqual(finished, [id], "told by the tick that finished it, not by the next");
 });
 
@@ -397,7 +400,9 @@ Deno.test("rebalance: no split while a shard waits out a failure (the registry i
   assert.deepEqual(dispatcher.shards, [], "nothing dispatched");
   const split = await splitStraggler(at(t + 5_001), id, { minItems: 30 });
   assert.ok(split !== null, "once no shard waits, the straggler is split");
-  await watchdog({ kv, dispatcher }, { stallMs: 0, clock: clockWithNow(() => t + 61_000) });
+  await watchdog(watchdogCtx(kv, dispatcher, { clock: clockWithNow(() => t + 61_000) }), {
+    stallMs: 0,
+  });
   await finishAll(kv, source, id);
   await assertCrawledExactly(kv, id, data.keys, { partition: true });
 });

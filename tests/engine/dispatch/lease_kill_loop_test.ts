@@ -12,7 +12,7 @@ import assert from "node:assert/strict";
 import { bundledNames, prng, syntheticNames } from "../../../lib/sim/names.ts";
 import { getCrawl, listCrawls, listShards } from "../../../lib/engine/store/mod.ts";
 import { createRuntime } from "../../../lib/engine/dispatch/runtime.ts";
-import { finishingOptions } from "../../../lib/engine/dispatch/work.ts";
+import { finisherContext } from "../../../lib/engine/dispatch/work.ts";
 import { processOf } from "../../../lib/engine/store/leases.ts";
 import { MemorySource } from "../../../lib/sources/memory_source.ts";
 import {
@@ -31,8 +31,8 @@ Deno.test("lease: a finishing check's lease is in its process's name (a killed f
   using kv = await Deno.openKv(":memory:");
   const source = new MemorySource(dataOf(randomKeys(10, ["a", "b"], 1)));
   const runtime = createRuntime({ kv, openSource: () => source, dispatch: "lease" });
-  const a = finishingOptions(runtime.deps, "c").owner!;
-  const b = finishingOptions(runtime.deps, "c").owner!;
+  const a = finisherContext(runtime.deps).owner;
+  const b = finisherContext(runtime.deps).owner;
   assert.ok(processOf(a) !== null, `${a} names a process`);
   assert.equal(processOf(a), processOf(b), "one process");
   assert.notEqual(a, b, "two checks of one process are two owners");

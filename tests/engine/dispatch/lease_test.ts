@@ -12,7 +12,7 @@ import { openCrawl } from "../../../lib/engine/crawl/lifecycle.ts";
 import { readLiveness } from "../../../lib/engine/store/leases.ts";
 import { claimable } from "../../../lib/engine/dispatch/_shard_runner.ts";
 import { createRuntime } from "../../../lib/engine/dispatch/runtime.ts";
-import { begin, spec, workDeps } from "../../engine_helpers.ts";
+import { begin, ctxOf, spec, workDeps } from "../../engine_helpers.ts";
 import {
   assertCrawledExactly,
   dataOf,
@@ -129,8 +129,7 @@ Deno.test("lease: dispatching wakes this process's idle workers; a dispatch made
   );
   for (let i = 0; i < 10_000 && still.pending < 2; i++) await nextTurn();
   assert.equal(still.pending, 2, "both workers are asleep");
-  await openCrawl({ kv, source, dispatcher }, spec({ shards: 4, maxPage: 100 }), {
-    clock: SYSTEM_CLOCK,
+  await openCrawl(ctxOf(kv, source, { dispatcher }), spec({ shards: 4, maxPage: 100 }), {
     id: "late",
   });
   // Their clock stands still: the crawl ends only if the dispatch woke them (a guard, not a wait,

@@ -14,10 +14,11 @@ import { AdaptiveLimit } from "../../../lib/base/adaptive_limit.ts";
 import { claimShard, runShard } from "../../../lib/engine/dispatch/_shard_runner.ts";
 import { crawlStatus } from "../../../lib/engine/crawl/status.ts";
 import { getCrawl, getShard, listShards, newShard } from "../../../lib/engine/store/mod.ts";
-import type { CrawlRecord, ShardRecord } from "../../../lib/engine/store/records.ts";
+import type { CrawlRecord, ShardRecord } from "../../../lib/engine/store/mod.ts";
 import { MemorySource } from "../../../lib/sources/memory_source.ts";
 import {
   begin,
+  ctxOf,
   finishAll,
   RecordingDispatcher,
   runOne,
@@ -37,7 +38,7 @@ Deno.test("page: every shard exactly once, unicode keys and documents", async ()
   const { id } = await begin(kv, source, spec({ docs: true, shards: 7 }));
   await finishAll(kv, source, id);
   assert.equal(
-    await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+    await checkCompletion(ctxOf(kv, source), id),
     true,
   );
   await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k), partition: true });
@@ -55,7 +56,7 @@ Deno.test("page: pages cut short without a word are never read as the end; the c
   const { id } = await begin(kv, source, spec({ shards: 3, maxPage: 1000 }));
   await finishAll(kv, source, id);
   assert.equal(
-    await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+    await checkCompletion(ctxOf(kv, source), id),
     true,
   );
   await assertCrawledExactly(kv, id, data.keys);
@@ -299,9 +300,9 @@ Deno.test("sentinel: a shard ends with the page that reaches past its end, no em
     },
   });
   const { crawl } = await openCrawl(
-    { kv, source, dispatcher: new RecordingDispatcher() },
+    ctxOf(kv, source, { dispatcher: new RecordingDispatcher(), maxPlanAttempts: 1 }),
     spec({ shards: 5, maxPage: 700 }),
-    { clock: SYSTEM_CLOCK, id: "s", maxPlanAttempts: 1 },
+    { id: "s" },
   );
   await finishAll(kv, source, crawl.id);
   assert.equal(empty, 0);
@@ -310,7 +311,7 @@ Deno.test("sentinel: a shard ends with the page that reaches past its end, no em
     assert.equal(shard.pages, 2, `shard ${shard.id}: ${JSON.stringify(shard)}`);
   }
   assert.equal(
-    await checkCompletion(kv, crawl.id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+    await checkCompletion(ctxOf(kv, source), crawl.id),
     true,
   );
   await assertCrawledExactly(kv, crawl.id, data.keys);
@@ -321,9 +322,9 @@ Deno.test("final check: a registry that held still is proven in one round, witho
   const data = dataOf(randomKeys(3000, ASCII, 9, 7));
   const inner = new MemorySource(data, { maxPage: 1000 });
   const { crawl } = await openCrawl(
-    { kv, source: inner, dispatcher: new RecordingDispatcher() },
+    ctxOf(kv, inner, { dispatcher: new RecordingDispatcher(), maxPlanAttempts: 1 }),
     spec({ shards: 4, maxPage: 1000 }),
-    { clock: SYSTEM_CLOCK, id: "f", maxPlanAttempts: 1 },
+    { id: "f" },
   );
   // Shards run by hand: the final check below is the crawl's first.
   for (const e of await listShards(kv, crawl.id)) {
@@ -340,10 +341,7 @@ Deno.test("final check: a registry that held still is proven in one round, witho
     updateSeq: () => (seqReads++, inner.updateSeq()),
     changes: (since, limit) => (changeReads++, inner.changes(since, limit)),
   });
-  const done = await checkCompletion(kv, crawl.id, {
-    openSource: () => source,
-    clock,
-  });
+  const done = await checkCompletion(ctxOf(kv, source, { clock }), crawl.id);
   const sleeps = clock.slept.length;
   assert.equal(done, true);
   // Every rank computed at the store's sequence: neither the feed's end nor a window is read, no

@@ -11,7 +11,7 @@ import { createRuntime } from "../../../lib/engine/dispatch/runtime.ts";
 import { getCrawl, listShards } from "../../../lib/engine/store/mod.ts";
 import { MemorySource } from "../../../lib/sources/memory_source.ts";
 import type { ListOptions, Page } from "../../../lib/plan/source.ts";
-import { finishAll, RecordingDispatcher, spec } from "../../engine_helpers.ts";
+import { ctxOf, finishAll, RecordingDispatcher, spec } from "../../engine_helpers.ts";
 import { assertCrawledExactly, dataOf, randomKeys, wrapSource } from "../../helpers.ts";
 
 const ASCII = "abcdefghijklmnop-".split("");
@@ -23,9 +23,9 @@ Deno.test("prefetch: pages a chain listed past a start found later are the next 
   let listed = 0;
   const source = wrapSource(inner, { list: (o) => (listed++, inner.list(o)) });
   const { crawl } = await openCrawl(
-    { kv, source, dispatcher: new RecordingDispatcher() },
+    ctxOf(kv, source, { dispatcher: new RecordingDispatcher(), maxPlanAttempts: 1 }),
     spec({ shards: 4, maxPage: 50 }),
-    { clock: SYSTEM_CLOCK, id: "p", maxPlanAttempts: 1 },
+    { id: "p" },
   );
   const cache = new ListingCache();
   const tell = listAheadOf(cache, source, { crawl });
@@ -74,16 +74,20 @@ async function plannedCrawl(data: ReturnType<typeof dataOf>, cache?: ListingCach
   });
   const s = spec({ shards: 6, maxPage: 10_000 });
   const { crawl } = await openCrawl(
-    { kv, source, dispatcher: new RecordingDispatcher(), listings: cache },
+    ctxOf(kv, source, {
+      dispatcher: new RecordingDispatcher(),
+      listings: cache,
+      maxPlanAttempts: 1,
+    }),
     s,
-    { clock: SYSTEM_CLOCK, id: "e", maxPlanAttempts: 1 },
+    { id: "e" },
   );
   assert.equal(crawl.status, "running");
   await cache?.settled();
   const planned = requests.length;
   await finishAll(kv, source, crawl.id, { deps: { listings: cache } });
   assert.equal(
-    await checkCompletion(kv, crawl.id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+    await checkCompletion(ctxOf(kv, source), crawl.id),
     true,
   );
   await assertCrawledExactly(kv, crawl.id, data.keys, { partition: true });
@@ -133,13 +137,17 @@ Deno.test("prefetch: with documents only where the listing carries them", async 
     });
     const cache = new ListingCache();
     const { crawl } = await openCrawl(
-      { kv, source, dispatcher: new RecordingDispatcher(), listings: cache },
+      ctxOf(kv, source, {
+        dispatcher: new RecordingDispatcher(),
+        listings: cache,
+        maxPlanAttempts: 1,
+      }),
       spec({ shards: 4, maxPage: 10_000, docs: true }),
-      { clock: SYSTEM_CLOCK, id: "d", maxPlanAttempts: 1 },
+      { id: "d" },
     );
     await finishAll(kv, source, crawl.id, { deps: { listings: cache } });
     assert.equal(
-      await checkCompletion(kv, crawl.id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+      await checkCompletion(ctxOf(kv, source), crawl.id),
       true,
     );
     await assertCrawledExactly(kv, crawl.id, data.keys, { revs: (k) => data.rev(k) });
@@ -168,9 +176,13 @@ Deno.test("prefetch: a registry changing after planning is crawled exactly from 
   const source = new MemorySource(data, { maxPage: 10_000 });
   const cache = new ListingCache();
   const { crawl } = await openCrawl(
-    { kv, source, dispatcher: new RecordingDispatcher(), listings: cache },
+    ctxOf(kv, source, {
+      dispatcher: new RecordingDispatcher(),
+      listings: cache,
+      maxPlanAttempts: 1,
+    }),
     spec({ shards: 6, maxPage: 10_000 }),
-    { clock: SYSTEM_CLOCK, id: "e", maxPlanAttempts: 1 },
+    { id: "e" },
   );
   await cache.settled();
   const held = cache.heldRows;
@@ -184,7 +196,7 @@ Deno.test("prefetch: a registry changing after planning is crawled exactly from 
   }
   await finishAll(kv, source, crawl.id, { deps: { listings: cache } });
   assert.equal(
-    await checkCompletion(kv, crawl.id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+    await checkCompletion(ctxOf(kv, source), crawl.id),
     true,
   );
   await assertCrawledExactly(kv, crawl.id, data.keys, { revs: (k) => data.rev(k) });
@@ -202,9 +214,13 @@ Deno.test("prefetch: a plan whose offsets are not ranks keeps none of its reads"
   const source = wrapSource(inner, { list: (o) => (listed++, inner.list(o)) });
   const cache = new ListingCache();
   const { crawl } = await openCrawl(
-    { kv, source, dispatcher: new RecordingDispatcher(), listings: cache },
+    ctxOf(kv, source, {
+      dispatcher: new RecordingDispatcher(),
+      listings: cache,
+      maxPlanAttempts: 1,
+    }),
     spec({ shards: 4, maxPage: 1000 }),
-    { clock: SYSTEM_CLOCK, id: "b", maxPlanAttempts: 1 },
+    { id: "b" },
   );
   // Cut by the prior of npm's names (no rank, no skip): the few reads that found that out are not
   // kept for shards whose ranges they may not cover.
@@ -229,9 +245,9 @@ Deno.test("prefetch: a runtime lets go of what its cache holds of a crawl once t
   });
   const cache = runtime.deps.listings!;
   const { crawl } = await openCrawl(
-    { kv, source, dispatcher: runtime.dispatcher, listings: cache },
+    ctxOf(kv, source, { dispatcher: runtime.dispatcher, listings: cache, maxPlanAttempts: 1 }),
     spec({ shards: 6, maxPage: 10_000 }),
-    { clock: SYSTEM_CLOCK, id: "r", maxPlanAttempts: 1 },
+    { id: "r" },
   );
   await cache.settled();
   assert.ok(cache.heldRows > 0, "the planner's reads and pages listed ahead are held");

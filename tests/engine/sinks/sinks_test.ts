@@ -6,7 +6,7 @@
  * the ledger keeps.
  */
 import assert from "node:assert/strict";
-import { clockWithNow, SYSTEM_CLOCK } from "../../../lib/base/clock.ts";
+import { clockWithNow } from "../../../lib/base/clock.ts";
 import { deliver, type Sink, type SinkBatch } from "../../../lib/engine/sinks/mod.ts";
 import { iterateItems } from "../../../lib/engine/items/mod.ts";
 import { followTick } from "../../../lib/engine/verify/follow.ts";
@@ -15,7 +15,7 @@ import { getCrawl, keys, listShards } from "../../../lib/engine/store/mod.ts";
 import { prng } from "../../../lib/sim/names.ts";
 import { MemorySource } from "../../../lib/sources/memory_source.ts";
 import { compareKeys } from "../../../lib/plan/keys.ts";
-import { begin, finishAll, runOne, spec } from "../../engine_helpers.ts";
+import { begin, ctxOf, finishAll, runOne, spec } from "../../engine_helpers.ts";
 import { dataOf, randomKeys, wrapSource } from "../../helpers.ts";
 
 const ASCII = "abcdefghijklmnop-".split("");
@@ -96,7 +96,7 @@ Deno.test("sinks: the followed registry's changes, a row sweep's repairs and a r
   const { id, dispatcher } = await begin(kv, source, spec({ shards: 3, follow: true }));
   await finishAll(kv, source, id);
   assert.equal(
-    await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+    await checkCompletion(ctxOf(kv, source), id),
     true,
   );
   const sink = new ToySink();
@@ -105,7 +105,7 @@ Deno.test("sinks: the followed registry's changes, a row sweep's repairs and a r
   const clock = clockWithNow(() => t);
   // The feed's changes: inserts, updates, deletions.
   data.churn(60, prng(3));
-  await followTick({ kv, source }, id, { clock, verifyEveryMs: 0, verifyRowsEveryMs: 0 });
+  await followTick(ctxOf(kv, source, { clock }), id, { verifyEveryMs: 0, verifyRowsEveryMs: 0 });
   await drain(kv, id, sink);
   await assertSinkIs(kv, id, sink);
   // Changes the feed never shows: repaired by the row sweep, or by a range listed again.
@@ -118,15 +118,13 @@ Deno.test("sinks: the followed registry's changes, a row sweep's repairs and a r
   data.delete(data.keys[900]);
   for (let i = 0; i < 60; i++) {
     t += 1000;
-    const tick = await followTick({ kv, source: hiding }, id, {
-      clock,
+    const tick = await followTick(ctxOf(kv, hiding, { clock, dispatcher }), id, {
       verifyEveryMs: 20_000,
       verifyRowsEveryMs: 20_000,
-      dispatcher,
     });
     if (!tick) {
       await finishAll(kv, hiding, id);
-      await checkCompletion(kv, id, { openSource: () => hiding, clock });
+      await checkCompletion(ctxOf(kv, hiding, { clock }), id);
     }
   }
   await drain(kv, id, sink);

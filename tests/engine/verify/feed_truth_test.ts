@@ -8,7 +8,7 @@
  * answer, a feed cut at its target.
  */
 import assert from "node:assert/strict";
-import { clockWithNow, SYSTEM_CLOCK } from "../../../lib/base/clock.ts";
+import { clockWithNow } from "../../../lib/base/clock.ts";
 import { PermanentError, TransientError } from "../../../lib/base/errors.ts";
 import { checkCompletion } from "../../../lib/engine/verify/completion.ts";
 import { followTick } from "../../../lib/engine/verify/follow.ts";
@@ -27,7 +27,7 @@ import { bundledNames, prng } from "../../../lib/sim/names.ts";
 import { RegistryData } from "../../../lib/sim/registry/registry_data.ts";
 import { sortKeys } from "../../../lib/plan/keys.ts";
 import { MemorySource } from "../../../lib/sources/memory_source.ts";
-import { begin, doneCrawl, finishAll, spec, workDeps } from "../../engine_helpers.ts";
+import { begin, ctxOf, doneCrawl, finishAll, spec, workDeps } from "../../engine_helpers.ts";
 import { ListingCache } from "../../../lib/sources/cache/mod.ts";
 import { runShard } from "../../../lib/engine/dispatch/_shard_runner.ts";
 import { iterateItems } from "../../../lib/engine/items/mod.ts";
@@ -59,14 +59,14 @@ Deno.test("truth: a registry that numbers its changes anew under a follower is t
   data.renumber(40_000_000);
   const { source, id, finishedAt } = await doneCrawl(kv, data, { shards: 4, follow: true });
   const { c, clock } = settable(finishedAt + 1000);
-  const o = { clock, verifyEveryMs: 0, verifyRowsEveryMs: 0 };
+  const o = { verifyEveryMs: 0, verifyRowsEveryMs: 0 };
   data.churn(20, prng(1));
-  assert.ok((await followTick({ kv, source }, id, o))!.applied > 0);
+  assert.ok((await followTick(ctxOf(kv, source, { clock }), id, o))!.applied > 0);
   // npm's May 2025: the head falls far below every follower's cursor, the data the same.
   data.renumber(-1_000_000);
   data.churn(40, prng(2));
   c.t += 1000;
-  const first = (await followTick({ kv, source }, id, o))!;
+  const first = (await followTick(ctxOf(kv, source, { clock }), id, o))!;
   assert.equal(first.resynced, true);
   assert.equal(first.state.behind, null, "how far behind is not known while rows are compared");
   assert.match(first.state.resync!.why, /does not know seq \d+ .*numbered its changes anew/);
@@ -74,7 +74,7 @@ Deno.test("truth: a registry that numbers its changes anew under a follower is t
   let tick = first;
   for (let i = 0; tick.busy && i < 50; i++) {
     c.t += 500;
-    tick = (await followTick({ kv, source }, id, o))!;
+    tick = (await followTick(ctxOf(kv, source, { clock }), id, o))!;
   }
   assert.equal(tick.busy, false, "the forced sweep ends");
   assert.equal(tick.state.behind, 0);
@@ -85,7 +85,7 @@ Deno.test("truth: a registry that numbers its changes anew under a follower is t
   // And it follows on in the new numbering.
   data.churn(10, prng(3));
   c.t += 1000;
-  assert.ok((await followTick({ kv, source }, id, o))!.applied > 0);
+  assert.ok((await followTick(ctxOf(kv, source, { clock }), id, o))!.applied > 0);
   await exactly(kv, id, data);
 });
 
@@ -105,14 +105,14 @@ Deno.test("truth: a database info a million ahead of the feed, or stuck, never h
     data.churn(60, prng(4), ["update"]); // counts unchanged: only the feed tells
     await finishAll(kv, source, id);
     assert.equal(
-      await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+      await checkCompletion(ctxOf(kv, source), id),
       true,
     );
     const crawl = (await getCrawl(kv, id)).value!;
     assert.equal(crawl.verification!.status, "exact", crawl.verification!.detail);
     await exactly(kv, id, data);
     data.churn(30, prng(5), ["update"]);
-    const tick = (await followTick({ kv, source }, id, { clock: SYSTEM_CLOCK, verifyEveryMs: 0 }))!;
+    const tick = (await followTick(ctxOf(kv, source), id, { verifyEveryMs: 0 }))!;
     assert.equal(tick.applied, 30, `${info}: the feed is read however the info reads`);
     await exactly(kv, id, data);
   }
@@ -129,7 +129,7 @@ Deno.test("truth: a registry that numbers its changes anew during the crawl is c
   data.churn(30, prng(7)); // updates among them: no count tells them
   await finishAll(kv, source, id);
   assert.equal(
-    await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+    await checkCompletion(ctxOf(kv, source), id),
     true,
   );
   const crawl = (await getCrawl(kv, id)).value!;
@@ -143,8 +143,8 @@ Deno.test("truth: a registry that cannot be read: the lag grows from the last go
   using kv = await Deno.openKv(":memory:");
   const { data, source, id, finishedAt } = await doneFollowed(kv, 400, 2, 94);
   const { c, clock } = settable(finishedAt + 1000);
-  const o = { clock, verifyEveryMs: 0 };
-  await followTick({ kv, source }, id, o);
+  const o = { verifyEveryMs: 0 };
+  await followTick(ctxOf(kv, source, { clock }), id, o);
   const good = c.t;
   let down = true;
   const refusing = wrapSource(source, {
@@ -156,7 +156,7 @@ Deno.test("truth: a registry that cannot be read: the lag grows from the last go
   data.churn(25, prng(8));
   const moved = (await source.changes(String(data.updateSeq - 25), 100)).rows.length;
   c.t += 5000;
-  await assert.rejects(followTick({ kv, source: refusing }, id, o), /connection refused/);
+  await assert.rejects(followTick(ctxOf(kv, refusing, { clock }), id, o), /connection refused/);
   const state = (await getFollow(kv, id)).value!;
   assert.equal(state.failing!.reason, "connection refused");
   assert.equal(state.behind, null, "never 0 behind while it cannot be read");
@@ -171,7 +171,7 @@ Deno.test("truth: a registry that cannot be read: the lag grows from the last go
   assert.equal(report.follow!.lagSeconds, 15);
   down = false;
   c.t += 1000;
-  const back = (await followTick({ kv, source: refusing }, id, o))!;
+  const back = (await followTick(ctxOf(kv, refusing, { clock }), id, o))!;
   assert.equal(back.applied, moved);
   assert.equal(back.state.failing, null);
   assert.equal(back.state.behind, 0);
@@ -194,7 +194,7 @@ Deno.test("truth: one refused _changes is asked again; refused throughout, a cha
     data.churn(40, prng(9), ["update"]);
     await finishAll(kv, source, id);
     assert.equal(
-      await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+      await checkCompletion(ctxOf(kv, source), id),
       true,
     );
     const crawl = (await getCrawl(kv, id)).value!;
@@ -226,14 +226,11 @@ Deno.test("truth: a range found wrong again and again while followed is repaired
     hidden.add(untold);
     data.put(untold);
     c.t += 10_000;
-    const tick = (await followTick({ kv, source: hiding }, id, {
-      clock,
-      verifyEveryMs: 5000,
-      dispatcher,
-    }))!;
+    const tick =
+      (await followTick(ctxOf(kv, hiding, { clock, dispatcher }), id, { verifyEveryMs: 5000 }))!;
     assert.equal(tick.reopened, 1, `found the ${time + 1}th time`);
     await finishAll(kv, hiding, id);
-    assert.equal(await checkCompletion(kv, id, { openSource: () => hiding, clock }), true);
+    assert.equal(await checkCompletion(ctxOf(kv, hiding, { clock }), id), true);
     const crawl = (await getCrawl(kv, id)).value!;
     assert.equal(crawl.status, "done");
     assert.equal(crawl.verification!.status, "exact", crawl.verification!.detail);
@@ -255,15 +252,13 @@ Deno.test("truth: a range found wrong again and again while followed is repaired
   const statuses: string[] = [];
   for (let round = 0; round < 6; round++) {
     c.t += 10_000;
-    await followTick({ kv, source: losing }, crawlId, {
-      clock,
+    await followTick(ctxOf(kv, losing, { clock, dispatcher }), crawlId, {
       verifyEveryMs: 5000,
       verifyRowsEveryMs: 0,
-      dispatcher,
     }).catch(() => null);
     if ((await getCrawl(kv, crawlId)).value!.status === "running") {
       await finishAll(kv, losing, crawlId);
-      await checkCompletion(kv, crawlId, { openSource: () => losing, clock });
+      await checkCompletion(ctxOf(kv, losing, { clock }), crawlId);
     }
     const crawl = (await getCrawl(kv, crawlId)).value!;
     statuses.push(`${crawl.status}/${crawl.verification?.status}`);
@@ -294,11 +289,11 @@ Deno.test("truth: a change the feed never shows, in ranges too big for one listi
   data.delete(data.keys[1500]);
   told.add("zz-told");
   data.put("zz-told");
-  const o = { clock, verifyEveryMs: 0, verifyRowsEveryMs: 10_000 };
+  const o = { verifyEveryMs: 0, verifyRowsEveryMs: 10_000 };
   let ended = false;
   for (let i = 0; i < 40 && !ended; i++) {
     c.t += 500;
-    ended = (await followTick({ kv, source: hiding }, id, o))!.sweepEnded;
+    ended = (await followTick(ctxOf(kv, hiding, { clock }), id, o))!.sweepEnded;
   }
   assert.ok(ended, "one sweep within its period");
   await exactly(kv, id, data);
@@ -309,7 +304,7 @@ Deno.test("truth: a change the feed never shows, in ranges too big for one listi
   ended = false;
   for (let i = 0; i < 40 && !ended; i++) {
     c.t += 500;
-    ended = (await followTick({ kv, source: hiding }, id, o))!.sweepEnded;
+    ended = (await followTick(ctxOf(kv, hiding, { clock }), id, o))!.sweepEnded;
   }
   const clean = (await crawlStatus(kv, id, { clock })).follow!.rows!;
   assert.equal(clean.lastRepaired, 0);
@@ -324,7 +319,7 @@ Deno.test("truth: a refresh after the feed forgot proves before it says current"
   data.forgetFeed(); // the feed no longer tells these 40
   data.churn(5, prng(11));
   const lines: string[] = [];
-  const refreshed = await refreshDone(kv, source, crawl, {
+  const refreshed = await refreshDone(ctxOf(kv, source), crawl, {
     log: (l) => lines.push(l),
     kvPath: "memory",
     verifyRowsEveryMs: 1, // every row due
@@ -336,14 +331,14 @@ Deno.test("truth: a refresh after the feed forgot proves before it says current"
   if (status === "running") {
     await finishAll(kv, source, id);
     assert.equal(
-      await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+      await checkCompletion(ctxOf(kv, source), id),
       true,
     );
   }
   await exactly(kv, id, data);
   // A second refresh with nothing new says current, and what it proved.
   const again: string[] = [];
-  await refreshDone(kv, source, (await getCrawl(kv, id)).value!, {
+  await refreshDone(ctxOf(kv, source), (await getCrawl(kv, id)).value!, {
     log: (l) => again.push(l),
     kvPath: "memory",
   });
@@ -376,7 +371,7 @@ Deno.test("truth: ids the proof's window excused are applied before the crawl is
     },
   });
   assert.equal(
-    await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+    await checkCompletion(ctxOf(kv, source), id),
     true,
   );
   await exactly(kv, id, data); // mm-x at its latest revision, not missing nor older
@@ -420,22 +415,19 @@ Deno.test("truth: 226,995 real names in 16 ranges, 3% of changes hidden from the
   const source = new MemorySource(data, { maxPage: 10_000 });
   const { id } = await begin(kv, source, spec({ shards: 16, maxPage: 10_000, follow: true }));
   await finishAll(kv, source, id);
-  assert.equal(
-    await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source }),
-    true,
-  );
+  assert.equal(await checkCompletion(ctxOf(kv, source), id), true);
   const { c, clock } = settable((await getCrawl(kv, id)).value!.finishedAt! + 1000);
-  const o = { clock, verifyRowsEveryMs: 120_000 };
+  const o = { verifyRowsEveryMs: 120_000 };
   data.feedHideRate = 0.03;
   const rand = prng(12);
   const tick = async () => {
     c.t += 1000;
-    const t = await followTick({ kv, source }, id, o);
+    const t = await followTick(ctxOf(kv, source, { clock }), id, o);
     if (t) return t;
     // A count re-proof found a range wrong: the engine lists it again (the runtime's workers, here
     // by hand) and the final check proves the crawl done again.
     await finishAll(kv, source, id);
-    assert.equal(await checkCompletion(kv, id, { openSource: () => source, clock }), true);
+    assert.equal(await checkCompletion(ctxOf(kv, source, { clock }), id), true);
     return { sweepEnded: false };
   };
   // Three minutes of five changes a second, a follow tick each second.
@@ -459,7 +451,7 @@ Deno.test("truth: changes that reach the feed late, under a sequence the followe
   using kv = await Deno.openKv(":memory:");
   const { data, source, id, finishedAt } = await doneFollowed(kv, 500, 2, 101);
   const { c, clock } = settable(finishedAt + 1000);
-  const o = { clock, verifyEveryMs: 0, verifyRowsEveryMs: 0 };
+  const o = { verifyEveryMs: 0, verifyRowsEveryMs: 0 };
   // Every other change reaches the feed 300 ms late (by the registry's own clock), under its own
   // sequence: by then the follower read past it.
   data.feedLateRate = 0.5;
@@ -467,12 +459,12 @@ Deno.test("truth: changes that reach the feed late, under a sequence the followe
   for (let i = 0; i < 20; i++) data.put(`late-${i}`);
   const late = data.lateChanges;
   assert.ok(late > 0 && late < 20);
-  const first = (await followTick({ kv, source }, id, o))!;
+  const first = (await followTick(ctxOf(kv, source, { clock }), id, o))!;
   assert.equal(first.applied, 20 - late, "the ones on time");
   await new Promise((r) => setTimeout(r, 350)); // the late ones show now, behind the cursor
   data.feedLateRate = 0;
   c.t += 5000;
-  const next = (await followTick({ kv, source }, id, o))!;
+  const next = (await followTick(ctxOf(kv, source, { clock }), id, o))!;
   assert.equal(next.state.lateApplied, late);
   await exactly(kv, id, data);
   assert.equal((await crawlStatus(kv, id, { clock })).follow!.lateApplied, late);

@@ -9,7 +9,7 @@ import { InputError } from "../../../lib/base/errors.ts";
 import { refreshDone } from "../../../lib/cli/follow_run.ts";
 import { crawlStatus } from "../../../lib/engine/crawl/status.ts";
 import { getCrawl, getFollow } from "../../../lib/engine/store/mod.ts";
-import { doneCrawl } from "../../engine_helpers.ts";
+import { ctxOf, doneCrawl } from "../../engine_helpers.ts";
 import { assertCrawledExactly, dataOf, randomKeys } from "../../helpers.ts";
 
 const ASCII = "abcdefghijklmnop-".split("");
@@ -30,9 +30,8 @@ Deno.test("refresh: a done crawl run again a day later applies exactly the chang
   assert.equal(rows, 55);
   const lines: string[] = [];
   const later = crawl.finishedAt! + DAY_MS;
-  const res = await refreshDone(kv, source, crawl, {
+  const res = await refreshDone(ctxOf(kv, source, { clock: clockWithNow(() => later) }), crawl, {
     log: (l) => lines.push(l),
-    clock: clockWithNow(() => later),
     kvPath: "crawl.kv",
   });
   assert.equal(res?.applied, rows);
@@ -49,11 +48,11 @@ Deno.test("refresh: a done crawl run again a day later applies exactly the chang
   assert.equal((await crawlStatus(kv, id, { clock: SYSTEM_CLOCK })).status, "done");
   // Again at once: nothing since.
   lines.length = 0;
-  const again = await refreshDone(kv, source, (await getCrawl(kv, id)).value!, {
-    log: (l) => lines.push(l),
-    clock: clockWithNow(() => later + 1000),
-    kvPath: "crawl.kv",
-  });
+  const again = await refreshDone(
+    ctxOf(kv, source, { clock: clockWithNow(() => later + 1000) }),
+    (await getCrawl(kv, id)).value!,
+    { log: (l) => lines.push(l), kvPath: "crawl.kv" },
+  );
   assert.equal(again!.applied, 0);
   assert.match(lines[0], /was already done .* and is current: no change since seq /);
 });
@@ -64,7 +63,7 @@ Deno.test("refresh: a registry replaced since the crawl is one line that offers 
   const { source, id } = await doneCrawl(kv, data, { shards: 4 });
   // Restored from an old backup: other revisions, a lower sequence.
   data.replace(randomKeys(500, ASCII, 93, 6));
-  const err = await refreshDone(kv, source, (await getCrawl(kv, id)).value!, {
+  const err = await refreshDone(ctxOf(kv, source), (await getCrawl(kv, id)).value!, {
     log: () => {},
     kvPath: "my.kv",
   }).then(() => null, (e) => e);

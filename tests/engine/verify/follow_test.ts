@@ -7,12 +7,12 @@ import { clockWithNow, SYSTEM_CLOCK } from "../../../lib/base/clock.ts";
 import assert from "node:assert/strict";
 import { checkCompletion } from "../../../lib/engine/verify/completion.ts";
 import { followPauseMs, followTick, quietTicks } from "../../../lib/engine/verify/follow.ts";
-import { lagSeconds } from "../../../lib/engine/store/records.ts";
+import { lagSeconds } from "../../../lib/engine/store/mod.ts";
 import { followLoop } from "../../../lib/engine/dispatch/_follow_loop.ts";
 import { crawlStatus } from "../../../lib/engine/crawl/status.ts";
 import { getCrawl, getFollow } from "../../../lib/engine/store/mod.ts";
 import type { Source } from "../../../lib/plan/source.ts";
-import { doneCrawl, finishAll } from "../../engine_helpers.ts";
+import { ctxOf, doneCrawl, finishAll, workDeps } from "../../engine_helpers.ts";
 import { assertCrawledExactly, dataOf, randomKeys, wrapSource } from "../../helpers.ts";
 
 const ASCII = "abcdefghijklmnop-".split("");
@@ -41,8 +41,9 @@ Deno.test("follow: a tick applies the changes since, records the lag by the inje
   for (let i = 0; i < 30; i++) data.put(`later-${i}`);
   data.delete(data.keys[7]);
   let t = finishedAt + 1000;
-  const o = { clock: clockWithNow(() => t), verifyEveryMs: 0 };
-  const tick = (await followTick({ kv, source }, id, o))!;
+  const clock = clockWithNow(() => t);
+  const o = { verifyEveryMs: 0 };
+  const tick = (await followTick(ctxOf(kv, source, { clock }), id, o))!;
   assert.equal(tick.applied, 31);
   assert.equal(tick.atEnd, true);
   assert.equal(tick.seq, String(data.updateSeq));
@@ -55,18 +56,18 @@ Deno.test("follow: a tick applies the changes since, records the lag by the inje
   // feed at once), nothing listed.
   const { source: counted, calls } = counting(source);
   t += 61_000;
-  const idle = (await followTick({ kv, source: counted }, id, o))!;
+  const idle = (await followTick(ctxOf(kv, counted, { clock }), id, o))!;
   assert.deepEqual(calls, { feedHead: 1, updateSeq: 0, changes: 1, list: 0 });
   assert.equal(idle.applied, 0);
   assert.equal((await getFollow(kv, id)).value!.checkedAt, t);
   // Seen ahead at one look and caught up at a later one: the lag is the time between.
   data.put("ahead");
-  const bounded = (await followTick({ kv, source }, id, { ...o, maxChanges: 0 }))!;
+  const bounded = (await followTick(ctxOf(kv, source, { clock }), id, { ...o, maxChanges: 0 }))!;
   assert.equal(bounded.atEnd, false, "no change may be applied: the tick stops short");
   assert.equal(bounded.state.behind, 1);
   t += 2500;
   assert.equal(lagSeconds((await getFollow(kv, id)).value!, t), 2.5);
-  const caught = (await followTick({ kv, source }, id, o))!;
+  const caught = (await followTick(ctxOf(kv, source, { clock }), id, o))!;
   assert.equal(caught.applied, 1);
   assert.equal(caught.state.lastLagMs, 2500);
   assert.equal(caught.state.behindSince, null);
@@ -84,8 +85,7 @@ Deno.test("follow: every range is re-proven once per period, spread over it, the
   let t = finishedAt;
   const tickAt = async (ms: number) => {
     t = finishedAt + ms;
-    return (await followTick({ kv, source }, id, {
-      clock: clockWithNow(() => t),
+    return (await followTick(ctxOf(kv, source, { clock: clockWithNow(() => t) }), id, {
       verifyEveryMs: everyMs,
     }))!;
   };
@@ -119,11 +119,10 @@ Deno.test("follow: a change the feed never told is found by the re-proof, its ra
   });
   const t = finishedAt + 10_000;
   const dispatchedBefore = dispatcher.shards.length;
-  const tick = (await followTick({ kv, source: hiding }, id, {
-    clock: clockWithNow(() => t),
-    verifyEveryMs: 5000,
-    dispatcher,
-  }))!;
+  const tick =
+    (await followTick(ctxOf(kv, hiding, { clock: clockWithNow(() => t), dispatcher }), id, {
+      verifyEveryMs: 5000,
+    }))!;
   assert.equal(tick.applied, 1);
   assert.equal(tick.checked, 4);
   assert.equal(tick.reopened, 1);
@@ -134,12 +133,11 @@ Deno.test("follow: a change the feed never told is found by the re-proof, its ra
   // The engine's own repair: the range listed again, the final check, done.
   await finishAll(kv, source, id);
   assert.equal(
-    await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source }),
+    await checkCompletion(ctxOf(kv, source), id),
     true,
   );
   await assertCrawledExactly(kv, id, data.keys, { revs: (k) => data.rev(k) });
-  const again =
-    (await followTick({ kv, source }, id, { clock: SYSTEM_CLOCK, verifyEveryMs: 5000 }))!;
+  const again = (await followTick(ctxOf(kv, source), id, { verifyEveryMs: 5000 }))!;
   assert.equal(again.state.verify!.repaired, 1);
   assert.ok(again.state.verify!.verifiedAt! >= (await getCrawl(kv, id)).value!.finishedAt!);
   assert.equal((await crawlStatus(kv, id, { clock: SYSTEM_CLOCK })).follow?.repaired, 1);
@@ -180,10 +178,9 @@ Deno.test("follow: the loop follows only crawls created with follow (or the one 
   const stop = new AbortController();
   const ticks: string[] = [];
   const loop = followLoop(
-    { kv, openSource: (c) => c.id === id ? source : otherSource },
+    workDeps(kv, source, { openSource: (c) => c.id === id ? source : otherSource }),
     stop.signal,
     {
-      clock: SYSTEM_CLOCK,
       pollMs: 5,
       idleMs: 10,
       verifyEveryMs: 0,

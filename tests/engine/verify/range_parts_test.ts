@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { type PartsCheck, RangeParts } from "../../../lib/engine/verify/_range_parts.ts";
 import type { RangeToCheck, RangeVerdict } from "../../../lib/engine/verify/_verdicts.ts";
 import type { StoredPart } from "../../../lib/engine/items/stored_parts.ts";
-import type { ShardRecord } from "../../../lib/engine/store/records.ts";
+import type { ShardRecord } from "../../../lib/engine/store/mod.ts";
 import { compareKeys, lowerBound } from "../../../lib/plan/keys.ts";
 
 const KEYS = Array.from({ length: 1000 }, (_, i) => `k${String(i).padStart(4, "0")}`);

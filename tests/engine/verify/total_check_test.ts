@@ -3,7 +3,6 @@
  * against `total_rows`, and each shard against the count its plan found there by `skip`, so that
  * a shard that lost rows is caught even where another gained as many.
  */
-import { SYSTEM_CLOCK } from "../../../lib/base/clock.ts";
 import assert from "node:assert/strict";
 import { TransientError } from "../../../lib/base/errors.ts";
 import { checkCompletion } from "../../../lib/engine/verify/completion.ts";
@@ -11,7 +10,7 @@ import { plannedCountVerdicts } from "../../../lib/engine/verify/_verdicts.ts";
 import { getCrawl, listShards } from "../../../lib/engine/store/mod.ts";
 import { MemorySource } from "../../../lib/sources/memory_source.ts";
 import type { Page } from "../../../lib/plan/source.ts";
-import { begin, finishAll, spec } from "../../engine_helpers.ts";
+import { begin, ctxOf, finishAll, spec } from "../../engine_helpers.ts";
 import { dataOf, randomKeys, wrapSource } from "../../helpers.ts";
 
 const ASCII = "abcdefghijklmnopqrstuvwxyz".split("");
@@ -23,7 +22,7 @@ Deno.test("total check: each shard is held against its plan's count, beside the 
   const { id, crawl } = await begin(kv, source, spec({ shards: 4 }));
   assert.equal(crawl.planMethod, "skip");
   await finishAll(kv, source, id);
-  await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => source });
+  await checkCompletion(ctxOf(kv, source), id);
   const done = (await getCrawl(kv, id)).value!;
   assert.equal(done.status, "done");
   assert.match(done.verification!.detail, /each of 4 shards as many as its plan counted/);
@@ -52,7 +51,7 @@ Deno.test("total check: a shard short of its plan is listed again, then the craw
   });
   for (let pass = 0; pass < 6; pass++) {
     await finishAll(kv, bent, id);
-    if (await checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => bent })) break;
+    if (await checkCompletion(ctxOf(kv, bent), id)) break;
     if ((await getCrawl(kv, id)).value!.status === "failed") break;
   }
   const failed = (await getCrawl(kv, id)).value!;
@@ -102,8 +101,8 @@ Deno.test("total check: two runners finishing a crawl at once never count a rang
     finishing = true;
     // Both read every shard done; the one that checks first lists shards 1 and 2 again.
     const ended = await Promise.all([
-      checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => bent, owner: "a" }),
-      checkCompletion(kv, id, { clock: SYSTEM_CLOCK, openSource: () => bent, owner: "b" }),
+      checkCompletion(ctxOf(kv, bent, { owner: "a" }), id),
+      checkCompletion(ctxOf(kv, bent, { owner: "b" }), id),
     ]);
     assert.deepEqual(ended, [false, false]);
     const after = (await getCrawl(kv, id)).value!;
