@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { prng } from "../lib/sim/names.ts";
 import { compareKeys, sortKeys } from "../lib/plan/keys.ts";
 import { countItems, iterateItems } from "../lib/engine/items/item_read.ts";
-import { crawlStatus } from "../lib/engine/crawl/status.ts";
+import { crawlStatus } from "../lib/engine/crawl/reads/status.ts";
 import { getFeed, keys, listCrawls, listShards } from "../lib/engine/store/mod.ts";
 import type { Plan } from "../lib/plan/planner.ts";
 import { RegistryData } from "../lib/sim/registry/registry_data.ts";

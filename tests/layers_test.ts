@@ -105,11 +105,14 @@ Deno.test("layers: every import runs down the house, and between rooms only thro
   assert.deepEqual(wrong, []);
 });
 
-/** The sub-rooms outside the engine: folders below a layer with a `mod.ts` face of their own. */
+/**
+ * The sub-rooms: folders below a layer with a `mod.ts` face of their own, and folders below an
+ * engine room (`lib/engine/crawl/feed/`).
+ */
 function subRooms(graph: Map<string, string[]>): string[] {
   const rooms = new Set<string>();
   for (const file of graph.keys()) {
-    const m = /^(lib\/(?!engine\/)[a-z]+\/[a-z]+)\/mod\.ts$/.exec(file);
+    const m = /^(lib\/engine\/[a-z]+\/[a-z]+|lib\/(?!engine\/)[a-z]+\/[a-z]+)\/mod\.ts$/.exec(file);
     if (m) rooms.add(m[1]);
   }
   return [...rooms];
@@ -119,6 +122,7 @@ Deno.test("layers: a sub-room is entered from outside only through its face, and
   const graph = await importGraph();
   const rooms = subRooms(graph);
   assert.ok(rooms.includes("lib/sources/http") && rooms.includes("lib/plan/search"));
+  assert.ok(rooms.includes("lib/engine/crawl/feed") && rooms.includes("lib/engine/crawl/reads"));
   const roomOf = (file: string) => rooms.find((r) => file.startsWith(`${r}/`));
   const wrong: string[] = [];
   const arrows = new Map<string, Set<string>>();
@@ -253,7 +257,7 @@ Deno.test("layers: one decider each for whether a crawl is followable and whethe
   for (const files of Object.values(deciders)) files.sort();
   assert.deepEqual(deciders, {
     followable: ["lib/engine/store/records.ts"],
-    replaced: ["lib/engine/crawl/catch_up.ts"],
+    replaced: ["lib/engine/crawl/feed/catch_up.ts"],
     docRevisions: ["lib/engine/page/against_stored.ts", "lib/engine/page/page_docs.ts"],
   });
 });

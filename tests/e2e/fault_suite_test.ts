@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { bundledNames, prng, syntheticNames } from "../../lib/sim/names.ts";
 import { listCrawls, listShards } from "../../lib/engine/store/mod.ts";
 import { iterateItems } from "../../lib/engine/items/item_read.ts";
-import { crawlStatus } from "../../lib/engine/crawl/status.ts";
+import { crawlStatus } from "../../lib/engine/crawl/reads/status.ts";
 import { runLocalCrawl } from "../../lib/cli/local_crawl.ts";
 import { startRegistry } from "../../lib/sim/registry/registry_server.ts";
 import { RegistryData } from "../../lib/sim/registry/registry_data.ts";

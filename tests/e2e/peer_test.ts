@@ -177,7 +177,7 @@ Deno.test({
       assert.equal(crawl.code, 0, crawl.stdout + crawl.stderr);
       using kv = await Deno.openKv(`${dir}/c.kv`);
       const [record] = await listCrawls(kv);
-      const { crawlStatus } = await import("../../lib/engine/crawl/status.ts");
+      const { crawlStatus } = await import("../../lib/engine/crawl/reads/status.ts");
       const st = await crawlStatus(kv, record.id, { clock: SYSTEM_CLOCK });
       assert.deepEqual(
         st.shards.map((s) => s.start).filter((s) => s !== null).sort(),

@@ -7,8 +7,8 @@
  */
 import { SYSTEM_CLOCK } from "../../lib/base/clock.ts";
 import assert from "node:assert/strict";
-import { catchUp, checkSameRegistry } from "../../lib/engine/crawl/catch_up.ts";
-import { atEnd, reached } from "../../lib/engine/crawl/feed_read.ts";
+import { catchUp, checkSameRegistry } from "../../lib/engine/crawl/feed/catch_up.ts";
+import { atEnd, reached } from "../../lib/engine/crawl/feed/feed_read.ts";
 import { checkCompletion } from "../../lib/engine/verify/completion.ts";
 import { checkListed } from "../../lib/engine/verify/_listed_check.ts";
 import { probeRound } from "../../lib/engine/verify/_verdicts.ts";

@@ -8,7 +8,7 @@
 import type { Clock } from "../../base/clock.ts";
 import { ConflictError, errorLine, NotFoundError } from "../../base/errors.ts";
 import { crawlIdFor, type CrawlSpec } from "../../base/spec.ts";
-import { checkSameRegistry } from "./catch_up.ts";
+import { checkSameRegistry } from "./feed/mod.ts";
 import { checkDocsHere } from "./docs_check.ts";
 import { createCrawl, type PlanContext, planCrawl, type PlanInput } from "./planning.ts";
 import type { CrawlContext } from "./context.ts";

@@ -18,7 +18,7 @@ import { pageLimit } from "../page/mod.ts";
 import type { ListingCache } from "../../sources/cache/mod.ts";
 import { listAheadOf } from "./_prefetch.ts";
 import type { CrawlContext } from "./context.ts";
-import { feedAnchor } from "./feed_read.ts";
+import { feedAnchor } from "./feed/mod.ts";
 import {
   BusyError,
   ConflictError,

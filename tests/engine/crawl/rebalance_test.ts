@@ -3,7 +3,7 @@ import { clockWithNow, SYSTEM_CLOCK } from "../../../lib/base/clock.ts";
 import { watchdog } from "../../../lib/engine/dispatch/_watchdog.ts";
 import { remainingSeconds, splitStraggler } from "../../../lib/engine/crawl/rebalance.ts";
 import { claimShard, runShard } from "../../../lib/engine/dispatch/_shard_runner.ts";
-import { crawlStatus } from "../../../lib/engine/crawl/status.ts";
+import { crawlStatus } from "../../../lib/engine/crawl/reads/status.ts";
 import {
   getShard,
   keys,

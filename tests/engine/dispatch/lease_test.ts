@@ -3,7 +3,7 @@ import { SYSTEM_CLOCK } from "../../../lib/base/clock.ts";
 import { FakeClock, JumpingClock, nextTurn } from "../../fake_clock.ts";
 import { TransientError } from "../../../lib/base/errors.ts";
 import { LeaseDispatcher, runLeaseWorker } from "../../../lib/engine/dispatch/_lease_workers.ts";
-import { crawlStatus } from "../../../lib/engine/crawl/status.ts";
+import { crawlStatus } from "../../../lib/engine/crawl/reads/status.ts";
 import { getCrawl, listCrawls, listShards } from "../../../lib/engine/store/mod.ts";
 import { iterateItems } from "../../../lib/engine/items/item_read.ts";
 import { MemorySource } from "../../../lib/sources/memory_source.ts";

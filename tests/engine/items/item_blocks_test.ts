@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { ConflictError, InputError } from "../../../lib/base/errors.ts";
 import { compareKeys } from "../../../lib/plan/keys.ts";
 import { itemLine } from "../../../lib/cli/export.ts";
-import { crawlNdjsonBlocks } from "../../../lib/engine/crawl/crawl_reads.ts";
+import { crawlNdjsonBlocks } from "../../../lib/engine/crawl/reads/crawl_reads.ts";
 import { blockable, packBlocks } from "../../../lib/engine/items/item_blocks.ts";
 import {
   blockNdjson,

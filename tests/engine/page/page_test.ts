@@ -12,7 +12,7 @@ import { cursorAt, listPage, pageLimit } from "../../../lib/engine/page/page_lis
 import { keyHash, LONG_KEY_UNITS, sortKeys } from "../../../lib/plan/keys.ts";
 import { AdaptiveLimit } from "../../../lib/base/adaptive_limit.ts";
 import { claimShard, runShard } from "../../../lib/engine/dispatch/_shard_runner.ts";
-import { crawlStatus } from "../../../lib/engine/crawl/status.ts";
+import { crawlStatus } from "../../../lib/engine/crawl/reads/status.ts";
 import { getCrawl, getShard, listShards, newShard } from "../../../lib/engine/store/mod.ts";
 import type { CrawlRecord, ShardRecord } from "../../../lib/engine/store/mod.ts";
 import { MemorySource } from "../../../lib/sources/memory_source.ts";

@@ -6,7 +6,7 @@ import { listAheadOf } from "../../../lib/engine/crawl/_prefetch.ts";
 import { rowsPerPage } from "../../../lib/engine/page/page_listing.ts";
 import { checkCompletion } from "../../../lib/engine/verify/completion.ts";
 import { openCrawl } from "../../../lib/engine/crawl/lifecycle.ts";
-import { crawlStatus } from "../../../lib/engine/crawl/status.ts";
+import { crawlStatus } from "../../../lib/engine/crawl/reads/status.ts";
 import { createRuntime } from "../../../lib/engine/dispatch/runtime.ts";
 import { getCrawl, listShards } from "../../../lib/engine/store/mod.ts";
 import { MemorySource } from "../../../lib/sources/memory_source.ts";

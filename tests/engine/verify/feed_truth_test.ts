@@ -12,7 +12,7 @@ import { clockWithNow } from "../../../lib/base/clock.ts";
 import { PermanentError, TransientError } from "../../../lib/base/errors.ts";
 import { checkCompletion } from "../../../lib/engine/verify/completion.ts";
 import { followTick } from "../../../lib/engine/verify/follow.ts";
-import { crawlStatus } from "../../../lib/engine/crawl/status.ts";
+import { crawlStatus } from "../../../lib/engine/crawl/reads/status.ts";
 import {
   commitRelist,
   feedUsable,

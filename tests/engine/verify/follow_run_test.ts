@@ -7,7 +7,7 @@ import { clockWithNow, SYSTEM_CLOCK } from "../../../lib/base/clock.ts";
 import assert from "node:assert/strict";
 import { InputError } from "../../../lib/base/errors.ts";
 import { refreshDone } from "../../../lib/cli/follow_run.ts";
-import { crawlStatus } from "../../../lib/engine/crawl/status.ts";
+import { crawlStatus } from "../../../lib/engine/crawl/reads/status.ts";
 import { getCrawl, getFollow } from "../../../lib/engine/store/mod.ts";
 import { ctxOf, doneCrawl } from "../../engine_helpers.ts";
 import { assertCrawledExactly, dataOf, randomKeys } from "../../helpers.ts";

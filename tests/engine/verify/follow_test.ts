@@ -9,7 +9,7 @@ import { checkCompletion } from "../../../lib/engine/verify/completion.ts";
 import { followPauseMs, followTick, quietTicks } from "../../../lib/engine/verify/follow.ts";
 import { lagSeconds } from "../../../lib/engine/store/mod.ts";
 import { followLoop } from "../../../lib/engine/dispatch/_follow_loop.ts";
-import { crawlStatus } from "../../../lib/engine/crawl/status.ts";
+import { crawlStatus } from "../../../lib/engine/crawl/reads/status.ts";
 import { getCrawl, getFollow } from "../../../lib/engine/store/mod.ts";
 import type { Source } from "../../../lib/plan/source.ts";
 import { ctxOf, doneCrawl, finishAll, workDeps } from "../../engine_helpers.ts";

@@ -1,11 +1,11 @@
 /** Status reports: the figures a person watching a crawl reads. */
-import { clockWithNow } from "../../../lib/base/clock.ts";
+import { clockWithNow } from "../../../../lib/base/clock.ts";
 import assert from "node:assert/strict";
-import { crawlStatus } from "../../../lib/engine/crawl/status.ts";
-import { commitShard, listShards } from "../../../lib/engine/store/mod.ts";
-import { MemorySource } from "../../../lib/sources/memory_source.ts";
-import { begin, spec } from "../../engine_helpers.ts";
-import { dataOf, randomKeys } from "../../helpers.ts";
+import { crawlStatus } from "../../../../lib/engine/crawl/reads/status.ts";
+import { commitShard, listShards } from "../../../../lib/engine/store/mod.ts";
+import { MemorySource } from "../../../../lib/sources/memory_source.ts";
+import { begin, spec } from "../../../engine_helpers.ts";
+import { dataOf, randomKeys } from "../../../helpers.ts";
 
 Deno.test("status: the ETA waits for a slow last shard instead of saying 0 s", async () => {
   using kv = await Deno.openKv(":memory:");

@@ -4,9 +4,9 @@
  *
  * @module
  */
-import type { LearnedCaps } from "../../plan/source.ts";
-import type { SinkLag } from "../sinks/mod.ts";
-import type { CrawlStatus, InFlight, SplitRecord, Verification } from "../store/mod.ts";
+import type { LearnedCaps } from "../../../plan/source.ts";
+import type { SinkLag } from "../../sinks/mod.ts";
+import type { CrawlStatus, InFlight, SplitRecord, Verification } from "../../store/mod.ts";
 
 /** Progress of one shard, as status reports it. */
 export interface ShardStatus {

@@ -1,14 +1,19 @@
 import assert from "node:assert/strict";
-import { SYSTEM_CLOCK } from "../../../lib/base/clock.ts";
-import { catchUp } from "../../../lib/engine/crawl/catch_up.ts";
-import { FatalError, PermanentError, TransientError } from "../../../lib/base/errors.ts";
-import { checkCompletion } from "../../../lib/engine/verify/completion.ts";
-import { watchdog } from "../../../lib/engine/dispatch/_watchdog.ts";
-import { crawlStatus } from "../../../lib/engine/crawl/status.ts";
-import { MemorySource } from "../../../lib/sources/memory_source.ts";
-import { type CrawlRecord, getCrawl, getFeed, updateCrawl } from "../../../lib/engine/store/mod.ts";
-import { begin, ctxOf, finishAll, runOne, spec, watchdogCtx } from "../../engine_helpers.ts";
-import { assertCrawledExactly, dataOf, randomKeys, wrapSource } from "../../helpers.ts";
+import { SYSTEM_CLOCK } from "../../../../lib/base/clock.ts";
+import { catchUp } from "../../../../lib/engine/crawl/feed/catch_up.ts";
+import { FatalError, PermanentError, TransientError } from "../../../../lib/base/errors.ts";
+import { checkCompletion } from "../../../../lib/engine/verify/completion.ts";
+import { watchdog } from "../../../../lib/engine/dispatch/_watchdog.ts";
+import { crawlStatus } from "../../../../lib/engine/crawl/reads/status.ts";
+import { MemorySource } from "../../../../lib/sources/memory_source.ts";
+import {
+  type CrawlRecord,
+  getCrawl,
+  getFeed,
+  updateCrawl,
+} from "../../../../lib/engine/store/mod.ts";
+import { begin, ctxOf, finishAll, runOne, spec, watchdogCtx } from "../../../engine_helpers.ts";
+import { assertCrawledExactly, dataOf, randomKeys, wrapSource } from "../../../helpers.ts";
 
 const ASCII = "abcdefghijklmnop-".split("");
 

@@ -5,12 +5,12 @@
  *
  * @module
  */
-import { redactUrl } from "../../base/redact.ts";
-import { ConflictError, NotFoundError } from "../../base/errors.ts";
-import type { CrawlSpec } from "../../base/spec.ts";
-import { idOfKey } from "../../plan/id_order.ts";
-import { compareKeys } from "../../plan/keys.ts";
-import type { PlanPicture } from "../../plan/plan_svg.ts";
+import { redactUrl } from "../../../base/redact.ts";
+import { ConflictError, NotFoundError } from "../../../base/errors.ts";
+import type { CrawlSpec } from "../../../base/spec.ts";
+import { idOfKey } from "../../../plan/id_order.ts";
+import { compareKeys } from "../../../plan/keys.ts";
+import type { PlanPicture } from "../../../plan/plan_svg.ts";
 import {
   blockNdjsonBatches,
   checkItemLayout,
@@ -21,7 +21,7 @@ import {
   iterateItems,
   pageDocErrors,
   pageItems,
-} from "../items/mod.ts";
+} from "../../items/mod.ts";
 import {
   type CrawlRecord,
   type CrawlStatus,
@@ -29,7 +29,7 @@ import {
   listCrawlEntries,
   listCrawls,
   listShards,
-} from "../store/mod.ts";
+} from "../../store/mod.ts";
 
 /** One line of the crawl list. */
 export interface CrawlSummary {

@@ -5,9 +5,9 @@
  *
  * @module
  */
-import { compareKeys } from "../../plan/keys.ts";
-import { countItemsBetween, type ExportedItem, itemsBetween, itemsByIds } from "../items/mod.ts";
-import { listRangeDrift, listShards, shardStored, storedCount } from "../store/mod.ts";
+import { compareKeys } from "../../../plan/keys.ts";
+import { countItemsBetween, type ExportedItem, itemsBetween, itemsByIds } from "../../items/mod.ts";
+import { listRangeDrift, listShards, shardStored, storedCount } from "../../store/mod.ts";
 import { requireItems } from "./crawl_reads.ts";
 
 /**

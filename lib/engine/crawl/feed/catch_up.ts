@@ -21,21 +21,21 @@
  *
  * @module
  */
-import type { Clock } from "../../base/clock.ts";
-import type { CrawlContext } from "./context.ts";
-import { FatalError } from "../../base/errors.ts";
+import type { Clock } from "../../../base/clock.ts";
+import type { CrawlContext } from "../context.ts";
+import { FatalError } from "../../../base/errors.ts";
 import { type FeedBatch, FeedReader, seqNumber, type SinceUnknownError } from "./feed_read.ts";
-import { mapPool } from "../../base/pool.ts";
-import { compareKeys } from "../../plan/keys.ts";
-import type { ChangeRow } from "../../plan/source.ts";
+import { mapPool } from "../../../base/pool.ts";
+import { compareKeys } from "../../../plan/keys.ts";
+import type { ChangeRow } from "../../../plan/source.ts";
 import {
   applyDrift,
   type DriftChange,
   itemsByIds,
   sampleStored,
   type ShardRange,
-} from "../items/mod.ts";
-import { againstListing, againstStored, failedDoc } from "../page/mod.ts";
+} from "../../items/mod.ts";
+import { againstListing, againstStored, failedDoc } from "../../page/mod.ts";
 import {
   type CrawlRecord,
   type DriftState,
@@ -46,7 +46,7 @@ import {
   present,
   releaseLease,
   takeLease,
-} from "../store/mod.ts";
+} from "../../store/mod.ts";
 
 /** What reading and applying the feed needs: the store, the crawl's source and the clock. */
 export type FeedContext = Pick<CrawlContext, "kv" | "source" | "clock">;

@@ -27,9 +27,9 @@
  *
  * @module
  */
-import type { Clock } from "../../base/clock.ts";
-import { FatalError } from "../../base/errors.ts";
-import type { ChangeRow, FeedAsk, Source } from "../../plan/source.ts";
+import type { Clock } from "../../../base/clock.ts";
+import { FatalError } from "../../../base/errors.ts";
+import type { ChangeRow, FeedAsk, Source } from "../../../plan/source.ts";
 
 /** Longest a read of the feed goes on before it stops short of the end, in milliseconds. */
 export const FEED_READ_MAX_MS = 120_000;

@@ -5,12 +5,12 @@
  *
  * @module
  */
-import type { Clock } from "../../base/clock.ts";
-import { redactUrl } from "../../base/redact.ts";
-import { capabilityLine } from "../../sources/couch/mod.ts";
-import { remainingSeconds } from "./rebalance.ts";
-import { sinkLag } from "../sinks/mod.ts";
-import { pendingDocsState } from "../items/mod.ts";
+import type { Clock } from "../../../base/clock.ts";
+import { redactUrl } from "../../../base/redact.ts";
+import { capabilityLine } from "../../../sources/couch/mod.ts";
+import { remainingSeconds } from "../rebalance.ts";
+import { sinkLag } from "../../sinks/mod.ts";
+import { pendingDocsState } from "../../items/mod.ts";
 import { requireCrawl, shownBound, shownSource } from "./crawl_reads.ts";
 import type { CrawlStatusReport, FollowReport, ShardStatus } from "./status_report.ts";
 import {
@@ -28,7 +28,7 @@ import {
   readLiveness,
   type ShardRecord,
   storedCount,
-} from "../store/mod.ts";
+} from "../../store/mod.ts";
 
 const iso = (ms: number | null | undefined) => ms ? new Date(ms).toISOString() : null;
 
