@@ -33,6 +33,7 @@ import {
 import { INLINE_DOC_BYTES, type ItemInput } from "../items/mod.ts";
 import { type DocBudget, PageCharges } from "./doc_memory.ts";
 import type { DocSlots } from "./doc_slots.ts";
+import { docsNotHereLine } from "./docs_not_here.ts";
 
 /** What fetching a page's documents needs. */
 export interface DocFetch {
@@ -239,25 +240,6 @@ async function secondRound(source: Source, rows: Row[], results: Attempt[], o: D
       results[i] = failedAttempt(err);
     }
   }, { concurrency: Math.max(1, o.limit.value) });
-}
-
-/**
- * What to say when documents are not where a crawl asks for them (every one asked answered 404):
- * where it looked, and what to give instead. Shared by the check before a crawl is made and the
- * page that finds it later.
- */
-export function docsNotHereLine(
-  where: string,
-  o: { docsUrlGiven: boolean; asked: number; ids: readonly string[] },
-): string {
-  return `documents are not at ${where}/<id>: ${o.asked} ids listed ` +
-    `(${o.ids.slice(0, 3).map((id) => JSON.stringify(id)).join(", ")}${
-      o.asked > 3 ? ", …" : ""
-    }) each answered 404. ` +
-    (o.docsUrlGiven
-      ? "Give --docs-url (docsUrl) the base documents are served under"
-      : "This registry serves them elsewhere: give --docs-url (docsUrl) their base; " +
-        "for npm's replica, --docs-url https://registry.npmjs.org");
 }
 
 /** A page this large whose every document answered 404 says the documents are elsewhere. */

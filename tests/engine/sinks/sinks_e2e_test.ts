@@ -9,13 +9,34 @@ import assert from "node:assert/strict";
 import { compareKeys } from "../../../lib/plan/keys.ts";
 import { RegistryData } from "../../../lib/sim/registry/registry_data.ts";
 import { startRegistry } from "../../../lib/sim/registry/registry_server.ts";
-import { listCrawls } from "../../../lib/engine/store/mod.ts";
+import { listCrawls, listShards, storedCount } from "../../../lib/engine/store/mod.ts";
 import { deliverAll } from "../../../lib/engine/sinks/mod.ts";
-import { runTask, spawnWatched } from "../../helpers.ts";
+import { runTask, spawnWatched, untilCrawl } from "../../helpers.ts";
 import { realNames, Timeline } from "../../registry_timeline.ts";
 import { ndjsonSink } from "../../sink_child.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Waits until the log at `path` holds more than `n` lines (a sink gave it more); how many. */
+async function logPast(path: string, n: number): Promise<number> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const lines = await Deno.readTextFile(path).then((t) => t.split("\n").length - 1, () => 0);
+    if (lines > n) return lines;
+    if (Date.now() > deadline) throw new Error(`the sink's log stayed at ${lines} lines`);
+    await sleep(100);
+  }
+}
+
+/** Items the crawl in the KV file at `path` has stored. */
+function stored(path: string, atLeast: number): Promise<number> {
+  return untilCrawl(
+    path,
+    async (kv, id) => await storedCount(kv, id, (await listShards(kv, id)).map((e) => e.value)),
+    (n) => n >= atLeast,
+    { what: `${atLeast} items stored` },
+  );
+}
 
 /** The sink process (its own permissions: read and write, for the KV file and its log). */
 function sinkChild(kv: string, log: string): Deno.ChildProcess {
@@ -65,16 +86,19 @@ Deno.test("sinks e2e: a sink process and a following crawl, both killed with SIG
   try {
     let crawl = spawnWatched("crawl", args);
     let child = sinkChild(kv, log);
-    await sleep(1500);
+    // Half-way: a quarter of the items stored, and the sink given some of them.
+    await stored(kv, data.size / 4);
+    await logPast(log, 0);
     crawl.child.kill("SIGKILL");
     await crawl.end();
-    await sleep(500);
+    await sleep(500); // the sink goes on a while from the dead crawl's ledger
     child.kill("SIGKILL");
     await child.status;
     child = sinkChild(kv, log);
     crawl = spawnWatched("crawl", args);
     await crawl.waitFor(/following the registry's changes/);
-    await sleep(2000);
+    // The sink killed while it is given the follower's changes.
+    await logPast(log, await logPast(log, 0));
     child.kill("SIGKILL");
     await child.status;
     child = sinkChild(kv, log);
