@@ -31,46 +31,52 @@ export {
   catchUp,
   checkSameRegistry,
   claimFeed,
-  peekChanges,
-  reanchor,
-  RegistryReplacedError,
-  releaseFeed,
-} from "./feed/mod.ts";
-export {
   FEED_BATCH,
   feedAnchor,
   feedQuiet,
   FeedReader,
+  peekChanges,
+  reanchor,
+  RegistryReplacedError,
+  releaseFeed,
   seqNumber,
   sinceUnknown,
   SinceUnknownError,
 } from "./feed/mod.ts";
-export type { FeedBatch } from "./feed/mod.ts";
-export type { CatchUpResult, FeedClaim, FeedClaimContext, FeedContext } from "./feed/mod.ts";
+export type {
+  CatchUpResult,
+  FeedBatch,
+  FeedClaim,
+  FeedClaimContext,
+  FeedContext,
+} from "./feed/mod.ts";
 export { splitStraggler } from "./rebalance.ts";
 export type { RebalanceOptions, SplitContext } from "./rebalance.ts";
-export { crawlStatus } from "./reads/mod.ts";
-export type { CrawlStatusReport, PendingDocsReport, ShardStatus } from "./reads/mod.ts";
 export {
   crawlDocErrors,
+  crawlItem,
   crawlItemBatches,
+  crawlItemCount,
+  crawlItems,
+  crawlItemsBetween,
   crawlItemsPage,
   crawlNdjsonBlocks,
   crawlPicture,
+  crawlRank,
   crawlsOldestFirst,
+  crawlStatus,
   findCrawl,
   listCrawlListings,
   listCrawlSummaries,
   listCrawlVersions,
   requireCrawl,
 } from "./reads/mod.ts";
-export type { CrawlListing, CrawlSummary } from "./reads/mod.ts";
-export {
-  crawlItem,
-  crawlItemCount,
-  crawlItems,
-  crawlItemsBetween,
-  crawlRank,
+export type {
+  CrawlListing,
+  CrawlStatusReport,
+  CrawlSummary,
+  PendingDocsReport,
+  ShardStatus,
 } from "./reads/mod.ts";
 export { askPendingDocs, pendingPassLine } from "./pending_ask.ts";
 export type { PendingAskContext, PendingPass } from "./pending_ask.ts";

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import type { Env } from "./env.ts";
+import { crawlContext, type Env } from "./env.ts";
 import { FOLLOW_POLL } from "../../base/retry_policy.ts";
 import {
   type FollowOptions,
@@ -70,8 +70,8 @@ export async function followLoop(
         if (p.nextAt <= now()) {
           let tick: FollowTick | null = null;
           try {
-            const source = deps.openSource(crawl);
-            tick = await followTick({ ...deps, source, owner }, crawl.id, options);
+            const ctx = crawlContext(deps, deps.openSource(crawl), owner);
+            tick = await followTick(ctx, crawl.id, options);
             options.onTick?.(crawl.id, tick);
           } catch (err) {
             options.onTick?.(crawl.id, null, err);

@@ -7,7 +7,7 @@
  * @module
  */
 import type { PendingAsker } from "./_pending_loop.ts";
-import type { Env } from "./env.ts";
+import { crawlContext, type Env } from "./env.ts";
 import { finisherContext } from "./work.ts";
 import { checkCompletion, followTick } from "../verify/mod.ts";
 import { deleteCrawl } from "../crawl/mod.ts";
@@ -61,8 +61,8 @@ export async function watchdog(
     if (crawl.follow && deps.openSource && followable(crawl)) {
       // Followed crawls stay equal to the registry: each tick applies the changes since the last
       // (on Deploy this is the follower; locally `serve` ticks them more often).
-      const source = deps.openSource(crawl);
-      await followTick({ ...deps, source, owner: deps.ownerName("follow") }, crawl.id, {
+      const ctx = crawlContext(deps, deps.openSource(crawl), deps.ownerName("follow"));
+      await followTick(ctx, crawl.id, {
         verifyEveryMs: options.verifyEveryMs,
         verifyRowsEveryMs: options.verifyRowsEveryMs,
       }).catch(() => {}); // a failing feed is tried again on the next tick

@@ -151,8 +151,10 @@ export function engineEnv(options: EnvOptions): Env {
 }
 
 /**
- * The crawl room's context (the verify room's takes the same parts) for a worker of this process
- * named `owner` (from `env.ownerName`, so that its leases end with the process) over `source`.
+ * A worker's context over `source`: the environment `env` (the whole, or the slice a loop holds),
+ * the source, and the worker's name `owner` (from `env.ownerName`, so that its leases end with the
+ * process). Over a whole `Env` it is the crawl room's `CrawlContext`; the verify room's contexts
+ * take the same parts.
  *
  * @example
  * ```ts
@@ -160,6 +162,10 @@ export function engineEnv(options: EnvOptions): Env {
  * await openCrawl(crawlContext(env, source, env.ownerName("cli")), spec);
  * ```
  */
-export function crawlContext(env: Env, source: Source, owner: string): CrawlContext {
+export function crawlContext<E extends Partial<Env>>(
+  env: E,
+  source: Source,
+  owner: string,
+): E & Pick<CrawlContext, "source" | "owner"> {
   return { ...env, source, owner };
 }

@@ -83,7 +83,7 @@ export async function resyncPass(
   }
   const deps = { kv: pass.kv, source: pass.source, clock: pass.o.clock };
   if (!await reanchor(deps, pass.feed, err)) return false;
-  const clock = pass.feed.clock;
+  const clock = pass.o.clock;
   const why = `the feed did not know seq ${err.since}`;
   let rows = freshSweep(clock.now(), undefined, why);
   let compared = 0;
@@ -134,7 +134,7 @@ export async function applyWindow(
   let rows = pass.window?.at === at ? pass.window.rows : null;
   if (rows === null && o.read === false) return { applied: 0, to: null };
   if (rows === null) {
-    rows = await peekChanges({ source: pass.source, clock: feed.clock }, at);
+    rows = await peekChanges({ source: pass.source, clock: pass.o.clock }, at);
     if (rows === null) {
       throw new TransientError(`too many changes after seq ${at} to finish the crawl at it now`);
     }

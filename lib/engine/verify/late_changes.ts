@@ -60,7 +60,7 @@ export async function applyLate(
   trail: Trail,
 ): Promise<{ read: number; applied: number }> {
   const at = claim.entry.value.seq;
-  const now = claim.clock.now();
+  const now = deps.clock.now();
   const from = trail.find((t) => now - t.atMs <= LATE_WINDOW_MS && t.seq !== at)?.seq;
   if (from === undefined) return { read: 0, applied: 0 };
   const rows: ChangeRow[] = [];

@@ -78,7 +78,7 @@ export function dueRanges(v: FollowVerify, ranges: number, everyMs: number, nowM
  * round, as many as the time since the round began makes due (at most 32 a tick).
  */
 export async function reproveDue(
-  deps: Pick<FollowContext, "kv" | "source" | "dispatcher">,
+  deps: Pick<FollowContext, "kv" | "source" | "dispatcher" | "clock">,
   claim: FeedClaim,
   prior: FollowVerify,
   options: {
@@ -86,7 +86,7 @@ export async function reproveDue(
     verifyEveryMs?: number;
   } = {},
 ): Promise<ReproveResult> {
-  const now = () => claim.clock.now();
+  const now = () => deps.clock.now();
   const everyMs = Math.max(1, options.verifyEveryMs ?? VERIFY_EVERY_MS);
   const id = claim.crawl.id;
   const shards = await listShards(deps.kv, id);
@@ -105,7 +105,7 @@ export async function reproveDue(
       kv: deps.kv,
       source: deps.source,
       id,
-      o: { clock: claim.clock, dispatcher: deps.dispatcher },
+      o: { clock: deps.clock, dispatcher: deps.dispatcher },
       feed: claim,
       applied: 0,
       proven: new Set(),
@@ -126,7 +126,7 @@ export async function reproveDue(
     }
     // Equal ranges are marked proven (and their relists forgotten).
     await settle(deps.kv, id, todo, verdicts.filter((v) => v.verdict === "equal"), {
-      clock: claim.clock,
+      clock: deps.clock,
       at: claim.entry.value.seq,
     });
     const wrong = verdicts.filter((v) => v.verdict === "mismatch");
@@ -142,7 +142,7 @@ export async function reproveDue(
     if (stuck.length > 0) {
       const unproven = new Map<number, string>();
       await settle(deps.kv, id, todo, stuck, {
-        clock: claim.clock,
+        clock: deps.clock,
         at: claim.entry.value.seq,
         keepDone: true,
         unproven,
@@ -162,7 +162,7 @@ export async function reproveDue(
       // The crawl is running before its ranges are opened: a crash between the two leaves a
       // running crawl whose final check finds them again, never a done crawl with an open shard.
       await transition(deps.kv, id, "running", (s) => s === "done", {
-        clock: claim.clock,
+        clock: deps.clock,
         patch: { verification: { status: "pending", detail } },
       });
       // A range allowed again after its period starts its count again.
@@ -172,7 +172,7 @@ export async function reproveDue(
           : e
       );
       reopened = await settle(deps.kv, id, entries, again, {
-        clock: claim.clock,
+        clock: deps.clock,
         dispatcher: deps.dispatcher,
         at: claim.entry.value.seq,
         keepDone: true,

@@ -99,7 +99,7 @@ export async function sweepRows(
   prior: RowSweep,
   o: { total: number; everyMs: number; maxPages?: number },
 ): Promise<SweepResult> {
-  const now = () => claim.clock.now();
+  const now = () => deps.clock.now();
   let s = prior;
   let compared = 0;
   let repaired = 0;

@@ -21,7 +21,6 @@
  *
  * @module
  */
-import type { Clock } from "../../../base/clock.ts";
 import type { CrawlContext } from "../context.ts";
 import { FatalError } from "../../../base/errors.ts";
 import { type FeedBatch, FeedReader, seqNumber, type SinceUnknownError } from "./feed_read.ts";
@@ -122,8 +121,6 @@ export interface FeedClaim {
   owner: string;
   /** Lease length, in milliseconds. */
   leaseMs: number;
-  /** The claimer's clock. */
-  clock: Clock;
 }
 
 /**
@@ -151,7 +148,7 @@ export async function claimFeed(
       lease,
     }),
   });
-  return held ? { crawl, entry: held, owner, leaseMs, clock } : null;
+  return held ? { crawl, entry: held, owner, leaseMs } : null;
 }
 
 /** The shards' ranges of a crawl, sorted by start, for counting changes per range. */
@@ -189,7 +186,7 @@ export async function applyFeed(
   const maxChanges = options.maxChanges ?? Infinity;
   if (maxChanges <= 0) return { applied: 0, atEnd: false };
   const crawl = claim.crawl;
-  const feed = new FeedReader(deps.source, { clock: claim.clock, batch: options.batch });
+  const feed = new FeedReader(deps.source, { clock: deps.clock, batch: options.batch });
   const seen = claim.entry.value.seq;
   const first = await feed.next(seen);
   await checkSameRegistry(deps, crawl, { current: feed.target ?? null, seen });
@@ -203,10 +200,10 @@ export async function applyFeed(
     const changes = await fetchChanged(deps, crawl, rows);
     const next = await applyDrift(deps.kv, claim.entry, changes, {
       lastSeq,
-      nowMs: claim.clock.now(),
+      nowMs: deps.clock.now(),
       caughtUp: end === "end",
       ranges,
-      leaseUntilMs: claim.clock.now() + claim.leaseMs,
+      leaseUntilMs: deps.clock.now() + claim.leaseMs,
     });
     if (!next) {
       // Another runner took the feed (this one was seen dead, or its lease ran out).
@@ -266,10 +263,10 @@ export async function applyRows(
   );
   const next = await applyDrift(deps.kv, claim.entry, changes, {
     lastSeq: o.to ?? at,
-    nowMs: claim.clock.now(),
+    nowMs: deps.clock.now(),
     caughtUp: false,
     ranges: await rangesOf(deps.kv, claim.crawl.id),
-    leaseUntilMs: claim.clock.now() + claim.leaseMs,
+    leaseUntilMs: deps.clock.now() + claim.leaseMs,
   });
   if (!next) return false;
   claim.entry = next;
