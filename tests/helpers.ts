@@ -158,21 +158,12 @@ export async function waitForItems(
   items: number,
   timeoutMs = 60_000,
 ): Promise<number> {
-  const { listCrawls, listShards } = await import("../lib/engine/store/mod.ts");
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    let n = 0;
-    try {
-      using kv = await Deno.openKv(kvPath);
-      const [crawl] = await listCrawls(kv);
-      if (crawl) n = (await listShards(kv, crawl.id)).reduce((s, e) => s + e.value.items, 0);
-    } catch {
-      // Not created yet, or locked for a moment by the writer.
-    }
-    if (n >= items) return n;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error(`no ${items} items in ${kvPath} within ${timeoutMs} ms`);
+  return await untilCrawl(
+    kvPath,
+    async (kv, id) => (await listShards(kv, id)).reduce((s, e) => s + e.value.items, 0),
+    (n) => n >= items,
+    { what: `${items} items in ${kvPath}`, ms: timeoutMs, everyMs: 25 },
+  );
 }
 
 /**
@@ -301,15 +292,15 @@ export function spawnWatched(task: string, args: string[], env: Record<string, s
 }
 
 /**
- * Reads `read` of the (first) crawl in the KV file at `path` every 100 ms, while a task may hold it
- * (a read that meets its lock is tried again), until `done` says so; the value it took. A
- * `what` that never came in `ms` fails with what was read last.
+ * Reads `read` of the (first) crawl in the KV file at `path` every `everyMs` (100 ms), while a task
+ * may hold it (a file not made yet, or a read that meets its lock, is tried again), until `done`
+ * says so; the value it took. A `what` that never came in `ms` fails with what was read last.
  */
 export async function untilCrawl<T>(
   path: string,
   read: (kv: Deno.Kv, crawlId: string) => Promise<T>,
   done: (value: T) => boolean,
-  o: { what: string; ms?: number },
+  o: { what: string; ms?: number; everyMs?: number },
 ): Promise<T> {
   const ms = o.ms ?? 30_000;
   const deadline = Date.now() + ms;
@@ -320,13 +311,13 @@ export async function untilCrawl<T>(
       const [crawl] = await listCrawls(kv);
       if (crawl) last = await read(kv, crawl.id);
     } catch {
-      // Locked for a moment by the task.
+      // Not made yet, or locked for a moment by the task.
     }
     if (last !== undefined && done(last)) return last;
     if (Date.now() >= deadline) {
       throw new Error(`${o.what} not after ${ms} ms (last read: ${JSON.stringify(last)})`);
     }
-    await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, o.everyMs ?? 100));
   }
 }
 

@@ -9,9 +9,9 @@ import assert from "node:assert/strict";
 import { compareKeys } from "../../../lib/plan/keys.ts";
 import { RegistryData } from "../../../lib/sim/registry/registry_data.ts";
 import { startRegistry } from "../../../lib/sim/registry/registry_server.ts";
-import { listCrawls, listShards, storedCount } from "../../../lib/engine/store/mod.ts";
+import { listCrawls } from "../../../lib/engine/store/mod.ts";
 import { deliverAll } from "../../../lib/engine/sinks/mod.ts";
-import { runTask, spawnWatched, untilCrawl } from "../../helpers.ts";
+import { runTask, spawnWatched, waitForItems } from "../../helpers.ts";
 import { realNames, Timeline } from "../../registry_timeline.ts";
 import { ndjsonSink } from "../../sink_child.ts";
 
@@ -26,16 +26,6 @@ async function logPast(path: string, n: number): Promise<number> {
     if (Date.now() > deadline) throw new Error(`the sink's log stayed at ${lines} lines`);
     await sleep(100);
   }
-}
-
-/** Items the crawl in the KV file at `path` has stored. */
-function stored(path: string, atLeast: number): Promise<number> {
-  return untilCrawl(
-    path,
-    async (kv, id) => await storedCount(kv, id, (await listShards(kv, id)).map((e) => e.value)),
-    (n) => n >= atLeast,
-    { what: `${atLeast} items stored` },
-  );
 }
 
 /** The sink process (its own permissions: read and write, for the KV file and its log). */
@@ -87,7 +77,7 @@ Deno.test("sinks e2e: a sink process and a following crawl, both killed with SIG
     let crawl = spawnWatched("crawl", args);
     let child = sinkChild(kv, log);
     // Half-way: a quarter of the items stored, and the sink given some of them.
-    await stored(kv, data.size / 4);
+    await waitForItems(kv, data.size / 4);
     await logPast(log, 0);
     crawl.child.kill("SIGKILL");
     await crawl.end();
