@@ -5,7 +5,14 @@
  */
 import assert from "node:assert/strict";
 import { ByteBudget } from "../../lib/base/byte_budget.ts";
-import { largeAnswers, readCapped, TooLargeError } from "../../lib/sources/http/body_read.ts";
+import {
+  largeAnswers,
+  QUICK_BODY_BYTES,
+  readCapped,
+  SLOW_BODY,
+  SlowBodyError,
+  TooLargeError,
+} from "../../lib/sources/http/body_read.ts";
 import { gzipBomb } from "../../lib/sim/registry/registry_hostile.ts";
 
 /** An answer whose whole body comes as one chunk (as a loaded socket may hand it over). */
@@ -91,4 +98,80 @@ Deno.test("body read: a body without a length, handed over as 4 KiB views of 64 
   }
   const grewMiB = (Math.max(peak, Deno.memoryUsage().rss) - before) / 2 ** 20;
   assert.ok(grewMiB < 256, `resident memory grew ${grewMiB.toFixed(0)} MiB`);
+});
+
+/**
+ * A server on 127.0.0.1 answering each request with `bytes` under their declared length, the
+ * second half sent `pauseMs` after the first; and a fetch of it whose controller `readCapped` may
+ * stop, as the HTTP client's attempt gives it.
+ */
+async function declared(bytes: Uint8Array, pauseMs: number) {
+  const timers = new Set<ReturnType<typeof setTimeout>>();
+  const server = Deno.serve({ port: 0, hostname: "127.0.0.1", onListen() {} }, () => {
+    const half = bytes.length >> 1;
+    const body = new ReadableStream<Uint8Array>({
+      start(c) {
+        c.enqueue(bytes.subarray(0, half));
+        const t = setTimeout(() => {
+          timers.delete(t);
+          try {
+            c.enqueue(bytes.subarray(half));
+            c.close();
+          } catch { /* the reader went away */ }
+        }, pauseMs);
+        timers.add(t);
+      },
+    });
+    return new Response(body, { headers: { "content-length": String(bytes.length) } });
+  });
+  const stop = new AbortController();
+  const res = await fetch(`http://127.0.0.1:${server.addr.port}/doc`, { signal: stop.signal });
+  const held: (() => void)[] = [];
+  return {
+    res,
+    held,
+    stopped: () => stop.signal.aborted,
+    bounds: {
+      ...bounds(1024 * 1024),
+      held,
+      abort: (reason: Error) => stop.abort(reason),
+    },
+    async close() {
+      timers.forEach(clearTimeout);
+      await server.shutdown();
+    },
+  };
+}
+
+Deno.test("body read: a short body with a declared length is read in one go, byte for byte, its bytes taken from the budget first", async () => {
+  const bytes = new Uint8Array(QUICK_BODY_BYTES).map((_, i) => i % 251);
+  const d = await declared(bytes, 0);
+  try {
+    const budget = d.bounds.bytes;
+    const read = await readCapped(d.res, d.bounds);
+    assert.deepEqual(read, bytes);
+    assert.equal(budget.held, QUICK_BODY_BYTES, "taken before it was read, until given back");
+    assert.equal(d.held.length, 1);
+    d.held.splice(0).forEach((give) => give());
+    assert.equal(budget.held, 0);
+  } finally {
+    await d.close();
+  }
+});
+
+Deno.test("body read: a short body with a declared length that stops halfway is cut at the slow-body deadline, its request stopped", async () => {
+  const d = await declared(
+    new TextEncoder().encode(JSON.stringify({ _id: "x", pad: "y".repeat(500) })),
+    60_000,
+  );
+  try {
+    const started = performance.now();
+    await assert.rejects(readCapped(d.res, d.bounds), SlowBodyError);
+    assert.ok(d.stopped(), "its request was stopped");
+    const tookMs = performance.now() - started;
+    // Not a wall-clock bound: cut by its own deadline (graceMs), long before the second half.
+    assert.ok(tookMs >= SLOW_BODY.graceMs - 50 && tookMs < 60_000, `cut after ${tookMs} ms`);
+  } finally {
+    await d.close();
+  }
 });

@@ -188,7 +188,8 @@ export class HttpClient {
    */
   async request<T>(req: HttpRequest, parse: (answer: HttpAnswer) => T | Promise<T>): Promise<T> {
     const max = req.maxAttempts ?? this.#o.maxAttempts;
-    let last: TransientError = new TransientError("no attempt made");
+    // Made only when an attempt failed: an error's stack costs on every request of a crawl.
+    let last: TransientError | undefined;
     for (let attempt = 1; attempt <= max; attempt++) {
       const held: (() => void)[] = [];
       // A large answer's permit is given back once it is parsed or dropped, never kept asleep.
@@ -229,6 +230,7 @@ export class HttpClient {
         letGo();
       }
     }
+    if (last === undefined) throw new TransientError("no attempt made");
     throw new TransientError(`${last.message} (${max} attempts)`, {
       cause: last,
       status: last.status,
@@ -253,7 +255,7 @@ export class HttpClient {
 
   /** One attempt, following allowed redirects. */
   async #attempt(req: HttpRequest, held: (() => void)[]): Promise<HttpAnswer> {
-    let url = new URL(req.url);
+    const url = new URL(req.url);
     const timeoutMs = req.timeoutMs ?? this.#o.timeoutMs;
     const pacer = this.#o.pacer;
     const breaker = pacer?.breaker;
@@ -261,7 +263,30 @@ export class HttpClient {
     breaker?.admit(url);
     // Waiting for its turn is not part of an attempt's time.
     await pacer?.pace(url);
-    const signal = AbortSignal.timeout(timeoutMs);
+    // One controller for the attempt: its timeout, and a short body's deadline (`readCapped`).
+    const stop = new AbortController();
+    const timer = setTimeout(
+      () => stop.abort(new DOMException("Signal timed out.", "TimeoutError")),
+      timeoutMs,
+    );
+    try {
+      return await this.#hops(req, held, { url, timeoutMs, stop });
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** The attempt's requests, one a redirect, under `o.stop`'s signal. */
+  async #hops(
+    req: HttpRequest,
+    held: (() => void)[],
+    o: { url: URL; timeoutMs: number; stop: AbortController },
+  ): Promise<HttpAnswer> {
+    let url = o.url;
+    const { timeoutMs, stop } = o;
+    const signal = stop.signal;
+    const pacer = this.#o.pacer;
+    const breaker = pacer?.breaker;
     for (let hop = 0;; hop++) {
       if (hop > 0) {
         breaker?.admit(url);
@@ -277,7 +302,7 @@ export class HttpClient {
           redirect: "manual",
           headers: headersFor(url, this.#o.headers, {
             body: req.body !== undefined,
-            firstOrigin: new URL(req.url).origin,
+            firstOrigin: o.url.origin,
             ifNoneMatch: req.ifNoneMatch,
           }),
         });
@@ -315,6 +340,7 @@ export class HttpClient {
           large: this.#o.largeAnswers,
           bytes: this.#o.bodyBytes,
           held,
+          abort: (reason) => stop.abort(reason),
         });
       } catch (err) {
         // A body too large was answered; one sent a byte at a time, or cut, was not.
