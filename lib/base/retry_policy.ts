@@ -265,6 +265,13 @@ export const HOST_PACE = {
   /** Answers of a route seen before its latency counts. */
   latencySamples: 50,
   /**
+   * ...and how long the host must have been answering before it does, in milliseconds. A crawl's
+   * first second ramps up: a cut then was taken from what the host served over a second it was
+   * barely asked (a host serving 5,000 a second was slowed to 329 a second, and took 20 s to grow
+   * back), and its usual from the first answers of a burst that had not queued yet.
+   */
+  latencyWarmMs: 5_000,
+  /**
    * Answers over the last second below which pushback cuts nothing (too few to judge by: a host
    * asked less often is slowed by each 429's own wait, `HTTP_RETRY.tooManyMinMs`).
    */

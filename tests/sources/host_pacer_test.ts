@@ -116,7 +116,8 @@ Deno.test("a slowed host grows back, once its cut is judged, while its rate hold
 Deno.test("latency growing past 4x its usual slows the host; a few slow answers do not", async () => {
   const c = fakeClock();
   const pacer = new Pacer({ clock: c });
-  for (let i = 0; i < 100; i++) (await pacer.pace(A), pacer.report(A, ok), c.t += 10);
+  // Answered for 6 s first: latency counts once the host has answered for 5 s.
+  for (let i = 0; i < 100; i++) (await pacer.pace(A), pacer.report(A, ok), c.t += 60);
   // Large documents answered in 3 s (a few in a row) move nothing.
   for (let i = 0; i < 5; i++) pacer.report(A, { status: 200, ms: 3_000, route: "doc" });
   assert.equal(pacer.hosts()[0].limitPerSecond, null);
@@ -128,6 +129,30 @@ Deno.test("latency growing past 4x its usual slows the host; a few slow answers 
   const [a] = pacer.hosts();
   assert(a.limitPerSecond !== null, "latency 60x its usual slowed nothing");
   assert(/^latency \d+(\.\d)?x its usual$/.test(a.reason!), a.reason!);
+});
+
+Deno.test("latency growing in a crawl's first seconds (its first burst queuing) slows nothing", async () => {
+  const c = fakeClock();
+  const pacer = new Pacer({ clock: c });
+  // 512 requests at once: the first answers in 20 ms, those behind them queued, 150 ms.
+  for (let i = 0; i < 512; i++) await pacer.pace(A);
+  for (let i = 0; i < 4_000; i++) {
+    pacer.report(A, { status: 200, ms: i < 60 ? 20 : 150, route: "doc" });
+    await pacer.pace(A);
+    c.t += 1;
+  }
+  assert.equal(pacer.hosts()[0].limitPerSecond, null, "slowed in its first 4 s");
+  // Past 5 s of answers, the host slowing down is the host's: slowed to 85% of what it serves.
+  const second = (ms: number) => {
+    for (let i = 0; i < 1_000; i++) (pacer.report(A, { status: 200, ms, route: "doc" }), c.t += 1);
+  };
+  second(20);
+  second(20);
+  second(600);
+  const [a] = pacer.hosts();
+  assert.match(a.reason ?? "", /^latency/);
+  // 85% of the answers counted over the last second (its window's buckets: 900-1,000 of them).
+  assert.ok(a.limitPerSecond! >= 0.85 * 900 && a.limitPerSecond! <= 850, JSON.stringify(a));
 });
 
 Deno.test("503s that come as often at a slower pace are the host's failures: the cut is undone", async () => {
@@ -162,7 +187,8 @@ Deno.test("503s that come as often at a slower pace are the host's failures: the
 Deno.test("documents slow whatever the pace (a hot range) slow it once, then not", async () => {
   const c = fakeClock();
   const pacer = new Pacer({ clock: c });
-  for (let i = 0; i < 100; i++) (await pacer.pace(A), pacer.report(A, ok), c.t += 10);
+  // Answered for 6 s first: latency counts once the host has answered for 5 s.
+  for (let i = 0; i < 100; i++) (await pacer.pace(A), pacer.report(A, ok), c.t += 60);
   // Only the hot documents are left: each takes a second, at any pace.
   const slow = { status: 200, ms: 1_000, route: "doc" };
   for (let i = 0; i < 15; i++) (await pacer.pace(A), pacer.report(A, slow), c.t += 10);

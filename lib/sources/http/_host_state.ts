@@ -91,6 +91,7 @@ export class HostState {
   spacing = new Spacing();
   sent = new SentWindow();
   served = new SentWindow(); // answers that did not push back, over the last second
+  servingSince: number | null = null; // the first such answer, epoch ms
   pushed = new SentWindow(); // answers that pushed back, over the last second
   // Over the last 10 s, the share that pushed back: what a cut on trial is judged against (over
   // one second it is at its highest when a pushback comes, which would pass chance for a cure).

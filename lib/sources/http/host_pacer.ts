@@ -7,7 +7,8 @@
  * A host's pace is learned (AIMD; the numbers are `HOST_PACE`'s). It is unlimited until the host
  * pushes back. A 429, 503 or 504 sets its rate to 70% of what it served over the last second (at
  * most one cut a second: answers to requests sent before a cut say nothing new); its document
- * latency (the median of the last 21) growing past 4x its usual, and by 100 ms, cuts it to 85%.
+ * latency (the median of the last 21) growing past 4x its usual, and by 100 ms, once the host has
+ * answered for 5 s (a start's ramp and first burst are not its pace), cuts it to 85%.
  * Every second its rate held a request back without pushback, it grows by 5% (25% once the host
  * was quiet for 10 s). A `Retry-After` holds the host: nothing is sent to it until then.
  *
@@ -224,6 +225,7 @@ export class Pacer {
       return;
     }
     if (!answered) return;
+    h.servingSince ??= now;
     h.served.add(now);
     h.served10.add(now);
     // Only documents are alike enough to compare: a listing page is rightly slower than a probe.
@@ -238,6 +240,7 @@ export class Pacer {
     // The usual creeps up (0.05% an answer) so that a lasting change becomes the usual.
     l.usual = Math.min(l.usual * 1.0005, m);
     if (l.samples < HOST_PACE.latencySamples) return;
+    if (now - h.servingSince < HOST_PACE.latencyWarmMs) return;
     if (m > HOST_PACE.latencyFactor * l.usual && m - l.usual > HOST_PACE.latencyMinMs) {
       const times = Math.round((m / Math.max(l.usual, 1)) * 10) / 10;
       this.#cut(h, now, { signal: "latency", route: outcome.route, atCut: m }, {
