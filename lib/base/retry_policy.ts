@@ -273,7 +273,8 @@ export const HOST_PACE = {
   latencyWarmMs: 5_000,
   /**
    * Answers over the last second below which pushback cuts nothing (too few to judge by: a host
-   * asked less often is slowed by each 429's own wait, `HTTP_RETRY.tooManyMinMs`).
+   * asked less often is slowed by each 429's own wait, `HTTP_RETRY.tooManyMinMs`), nor latency
+   * (a crawl just resumed after a pause, asked 5 a second, was slowed to 4.3 a second).
    */
   minAnswers: 50,
   /** A pushback cut is judged once the answers since would have held this many at its share... */

@@ -117,7 +117,7 @@ Deno.test("latency growing past 4x its usual slows the host; a few slow answers 
   const c = fakeClock();
   const pacer = new Pacer({ clock: c });
   // Answered for 6 s first: latency counts once the host has answered for 5 s.
-  for (let i = 0; i < 100; i++) (await pacer.pace(A), pacer.report(A, ok), c.t += 60);
+  for (let i = 0; i < 600; i++) (await pacer.pace(A), pacer.report(A, ok), c.t += 10);
   // Large documents answered in 3 s (a few in a row) move nothing.
   for (let i = 0; i < 5; i++) pacer.report(A, { status: 200, ms: 3_000, route: "doc" });
   assert.equal(pacer.hosts()[0].limitPerSecond, null);
@@ -155,6 +155,20 @@ Deno.test("latency growing in a crawl's first seconds (its first burst queuing) 
   assert.ok(a.limitPerSecond! >= 0.85 * 900 && a.limitPerSecond! <= 850, JSON.stringify(a));
 });
 
+Deno.test("a host asked a few times a second (a crawl just resumed, slow documents left) is not slowed by its latency", async () => {
+  const c = fakeClock();
+  const pacer = new Pacer({ clock: c });
+  for (let i = 0; i < 600; i++) (await pacer.pace(A), pacer.report(A, ok), c.t += 10);
+  c.t += 10_000; // paused
+  // Resumed: what is left are documents of a second each, 5 a second.
+  for (let i = 0; i < 50; i++) {
+    await pacer.pace(A);
+    pacer.report(A, { status: 200, ms: 1_000, route: "doc" });
+    c.t += 200;
+  }
+  assert.equal(pacer.hosts()[0].limitPerSecond, null, pacer.hosts()[0].reason ?? "");
+});
+
 Deno.test("503s that come as often at a slower pace are the host's failures: the cut is undone", async () => {
   const c = fakeClock();
   const pacer = new Pacer({ clock: c });
@@ -188,7 +202,7 @@ Deno.test("documents slow whatever the pace (a hot range) slow it once, then not
   const c = fakeClock();
   const pacer = new Pacer({ clock: c });
   // Answered for 6 s first: latency counts once the host has answered for 5 s.
-  for (let i = 0; i < 100; i++) (await pacer.pace(A), pacer.report(A, ok), c.t += 60);
+  for (let i = 0; i < 600; i++) (await pacer.pace(A), pacer.report(A, ok), c.t += 10);
   // Only the hot documents are left: each takes a second, at any pace.
   const slow = { status: 200, ms: 1_000, route: "doc" };
   for (let i = 0; i < 15; i++) (await pacer.pace(A), pacer.report(A, slow), c.t += 10);

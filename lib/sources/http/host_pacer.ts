@@ -8,7 +8,8 @@
  * pushes back. A 429, 503 or 504 sets its rate to 70% of what it served over the last second (at
  * most one cut a second: answers to requests sent before a cut say nothing new); its document
  * latency (the median of the last 21) growing past 4x its usual, and by 100 ms, once the host has
- * answered for 5 s (a start's ramp and first burst are not its pace), cuts it to 85%.
+ * answered for 5 s (a start's ramp and first burst are not its pace) and while it answers 50 a
+ * second or more (asked less, its latency is not our pace's doing), cuts it to 85%.
  * Every second its rate held a request back without pushback, it grows by 5% (25% once the host
  * was quiet for 10 s). A `Retry-After` holds the host: nothing is sent to it until then.
  *
@@ -241,6 +242,9 @@ export class Pacer {
     l.usual = Math.min(l.usual * 1.0005, m);
     if (l.samples < HOST_PACE.latencySamples) return;
     if (now - h.servingSince < HOST_PACE.latencyWarmMs) return;
+    // Asked this rarely (just resumed, or only slow documents left), the host is not slow
+    // because of our pace; a cut from this rate would be to a few a second.
+    if (h.served.perSecond(now) < HOST_PACE.minAnswers) return;
     if (m > HOST_PACE.latencyFactor * l.usual && m - l.usual > HOST_PACE.latencyMinMs) {
       const times = Math.round((m / Math.max(l.usual, 1)) * 10) / 10;
       this.#cut(h, now, { signal: "latency", route: outcome.route, atCut: m }, {
