@@ -265,9 +265,10 @@ export class HttpClient {
     await pacer?.pace(url);
     // One controller for the attempt: its timeout, and a short body's deadline (`readCapped`).
     const stop = new AbortController();
+    // (A timer past 2^31 - 1 ms would fire at once, as AbortSignal.timeout's does not.)
     const timer = setTimeout(
       () => stop.abort(new DOMException("Signal timed out.", "TimeoutError")),
-      timeoutMs,
+      Math.min(timeoutMs, 2 ** 31 - 1),
     );
     try {
       return await this.#hops(req, held, { url, timeoutMs, stop });
