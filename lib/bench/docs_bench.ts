@@ -133,6 +133,7 @@ async function byGet(per: number, dir: string, runs: number): Promise<(string | 
         return e.ms;
       },
       // What a user who raises the default (8 a shard, kept for npm's sake) gets: 256 in flight.
+      // The round's last step: it moves `round` on (the steps run in this order).
       wider: async () =>
         (await timeTask("tasks/crawl.ts", [
           "--source",

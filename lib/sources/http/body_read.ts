@@ -101,12 +101,12 @@ function readWithin<T>(
  */
 async function readQuick(
   res: Response,
-  o: { url: string; abort?: (reason: Error) => void },
+  o: { url: string; abort: (reason: Error) => void },
   declared: number,
 ): Promise<Uint8Array> {
   const withinMs = Math.max(SLOW_BODY.graceMs, (declared * 1000) / SLOW_BODY.minBytesPerSecond);
   const timer = setTimeout(() =>
-    o.abort?.(
+    o.abort(
       new SlowBodyError(
         `answer of ${redactUrl(o.url)} came too slowly: not its ${declared} bytes in ` +
           `${(withinMs / 1000).toFixed(1)} s`,
@@ -191,9 +191,11 @@ export async function readCapped(res: Response, o: BodyBounds): Promise<Uint8Arr
   const known = Number.isInteger(declared) && declared > 0;
   let taken = known ? declared : Math.min(maxBytes, large.overBytes);
   held.push(await gates.bytes.take(taken));
-  if (known && declared <= QUICK_BODY_BYTES && o.abort) return await readQuick(res, o, declared);
+  if (known && declared <= QUICK_BODY_BYTES && o.abort) {
+    return await readQuick(res, { url, abort: o.abort }, declared);
+  }
   // A declared length is read straight into one buffer (no second copy to join the parts).
-  const into = Number.isInteger(declared) && declared > 0 ? new Uint8Array(declared) : null;
+  const into = known ? new Uint8Array(declared) : null;
   const parts: Uint8Array[] = [];
   let size = 0;
   const reader = body.getReader();

@@ -241,17 +241,18 @@ export class Pacer {
     // The usual creeps up (0.05% an answer) so that a lasting change becomes the usual.
     l.usual = Math.min(l.usual * 1.0005, m);
     if (l.samples < HOST_PACE.latencySamples) return;
+    if (m <= HOST_PACE.latencyFactor * l.usual || m - l.usual <= HOST_PACE.latencyMinMs) return;
+    // Grown, but not our pace's doing: in the host's first seconds of answers (a start's first
+    // burst queues behind itself), or asked this rarely (just resumed, or only slow documents
+    // left: a cut from this rate would be to a few a second). Looked at only once it has grown:
+    // the served window is not counted on every answer.
     if (now - h.servingSince < HOST_PACE.latencyWarmMs) return;
-    // Asked this rarely (just resumed, or only slow documents left), the host is not slow
-    // because of our pace; a cut from this rate would be to a few a second.
     if (h.served.perSecond(now) < HOST_PACE.minAnswers) return;
-    if (m > HOST_PACE.latencyFactor * l.usual && m - l.usual > HOST_PACE.latencyMinMs) {
-      const times = Math.round((m / Math.max(l.usual, 1)) * 10) / 10;
-      this.#cut(h, now, { signal: "latency", route: outcome.route, atCut: m }, {
-        factor: HOST_PACE.latencyCutFactor,
-        reason: `latency ${times}x its usual`,
-      });
-    }
+    const times = Math.round((m / Math.max(l.usual, 1)) * 10) / 10;
+    this.#cut(h, now, { signal: "latency", route: outcome.route, atCut: m }, {
+      factor: HOST_PACE.latencyCutFactor,
+      reason: `latency ${times}x its usual`,
+    });
   }
 
   /** This pacer's cap and its hosts' paces; `only` keeps the hosts of those URLs. */
