@@ -93,6 +93,7 @@ export {
   getMirrorLocal,
   MAX_MIRROR_LOCALS,
   type MirrorChange,
+  mirrorChangesBefore,
   mirrorChangesSince,
   mirrorEntriesBetween,
   mirrorEntriesOf,

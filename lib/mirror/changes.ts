@@ -3,13 +3,21 @@
  * at its last change, as CouchDB's feed. `feed=normal` answers what is there; `longpoll` waits up
  * to `timeout` for a change after `since`; `continuous` streams rows as they come, a heartbeat line
  * every `heartbeat` ms, until `timeout` (60 s; with a heartbeat and no timeout, {@linkcode
- * MAX_FEED_MS}). Sequences are whole numbers; `since=now` is the head.
+ * MAX_FEED_MS}). Sequences are whole numbers; `since=now` is the head. `descending=true` (a normal
+ * feed only) reads newest first from the head, `since` ignored as CouchDB and PouchDB do, and its
+ * `last_seq` is the last row's: `descending=true&limit=1` is how a follower learns the head.
  *
  * @module
  */
 import type { Clock } from "../base/clock.ts";
 import { InputError } from "../base/errors.ts";
-import { crawlItems, type ExportedItem, mirrorChangesSince, mirrorHead } from "../engine/mod.ts";
+import {
+  crawlItems,
+  type ExportedItem,
+  mirrorChangesBefore,
+  mirrorChangesSince,
+  mirrorHead,
+} from "../engine/mod.ts";
 import { servedDoc } from "./mirror_docs.ts";
 
 /** What `_changes` was asked. */
@@ -21,6 +29,8 @@ export interface ChangesQuery {
   heartbeatMs: number | null;
   timeoutMs: number;
   docIds: Set<string> | null;
+  /** Newest first, from the head (`since` ignored). */
+  descending: boolean;
 }
 
 /** The longest a longpoll or continuous feed waits for or streams changes, ms. @default */
@@ -56,7 +66,10 @@ export function changesQuery(
     }
     docIds = new Set(raw);
   }
-  if (q("descending") === "true") throw new InputError("descending is not served by this mirror");
+  const descending = q("descending") === "true";
+  if (descending && feed !== "normal") {
+    throw new InputError("descending is served with feed=normal only");
+  }
   return {
     since: since === "now" ? "now" : Number(since),
     limit: num("limit"),
@@ -67,6 +80,7 @@ export function changesQuery(
     // reader asks again from the last_seq it was given).
     timeoutMs: Math.min(num("timeout") ?? (heartbeat === null ? 60_000 : MAX_FEED_MS), MAX_FEED_MS),
     docIds,
+    descending,
   };
 }
 
@@ -94,18 +108,24 @@ function rowOf(
   return r + "}";
 }
 
-/** The rows after `since` (at most `limit`), and the last sequence read. */
+/**
+ * The rows after `since` (at most `limit`), and the last sequence read; `descending`: the rows
+ * below `since` (null: from the head), newest first.
+ */
 async function rowsAfter(
   kv: Deno.Kv,
   crawlId: string,
-  since: number,
+  since: number | null,
   q: ChangesQuery,
   o: { docs: boolean; limit?: number },
-): Promise<{ rows: string[]; last: number }> {
+): Promise<{ rows: string[]; last: number | null }> {
   const picked: [number, { id: string; rev: string; deleted?: true }][] = [];
   let last = since;
   const limit = o.limit ?? Infinity;
-  for await (const [seq, c] of mirrorChangesSince(kv, crawlId, { since })) {
+  const log = q.descending
+    ? mirrorChangesBefore(kv, crawlId, { before: since })
+    : mirrorChangesSince(kv, crawlId, { since: since ?? 0 });
+  for await (const [seq, c] of log) {
     last = seq;
     if (q.docIds && !q.docIds.has(c.id)) continue;
     picked.push([seq, c]);
@@ -155,6 +175,7 @@ async function* changesChunks(
   q: ChangesQuery,
   o: { docs: boolean; clock: Clock; signal: AbortSignal },
 ): AsyncGenerator<Uint8Array> {
+  if (q.descending) return yield* descendingChunks(kv, crawlId, q, o);
   let since = q.since === "now" ? await mirrorHead(kv, crawlId) : q.since;
   const deadline = o.clock.now() + q.timeoutMs;
   if (q.feed !== "continuous") {
@@ -172,8 +193,8 @@ async function* changesChunks(
       if (rows.length > 0) yield enc.encode((first ? "" : ",\n") + rows.join(",\n"));
       first &&= rows.length === 0;
       left -= rows.length;
-      const moved = last > since;
-      since = last;
+      const moved = (last ?? since) > since;
+      since = last ?? since;
       if (!moved || left <= 0) break;
     }
     const head = await mirrorHead(kv, crawlId);
@@ -184,7 +205,7 @@ async function* changesChunks(
   let beat = o.clock.now();
   while (!o.signal.aborted && left > 0) {
     const { rows, last } = await rowsAfter(kv, crawlId, since, q, { docs: o.docs, limit: left });
-    since = last;
+    since = last ?? since;
     if (rows.length > 0) {
       yield enc.encode(rows.join("\n") + "\n");
       left -= rows.length;
@@ -200,4 +221,37 @@ async function* changesChunks(
     await waitPast(kv, crawlId, since, { clock: o.clock, deadline: until, signal: o.signal });
   }
   yield enc.encode(`{"last_seq":${since}}\n`);
+}
+
+/**
+ * A descending feed: newest first from the head, pages of the log until `limit` rows; `last_seq`
+ * is the last sequence read (0 for an empty log), `pending` the sequences below it still unread
+ * (0 once the log's start was read).
+ */
+async function* descendingChunks(
+  kv: Deno.Kv,
+  crawlId: string,
+  q: ChangesQuery,
+  o: { docs: boolean },
+): AsyncGenerator<Uint8Array> {
+  yield enc.encode(`{"results":[`);
+  let left = q.limit ?? Infinity;
+  let first = true;
+  let before: number | null = null;
+  let exhausted = false;
+  while (left > 0) {
+    const { rows, last } = await rowsAfter(kv, crawlId, before, q, { docs: o.docs, limit: left });
+    if (rows.length > 0) yield enc.encode((first ? "" : ",\n") + rows.join(",\n"));
+    first &&= rows.length === 0;
+    left -= rows.length;
+    if (last === null || last === before) {
+      exhausted = true;
+      break;
+    }
+    before = last;
+  }
+  const lastSeq = before ?? 0;
+  // Nothing read (limit=0): every sequence up to the head is still below.
+  const pending = exhausted ? 0 : before === null ? await mirrorHead(kv, crawlId) : lastSeq - 1;
+  yield enc.encode(`\n],"last_seq":${lastSeq},"pending":${pending}}\n`);
 }

@@ -199,6 +199,30 @@ Deno.test("mirror app: _changes in the mirror's own sequence; twice adds nothing
     assert.equal(Number.parseInt(tomb), Number.parseInt(rev) + 1);
     const last = JSON.parse((await m.get("/db/_changes?since=300")).body).results;
     assert.deepEqual(last, [{ seq: 301, id: gone, changes: [{ rev: tomb }], deleted: true }]);
+    // Newest first from the head, since ignored (as CouchDB and PouchDB): limit=1 is the head.
+    const seqs = (body: string) => JSON.parse(body).results.map((r: { seq: number }) => r.seq);
+    const head = JSON.parse((await m.get("/db/_changes?descending=true&limit=1")).body);
+    assert.deepEqual([seqs(JSON.stringify(head)), head.last_seq, head.pending], [[301], 301, 300]);
+    assert.deepEqual(seqs((await m.get("/db/_changes?descending=true&since=5&limit=3")).body), [
+      301,
+      300,
+      299,
+    ]);
+    const down = JSON.parse((await m.get("/db/_changes?descending=true")).body);
+    const up = JSON.parse((await m.get("/db/_changes")).body);
+    assert.deepEqual(down.results, up.results.toReversed());
+    assert.deepEqual([down.results.length, down.last_seq, down.pending], [300, 1, 0]);
+    assert.ok(!seqs(JSON.stringify(down)).includes(43), "the deleted id's older entry is gone");
+    const picked = JSON.parse(
+      (await m.get("/db/_changes?descending=true&filter=_doc_ids", {
+        method: "POST",
+        body: JSON.stringify({ doc_ids: [m.keys[7], m.keys[100]] }),
+      })).body,
+    );
+    assert.deepEqual(picked.results.map((r: { id: string }) => r.id), [m.keys[100], m.keys[7]]);
+    const refused = await m.get("/db/_changes?descending=true&feed=longpoll");
+    assert.equal(refused.status, 400);
+    assert.match(JSON.parse(refused.body).reason, /descending is served with feed=normal only/);
     // The store still holds it (only the sink was told): open_revs asks for the tombstone.
     const bulk = JSON.parse(
       (await m.get("/db/_bulk_get?revs=true", {

@@ -161,6 +161,23 @@ export async function* mirrorChangesSince(
   ) yield [e.key[2] as number, e.value];
 }
 
+/**
+ * The log newest first, entries below `before` (null: from the head), at most `limit` entries:
+ * `[seq, change]`. What `_changes?descending=true` reads.
+ */
+export async function* mirrorChangesBefore(
+  kv: Deno.Kv,
+  crawlId: string,
+  o: { before: number | null; limit?: number },
+): AsyncGenerator<[number, MirrorChange]> {
+  const selector = o.before === null
+    ? { prefix: keys.mirrorSeqs(crawlId) }
+    : { prefix: keys.mirrorSeqs(crawlId), end: keys.mirrorSeq(crawlId, o.before) };
+  for await (
+    const e of kv.list<MirrorChange>(selector, { limit: o.limit, batchSize: 500, reverse: true })
+  ) yield [e.key[2] as number, e.value];
+}
+
 /** An id's last change, or null. */
 export async function mirrorEntry(
   kv: Deno.Kv,
