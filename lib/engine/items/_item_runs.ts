@@ -9,7 +9,7 @@ import { compareKeys } from "../../plan/keys.ts";
 import { blockHolding } from "./item_blocks.ts";
 import { type BlockRow, decodeBlock } from "./_block_codec.ts";
 import { decodeItem, idKeyPart } from "./_item_codec.ts";
-import { keys, partOfKey, utf8Length } from "../store/mod.ts";
+import { getEntries, keys, partOfKey, utf8Length } from "../store/mod.ts";
 
 /** An exported item: the record with its id and its document reassembled as JSON text. */
 export interface ExportedItem {
@@ -149,7 +149,11 @@ export async function* merge(
   a: AsyncGenerator<Run>,
   b: AsyncGenerator<Run>,
   dir: 1 | -1 = 1,
+  by: "part" | "id" = "part",
 ): AsyncGenerator<Run> {
+  const order = by === "part"
+    ? (x: Run, i: number, y: Run, j: number) => comparePart(x.parts[i], y.parts[j])
+    : (x: Run, i: number, y: Run, j: number) => compareKeys(x.items[i].id, y.items[j].id);
   const side = (g: AsyncGenerator<Run>) => ({ g, run: null as Run | null, at: 0, done: false });
   const x = side(a);
   const y = side(b);
@@ -174,11 +178,51 @@ export async function* merge(
     const rx = x.run!;
     const ry = y.run!;
     while (x.at < rx.items.length && y.at < ry.items.length) {
-      const s = comparePart(rx.parts[x.at], ry.parts[y.at]) * dir <= 0 ? x : y;
+      const s = order(rx, x.at, ry, y.at) * dir <= 0 ? x : y;
       out.items.push(s.run!.items[s.at]);
       out.parts.push(s.run!.parts[s.at++]);
     }
     yield out;
+  }
+}
+
+/**
+ * The items under byte-string key parts (ids KV cannot hold as string keys: ill-formed UTF-16, or
+ * too long) whose ids fall in `[from, to)` (null: open), by id (`reverse`: last first). KV sorts
+ * those parts before every string, not where their ids sort, so their ids are read first (the
+ * records alone, no chunks) and sorted, then their records read again a thousand at a time.
+ */
+export async function* byteKeyRuns(
+  kv: Deno.Kv,
+  crawlId: string,
+  r: { from: string | null; to: string | null; bare: boolean; reverse: boolean },
+): AsyncGenerator<Run> {
+  const found: Run = { items: [], parts: [] };
+  const region = { prefix: keys.items(crawlId), end: keys.item(crawlId, "") };
+  for await (const e of kv.list<Uint8Array>(region, { batchSize: 1000 })) {
+    const it = toItem(e, true);
+    if (r.from !== null && compareKeys(it.id, r.from) < 0) continue;
+    if (r.to !== null && compareKeys(it.id, r.to) >= 0) continue;
+    found.items.push(it);
+    found.parts.push(partOfKey(e.key) as Part);
+  }
+  const dir = r.reverse ? -1 : 1;
+  const at = found.items.map((_, i) => i)
+    .sort((i, j) => compareKeys(found.items[i].id, found.items[j].id) * dir);
+  for (let i = 0; i < at.length; i += 1000) {
+    const run: Run = {
+      items: at.slice(i, i + 1000).map((k) => found.items[k]),
+      parts: at.slice(i, i + 1000).map((k) => found.parts[k]),
+    };
+    if (!r.bare) {
+      const got = await getEntries<Uint8Array>(kv, run.parts.map((p) => keys.item(crawlId, p)));
+      const full = got.flatMap((e) =>
+        e.value === null ? [] : [toItem(e as Deno.KvEntry<Uint8Array>)]
+      );
+      run.items = full;
+      run.parts = got.flatMap((e) => e.value === null ? [] : [partOfKey(e.key) as Part]);
+    }
+    if (run.items.length > 0) yield run;
   }
 }
 

@@ -12,6 +12,7 @@ import { getEntries, keys, partOfKey } from "../store/mod.ts";
 import {
   blockItems,
   blockRuns,
+  byteKeyRuns,
   type ExportedItem,
   finish,
   merge,
@@ -23,8 +24,9 @@ import {
 
 /**
  * The items the crawl stores in `[from, to)` (null: open), in key order (`descending`: last key
- * first), in batches of at most 1,000 (documents read back). Ids KV cannot hold as string keys
- * (ill-formed UTF-16) are only read with an open start, where they sort.
+ * first), in batches of at most 1,000 (documents read back). Ids KV holds under byte-string keys
+ * (ill-formed UTF-16, or over 1,900 bytes) come where their ids sort too: every call reads those
+ * ids (not their documents) to sort them, cheap while a crawl has few.
  */
 export async function* itemsBetween(
   kv: Deno.Kv,
@@ -64,11 +66,15 @@ async function* runsBetween(
   // Blocks from the one holding `from` (its first row may sort below it).
   const holding = plain(from) === undefined ? null : await blockHolding(kv, crawlId, from!);
   const blockFrom = holding ? partOfKey(holding.entry.key) as string : plain(from);
-  const gen = merge(
-    recordRuns(kv, crawlId, { from: plain(from), to: plain(to), bare, reverse }),
+  const dir = reverse ? -1 : 1;
+  // Records under string parts only (from "": KV sorts byte-string parts before every string);
+  // those under byte-string parts come sorted by id from their own read and merge in by id.
+  const strings = merge(
+    recordRuns(kv, crawlId, { from: plain(from) ?? "", to: plain(to), bare, reverse }),
     blockRuns(kv, crawlId, { from: blockFrom, to: plain(to), bare, reverse }),
-    reverse ? -1 : 1,
+    dir,
   );
+  const gen = merge(strings, byteKeyRuns(kv, crawlId, { from, to, bare, reverse }), dir, "id");
   for await (const run of gen) {
     const items = run.items.filter((it) => inRange(it.id));
     if (items.length > 0) yield items;

@@ -347,11 +347,10 @@ Deno.test("blocks: items read by id, counted between keys and read last key firs
       null,
     ]]
   ) {
-    const inRange = ids.filter((k) =>
+    // Ids KV cannot hold as string keys (byte keys, first in the export) come where they sort.
+    const want = [...ids].sort(compareKeys).filter((k) =>
       (from === null || compareKeys(k, from) >= 0) && (to === null || compareKeys(k, to) < 0)
     );
-    // Ids KV cannot hold as string keys (byte keys) are read only with an open start.
-    const want = from === null ? inRange : inRange.filter((k) => !odd.includes(k));
     const up: string[] = [];
     for await (const b of itemsBetween(kv, id, { from, to })) up.push(...b.map((it) => it.id));
     const down: string[] = [];
