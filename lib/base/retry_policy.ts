@@ -62,8 +62,18 @@ export const DOCUMENT_RETRY = {
  * shard or the feed.
  */
 export const PENDING_DOCS = {
-  /** First pause before a pending document is asked again, in milliseconds (then doubled). */
+  /**
+   * First pause before a pending document is asked again, in milliseconds (then doubled), when it
+   * is asked conditionally (`If-None-Match` with the ETag it was served with: a 304 costs no body).
+   */
   firstPauseMs: 1_000,
+  /**
+   * First pause, in milliseconds (then doubled), before a pending document with no ETag to ask
+   * with is asked again: a 404 for a package just published (an ask no validator can make
+   * conditional), or a host that sends none. Each such ask costs a whole answer; npm's followers
+   * wait 10 s for a new package.
+   */
+  unconditionalFirstPauseMs: 10_000,
   /** Longest pause between two asks of one document, in milliseconds. */
   maxPauseMs: 60_000,
   /**

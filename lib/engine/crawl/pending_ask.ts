@@ -5,7 +5,8 @@
  * asks each again — with `If-None-Match` and the ETag it was served with, so that a host still
  * serving the same thing answers 304 with no body — and commits what came back: the document at
  * the item's revision (or a later one) lands; still behind, it is asked again after a longer pause
- * (1 s doubling to 60 s); still behind after `PENDING_DOCS.windowMs` (10 min, past a CDN's
+ * (1 s doubling to 60 s; from 10 s for one with no ETag to ask with, a 404 for a package just
+ * published, whose every ask costs a whole answer); still behind after `PENDING_DOCS.windowMs` (10 min, past a CDN's
  * `max-age` of 5 min) it is recorded as the item's error with its reason, and asked again every
  * hour (the item takes the document when it comes). Nothing here holds a
  * page, a shard or the feed; a pass is bounded (`passLimit` documents, `concurrency` at once).

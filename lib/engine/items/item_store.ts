@@ -306,13 +306,19 @@ export interface PendingDoc {
 
 /**
  * When a pending document with `tries` asks behind it is asked next, from `nowMs`: after a pause
- * doubling from `firstPauseMs` to at most `maxPauseMs`; past the window (`expired`), an hour on.
+ * doubling to at most `maxPauseMs`, from `firstPauseMs` when it has an `etag` to ask with (a 304
+ * is cheap) and from `unconditionalFirstPauseMs` when not (a 404 for a new package); past the
+ * window (`expired`), an hour on.
  */
-export function nextAskMs(nowMs: number, doc: { tries: number; expired?: true }): number {
-  return nowMs + (doc.expired ? PENDING_DOCS.afterWindowEveryMs : Math.min(
-    PENDING_DOCS.maxPauseMs,
-    PENDING_DOCS.firstPauseMs * 2 ** Math.min(doc.tries, 20),
-  ));
+export function nextAskMs(
+  nowMs: number,
+  doc: { tries: number; expired?: true; etag?: string },
+): number {
+  if (doc.expired) return nowMs + PENDING_DOCS.afterWindowEveryMs;
+  const first = doc.etag === undefined
+    ? PENDING_DOCS.unconditionalFirstPauseMs
+    : PENDING_DOCS.firstPauseMs;
+  return nowMs + Math.min(PENDING_DOCS.maxPauseMs, first * 2 ** Math.min(doc.tries, 20));
 }
 
 /**
@@ -329,7 +335,7 @@ export function pendingWrite(
     id: item.id,
     rev: item.rev,
     sinceMs: nowMs,
-    nextMs: nextAskMs(nowMs, { tries: 0 }),
+    nextMs: nextAskMs(nowMs, { tries: 0, etag: item.etag }),
     tries: 0,
     ...(item.etag !== undefined ? { etag: item.etag } : {}),
   };

@@ -25,7 +25,7 @@ const BEHIND: DocResult = {
 };
 
 /** A crawl "t" with documents, items a and b pending at 2-new, and a host answering `answer`. */
-async function setup(answer: (id: string, o: DocOptions) => DocResult) {
+async function setup(answer: (id: string, o: DocOptions) => DocResult, first = BEHIND) {
   const kv = await Deno.openKv(":memory:");
   const inner = new MemorySource(dataOf(["a", "b"]));
   const asked: { id: string; ifNoneMatch?: string }[] = [];
@@ -38,8 +38,8 @@ async function setup(answer: (id: string, o: DocOptions) => DocResult) {
   const { crawl } = await begin(kv, inner, spec({ docs: true }));
   const clock = new FakeClock();
   await writeItems(kv, crawl.id, [
-    { id: "a", rev: "2-new", doc: BEHIND },
-    { id: "b", rev: "2-new", doc: BEHIND },
+    { id: "a", rev: "2-new", doc: first },
+    { id: "b", rev: "2-new", doc: first },
   ], { nowMs: clock.now() });
   const pass = () => askPendingDocs(ctxOf(kv, source, { clock, maxDocBytes: 1 << 20 }), crawl);
   return { kv, crawl, clock, asked, pass };
@@ -89,6 +89,36 @@ Deno.test("pending docs: asked again with the ETag seen, a 304 waits longer, the
     let entries = 0;
     for await (const _ of kv.list({ prefix: keys.pendingDocs(crawl.id) })) entries++;
     assert.equal(entries, 0);
+  } finally {
+    kv.close();
+  }
+});
+
+Deno.test("pending docs: a 404 for a new package (no ETag to ask with) waits 10 s, then a pause doubling from it, and lands", async () => {
+  const NEW: DocResult = { kind: "error", status: 404, reason: "not found", later: true };
+  let current = false;
+  const { kv, clock, asked, pass } = await setup(
+    (id) =>
+      current ? { kind: "doc", json: `{"_id":"${id}","_rev":"2-new"}`, docRev: "2-new" } : NEW,
+    NEW,
+  );
+  try {
+    assert.equal((await pass()).nextMs, clock.now() + PENDING_DOCS.unconditionalFirstPauseMs);
+    await clock.advance(PENDING_DOCS.firstPauseMs);
+    assert.equal((await pass()).asked, 0, "not at the conditional pause");
+    await clock.advance(PENDING_DOCS.unconditionalFirstPauseMs - PENDING_DOCS.firstPauseMs);
+    let p = await pass();
+    assert.deepEqual([p.pending, p.asked, p.notModified], [2, 2, 0]);
+    assert.deepEqual(
+      asked.map((a) => a.ifNoneMatch),
+      [undefined, undefined],
+      "nothing to ask with",
+    );
+    assert.equal(p.nextMs, clock.now() + 2 * PENDING_DOCS.unconditionalFirstPauseMs);
+    current = true;
+    await clock.advance(2 * PENDING_DOCS.unconditionalFirstPauseMs);
+    p = await pass();
+    assert.deepEqual([p.pending, p.asked, p.landed], [0, 2, 2]);
   } finally {
     kv.close();
   }
