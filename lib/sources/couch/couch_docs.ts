@@ -43,6 +43,7 @@ export interface CouchDocsOptions {
 /** Fetches documents by id (see the module comment). */
 export class CouchDocs {
   #o: CouchDocsOptions;
+  #base: URL | null = null;
 
   /** Fetches with `options`; nothing is requested until asked. */
   constructor(options: CouchDocsOptions) {
@@ -146,7 +147,7 @@ export class CouchDocs {
     if (id === "." || id === ".." || !id.isWellFormed()) return null;
     const url = `${this.#o.docsUrl}/${encodeURIComponent(id)}`;
     if (url.length > MAX_DOC_URL) return null;
-    const base = new URL(this.#o.docsUrl + "/");
+    const base = this.#base ??= new URL(this.#o.docsUrl + "/");
     const parsed = new URL(url);
     return parsed.origin === base.origin && parsed.pathname.startsWith(base.pathname) ? url : null;
   }

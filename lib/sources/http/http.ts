@@ -240,22 +240,22 @@ export class HttpClient {
   /** One attempt, timed for `onExchange`. */
   async #exchange(req: HttpRequest, held: (() => void)[]): Promise<HttpAnswer> {
     const t = performance.now();
+    const url = new URL(req.url);
     let status = 0;
     try {
-      const answer = await this.#attempt(req, held);
+      const answer = await this.#attempt(req, held, url);
       status = answer.status;
       return answer;
     } catch (err) {
       status = (err as TransientError).status ?? 0;
       throw err;
     } finally {
-      this.#o.onExchange?.({ route: routeOf(new URL(req.url)), status, ms: performance.now() - t });
+      this.#o.onExchange?.({ route: routeOf(url), status, ms: performance.now() - t });
     }
   }
 
-  /** One attempt, following allowed redirects. */
-  async #attempt(req: HttpRequest, held: (() => void)[]): Promise<HttpAnswer> {
-    const url = new URL(req.url);
+  /** One attempt at `url` (`req.url`, parsed), following allowed redirects. */
+  async #attempt(req: HttpRequest, held: (() => void)[], url: URL): Promise<HttpAnswer> {
     const timeoutMs = req.timeoutMs ?? this.#o.timeoutMs;
     const pacer = this.#o.pacer;
     const breaker = pacer?.breaker;
