@@ -36,7 +36,7 @@ import {
   pauseLine,
 } from "../lib/sources/http/mod.ts";
 import { quietWhileFailing } from "../lib/cli/outage_log.ts";
-import { SINK_FORMS } from "../lib/sinks/mod.ts";
+import { checkSinkRef, SINK_FORMS } from "../lib/sinks/mod.ts";
 import { openSinks } from "../lib/cli/run_sinks.ts";
 import {
   ESTIMATE_SAMPLE,
@@ -266,6 +266,15 @@ runMain(async () => {
   const spec = specFromFlags(asked, given ?? "demo:npm-names", { shards: plan?.shards.length });
   if (plan) checkPlanOrigin(plan.origin, { sourceUrl: spec.source, view: spec.view }, f.plan);
   const kvPath = f.kv ?? "crawl.kv";
+  // What the command line says is read in full before any work starts (the demo registry too).
+  const headers = (f.header ?? []).map(parseHeader);
+  for (const ref of f.sink ?? []) {
+    try {
+      checkSinkRef(ref);
+    } catch (err) {
+      throw new UsageError((err as Error).message, { cause: err });
+    }
+  }
   const demo = given === undefined ? await startDemo(log) : undefined;
   log(`crawling ${given ? redactUrl(given) : spec.source} into ${kvPath}`);
   // Ctrl-C or SIGTERM: stop following, or stop the crawl letting its shards go at once (the
@@ -301,7 +310,7 @@ runMain(async () => {
       signal: interrupt.signal,
       sourceOptions: {
         maxAttempts,
-        headers: (f.header ?? []).map(parseHeader),
+        headers,
         pacer,
         ...(redirects === "any" ? { allowRedirect: (t: URL) => /^https?:$/.test(t.protocol) } : {}),
       },

@@ -7,7 +7,7 @@
 import { PermanentError } from "../base/errors.ts";
 import type { Sink } from "../engine/mod.ts";
 import { parsePostgresSink, postgresSink } from "./postgres_sink.ts";
-import { sqliteSink } from "./sqlite_sink.ts";
+import { parseSqliteSink, sqliteSink } from "./sqlite_sink.ts";
 import type { SinkTableOptions } from "./sink_table.ts";
 
 /** A sink opened from its reference. */
@@ -54,7 +54,27 @@ export function openSink(ref: string, o: SinkTableOptions = {}): OpenedSink {
     parsePostgresSink(ref);
     return postgresSink(ref, o);
   }
-  throw new PermanentError(
+  throw notASink(ref);
+}
+
+/**
+ * Checks what `ref` names without opening anything (no file made, no server asked): what a command
+ * line is read for before any work starts. {@linkcode openSink} still checks the rest.
+ * @throws PermanentError when `ref` is no sink, or its path, URL or table is malformed.
+ *
+ * @example
+ * ```ts
+ * checkSinkRef("sqlite:npm.db#packages"); // fine
+ * ```
+ */
+export function checkSinkRef(ref: string): void {
+  if (ref.startsWith("sqlite:")) parseSqliteSink(ref);
+  else if (/^postgres(ql)?:/.test(ref)) parsePostgresSink(ref);
+  else throw notASink(ref);
+}
+
+function notASink(ref: string): PermanentError {
+  return new PermanentError(
     `--sink ${ref.replace(/\/\/[^@/]*@/, "//…@")}: a sink is ${SINK_FORMS}`,
   );
 }

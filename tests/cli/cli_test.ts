@@ -318,6 +318,32 @@ Deno.test("cli: a plan file made for another registry is refused before anything
   }
 });
 
+Deno.test("cli: a malformed --header or --sink is the only line, before any work: no demo registry, no KV file, no sink file", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const cases: [string[], RegExp][] = [
+      [["--header", "nocolon"], /^error: --header must be 'Name: value'/],
+      [["--sink", "mysql://u:sekret@h/x"], /^error: --sink mysql:\/\/…@h\/x: a sink is sqlite:/],
+      [["--sink", `sqlite:${dir}/s.db#no-dash`], /^error: --sink sqlite:.*the table must be/],
+      [
+        ["--sink", "postgres://u:sekret@/x"],
+        /^error: --sink postgres:\/\/u:\*\*\*@\/x is not a URL/,
+      ],
+    ];
+    for (const [flags, re] of cases) {
+      const res = await run("tasks/crawl.ts", [...flags, "--kv", `${dir}/c.kv`]);
+      assert.equal(res.code, 2, res.stderr);
+      assert.equal(res.stderr.split("\n").length, 1, res.stderr);
+      assert.match(res.stderr, re);
+      assert.ok(!res.stderr.includes("sekret"), res.stderr);
+      assert.equal(res.stdout, "");
+    }
+    assert.deepEqual(await Array.fromAsync(Deno.readDir(dir)), [], "nothing made");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
 Deno.test("cli: more shards than items is the user's input: exit 2, one error line, no progress line", async () => {
   const reg = await spawnRegistry(["--synthetic", "50"]);
   const dir = await Deno.makeTempDir();
