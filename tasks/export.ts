@@ -13,6 +13,8 @@ import { exportNdjson } from "../lib/cli/export.ts";
 import { exportParquet, exportSqlite } from "../lib/cli/export_table.ts";
 import { readStoredKv } from "../lib/cli/kv_file.ts";
 import { chooseCrawl } from "../lib/cli/crawl_list.ts";
+import { tableProblem } from "../lib/sinks/mod.ts";
+import { dirname, resolve } from "node:path";
 
 const FLAGS = {
   kv: {
@@ -79,6 +81,9 @@ runMain(async () => {
   if (f.table !== undefined && format !== "sqlite") {
     throw new UsageError("--table names the table of --format sqlite");
   }
+  const badTable = f.table === undefined ? null : tableProblem(f.table);
+  if (badTable !== null) throw new UsageError(`--table: ${badTable}`);
+  if (f.out !== undefined) await folderOf(f.out);
   return await readStoredKv(path, async (kv) => {
     const crawl = await chooseCrawl(kv, path, f["crawl-id"]);
     const id = crawl.id;
@@ -106,6 +111,13 @@ runMain(async () => {
     return 0;
   });
 });
+
+/** `--out`'s folder must be there (the file itself must not: each format checks that). */
+async function folderOf(out: string): Promise<void> {
+  const folder = dirname(resolve(out));
+  const there = await Deno.stat(folder).catch(() => null);
+  if (!there?.isDirectory) throw new UsageError(`--out ${out}: no folder ${folder} to write in`);
+}
 
 /**
  * Runs `write` on where NDJSON goes: stdout, or a new file (one that is there is never written

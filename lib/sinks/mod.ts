@@ -21,4 +21,5 @@ export {
   STATE_COLUMNS,
   STATE_TABLE,
   tableForCrawl,
+  tableProblem,
 } from "./sink_table.ts";

@@ -117,17 +117,24 @@ export const STATE_COLUMNS = [
 
 const TABLE = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 
-/** `table` when it is a table name a sink takes (letters, digits and _, up to 63, not a digit first). */
-export function checkTable(ref: string, table: string): string {
+/**
+ * What is wrong with `table` as a sink's table name (letters, digits and _, up to 63, not a digit
+ * first, not the sinks' own table), or null when nothing is.
+ */
+export function tableProblem(table: string): string | null {
   if (!TABLE.test(table)) {
-    throw new PermanentError(
-      `--sink ${ref}: the table must be letters, digits and _ (up to 63, not a digit first), ` +
-        `got ${table}`,
-    );
+    return `the table must be letters, digits and _ (up to 63, not a digit first), got ${table}`;
   }
   if (table.toLowerCase() === STATE_TABLE) {
-    throw new PermanentError(`--sink ${ref}: ${STATE_TABLE} is the sinks' own table; name another`);
+    return `${STATE_TABLE} is the sinks' own table; name another`;
   }
+  return null;
+}
+
+/** `table` when it is a table name a sink takes (see {@linkcode tableProblem}). */
+export function checkTable(ref: string, table: string): string {
+  const why = tableProblem(table);
+  if (why !== null) throw new PermanentError(`--sink ${ref}: ${why}`);
   return table;
 }
 

@@ -126,6 +126,25 @@ Deno.test({
       assert.match(noOut.stderr, /--format parquet needs --out FILE/);
       const badTable = await runTask("export", ["--kv", kv, "--table", "t", "--out", `${dir}/y`]);
       assert.match(badTable.stderr, /--table names the table of --format sqlite/);
+      // A table no sink takes, and a folder that is not there: one line, exit 2, nothing made.
+      const sqlite = ["--kv", kv, "--format", "sqlite"];
+      const digit = await runTask("export", [...sqlite, "--out", `${dir}/z.db`, "--table", "1t"]);
+      assert.equal(digit.code, 2, digit.stderr);
+      assert.equal(
+        digit.stderr.trimEnd(),
+        "error: --table: the table must be letters, digits and _ (up to 63, not a digit first), " +
+          "got 1t",
+      );
+      for (const format of ["ndjson", "parquet", "sqlite"]) {
+        const out = `${dir}/none/x.${format}`;
+        const nowhere = await runTask("export", ["--kv", kv, "--format", format, "--out", out]);
+        assert.equal(nowhere.code, 2, nowhere.stderr);
+        assert.equal(
+          nowhere.stderr.trimEnd(),
+          `error: --out ${out}: no folder ${dir}/none to write in`,
+        );
+      }
+      assert.ok(!await Deno.stat(`${dir}/z.db`).catch(() => null), "no file made");
     } finally {
       await reg.close();
       await Deno.remove(dir, { recursive: true });
