@@ -188,39 +188,35 @@ export async function* merge(
 
 /**
  * The items under byte-string key parts (ids KV cannot hold as string keys: ill-formed UTF-16, or
- * too long) whose ids fall in `[from, to)` (null: open), by id (`reverse`: last first). KV sorts
- * those parts before every string, not where their ids sort, so their ids are read first (the
- * records alone, no chunks) and sorted, then their records read again a thousand at a time.
+ * too long) whose ids `keep` takes, by id (`reverse`: last first). KV sorts those parts before
+ * every string, not where their ids sort, so their ids are read first (the records alone, no
+ * chunks) and sorted, then their records read again a thousand at a time.
  */
 export async function* byteKeyRuns(
   kv: Deno.Kv,
   crawlId: string,
-  r: { from: string | null; to: string | null; bare: boolean; reverse: boolean },
+  r: { keep: (id: string) => boolean; bare: boolean; reverse: boolean },
 ): AsyncGenerator<Run> {
-  const found: Run = { items: [], parts: [] };
+  const found: { item: Pending; part: Part }[] = [];
   const region = { prefix: keys.items(crawlId), end: keys.item(crawlId, "") };
   for await (const e of kv.list<Uint8Array>(region, { batchSize: 1000 })) {
-    const it = toItem(e, true);
-    if (r.from !== null && compareKeys(it.id, r.from) < 0) continue;
-    if (r.to !== null && compareKeys(it.id, r.to) >= 0) continue;
-    found.items.push(it);
-    found.parts.push(partOfKey(e.key) as Part);
+    const item = toItem(e, true);
+    if (r.keep(item.id)) found.push({ item, part: partOfKey(e.key) as Part });
   }
   const dir = r.reverse ? -1 : 1;
-  const at = found.items.map((_, i) => i)
-    .sort((i, j) => compareKeys(found.items[i].id, found.items[j].id) * dir);
-  for (let i = 0; i < at.length; i += 1000) {
-    const run: Run = {
-      items: at.slice(i, i + 1000).map((k) => found.items[k]),
-      parts: at.slice(i, i + 1000).map((k) => found.parts[k]),
-    };
-    if (!r.bare) {
-      const got = await getEntries<Uint8Array>(kv, run.parts.map((p) => keys.item(crawlId, p)));
-      const full = got.flatMap((e) =>
-        e.value === null ? [] : [toItem(e as Deno.KvEntry<Uint8Array>)]
-      );
-      run.items = full;
-      run.parts = got.flatMap((e) => e.value === null ? [] : [partOfKey(e.key) as Part]);
+  found.sort((a, b) => compareKeys(a.item.id, b.item.id) * dir);
+  for (let i = 0; i < found.length; i += 1000) {
+    const batch = found.slice(i, i + 1000);
+    const run: Run = { items: [], parts: [] };
+    if (r.bare) {
+      for (const f of batch) (run.items.push(f.item), run.parts.push(f.part));
+    } else {
+      const got = await getEntries<Uint8Array>(kv, batch.map((f) => keys.item(crawlId, f.part)));
+      for (const e of got) {
+        if (e.value === null) continue; // deleted meanwhile
+        run.items.push(toItem(e as Deno.KvEntry<Uint8Array>));
+        run.parts.push(partOfKey(e.key) as Part);
+      }
     }
     if (run.items.length > 0) yield run;
   }

@@ -74,7 +74,7 @@ async function* runsBetween(
     blockRuns(kv, crawlId, { from: blockFrom, to: plain(to), bare, reverse }),
     dir,
   );
-  const gen = merge(strings, byteKeyRuns(kv, crawlId, { from, to, bare, reverse }), dir, "id");
+  const gen = merge(strings, byteKeyRuns(kv, crawlId, { keep: inRange, bare, reverse }), dir, "id");
   for await (const run of gen) {
     const items = run.items.filter((it) => inRange(it.id));
     if (items.length > 0) yield items;
