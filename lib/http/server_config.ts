@@ -8,7 +8,7 @@
 import { isAllowedSource, parseAllowedSources } from "./auth.ts";
 import { UsageError } from "../base/errors.ts";
 import { SINK_NAME_PATTERN, SPEC_DEFAULTS, SPEC_LIMITS } from "../base/spec.ts";
-import { parsePostgresSink, parseSqliteSink, SINK_FORMS } from "../sinks/mod.ts";
+import { parseSinkRef, SINK_FORMS } from "../sinks/mod.ts";
 import { redactUrl } from "../base/redact.ts";
 import {
   DEFAULT_WORKERS,
@@ -145,14 +145,11 @@ export function parseSinks(raw: string | undefined): { name: string; ref: string
     }
     if (out.some((s) => s.name === name)) throw new UsageError(`SINKS: ${name} is named twice`);
     try {
-      const table = ref.startsWith("sqlite:")
-        ? parseSqliteSink(ref).table
-        : /^postgres(ql)?:/.test(ref)
-        ? parsePostgresSink(ref).table
-        : (() => {
-          throw new UsageError(`a sink is ${SINK_FORMS.replaceAll("#table", "")}`);
-        })();
-      if (table !== null) {
+      const parsed = parseSinkRef(ref);
+      if (parsed === null) {
+        throw new UsageError(`a sink is ${SINK_FORMS.replaceAll("#table", "")}`);
+      }
+      if (parsed.table !== null) {
         throw new UsageError("names no #table: each crawl gets its own, named after it");
       }
     } catch (err) {

@@ -6,7 +6,7 @@
  *
  * @module
  */
-export { checkSinkRef, type OpenedSink, openSink, SINK_FORMS } from "./open_sink.ts";
+export { checkSinkRef, type OpenedSink, openSink, parseSinkRef, SINK_FORMS } from "./open_sink.ts";
 export {
   parsePostgresSink,
   PG_CONNECT_TIMEOUT_S,

@@ -39,7 +39,9 @@ export const SINK_FORMS = "sqlite:PATH#table or postgres://USER:PASSWORD@HOST/DB
  * ```
  */
 export function openSink(ref: string, o: SinkTableOptions = {}): OpenedSink {
-  if (ref.startsWith("sqlite:")) {
+  const kind = parseSinkRef(ref)?.kind;
+  if (kind === undefined) throw notASink(ref);
+  if (kind === "sqlite") {
     const s = sqliteSink(ref, o);
     return {
       name: s.name,
@@ -50,11 +52,7 @@ export function openSink(ref: string, o: SinkTableOptions = {}): OpenedSink {
       close: () => Promise.resolve(s.close()),
     };
   }
-  if (/^postgres(ql)?:/.test(ref)) {
-    parsePostgresSink(ref);
-    return postgresSink(ref, o);
-  }
-  throw notASink(ref);
+  return postgresSink(ref, o);
 }
 
 /**
@@ -68,9 +66,22 @@ export function openSink(ref: string, o: SinkTableOptions = {}): OpenedSink {
  * ```
  */
 export function checkSinkRef(ref: string): void {
-  if (ref.startsWith("sqlite:")) parseSqliteSink(ref);
-  else if (/^postgres(ql)?:/.test(ref)) parsePostgresSink(ref);
-  else throw notASink(ref);
+  if (parseSinkRef(ref) === null) throw notASink(ref);
+}
+
+/**
+ * The kind of sink `ref` names and the table it names (null: none), read without opening
+ * anything; null when its scheme is no sink's.
+ * @throws PermanentError when it is a sink's scheme with a malformed path, URL or table.
+ */
+export function parseSinkRef(
+  ref: string,
+): { kind: "sqlite" | "postgres"; table: string | null } | null {
+  if (ref.startsWith("sqlite:")) return { kind: "sqlite", table: parseSqliteSink(ref).table };
+  if (/^postgres(ql)?:/.test(ref)) {
+    return { kind: "postgres", table: parsePostgresSink(ref).table };
+  }
+  return null;
 }
 
 function notASink(ref: string): PermanentError {
